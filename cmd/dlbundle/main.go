@@ -1,0 +1,69 @@
+// Command dlbundle bundles what a dynamically linked or Python application
+// loads into one image and serves every rank's start-up from a node-local copy.
+//
+// Each verb lives in its own file; this file only wires them into kong.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/dlbundle/dlbundle/internal/version"
+)
+
+// CLI is the command line. Verbs appear in --help in this order.
+type CLI struct {
+	Version kong.VersionFlag `help:"Print the dlbundle version and exit."`
+
+	Trace   TraceCmd   `cmd:"" help:"Pilot run: record every object the app loads (ptrace)."`
+	Build   BuildCmd   `cmd:"" help:"Pack the objects of one or more traces into an image."`
+	Exec    ExecCmd    `cmd:"" help:"Stage an image on this node and run the app from it."`
+	Inspect InspectCmd `cmd:"" help:"Summarise or list an image."`
+	Verify  VerifyCmd  `cmd:"" help:"Check an image's digests, or compare it with the file system."`
+	Extract ExtractCmd `cmd:"" help:"Materialise an image's tree in a directory."`
+	Report  ReportCmd  `cmd:"" help:"Summarise DLBUNDLE_REPORT files written by exec'd apps."`
+	Push    PushCmd    `cmd:"" help:"Push an image to an OCI registry."`
+	Pull    PullCmd    `cmd:"" help:"Pull an image from an OCI registry."`
+
+	// Internal: the stub that installs the seccomp filter and execs the traced app.
+	TraceStub TraceStubCmd `cmd:"" name:"__trace-stub" hidden:""`
+}
+
+// exitError carries an exit status that is not a failure of dlbundle itself
+// (for example the traced app's own status).
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func main() {
+	var cli CLI
+	ctx := kong.Parse(&cli,
+		kong.Name("dlbundle"),
+		kong.Description("Bundle what an HPC application loads at start-up into one image, "+
+			"and serve every rank from a node-local copy of it.\n\n"+
+			"  dlbundle trace -- ./myapp          # pilot run, writes ./dlbundle.trace\n"+
+			"  dlbundle build -o app.dlimg        # pack the traced objects\n"+
+			"  dlbundle exec app.dlimg -- ./myapp # in the job script, every rank"),
+		kong.UsageOnError(),
+		kong.Vars{"version": version.Version},
+	)
+	err := ctx.Run()
+	if err == nil {
+		return
+	}
+	if e, ok := err.(exitError); ok {
+		os.Exit(e.code)
+	}
+	fmt.Fprintf(os.Stderr, "dlbundle %s: %v\n", ctx.Command(), err)
+	os.Exit(1)
+}
+
+// stripDashDash removes the leading "--" that kong keeps in passthrough args.
+func stripDashDash(args []string) []string {
+	if len(args) > 0 && args[0] == "--" {
+		return args[1:]
+	}
+	return args
+}

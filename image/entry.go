@@ -1,0 +1,61 @@
+package image
+
+// Type says what a path is in the image.
+type Type string
+
+// Entry types. See docs/SPEC.md.
+const (
+	TypeRegular  Type = "reg"      // bundled regular file: content in the image
+	TypeDir      Type = "dir"      // directory with a complete listing
+	TypeSymlink  Type = "symlink"  // symbolic link: Target holds the link text
+	TypeMissing  Type = "missing"  // did not exist at build time (a known ENOENT)
+	TypeExternal Type = "external" // exists but is not bundled (lookups pass through)
+)
+
+// Kind says what a regular file is used for (informational: inspect, reports).
+type Kind string
+
+// Kinds of regular files.
+const (
+	KindELFShared   Kind = "elf-shared"   // ELF shared object (ET_DYN without an interpreter)
+	KindELFExec     Kind = "elf-exec"     // ELF executable (ET_EXEC, or ET_DYN with PT_INTERP)
+	KindPySource    Kind = "py-source"    // .py
+	KindPyBytecode  Kind = "py-bytecode"  // .pyc
+	KindPyExtension Kind = "py-extension" // ELF shared object loaded as a Python extension module
+	KindScript      Kind = "script"       // #! script
+	KindData        Kind = "data"         // anything else
+)
+
+// DirEntry is one name in a directory listing.
+type DirEntry struct {
+	Name string `json:"name"`
+	Type Type   `json:"type"` // reg, dir, symlink, or "other" (sockets, devices, fifos)
+}
+
+// Frame locates one zstd frame of an object's content in the image file.
+type Frame struct {
+	Offset int64 `json:"off"`   // byte offset of the frame in the image file
+	CSize  int64 `json:"csize"` // compressed size of the frame
+	USize  int64 `json:"usize"` // bytes of file content it yields (cpio headers excluded)
+}
+
+// Entry is one path in the table of contents. The same struct is the input of
+// the writer (Frames and SHA256 are then filled in by the writer) and what the
+// reader returns.
+type Entry struct {
+	Path    string     `json:"path"` // absolute, normalised original path
+	Type    Type       `json:"type"`
+	Mode    uint32     `json:"mode,omitempty"` // permission and type bits as in st_mode
+	Size    int64      `json:"size,omitempty"` // regular files: content bytes
+	MtimeNS int64      `json:"mtime_ns,omitempty"`
+	SHA256  string     `json:"sha256,omitempty"` // hex digest of the content (regular files)
+	Kind    Kind       `json:"kind,omitempty"`
+	Order   int        `json:"order"`             // position in the load order (first use), 0-based
+	Target  string     `json:"target,omitempty"`  // symlinks: link text as read
+	Listing []DirEntry `json:"listing,omitempty"` // directories: complete, sorted by name
+	Frames  []Frame    `json:"frames,omitempty"`  // regular files: where the content is
+
+	// SourcePath is where the writer reads the content from (defaults to
+	// Path). Not serialised.
+	SourcePath string `json:"-"`
+}
