@@ -55,6 +55,16 @@ type Entry struct {
 	Listing []DirEntry `json:"listing,omitempty"` // directories: complete, sorted by name
 	Frames  []Frame    `json:"frames,omitempty"`  // regular files: where the content is
 
+	// Attributes of the source as stat(2) showed them at build time, so that
+	// the loader can answer stat exactly as the original file system would.
+	UID     uint32 `json:"uid,omitempty"`
+	GID     uint32 `json:"gid,omitempty"`
+	Nlink   uint32 `json:"nlink,omitempty"`
+	Dev     uint64 `json:"dev,omitempty"`
+	Ino     uint64 `json:"ino,omitempty"`
+	CtimeNS int64  `json:"ctime_ns,omitempty"`
+	AtimeNS int64  `json:"atime_ns,omitempty"`
+
 	// SourcePath is where the writer reads the content from (defaults to
 	// Path). Not serialised.
 	SourcePath string `json:"-"`
