@@ -74,6 +74,7 @@ type Event struct {
 	Err     string     `json:"err,omitempty"`
 	FD      *int       `json:"fd,omitempty"`
 	Size    *int64     `json:"size,omitempty"`
+	MtimeNS *int64     `json:"mtime_ns,omitempty"`
 	Dir     bool       `json:"dir,omitempty"`
 	Entries []DirEntry `json:"entries,omitempty"`
 }
