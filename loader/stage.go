@@ -1,0 +1,207 @@
+package loader
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Layout of a stage directory (one per user and node):
+//
+//	<dir>/.lock                  flock held by the rank that is staging
+//	<dir>/sha256-<hex>/          a complete stage, named by the image's TOC digest
+//	<dir>/tmp.<random>/          a stage being built (renamed to sha256-<hex> when complete)
+//	<dir>/by-path/<key>          symlink -> ../sha256-<hex>: lets later ranks find the
+//	                             stage without touching the image (see StageAlias)
+const (
+	stageLockName = ".lock"
+	stageTmpGlob  = "tmp.*"
+	aliasDirName  = "by-path"
+)
+
+// StageImage is what staging needs from an opened image.
+type StageImage interface {
+	// Digest identifies the image's content ("sha256:<hex>").
+	Digest() string
+	// Materialize lays out the complete stage in dir, an empty directory.
+	Materialize(ctx context.Context, dir string) error
+}
+
+// StageRequest says what to stage where.
+type StageRequest struct {
+	// Dir is a stage directory checked by OpenStageDir.
+	Dir string
+	// Alias names the image without reading it (StageAlias); "" disables the
+	// fast path, and then every call opens the image.
+	Alias string
+	// Open opens the image. Stage calls it at most once, and only when no
+	// published stage is known for Alias. It returns a close function.
+	Open func(ctx context.Context) (StageImage, func() error, error)
+	// OnWait, if set, is called once when another process holds the lock.
+	OnWait func()
+}
+
+// Staged is a complete, published stage.
+type Staged struct {
+	Dir    string // <stage dir>/sha256-<hex>
+	Digest string // "sha256:<hex>", or "" when found through the alias (the image was not read)
+	// Materialized is true when this call built the stage (the first rank).
+	Materialized bool
+}
+
+var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// digestDirName maps an image digest to the name of its stage. The digest
+// comes from the image file, which is untrusted: anything but sha256:<hex>
+// is refused so that it cannot name a path outside the stage directory.
+func digestDirName(digest string) (string, error) {
+	if !digestRE.MatchString(digest) {
+		return "", fmt.Errorf("image digest %q is not sha256:<64 hex digits>; the image is corrupt", digest)
+	}
+	return strings.Replace(digest, ":", "-", 1), nil
+}
+
+// Stage returns the published stage of an image, building it if needed.
+//
+// Protocol: (1) if Alias points at a published stage, use it: no lock, no
+// access to the image. (2) Otherwise take the node's stage lock; check the
+// alias again (another rank may have staged while we waited); open the image
+// and read its digest; if that stage is published (another job staged the same
+// image), record the alias and use it; else remove temp dirs left by stagers
+// that died (we hold the lock, so no one is writing them), Materialize into a
+// fresh tmp.<random> and rename it to sha256-<hex>. A stage is visible under
+// its final name only once complete, so SIGKILL at any point leaves at most a
+// temp dir that the next stager removes.
+func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
+	if s := lookupAlias(req.Dir, req.Alias); s != nil {
+		return s, nil
+	}
+	lock, err := lockStage(ctx, filepath.Join(req.Dir, stageLockName), req.OnWait)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.unlock()
+	if s := lookupAlias(req.Dir, req.Alias); s != nil {
+		return s, nil
+	}
+
+	img, closeImage, err := req.Open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer closeImage()
+	name, err := digestDirName(img.Digest())
+	if err != nil {
+		return nil, err
+	}
+	final := filepath.Join(req.Dir, name)
+	staged := &Staged{Dir: final, Digest: img.Digest()}
+	if !isDir(final) {
+		if err := removeStaleTemps(req.Dir); err != nil {
+			return nil, err
+		}
+		tmp, err := os.MkdirTemp(req.Dir, "tmp.")
+		if err != nil {
+			return nil, fmt.Errorf("create stage: %w", err)
+		}
+		if err := img.Materialize(ctx, tmp); err != nil {
+			removeTree(tmp)
+			return nil, fmt.Errorf("stage image into %s: %w", req.Dir, err)
+		}
+		// MkdirTemp made it 0700; the stage is private to this user anyway.
+		if err := os.Rename(tmp, final); err != nil {
+			removeTree(tmp)
+			return nil, fmt.Errorf("publish stage %s: %w", final, err)
+		}
+		staged.Materialized = true
+	}
+	if err := writeAlias(req.Dir, req.Alias, name); err != nil {
+		return nil, err
+	}
+	return staged, nil
+}
+
+// lookupAlias returns the published stage that alias points at, or nil.
+func lookupAlias(dir, alias string) *Staged {
+	if alias == "" {
+		return nil
+	}
+	target, err := os.Readlink(filepath.Join(dir, aliasDirName, alias))
+	if err != nil {
+		return nil
+	}
+	name := filepath.Base(target)
+	if target != filepath.Join("..", name) || !strings.HasPrefix(name, "sha256-") {
+		return nil // not written by us: ignore, the slow path rewrites it
+	}
+	final := filepath.Join(dir, name)
+	if !isDir(final) {
+		return nil // stage removed (e.g. by an admin) since: restage
+	}
+	return &Staged{Dir: final}
+}
+
+// writeAlias points alias at the stage name, atomically (symlink + rename).
+func writeAlias(dir, alias, name string) error {
+	if alias == "" {
+		return nil
+	}
+	aliasDir := filepath.Join(dir, aliasDirName)
+	if err := os.Mkdir(aliasDir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("create %s: %w", aliasDir, err)
+	}
+	tmp := filepath.Join(aliasDir, ".tmp."+randomName())
+	if err := os.Symlink(filepath.Join("..", name), tmp); err != nil {
+		return fmt.Errorf("write stage alias: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(aliasDir, alias)); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write stage alias: %w", err)
+	}
+	return nil
+}
+
+// removeStaleTemps removes what stagers that died left behind. The caller
+// holds the stage lock, so no live process is writing any of it.
+func removeStaleTemps(dir string) error {
+	temps, _ := filepath.Glob(filepath.Join(dir, stageTmpGlob))
+	aliasTemps, _ := filepath.Glob(filepath.Join(dir, aliasDirName, ".tmp.*"))
+	for _, t := range append(temps, aliasTemps...) {
+		if err := removeTree(t); err != nil {
+			return fmt.Errorf("remove stale stage %s: %w", t, err)
+		}
+	}
+	return nil
+}
+
+// removeTree removes a (partial) stage. Staged directories keep the image's
+// modes, which may lack write permission, so make them writable first.
+func removeTree(path string) error {
+	filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(path)
+}
+
+func isDir(path string) bool {
+	var st unix.Stat_t
+	return unix.Lstat(path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR
+}
+
+func randomName() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
