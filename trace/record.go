@@ -37,6 +37,8 @@ const (
 	OpChmod    Op = "chmod"
 	OpUtime    Op = "utime"
 	OpSpawn    Op = "spawn"
+	OpMknod    Op = "mknod"
+	OpChown    Op = "chown"
 )
 
 // Header is the first record of a trace.

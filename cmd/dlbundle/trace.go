@@ -1,15 +1,78 @@
 package main
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"os"
 
-// TraceCmd is not built yet.
-type TraceCmd struct{}
+	"github.com/dlbundle/dlbundle/trace"
+)
 
-// Run reports that the verb is not built yet.
-func (c *TraceCmd) Run() error { return errors.New("not built yet") }
+// TraceCmd is the pilot run: it runs the app once under ptrace and records
+// every file-system lookup it makes.
+type TraceCmd struct {
+	Output  string   `short:"o" placeholder:"FILE" help:"Trace file to write (default ./dlbundle.trace; '.RANK' is appended under a launcher)."`
+	Quiet   bool     `short:"q" help:"Do not print the summary at the end."`
+	Command []string `arg:"" passthrough:"" name:"command" help:"The app and its arguments (put -- before it)."`
+}
 
-// TraceStubCmd is not built yet.
-type TraceStubCmd struct{}
+// Help is shown by `dlbundle trace --help`.
+func (c *TraceCmd) Help() string {
+	return `Runs CMD once (the pilot run) under ptrace and writes every file lookup it
+and its children make - opens, stats, accesses, directory listings, execs,
+and the files they create or remove - to a trace (JSON Lines, see
+docs/trace-format.md). Only file-related system calls stop the app (a
+seccomp filter); everything else runs at full speed.
 
-// Run reports that the verb is not built yet.
-func (c *TraceStubCmd) Run() error { return errors.New("not built yet") }
+Run it the way the job runs the app (same modules, environment, input), but
+as one process: what the pilot loads is what gets bundled.
+
+  dlbundle trace -- ./myapp --input small.nml
+  dlbundle trace -o numpy.trace -- /usr/bin/python3 -c 'import numpy'
+  dlbundle trace -q -- ./run.sh            # no summary
+
+Output: ./dlbundle.trace unless -o is given. It is written under a temporary
+name next to it and renamed when complete, so an earlier trace is replaced
+only by a complete one. Under a parallel launcher (SLURM_PROCID, PMI_RANK,
+OMPI_COMM_WORLD_RANK or FLUX_TASK_RANK set) ".RANK" is appended, so
+'srun -n 4 dlbundle trace -- ./app' writes dlbundle.trace.0 ... .3.
+
+The exit status is the app's (128+N if a signal N killed it; 127 if CMD is
+not found, 126 if it is not executable). SIGINT and SIGTERM are passed to the
+app. Processes still running when the app's main process exits (daemons) are
+detached and left running; their lookups after that point are not traced.
+Needs ptrace: not available where kernel.yama.ptrace_scope=3 or in
+containers without CAP_SYS_PTRACE.
+
+Next: dlbundle build -o app.dlimg`
+}
+
+// Run traces the command and exits with its status.
+func (c *TraceCmd) Run() error {
+	res, err := trace.Run(trace.Options{Command: stripDashDash(c.Command), Output: c.Output, Quiet: c.Quiet})
+	var ce *trace.CommandError
+	if errors.As(err, &ce) {
+		fmt.Fprintf(os.Stderr, "dlbundle trace: %v\n", ce)
+		return exitError{ce.Code}
+	}
+	if err != nil {
+		return err
+	}
+	if res.Exit != 0 {
+		return exitError{res.Exit}
+	}
+	return nil
+}
+
+// TraceStubCmd is the hidden verb the tracer re-executes: it installs the
+// seccomp filter and execs the app (see trace.StubMain).
+type TraceStubCmd struct {
+	Command []string `arg:"" passthrough:"" name:"command"`
+}
+
+// Run returns only if the app could not be exec'd.
+func (c *TraceStubCmd) Run() error {
+	code, err := trace.StubMain(stripDashDash(c.Command))
+	fmt.Fprintf(os.Stderr, "dlbundle trace: %v\n", err)
+	return exitError{code}
+}

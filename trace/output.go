@@ -1,0 +1,120 @@
+package trace
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dlbundle/dlbundle/internal/version"
+)
+
+// DefaultOutput is where a trace goes without -o.
+const DefaultOutput = "dlbundle.trace"
+
+// rankVars are the launcher variables that carry this process's rank, in the
+// order they are consulted.
+var rankVars = []string{"SLURM_PROCID", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "FLUX_TASK_RANK"}
+
+// LauncherRank returns the rank set by a parallel launcher, or "".
+func LauncherRank(getenv func(string) string) string {
+	for _, v := range rankVars {
+		if r := getenv(v); r != "" {
+			return r
+		}
+	}
+	return ""
+}
+
+// OutputPath is the trace file name: out (or the default), with ".RANK"
+// appended under a launcher so that ranks never write the same file.
+func OutputPath(out, rank string) string {
+	if out == "" {
+		out = DefaultOutput
+	}
+	if rank != "" {
+		out += "." + rank
+	}
+	return out
+}
+
+// outputFile is written under a temporary name next to the final one and
+// renamed when the trace is complete, so a previous trace is only replaced
+// by a complete one.
+type outputFile struct {
+	f     *os.File
+	final string
+}
+
+func createOutput(path string) (*outputFile, error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("trace output %s is a directory; give a file name with -o", path)
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp*")
+	if err != nil {
+		return nil, fmt.Errorf("cannot write the trace to %s: %v; choose a writable place with -o", path, err)
+	}
+	_ = f.Chmod(0o644)
+	return &outputFile{f: f, final: path}, nil
+}
+
+// commit closes the file and gives it its final name.
+func (o *outputFile) commit() error {
+	if err := o.f.Close(); err != nil {
+		os.Remove(o.f.Name())
+		return fmt.Errorf("writing %s: %v", o.final, err)
+	}
+	if err := os.Rename(o.f.Name(), o.final); err != nil {
+		os.Remove(o.f.Name())
+		return fmt.Errorf("writing %s: %v", o.final, err)
+	}
+	return nil
+}
+
+func (o *outputFile) discard() {
+	o.f.Close()
+	os.Remove(o.f.Name())
+}
+
+// envRecorded are the variables the header keeps (those that steer lookups).
+var envRecorded = []string{"PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME"}
+
+func newHeader(command []string, rank string, start time.Time) Header {
+	h := Header{Command: command, Rank: rank, Dlbundle: version.Version,
+		Start: start.UTC().Format(time.RFC3339Nano), Glibc: glibcVersion()}
+	h.Cwd, _ = os.Getwd()
+	h.Host, _ = os.Hostname()
+	for _, k := range envRecorded {
+		if v, ok := os.LookupEnv(k); ok {
+			if h.Env == nil {
+				h.Env = map[string]string{}
+			}
+			h.Env[k] = v
+		}
+	}
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		h.Kernel = unix.ByteSliceToString(u.Release[:])
+	}
+	return h
+}
+
+// glibcVersion asks getconf (dlbundle is static and cannot call
+// gnu_get_libc_version); "" when there is no glibc.
+func glibcVersion() string {
+	out, err := exec.Command("getconf", "GNU_LIBC_VERSION").Output()
+	if err != nil {
+		return ""
+	}
+	s := strings.TrimSpace(string(bytes.TrimPrefix(out, []byte("glibc "))))
+	return s
+}

@@ -1,0 +1,207 @@
+package trace
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Options of one pilot run.
+type Options struct {
+	Command []string  // argv of the app; Command[0] is searched in PATH
+	Output  string    // trace file; "" means DefaultOutput (plus ".RANK" under a launcher)
+	Quiet   bool      // no summary
+	Stderr  io.Writer // summary and warnings; nil means os.Stderr
+	// Stub is the argv prefix that runs StubMain (the command is appended);
+	// nil means this executable with the hidden verb: [self, StubVerb, "--"].
+	Stub []string
+	// Getenv reads launcher variables; nil means os.Getenv.
+	Getenv func(string) string
+}
+
+// Result of a pilot run.
+type Result struct {
+	Exit   int    // the app's exit status (128+N when killed by signal N)
+	Output string // the trace file written
+}
+
+// CommandError is a command that could not be started (not found, not
+// executable); Code is the shell's exit code for it.
+type CommandError struct {
+	Code int
+	Err  error
+}
+
+func (e *CommandError) Error() string { return e.Err.Error() }
+func (e *CommandError) Unwrap() error { return e.Err }
+
+// Run traces one run of opts.Command and writes the trace. The app inherits
+// stdin, stdout, stderr and the environment. Run waits for any child of this
+// process (wait4(-1)), so nothing else in the process may start children
+// while it runs.
+func Run(opts Options) (*Result, error) {
+	if len(opts.Command) == 0 {
+		return nil, errors.New("no command given: dlbundle trace [-o FILE] -- CMD [ARGS...]")
+	}
+	stderr := opts.Stderr
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	stub := opts.Stub
+	if stub == nil {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding the dlbundle executable to run the trace stub: %v", err)
+		}
+		stub = []string{self, StubVerb, "--"}
+	}
+	rank := LauncherRank(getenv)
+	outPath := OutputPath(opts.Output, rank)
+	// Output first: an unwritable path fails before the app starts.
+	out, err := createOutput(outPath)
+	if err != nil {
+		return nil, err
+	}
+	if _, code, err := ResolveCommand(opts.Command[0]); err != nil {
+		out.discard()
+		return nil, &CommandError{Code: code, Err: err}
+	}
+	start := time.Now()
+	w, err := NewWriter(out.f, newHeader(opts.Command, rank, start))
+	if err != nil {
+		out.discard()
+		return nil, fmt.Errorf("writing %s: %v", outPath, err)
+	}
+	rec := newRecorder(w, stderr)
+
+	exit, err := traceCommand(stub, opts.Command, rec, start)
+	if err != nil {
+		out.discard()
+		return nil, err
+	}
+	wall := time.Since(start)
+	if err := w.Close(exit, wall.Nanoseconds()); err != nil && rec.err == nil {
+		rec.err = err
+	}
+	if rec.err != nil {
+		out.discard()
+		return nil, fmt.Errorf("writing %s: %v", outPath, rec.err)
+	}
+	if err := out.commit(); err != nil {
+		return nil, err
+	}
+	if !opts.Quiet {
+		rec.stats.print(stderr, outPath, exit, wall)
+	}
+	return &Result{Exit: exit, Output: outPath}, nil
+}
+
+// traceCommand starts the stub under ptrace and follows the app to its end.
+func traceCommand(stub, command []string, rec *recorder, start time.Time) (int, error) {
+	// ptrace requests are accepted only from the thread that attached.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+
+	cmd := &exec.Cmd{
+		Path:        stub[0],
+		Args:        append(append([]string{}, stub...), command...),
+		Stdin:       os.Stdin,
+		Stdout:      os.Stdout,
+		Stderr:      os.Stderr,
+		SysProcAttr: &syscall.SysProcAttr{Ptrace: true},
+	}
+	sigs := &signalLog{}
+	fwd := make(chan os.Signal, 4)
+	signal.Notify(fwd, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(fwd)
+
+	if err := cmd.Start(); err != nil {
+		if errors.Is(err, syscall.EPERM) {
+			return 0, ptraceDenied(err)
+		}
+		return 0, fmt.Errorf("starting the trace stub %s: %v", stub[0], err)
+	}
+	pid := cmd.Process.Pid
+	done := make(chan struct{})
+	defer close(done)
+	go forwardSignals(fwd, done, pid, sigs)
+
+	t := &tracer{start: start, rec: rec, mainPid: pid, sigSeen: sigs,
+		tasks: map[int]*task{pid: {tgid: pid}}, listings: map[dirKey]*listing{}}
+	exit, err := t.loop()
+	if err != nil {
+		return 0, err
+	}
+	if left := t.detachSurvivors(2 * time.Second); left > 0 {
+		rec.warn("%d task(s) that outlived the app could not be detached; they are killed", left)
+	}
+	return exit, nil
+}
+
+// ptraceDenied explains a refused ptrace and what to do about it.
+func ptraceDenied(err error) error {
+	scope := "unknown"
+	if b, rerr := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); rerr == nil {
+		scope = strings.TrimSpace(string(b))
+	}
+	return fmt.Errorf("ptrace is not permitted here (%v; kernel.yama.ptrace_scope=%s). "+
+		"dlbundle trace needs ptrace for the pilot run only: run it where ptrace is allowed "+
+		"(ptrace_scope 0-2; a container needs CAP_SYS_PTRACE and a seccomp profile that allows ptrace, "+
+		"e.g. docker run --cap-add SYS_PTRACE), or ask the admins to lower kernel.yama.ptrace_scope", err, scope)
+}
+
+// signalLog remembers when a tracee last received SIGINT or SIGTERM, so that
+// a signal the terminal already sent to the app's process group (Ctrl-C) is
+// not delivered a second time by forwarding.
+type signalLog struct{ sigint, sigterm atomic.Int64 }
+
+func (l *signalLog) slot(s syscall.Signal) *atomic.Int64 {
+	switch s {
+	case syscall.SIGINT:
+		return &l.sigint
+	case syscall.SIGTERM:
+		return &l.sigterm
+	}
+	return nil
+}
+
+func (l *signalLog) saw(s syscall.Signal) {
+	if a := l.slot(s); a != nil {
+		a.Store(time.Now().UnixNano())
+	}
+}
+
+// forwardSignals passes SIGINT/SIGTERM received by dlbundle to the app,
+// unless the app got the same signal directly at about the same time.
+func forwardSignals(ch <-chan os.Signal, done <-chan struct{}, pid int, seen *signalLog) {
+	const window = 100 * time.Millisecond
+	for {
+		select {
+		case <-done:
+			return
+		case s := <-ch:
+			sig := s.(syscall.Signal)
+			at := time.Now().UnixNano()
+			select {
+			case <-done:
+				return
+			case <-time.After(window):
+			}
+			if seen.slot(sig).Load() < at-int64(window) {
+				_ = syscall.Kill(pid, sig)
+			}
+		}
+	}
+}

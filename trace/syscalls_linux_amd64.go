@@ -1,0 +1,60 @@
+package trace
+
+import "golang.org/x/sys/unix"
+
+// The system calls the seccomp filter sends to the tracer (x86_64 numbers),
+// and where each keeps its arguments. Everything else runs untraced.
+var syscallTable = map[uint64]scSpec{
+	unix.SYS_OPEN:       {name: "open", op: OpOpen, path: a0, flags: a1},
+	unix.SYS_OPENAT:     {name: "openat", op: OpOpen, dirfd: a0, path: a1, flags: a2},
+	unix.SYS_OPENAT2:    {name: "openat2", op: OpOpen, dirfd: a0, path: a1, howArg: a2},
+	unix.SYS_CREAT:      {name: "creat", op: OpOpen, path: a0, fixedFlags: unix.O_CREAT | unix.O_WRONLY | unix.O_TRUNC},
+	unix.SYS_STAT:       {name: "stat", op: OpStat, path: a0},
+	unix.SYS_LSTAT:      {name: "lstat", op: OpStat, path: a0, fixedFlags: unix.AT_SYMLINK_NOFOLLOW},
+	unix.SYS_NEWFSTATAT: {name: "newfstatat", op: OpStat, dirfd: a0, path: a1, flags: a3},
+	unix.SYS_STATX:      {name: "statx", op: OpStat, dirfd: a0, path: a1, flags: a2},
+	unix.SYS_ACCESS:     {name: "access", op: OpAccess, path: a0},
+	unix.SYS_FACCESSAT:  {name: "faccessat", op: OpAccess, dirfd: a0, path: a1},
+	unix.SYS_FACCESSAT2: {name: "faccessat2", op: OpAccess, dirfd: a0, path: a1, flags: a3},
+	unix.SYS_READLINK:   {name: "readlink", op: OpReadlink, path: a0, outBuf: a1},
+	unix.SYS_READLINKAT: {name: "readlinkat", op: OpReadlink, dirfd: a0, path: a1, outBuf: a2},
+	unix.SYS_EXECVE:     {name: "execve", op: OpExec, path: a0},
+	unix.SYS_EXECVEAT:   {name: "execveat", op: OpExec, dirfd: a0, path: a1, flags: a4},
+	unix.SYS_CHDIR:      {name: "chdir", op: OpChdir, path: a0},
+	unix.SYS_FCHDIR:     {name: "fchdir", op: OpChdir, fdArg: a0},
+	unix.SYS_GETDENTS64: {name: "getdents64", op: OpListdir, fdArg: a0, outBuf: a1},
+	unix.SYS_MKDIR:      {name: "mkdir", op: OpMkdir, path: a0},
+	unix.SYS_MKDIRAT:    {name: "mkdirat", op: OpMkdir, dirfd: a0, path: a1},
+	unix.SYS_MKNOD:      {name: "mknod", op: OpMknod, path: a0},
+	unix.SYS_MKNODAT:    {name: "mknodat", op: OpMknod, dirfd: a0, path: a1},
+	unix.SYS_RMDIR:      {name: "rmdir", op: OpRmdir, path: a0},
+	unix.SYS_UNLINK:     {name: "unlink", op: OpUnlink, path: a0},
+	unix.SYS_UNLINKAT:   {name: "unlinkat", op: OpUnlink, dirfd: a0, path: a1, flags: a2},
+	unix.SYS_RENAME:     {name: "rename", op: OpRename, path: a0, path2: a1},
+	unix.SYS_RENAMEAT:   {name: "renameat", op: OpRename, dirfd: a0, path: a1, dirfd2: a2, path2: a3},
+	unix.SYS_RENAMEAT2:  {name: "renameat2", op: OpRename, dirfd: a0, path: a1, dirfd2: a2, path2: a3, flags: a4},
+	unix.SYS_LINK:       {name: "link", op: OpLink, path: a0, path2: a1},
+	unix.SYS_LINKAT:     {name: "linkat", op: OpLink, dirfd: a0, path: a1, dirfd2: a2, path2: a3, flags: a4},
+	// symlink(target, linkpath): the new name is the path; the target text is kept as written.
+	unix.SYS_SYMLINK:   {name: "symlink", op: OpSymlink, path: a1, rawPath2: a0},
+	unix.SYS_SYMLINKAT: {name: "symlinkat", op: OpSymlink, dirfd: a1, path: a2, rawPath2: a0},
+	unix.SYS_TRUNCATE:  {name: "truncate", op: OpTruncate, path: a0},
+	unix.SYS_CHMOD:     {name: "chmod", op: OpChmod, path: a0},
+	unix.SYS_FCHMODAT:  {name: "fchmodat", op: OpChmod, dirfd: a0, path: a1},
+	unix.SYS_FCHMODAT2: {name: "fchmodat2", op: OpChmod, dirfd: a0, path: a1, flags: a3},
+	unix.SYS_CHOWN:     {name: "chown", op: OpChown, path: a0},
+	unix.SYS_LCHOWN:    {name: "lchown", op: OpChown, path: a0, fixedFlags: unix.AT_SYMLINK_NOFOLLOW},
+	unix.SYS_FCHOWNAT:  {name: "fchownat", op: OpChown, dirfd: a0, path: a1, flags: a4},
+	unix.SYS_UTIME:     {name: "utime", op: OpUtime, path: a0},
+	unix.SYS_UTIMES:    {name: "utimes", op: OpUtime, path: a0},
+	unix.SYS_FUTIMESAT: {name: "futimesat", op: OpUtime, dirfd: a0, path: a1},
+	unix.SYS_UTIMENSAT: {name: "utimensat", op: OpUtime, dirfd: a0, path: a1, flags: a3},
+}
+
+// syscallArgs returns the six argument registers and the system call number.
+func syscallArgs(r *unix.PtraceRegs) (nr uint64, args [6]uint64) {
+	return r.Orig_rax, [6]uint64{r.Rdi, r.Rsi, r.Rdx, r.R10, r.R8, r.R9}
+}
+
+// syscallResult returns the return value at syscall exit (-errno on failure).
+func syscallResult(r *unix.PtraceRegs) int64 { return int64(r.Rax) }
