@@ -1,0 +1,88 @@
+package squash
+
+import (
+	"bytes"
+	"debug/elf"
+	"io"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/dlbundle/dlbundle/image"
+)
+
+// classify says what a regular file is, from its name and first bytes
+// (and, for ELF shared objects that may be Python extensions, its symbols).
+func classify(p string) image.Kind {
+	f, err := os.Open(p)
+	if err != nil {
+		return image.KindData
+	}
+	defer f.Close()
+	var head [4]byte
+	n, _ := io.ReadFull(f, head[:])
+	switch {
+	case n == 4 && bytes.Equal(head[:], []byte(elf.ELFMAG)):
+		return classifyELF(p, f)
+	case strings.HasSuffix(p, ".py"):
+		return image.KindPySource
+	case strings.HasSuffix(p, ".pyc"):
+		return image.KindPyBytecode
+	case n >= 2 && head[0] == '#' && head[1] == '!':
+		return image.KindScript
+	}
+	return image.KindData
+}
+
+func classifyELF(p string, f *os.File) image.Kind {
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return image.KindData
+	}
+	defer ef.Close()
+	switch ef.Type {
+	case elf.ET_EXEC:
+		return image.KindELFExec
+	case elf.ET_DYN:
+	default:
+		return image.KindData
+	}
+	for _, prog := range ef.Progs {
+		if prog.Type == elf.PT_INTERP {
+			return image.KindELFExec // PIE executable
+		}
+	}
+	if isPythonExtension(p, ef) {
+		return image.KindPyExtension
+	}
+	return image.KindELFShared
+}
+
+// isPythonExtension: CPython's extension names ("m.cpython-311-x86_64-linux-gnu.so",
+// "m.abi3.so"), a .so in a Python directory (lib-dynload, site-packages,
+// dist-packages), or an exported PyInit_<module> for its own name.
+func isPythonExtension(p string, ef *elf.File) bool {
+	base := path.Base(p)
+	if strings.Contains(base, ".cpython-") || strings.HasSuffix(base, ".abi3.so") {
+		return true
+	}
+	if strings.HasSuffix(base, ".so") {
+		for _, dir := range strings.Split(path.Dir(p), "/") {
+			if dir == "lib-dynload" || dir == "site-packages" || dir == "dist-packages" {
+				return true
+			}
+		}
+	}
+	module, _, _ := strings.Cut(base, ".")
+	syms, err := ef.DynamicSymbols()
+	if err != nil {
+		return false
+	}
+	want := "PyInit_" + module
+	for _, s := range syms {
+		if s.Name == want && s.Section != elf.SHN_UNDEF {
+			return true
+		}
+	}
+	return false
+}

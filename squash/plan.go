@@ -1,0 +1,374 @@
+package squash
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/trace"
+)
+
+// Options change the bundling policy.
+type Options struct {
+	Include []string // path prefixes to bundle although a default rule excludes them (/etc, /tmp...)
+	Exclude []string // path prefixes never to bundle (recorded as external entries)
+	// AllowChanged bundles files that changed since the pilot as they are
+	// now, instead of leaving them out.
+	AllowChanged bool
+	Warn         func(string) // called for every warning (also kept in Report.Warnings)
+}
+
+// Plan is what the image writer packs: entries in load order.
+type Plan struct {
+	Entries []image.Entry
+	Pilots  []json.RawMessage // the traces' header records, in argument order
+	Report  Report
+}
+
+// Build merges traces and decides, reading the file system as it is now
+// (lstat, readlink, readdir, file headers), which paths the image holds and
+// how. See docs/squash.md for the policy.
+func Build(traces []*trace.Trace, opts Options) (*Plan, error) {
+	rules, err := NewRules(opts.Include, opts.Exclude)
+	if err != nil {
+		return nil, err
+	}
+	if len(traces) == 0 {
+		return nil, errors.New("no traces to build from")
+	}
+	b := &builder{opts: opts, rules: rules, fs: newFSView(), index: map[string]int{}, plan: &Plan{}}
+	rep := &b.plan.Report
+	for i, t := range traces {
+		h, err := json.Marshal(&t.Header)
+		if err != nil {
+			return nil, err
+		}
+		b.plan.Pilots = append(b.plan.Pilots, h)
+		if t.End == nil {
+			rep.Incomplete = append(rep.Incomplete, fmt.Sprintf("trace %d (%s)", i+1, strings.Join(t.Header.Command, " ")))
+		}
+	}
+	rep.Traces = len(traces)
+	b.uses = collect(traces)
+	rep.Events = b.uses.events
+	rep.Paths = len(b.uses.byPath)
+	for _, x := range b.uses.inOrder() {
+		b.place(x)
+	}
+	for i := range b.plan.Entries {
+		b.plan.Entries[i].Order = i
+	}
+	return b.plan, nil
+}
+
+type builder struct {
+	opts  Options
+	rules *Rules
+	fs    *fsView
+	uses  *uses
+	plan  *Plan
+	index map[string]int // path -> position in plan.Entries
+}
+
+func (b *builder) warn(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	b.plan.Report.Warnings = append(b.plan.Report.Warnings, msg)
+	if b.opts.Warn != nil {
+		b.opts.Warn(msg)
+	}
+}
+
+func (b *builder) skip(reason string) { b.plan.Report.skip(reason) }
+
+// place decides what one traced path becomes in the plan.
+func (b *builder) place(x *use) {
+	existed := x.read || x.dirUse || x.looked
+	if !existed && !x.enoent && !x.enotdir && !x.pycWritten && !x.written {
+		if x.otherErr != "" {
+			b.skip(ReasonOtherError)
+		}
+		return // only the parent of a written path
+	}
+	verdict, reason := b.rules.Match(x.path)
+	switch {
+	case verdict == Skip:
+		b.skip(reason)
+		return
+	case x.written:
+		b.skip(ReasonWritten)
+		return
+	case verdict == Exclude:
+		// Node-local: say that it exists (external entry), never bundle it.
+		if n, err := b.fs.lstat(x.path); err == nil && existed {
+			b.addExternal(n)
+		}
+		b.skip(reason)
+		return
+	}
+
+	w := b.fs.resolve(x.path, true)
+	switch {
+	case w.err == nil:
+		b.placeExisting(x, w)
+	case w.err == unix.ENOENT:
+		b.placeMissing(x, w)
+	case w.err == unix.ENOTDIR:
+		b.placeNotDir(x, w)
+	default:
+		b.warn("%s: %v at build time; left out", x.path, w.err)
+		b.skip(ReasonUnreadable)
+	}
+}
+
+func (b *builder) placeExisting(x *use, w walk) {
+	n := w.final
+	if !(x.read || x.dirUse || x.looked || x.pycWritten) {
+		b.skip(ReasonAppeared) // the pilot saw ENOENT/ENOTDIR: the job will too, or not; pass through
+		return
+	}
+	if v, reason := b.rules.Match(n.path); v != Bundle {
+		// A symlink that leads into /tmp, /etc...: keep the way there, not the object.
+		b.addChain(w)
+		if v == Exclude {
+			b.addExternal(n)
+		}
+		b.skip(reason)
+		return
+	}
+	switch {
+	case n.isReg() && (x.read || x.pycWritten):
+		if x.pycWritten && !x.read {
+			if err := checkPyc(x.path); err != nil {
+				b.warn("%v; left out", err)
+				b.skip(ReasonStalePyc)
+				return
+			}
+			b.plan.Report.PycCaches = append(b.plan.Report.PycCaches, n.path)
+		}
+		if changed, was := changedSince(x.openStats, n); changed {
+			b.plan.Report.Changed = append(b.plan.Report.Changed, x.path)
+			if !b.opts.AllowChanged {
+				b.warn("%s changed since the pilot (size %d mtime %d then, size %d mtime %d now); left out",
+					x.path, was.size, was.mtimeNS, n.st.Size, unix.TimespecToNsec(n.st.Mtim))
+				b.skip(ReasonChanged)
+				return
+			}
+			b.warn("%s changed since the pilot; bundling it as it is now (--allow-changed)", x.path)
+		}
+		b.addChain(w)
+		b.addRegular(n)
+	case n.isDir():
+		if u := b.uses.byPath[n.path]; u != nil && u.listChanged && !u.pycListOnly {
+			if _, ok := b.index[n.path]; !ok {
+				b.skip(ReasonDirChanged)
+				return
+			}
+		}
+		b.addChain(w)
+		b.addDir(n)
+	default: // stat'd only, or a fifo, socket or device
+		b.addChain(w)
+		b.addExternal(n)
+	}
+}
+
+// changedSince compares the size and mtime the tracer saw at each open with now.
+func changedSince(seen []openStat, n *node) (bool, openStat) {
+	for _, s := range seen {
+		if s.size != n.st.Size || s.mtimeNS != unix.TimespecToNsec(n.st.Mtim) {
+			return true, s
+		}
+	}
+	return false, openStat{}
+}
+
+func (b *builder) placeMissing(x *use, w walk) {
+	if x.read || x.dirUse || x.looked {
+		if x.looked && !x.read && !x.dirUse {
+			// readlink or lstat of what is now a dangling symlink
+			if w2 := b.fs.resolve(x.path, false); w2.err == nil && w2.final.isSymlink() {
+				b.addChain(w2)
+				b.addSymlink(w2.final)
+				return
+			}
+		}
+		b.plan.Report.Vanished = append(b.plan.Report.Vanished, x.path)
+		b.warn("%s existed during the pilot and does not now (%s is missing); left out", x.path, w.failAt)
+		b.skip(ReasonVanished)
+		return
+	}
+	if !x.enoent {
+		return // the temporary file of a bytecode cache write, gone as it should be
+	}
+	// Keep "does not exist" only where the plan holds the complete listing
+	// of the directory the name is missing from.
+	if v, _ := b.rules.Match(w.failDir); v != Bundle {
+		b.skip(ReasonMissingKept)
+		return
+	}
+	dir, err := b.fs.lstat(w.failDir)
+	if err != nil || !dir.isDir() {
+		b.skip(ReasonMissingKept)
+		return
+	}
+	if u := b.uses.byPath[w.failDir]; u != nil && u.listChanged && !u.pycListOnly {
+		b.skip(ReasonMissingKept) // its listing is not what the pilot saw
+		return
+	}
+	b.addChain(w)
+	e := b.addDir(dir)
+	if e.Type != image.TypeDir || hasName(e.Listing, w.failAt[len(w.failDir):]) {
+		b.skip(ReasonMissingKept)
+		return
+	}
+	b.add(image.Entry{Path: w.failAt, Type: image.TypeMissing})
+}
+
+func hasName(listing []image.DirEntry, slashName string) bool {
+	name := strings.TrimPrefix(slashName, "/")
+	for _, d := range listing {
+		if d.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// placeNotDir keeps an ENOTDIR failure reproducible: the loader answers it
+// from the regular file that stands where a directory was expected.
+func (b *builder) placeNotDir(x *use, w walk) {
+	if x.read || x.dirUse || x.looked {
+		b.plan.Report.Vanished = append(b.plan.Report.Vanished, x.path)
+		b.warn("%s existed during the pilot; now %s is not a directory; left out", x.path, w.failAt)
+		b.skip(ReasonVanished)
+		return
+	}
+	f, err := b.fs.lstat(w.failAt)
+	if v, _ := b.rules.Match(w.failAt); err != nil || v != Bundle || !x.enotdir {
+		b.skip(ReasonMissingKept)
+		return
+	}
+	b.addChain(w)
+	if _, ok := b.index[f.path]; !ok {
+		b.addExternal(f)
+	}
+}
+
+// add appends e unless its path is already in the plan; it returns the entry
+// in the plan.
+func (b *builder) add(e image.Entry) *image.Entry {
+	if i, ok := b.index[e.Path]; ok {
+		return &b.plan.Entries[i]
+	}
+	b.index[e.Path] = len(b.plan.Entries)
+	b.plan.Entries = append(b.plan.Entries, e)
+	return &b.plan.Entries[len(b.plan.Entries)-1]
+}
+
+// addChain adds the directories and symlinks a path resolved through, so
+// that the loader can answer every lookup along it.
+func (b *builder) addChain(w walk) {
+	for _, n := range w.chain {
+		if n.isSymlink() {
+			b.addSymlink(n)
+		} else {
+			b.addDir(n)
+		}
+	}
+}
+
+func (b *builder) addSymlink(n *node) {
+	e := attrs(n, image.TypeSymlink)
+	e.Target = n.target
+	b.add(e)
+}
+
+func (b *builder) addExternal(n *node) { b.add(attrs(n, image.TypeExternal)) }
+
+// addRegular adds a file to bundle; a path first recorded as external (only
+// stat'd) becomes regular when a later use reads it.
+func (b *builder) addRegular(n *node) {
+	e := attrs(n, image.TypeRegular)
+	e.Kind = classify(n.path)
+	if i, ok := b.index[n.path]; ok {
+		if b.plan.Entries[i].Type == image.TypeExternal {
+			b.plan.Entries[i] = e
+		}
+		return
+	}
+	b.add(e)
+}
+
+// addDir adds a directory with its complete listing as read now. A
+// directory that cannot be listed, or whose listing is node-local (the
+// prefix rules do not bundle it), is recorded as external.
+func (b *builder) addDir(n *node) *image.Entry {
+	if i, ok := b.index[n.path]; ok {
+		return &b.plan.Entries[i]
+	}
+	if v, _ := b.rules.Match(n.path); v != Bundle {
+		// An ancestor under /tmp, /etc...: its listing is node-local.
+		return b.add(attrs(n, image.TypeExternal))
+	}
+	listing, err := readListing(n.path)
+	if err != nil {
+		b.warn("cannot list %s (%v): recorded as external, its lookups will pass through", n.path, err)
+		return b.add(attrs(n, image.TypeExternal))
+	}
+	if u := b.uses.byPath[n.path]; u != nil && u.listChanged && !u.pycListOnly {
+		b.warn("the listing of %s changed during the pilot; the image holds it as it is now", n.path)
+	}
+	e := attrs(n, image.TypeDir)
+	e.Listing = listing
+	return b.add(e)
+}
+
+func readListing(dir string) ([]image.DirEntry, error) {
+	des, err := os.ReadDir(dir) // sorted by name
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, err
+	}
+	out := make([]image.DirEntry, 0, len(des))
+	for _, d := range des {
+		t := image.Type("other")
+		switch d.Type() & fs.ModeType {
+		case 0:
+			t = image.TypeRegular
+		case fs.ModeDir:
+			t = image.TypeDir
+		case fs.ModeSymlink:
+			t = image.TypeSymlink
+		}
+		out = append(out, image.DirEntry{Name: d.Name(), Type: t})
+	}
+	return out, nil
+}
+
+// attrs fills an entry from lstat. Access times are deliberately left out:
+// the build itself reads the files and so changes them, and recording them
+// would make two builds of the same inputs differ.
+func attrs(n *node, t image.Type) image.Entry {
+	return image.Entry{
+		Path:    n.path,
+		Type:    t,
+		Mode:    n.st.Mode,
+		Size:    n.st.Size,
+		MtimeNS: unix.TimespecToNsec(n.st.Mtim),
+		UID:     n.st.Uid,
+		GID:     n.st.Gid,
+		Nlink:   uint32(n.st.Nlink),
+		Dev:     n.st.Dev,
+		Ino:     n.st.Ino,
+		CtimeNS: unix.TimespecToNsec(n.st.Ctim),
+	}
+}

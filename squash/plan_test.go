@@ -1,0 +1,307 @@
+package squash
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/trace"
+)
+
+// ld.so opening libfoo.so.1 through /lib -> usr/lib: every symlink on the
+// way and the real file become entries, directories carry listings.
+func TestSymlinksAlongOpenedPathsAreKept(t *testing.T) {
+	root := t.TempDir()
+	tree(t, root, map[string]string{
+		"usr/lib/libfoo.so.1.2.3": "foo",
+		"usr/lib/libfoo.so.1":     "-> libfoo.so.1.2.3",
+		"usr/lib/unused.so":       "never opened",
+		"lib":                     "-> usr/lib",
+	})
+	p := newPilot(t)
+	p.read(root + "/lib/libfoo.so.1")
+	plan := build(t, root, Options{}, p.done())
+
+	wantEntry(t, plan, root+"/lib", image.TypeSymlink)
+	if e := wantEntry(t, plan, root+"/usr/lib/libfoo.so.1", image.TypeSymlink); e.Target != "libfoo.so.1.2.3" {
+		t.Errorf("link text %q", e.Target)
+	}
+	reg := wantEntry(t, plan, root+"/usr/lib/libfoo.so.1.2.3", image.TypeRegular)
+	if reg.Size != 3 || reg.Kind != image.KindData || reg.Mode&0o777 != 0o644 || reg.Ino == 0 || reg.Nlink != 1 {
+		t.Errorf("regular entry attributes: %+v", reg)
+	}
+	dir := wantEntry(t, plan, root+"/usr/lib", image.TypeDir)
+	want := []image.DirEntry{{Name: "libfoo.so.1", Type: image.TypeSymlink}, {Name: "libfoo.so.1.2.3", Type: image.TypeRegular}, {Name: "unused.so", Type: image.TypeRegular}}
+	if !slices.Equal(dir.Listing, want) {
+		t.Errorf("listing %v, want %v", dir.Listing, want)
+	}
+	wantAbsent(t, plan, root+"/usr/lib/unused.so")
+	wantAbsent(t, plan, root+"/lib/libfoo.so.1") // stored at its real path only
+	if reg.Order < entriesByPath(plan)[root+"/usr/lib/libfoo.so.1"].Order {
+		t.Errorf("the file comes before the symlink that leads to it")
+	}
+	// Ancestors outside the included prefix (/tmp) are node-local: external, no listing.
+	if e := wantEntry(t, plan, "/tmp", image.TypeExternal); e.Listing != nil {
+		t.Errorf("/tmp has a listing")
+	}
+}
+
+func TestFilesWrittenDuringThePilotAreNotBundled(t *testing.T) {
+	root := t.TempDir()
+	tree(t, root, map[string]string{"app/in.dat": "input", "app/out.dat": "output", "app/log": "log", "app/new": "renamed"})
+	p := newPilot(t)
+	p.read(root + "/app/in.dat")
+	fd := 4
+	p.ev(trace.Event{Op: trace.OpOpen, Path: root + "/app/out.dat", Flags: 0x241, FD: &fd}) // O_WRONLY|O_CREAT|O_TRUNC
+	p.read(root + "/app/out.dat")
+	p.read(root + "/app/log")
+	p.ev(trace.Event{Op: trace.OpOpen, Path: root + "/app/log", Flags: 0x2, FD: &fd}) // O_RDWR, later
+	p.ev(trace.Event{Op: trace.OpRename, Path: root + "/app/tmp", Path2: root + "/app/new"})
+	p.read(root + "/app/new")
+	p.ev(trace.Event{Op: trace.OpUnlink, Path: root + "/app/gone", Err: "ENOENT"}) // failed: changed nothing
+	plan := build(t, root, Options{}, p.done())
+
+	wantEntry(t, plan, root+"/app/in.dat", image.TypeRegular)
+	for _, f := range []string{"out.dat", "log", "new", "tmp"} {
+		wantAbsent(t, plan, root+"/app/"+f)
+	}
+	if got := plan.Report.Skipped[ReasonWritten]; got != 4 {
+		t.Errorf("skipped as written: %d, want 4 (out.dat, log, tmp, new); %v", got, plan.Report.Skipped)
+	}
+}
+
+func TestMissingPathsKeptOnlyWhereTheListingIsKnown(t *testing.T) {
+	root := t.TempDir()
+	tree(t, root, map[string]string{"usr/lib/libfoo.so": "foo", "lib": "-> usr/lib", "usr/lib/later.so": "created after the pilot"})
+	p := newPilot(t)
+	p.fail(trace.OpOpen, root+"/lib/tls/libfoo.so", "ENOENT") // ld.so hwcaps probe
+	p.fail(trace.OpStat, root+"/usr/lib/libbar.so", "ENOENT")
+	p.fail(trace.OpOpen, root+"/usr/lib/later.so", "ENOENT")
+	p.fail(trace.OpOpen, "/etc/dlbundle-test-no-such-file", "ENOENT")
+	p.fail(trace.OpOpen, root+"/usr/lib/libfoo.so/x", "ENOTDIR")
+	p.fail(trace.OpOpen, root+"/usr/lib/secret", "EACCES")
+	p.read(root + "/usr/lib/libfoo.so")
+	plan := build(t, root, Options{}, p.done())
+
+	wantEntry(t, plan, root+"/usr/lib/tls", image.TypeMissing) // the first name that is absent
+	wantEntry(t, plan, root+"/usr/lib/libbar.so", image.TypeMissing)
+	wantAbsent(t, plan, root+"/usr/lib/later.so")
+	wantAbsent(t, plan, "/etc/dlbundle-test-no-such-file")
+	wantAbsent(t, plan, "/etc")
+	wantAbsent(t, plan, root+"/usr/lib/secret")
+	// ENOTDIR is answered from the regular file standing where a directory was expected.
+	wantEntry(t, plan, root+"/usr/lib/libfoo.so", image.TypeRegular)
+	wantAbsent(t, plan, root+"/usr/lib/libfoo.so/x")
+	r := plan.Report.Skipped
+	if r[ReasonAppeared] != 1 || r[ReasonEtc] != 1 || r[ReasonOtherError] != 1 {
+		t.Errorf("skipped: %v", r)
+	}
+}
+
+func TestPrefixRules(t *testing.T) {
+	root := t.TempDir()
+	tree(t, root, map[string]string{"opt/app/lib/a.so": "a", "opt/app/share/b.dat": "b", "opt/app/share/keep/c.dat": "c"})
+	p := newPilot(t)
+	p.read(root + "/opt/app/lib/a.so")
+	p.read(root + "/opt/app/share/b.dat")
+	p.read(root + "/opt/app/share/keep/c.dat")
+	p.read("/etc/hostname")
+	p.ev(trace.Event{Op: trace.OpOpen, Path: "/proc/self/maps"})
+	p.ev(trace.Event{Op: trace.OpStat, Path: "/dev/null"})
+	plan := build(t, root, Options{Exclude: []string{root + "/opt/app/share"}, Include: []string{root + "/opt/app/share/keep"}}, p.done())
+
+	wantEntry(t, plan, root+"/opt/app/lib/a.so", image.TypeRegular)
+	wantEntry(t, plan, root+"/opt/app/share/b.dat", image.TypeExternal) // excluded: recorded, not bundled
+	wantEntry(t, plan, root+"/opt/app/share/keep/c.dat", image.TypeRegular)
+	if e := wantEntry(t, plan, root+"/opt/app/share", image.TypeExternal); e.Listing != nil {
+		t.Errorf("an excluded directory carries a listing")
+	}
+	wantEntry(t, plan, "/etc/hostname", image.TypeExternal)
+	wantAbsent(t, plan, "/proc/self/maps")
+	wantAbsent(t, plan, "/dev/null")
+	if r := plan.Report.Skipped; r[ReasonPseudoFS] != 2 || r[ReasonEtc] != 1 || r[ReasonUserExclude] != 1 {
+		t.Errorf("skipped: %v", r)
+	}
+}
+
+func TestRulesLongestPrefixWins(t *testing.T) {
+	rs, err := NewRules([]string{"/etc/app", "/tmp/x/"}, []string{"/usr/local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]Verdict{
+		"/etc/app/conf": Bundle, "/etc/apparmor": Exclude, "/etc": Exclude, "/tmp/x": Bundle, "/tmp/y": Skip,
+		"/usr/local/lib/a": Exclude, "/usr/localx": Bundle, "/proc/1/maps": Skip, "/usr/lib/a.so": Bundle,
+	} {
+		if got, _ := rs.Match(p); got != want {
+			t.Errorf("%s: verdict %d, want %d", p, got, want)
+		}
+	}
+	for _, bad := range [][2][]string{{{"/proc/self"}, nil}, {{"relative"}, nil}, {{"/opt"}, {"/opt"}}} {
+		if _, err := NewRules(bad[0], bad[1]); err == nil {
+			t.Errorf("include %v exclude %v accepted", bad[0], bad[1])
+		}
+	}
+}
+
+func TestChangedAndVanishedSincePilot(t *testing.T) {
+	root := t.TempDir()
+	tree(t, root, map[string]string{"a.so": "aaaa", "b.so": "bbbb"})
+	p := newPilot(t)
+	p.read(root + "/a.so")
+	p.read(root + "/b.so")
+	tr := p.done()
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(root+"/a.so", later, later); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(root + "/b.so"); err != nil {
+		t.Fatal(err)
+	}
+	var warnings []string
+	plan := build(t, root, Options{Warn: func(s string) { warnings = append(warnings, s) }}, tr)
+	wantAbsent(t, plan, root+"/a.so")
+	wantAbsent(t, plan, root+"/b.so")
+	if !slices.Equal(plan.Report.Changed, []string{root + "/a.so"}) || !slices.Equal(plan.Report.Vanished, []string{root + "/b.so"}) {
+		t.Errorf("changed %v vanished %v", plan.Report.Changed, plan.Report.Vanished)
+	}
+	if len(warnings) != 2 {
+		t.Errorf("warnings %q", warnings)
+	}
+	plan = build(t, root, Options{AllowChanged: true}, tr)
+	if e := wantEntry(t, plan, root+"/a.so", image.TypeRegular); e.MtimeNS != later.UnixNano() {
+		t.Errorf("bundled mtime %d, want the current %d", e.MtimeNS, later.UnixNano())
+	}
+}
+
+// Two ranks: the union, each path once, in order of first use (time since
+// each pilot's start).
+func TestMergeRanks(t *testing.T) {
+	root := t.TempDir()
+	tree(t, root, map[string]string{"a": "1", "b": "2", "c": "3"})
+	r0, r1 := newPilot(t), newPilot(t)
+	r0.now, r1.now = 5000, 0
+	r0.read(root + "/a")
+	r0.read(root + "/c")
+	r1.read(root + "/b")
+	r1.read(root + "/a")
+	r1.ev(trace.Event{Op: trace.OpUnlink, Path: root + "/c"}) // rank 1 removes c: volatile for all
+	t0 := r0.done()
+	t1 := r1.done()
+	t1.End = nil // rank 1 was cut short
+	plan := build(t, root, Options{}, t0, t1)
+	var regs []string
+	for _, e := range plan.Entries {
+		if e.Type == image.TypeRegular {
+			regs = append(regs, filepath.Base(e.Path))
+		}
+	}
+	if !slices.Equal(regs, []string{"b", "a"}) {
+		t.Errorf("bundled %v, want [b a]", regs)
+	}
+	if len(plan.Pilots) != 2 || plan.Report.Traces != 2 || len(plan.Report.Incomplete) != 1 {
+		t.Errorf("pilots %d, report %+v", len(plan.Pilots), plan.Report)
+	}
+}
+
+// writePyc writes a timestamp-based bytecode cache header for src, as CPython does.
+func writePyc(t *testing.T, pyc, src string) {
+	st, err := os.Stat(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := make([]byte, 16, 32)
+	copy(h, []byte{0xa7, 0x0d, '\r', '\n'})
+	binary.LittleEndian.PutUint32(h[8:], uint32(st.ModTime().Unix()))
+	binary.LittleEndian.PutUint32(h[12:], uint32(st.Size()))
+	h = append(h, "code"...)
+	if err := os.MkdirAll(filepath.Dir(pyc), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pyc, h, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The pilot writes __pycache__/m.cpython-311.pyc on first import; it is a
+// cache, valid for its source at build time, so it is bundled (and the
+// directories it was written to are not treated as changed).
+func TestPycWrittenByPilotIsBundledWhenValid(t *testing.T) {
+	for _, stale := range []bool{false, true} {
+		root := t.TempDir()
+		tree(t, root, map[string]string{"pkg/m.py": "x = 1\n", "pkg/n.py": "y = 2\n"})
+		p := newPilot(t)
+		for _, m := range []string{"m", "n"} {
+			pyc := root + "/pkg/__pycache__/" + m + ".cpython-311.pyc"
+			p.fail(trace.OpOpen, pyc, "ENOENT")
+			p.read(root + "/pkg/" + m + ".py")
+			p.ev(trace.Event{Op: trace.OpMkdir, Path: root + "/pkg/__pycache__"})
+			fd := 5
+			p.ev(trace.Event{Op: trace.OpOpen, Path: pyc + ".140235", Flags: 0xc1, FD: &fd}) // O_WRONLY|O_CREAT|O_EXCL
+			p.ev(trace.Event{Op: trace.OpRename, Path: pyc + ".140235", Path2: pyc})
+			writePyc(t, pyc, root+"/pkg/"+m+".py")
+		}
+		tr := p.done()
+		if stale {
+			if err := os.WriteFile(root+"/pkg/n.py", []byte("y = 22\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		plan := build(t, root, Options{}, tr)
+		e := wantEntry(t, plan, root+"/pkg/__pycache__/m.cpython-311.pyc", image.TypeRegular)
+		if e.Kind != image.KindPyBytecode {
+			t.Errorf("kind %s", e.Kind)
+		}
+		wantEntry(t, plan, root+"/pkg/__pycache__", image.TypeDir)
+		wantEntry(t, plan, root+"/pkg", image.TypeDir)
+		wantAbsent(t, plan, root+"/pkg/__pycache__/m.cpython-311.pyc.140235")
+		if stale {
+			wantAbsent(t, plan, root+"/pkg/__pycache__/n.cpython-311.pyc")
+			wantAbsent(t, plan, root+"/pkg/n.py") // changed since the pilot too
+			if plan.Report.Skipped[ReasonStalePyc] != 1 {
+				t.Errorf("skipped %v", plan.Report.Skipped)
+			}
+		} else {
+			wantEntry(t, plan, root+"/pkg/__pycache__/n.cpython-311.pyc", image.TypeRegular)
+			if len(plan.Report.PycCaches) != 2 || len(plan.Report.Warnings) != 0 {
+				t.Errorf("report %+v", plan.Report)
+			}
+		}
+	}
+}
+
+// A .pyc that is really an output (written by the app, not in __pycache__)
+// stays volatile.
+func TestPycOutsidePycacheStaysVolatile(t *testing.T) {
+	root := t.TempDir()
+	tree(t, root, map[string]string{"out/m.pyc": "x"})
+	p := newPilot(t)
+	fd := 3
+	p.ev(trace.Event{Op: trace.OpOpen, Path: root + "/out/m.pyc", Flags: 0x241, FD: &fd})
+	plan := build(t, root, Options{}, p.done())
+	wantAbsent(t, plan, root+"/out/m.pyc")
+}
+
+func TestDirectoryChangedDuringPilot(t *testing.T) {
+	root := t.TempDir()
+	tree(t, root, map[string]string{"work/input": "i", "work/result": "r", "scan/x": "x", "scan/made": "m"})
+	p := newPilot(t)
+	p.ev(trace.Event{Op: trace.OpListdir, Path: root + "/scan"})
+	p.ev(trace.Event{Op: trace.OpMkdir, Path: root + "/scan/made"})
+	p.read(root + "/work/input")
+	fd := 3
+	p.ev(trace.Event{Op: trace.OpOpen, Path: root + "/work/result", Flags: 0x241, FD: &fd})
+	p.fail(trace.OpStat, root+"/work/nothing", "ENOENT")
+	plan := build(t, root, Options{}, p.done())
+	wantAbsent(t, plan, root+"/scan")                         // its listing is an output of the pilot
+	wantEntry(t, plan, root+"/work", image.TypeDir)           // needed as the ancestor of input
+	wantEntry(t, plan, root+"/work/input", image.TypeRegular) // still bundled
+	wantAbsent(t, plan, root+"/work/nothing")                 // listing not what the pilot saw
+	if len(plan.Report.Warnings) != 1 || plan.Report.Skipped[ReasonDirChanged] != 1 {
+		t.Errorf("report %+v", plan.Report)
+	}
+}

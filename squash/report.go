@@ -1,0 +1,64 @@
+package squash
+
+import "sort"
+
+// Reasons a traced path is not bundled. They are the keys of Report.Skipped.
+const (
+	ReasonPseudoFS    = "pseudo file system (/proc, /sys, /dev)"
+	ReasonTempDir     = "temporary or runtime directory (/tmp, /var/tmp, /run)"
+	ReasonEtc         = "node-local configuration (/etc; --include /etc to bundle)"
+	ReasonUserExclude = "excluded by --exclude"
+	ReasonWritten     = "written, created or removed during the pilot"
+	ReasonChanged     = "changed since the pilot (size or mtime differ; --allow-changed to bundle the current file)"
+	ReasonVanished    = "vanished since the pilot"
+	ReasonAppeared    = "did not exist during the pilot but exists now"
+	ReasonStalePyc    = "bytecode cache written by the pilot does not match its source now"
+	ReasonDirChanged  = "directory whose listing changed during the pilot"
+	ReasonMissingKept = "failed lookup not kept (its directory is not in the plan)"
+	ReasonOtherError  = "failed lookup with an error other than ENOENT/ENOTDIR (not reproduced)"
+	ReasonUnreadable  = "cannot be read at build time"
+)
+
+// Report says what Build did with the traced paths, for the build summary.
+type Report struct {
+	Traces     int      // traces merged
+	Incomplete []string // traces without an end record (pilot cut short)
+	Events     int      // event records read
+	Paths      int      // distinct paths in the events
+
+	// Skipped counts traced paths by the reason they are not bundled
+	// (Reason* constants). Excluded paths still get an external entry.
+	Skipped map[string]int
+	// Changed lists paths that changed since the pilot: left out, or bundled
+	// as they are now with Options.AllowChanged.
+	Changed []string
+	// Vanished lists paths that existed during the pilot and do not now.
+	Vanished []string
+	// PycCaches lists bytecode caches the pilot wrote and the plan bundles
+	// because they are valid for their sources now.
+	PycCaches []string
+	// Warnings repeats every message given to Options.Warn.
+	Warnings []string
+}
+
+func (r *Report) skip(reason string) {
+	if r.Skipped == nil {
+		r.Skipped = map[string]int{}
+	}
+	r.Skipped[reason]++
+}
+
+// SkippedReasons returns the reasons of Skipped, most frequent first.
+func (r *Report) SkippedReasons() []string {
+	var rs []string
+	for k := range r.Skipped {
+		rs = append(rs, k)
+	}
+	sort.Slice(rs, func(i, j int) bool {
+		if r.Skipped[rs[i]] != r.Skipped[rs[j]] {
+			return r.Skipped[rs[i]] > r.Skipped[rs[j]]
+		}
+		return rs[i] < rs[j]
+	})
+	return rs
+}
