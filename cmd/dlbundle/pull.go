@@ -1,9 +1,62 @@
 package main
 
-import "errors"
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path"
+	"strings"
+	"syscall"
 
-// PullCmd is not built yet.
-type PullCmd struct{}
+	"github.com/dlbundle/dlbundle/image/registry"
+)
 
-// Run reports that the verb is not built yet.
-func (c *PullCmd) Run() error { return errors.New("not built yet") }
+// PullCmd downloads an image from an OCI registry.
+type PullCmd struct {
+	RegistryFlags
+	Ref    string `arg:"" help:"The image: [oci://]REGISTRY/REPO:TAG or [oci://]REGISTRY/REPO@sha256:DIGEST."`
+	Output string `short:"o" placeholder:"FILE" help:"Where to write the image (default: the last part of REPO + .dlimg, in the current directory)."`
+}
+
+// Help is shown by 'dlbundle pull --help' below the flags.
+func (c *PullCmd) Help() string {
+	return `The download is streamed to a temporary file next to FILE and renamed to FILE
+only when its sha256 matches the registry's manifest: FILE is never partial.
+Only artifacts pushed by 'dlbundle push' are accepted.
+
+  dlbundle pull registry.example.org/hpc/myapp:v1 -o /lustre/me/myapp.dlimg
+
+'dlbundle exec oci://...' pulls by itself, once per node; pull is for copying
+an image to a file system or inspecting it offline. The manifest digest is
+printed on stdout.`
+}
+
+// Run pulls the image and prints the manifest digest.
+func (c *PullCmd) Run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	out := c.Output
+	if out == "" {
+		out = defaultPullName(c.Ref)
+	}
+	opts := c.options("pull " + out)
+	d, err := registry.Fetch(ctx, c.Ref, out, opts)
+	finishProgress(opts)
+	if err != nil {
+		return err
+	}
+	fmt.Println(d)
+	return nil
+}
+
+// defaultPullName is REPO's last part + ".dlimg": reg/apps/myapp:v1 -> myapp.dlimg.
+func defaultPullName(ref string) string {
+	s := strings.TrimPrefix(ref, registry.Scheme)
+	s, _, _ = strings.Cut(s, "@")
+	base := path.Base(s)
+	if i := strings.LastIndex(base, ":"); i > 0 {
+		base = base[:i]
+	}
+	return base + ".dlimg"
+}
