@@ -1,0 +1,12 @@
+package loader
+
+// Stage layout (docs/loader.md). The staged copy of an original path P is
+// always <stage>/root + P: the shim computes it by concatenation.
+const (
+	stageRootDir  = "root"       // the extracted tree
+	stageListDir  = "list"       // placeholder listings served to opendir
+	stageTable    = "table"      // the lookup table
+	stageShimDir  = "shim"       // the shim objects
+	shimAuditName = "audit.so"   // LD_AUDIT
+	shimPreload   = "preload.so" // LD_PRELOAD
+)

@@ -1,0 +1,34 @@
+package loader
+
+import (
+	_ "embed"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// The C shim (loader/shim/*.c) is compiled by `go generate ./loader/` and the
+// objects are committed, so that `go install` works without a C compiler
+// (cilium/ebpf's bpf2go convention). TestShimObjectsUpToDate fails when the
+// sources changed and the objects were not regenerated.
+//
+//go:generate sh shim/build.sh
+
+//go:embed shim/audit.so
+var shimAuditObject []byte
+
+//go:embed shim/preload.so
+var shimPreloadObject []byte
+
+// writeShim writes the shim objects into dir (created).
+func writeShim(dir string) error {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return fmt.Errorf("materialize: %w", err)
+	}
+	for name, obj := range map[string][]byte{shimAuditName: shimAuditObject, shimPreload: shimPreloadObject} {
+		if err := os.WriteFile(filepath.Join(dir, name), obj, 0o555); err != nil {
+			return fmt.Errorf("materialize: write shim: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+/* audit.c — the LD_AUDIT half of the shim: answers ld.so's library search.
+ *
+ * Freestanding on purpose (built with -nostdlib, no DT_NEEDED): an audit
+ * object that needs libc gets a libc of its own in a separate link namespace,
+ * and ld.so searches LD_LIBRARY_PATH & co. for it in every process. Hence no
+ * libc here: raw system calls, own string helpers, static buffers.
+ *
+ * ld.so calls these hooks with its load lock held (dl_load_lock), so the
+ * static buffers below are never used by two threads at once.
+ */
+#define _GNU_SOURCE
+#include <link.h>
+#include "rawsys.h"
+#include "table.h"
+
+#define PREFIX_MAX 1024
+
+static const void *table;         /* the mmap-ed lookup table, or NULL: do nothing */
+static char root[PREFIX_MAX];     /* $DLBUNDLE_STAGE/root */
+static size_t root_len;
+static char staged[DLB_PATH_MAX]; /* the answer of the last la_objsearch */
+static int debug;
+
+/* gcc may emit calls to these for struct copies and loops even in freestanding code. */
+void *memcpy(void *d, const void *s, size_t n) __attribute__((visibility("hidden")));
+void *memcpy(void *d, const void *s, size_t n) { dlb_memcpy(d, s, n); return d; }
+void *memset(void *d, int c, size_t n) __attribute__((visibility("hidden")));
+void *memset(void *d, int c, size_t n) { char *p = d; while (n--) *p++ = (char)c; return d; }
+
+static void say(const char *a, const char *b, const char *c)
+{
+	if (!debug) return;
+	char line[2 * DLB_PATH_MAX + 64];
+	size_t n = 0;
+	const char *parts[] = {"dlbundle[audit]: ", a, " ", b, c ? " -> " : "", c ? c : "", "\n"};
+	for (unsigned i = 0; i < sizeof parts / sizeof *parts; i++) {
+		size_t l = dlb_strlen(parts[i]);
+		if (n + l >= sizeof line) break;
+		dlb_memcpy(line + n, parts[i], l);
+		n += l;
+	}
+	dlb_sys(DLB_SYS_write, 2, line, n);
+}
+
+/* The environment as the kernel passed it, read from /proc/self/environ: the
+ * audit object has no libc and so no getenv, and ld.so calls la_version
+ * before anything else. One open, a few reads, one close; no fd is kept. */
+static void read_environ(void)
+{
+	static char buf[65536];
+	long fd = dlb_sys(DLB_SYS_openat, -100, "/proc/self/environ", 02000000 /* O_CLOEXEC */);
+	if (fd < 0) return;
+	size_t have = 0;
+	for (;;) {
+		long n = dlb_sys(DLB_SYS_read, fd, buf + have, sizeof buf - 1 - have);
+		if (n <= 0) break;
+		have += (size_t)n;
+		size_t start = 0;
+		for (size_t i = 0; i < have; i++) {
+			if (buf[i] != 0) continue;
+			const char *kv = buf + start;
+			if (dlb_memeq(kv, "DLBUNDLE_STAGE=", 15)) {
+				size_t l = i - start - 15;
+				if (l > 0 && l + 5 < PREFIX_MAX) {
+					dlb_memcpy(root, kv + 15, l);
+					dlb_memcpy(root + l, "/root", 6);
+					root_len = l + 5;
+				}
+			} else if (dlb_memeq(kv, "DLBUNDLE_DEBUG=1", 17)) {
+				debug = 1;
+			}
+			start = i + 1;
+		}
+		/* keep the unfinished entry; one longer than the buffer is skipped */
+		if (start == 0 && have == sizeof buf - 1) have = 0;
+		else { for (size_t i = start; i < have; i++) buf[i - start] = buf[i]; have -= start; }
+	}
+	dlb_sys(DLB_SYS_close, fd, 0, 0);
+}
+
+static void map_table(void)
+{
+	char path[PREFIX_MAX + 16];
+	size_t l = root_len - 5; /* the stage dir */
+	dlb_memcpy(path, root, l);
+	dlb_memcpy(path + l, "/table", 7);
+	long fd = dlb_sys(DLB_SYS_openat, -100, path, 02000000);
+	if (fd < 0) { say("no table", path, 0); return; }
+	struct { uint64_t dev, ino, nlink; uint32_t mode, uid, gid, pad; uint64_t rdev; int64_t size; char rest[88]; } st;
+	/* x86_64 and aarch64 struct stat differ, but only st_size matters; read it portably below */
+	long rc = dlb_sys(DLB_SYS_fstat, fd, &st, 0);
+#if defined(__aarch64__)
+	int64_t size = *(int64_t *)((char *)&st + 48);
+#else
+	int64_t size = st.size;
+#endif
+	if (rc == 0 && size > 0) {
+		long m = dlb_syscall6(DLB_SYS_mmap, 0, size, 1 /* PROT_READ */, 2 /* MAP_PRIVATE */, fd, 0);
+		if (m < 0 && m > -4096) m = 0;
+		if (m && dlb_check((void *)m, (size_t)size)) table = (const void *)m;
+		else if (m) { dlb_sys(DLB_SYS_munmap, m, size, 0); say("bad table", path, 0); }
+	}
+	dlb_sys(DLB_SYS_close, fd, 0, 0); /* hold no fd: apps may close_range() everything */
+}
+
+/* glibc >= 2.35 refuses an audit module whose la_version returns a version it
+ * does not support; returning the version asked for (we need nothing newer
+ * than version 1's la_objsearch and la_objopen) works from 2.17 on. */
+unsigned int la_version(unsigned int version)
+{
+	read_environ();
+	if (root_len) map_table();
+	return version;
+}
+
+/* la_objsearch sees each candidate path of ld.so's search in order (RPATH,
+ * LD_LIBRARY_PATH, RUNPATH, ld.so.cache, default dirs, hwcaps subdirs, with
+ * $ORIGIN already expanded), so answering per candidate keeps ld.so's search
+ * semantics exactly: bundled -> the staged copy, known missing -> NULL (ld.so
+ * skips the candidate without a syscall), unknown -> unchanged. */
+char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag)
+{
+	(void)cookie; (void)flag;
+	if (!table || name[0] != '/')
+		return (char *)name;
+	const char *orig = name;
+	/* $ORIGIN of an executable that runs from the stage is inside the stage
+	 * (ld.so reads /proc/self/exe with a raw syscall): look up the original. */
+	if (dlb_hasprefix(name, root, root_len) && name[root_len] == '/')
+		orig = name + root_len;
+	char canon[DLB_PATH_MAX];
+	struct dlb_res r;
+	switch (dlb_resolve(table, orig, 1, canon, &r)) {
+	case DLB_BUNDLED:
+		if (r.ent->type != DLB_REG) break;
+		size_t n = dlb_strlen(orig);
+		if (root_len + n >= sizeof staged) break;
+		/* root + the path as asked (not canonical): la_objopen turns l_name
+		 * back into exactly the name ld.so would have used natively. */
+		dlb_memcpy(staged, root, root_len);
+		dlb_memcpy(staged + root_len, orig, n + 1);
+		say("found", orig, staged);
+		return staged;
+	case DLB_KNOWN_ERR:
+		say("missing", orig, 0);
+		return NULL;
+	}
+	say("unknown", orig, 0);
+	return (char *)orig;
+}
+
+/* la_objopen: show the original path in l_name (dladdr, dl_iterate_phdr,
+ * link_map walks, $ORIGIN of this object's own dependencies). The staged name
+ * is root + original, so the original fits in place: no allocation, and
+ * ld.so's free(l_name) at dlclose still frees its own buffer. */
+unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie)
+{
+	(void)lmid; (void)cookie;
+	char *n = map->l_name;
+	if (table && n && dlb_hasprefix(n, root, root_len) && n[root_len] == '/') {
+		size_t i = 0;
+		for (; n[root_len + i]; i++) n[i] = n[root_len + i];
+		n[i] = 0;
+	}
+	return 0; /* no symbol binding callbacks: they would slow every call */
+}

@@ -1,0 +1,18 @@
+/* report.h — per-process counts for DLBUNDLE_REPORT (docs/loader.md).
+ *
+ * Counting is lock-free and allocation-free (atomic adds; passed-through
+ * paths go to a fixed table claimed with compare-and-swap). At exit the
+ * process appends one JSON line to the report file with a single O_APPEND
+ * write, so lines from concurrent processes never interleave.
+ */
+#ifndef DLB_REPORT_H
+#define DLB_REPORT_H
+
+#include <stdint.h>
+
+enum { REPORT_ANSWERED, REPORT_MISSING, REPORT_PASSED };
+
+void report_init(void);
+void report_count(int kind, const char *passed_path);
+
+#endif

@@ -1,0 +1,200 @@
+/* table.h — the lookup table reader and the path resolver, shared by audit.c
+ * (freestanding: no libc) and preload.c. Format: docs/loader.md; writer:
+ * loader/table.go. Everything here is allocation-free and syscall-free: a
+ * lookup is a hash, a probe sequence and a byte compare on the mmap-ed table.
+ */
+#ifndef DLB_TABLE_H
+#define DLB_TABLE_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#define DLB_PATH_MAX 4096
+
+enum { DLB_REG = 1, DLB_DIR = 2, DLB_SYMLINK = 3, DLB_MISSING = 4, DLB_EXTERNAL = 5 };
+enum { DLB_FLAG_ELF_EXEC = 1 };
+
+struct dlb_header {
+	char magic[8];
+	uint32_t version, nbuckets, nentries, reserved0;
+	uint64_t buckets, entries, strings, size, reserved1;
+};
+
+struct dlb_entry {
+	uint64_t hash;
+	uint32_t path, path_len, target, target_len;
+	uint8_t type, flags;
+	uint16_t reserved0;
+	uint32_t mode, uid, gid, nlink, reserved1;
+	int64_t size, mtime_ns, atime_ns, ctime_ns;
+	uint64_t dev, ino;
+};
+
+_Static_assert(sizeof(struct dlb_header) == 64, "header layout");
+_Static_assert(sizeof(struct dlb_entry) == 96, "entry layout");
+
+/* Own helpers: audit.c links against nothing, so no memcmp/strlen from libc. */
+static inline size_t dlb_strlen(const char *s) { size_t n = 0; while (s[n]) n++; return n; }
+static inline int dlb_memeq(const char *a, const char *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (a[i] != b[i]) return 0;
+	return 1;
+}
+static inline void dlb_memcpy(char *d, const char *s, size_t n) { for (size_t i = 0; i < n; i++) d[i] = s[i]; }
+static inline int dlb_hasprefix(const char *s, const char *p, size_t pn) { return dlb_memeq(s, p, pn) && (s[pn] == '/' || s[pn] == 0); }
+
+static inline uint64_t dlb_hash(const char *s, size_t n)
+{
+	uint64_t h = 14695981039346656037ull;
+	for (size_t i = 0; i < n; i++) { h ^= (unsigned char)s[i]; h *= 1099511628211ull; }
+	return h;
+}
+
+/* dlb_check validates a mapped table once at start-up, so that lookups can
+ * trust every offset. Returns 0 if the table is unusable. */
+static inline int dlb_check(const void *base, size_t len)
+{
+	const struct dlb_header *h = base;
+	if (len < sizeof *h || !dlb_memeq(h->magic, "DLBTBL1", 8) || h->version != 1 || h->size != len)
+		return 0;
+	if (h->nbuckets == 0 || (h->nbuckets & (h->nbuckets - 1)) || h->nentries >= h->nbuckets)
+		return 0;
+	if (h->buckets + 4ull * h->nbuckets > len || h->entries + 96ull * h->nentries > len || (h->entries & 7))
+		return 0;
+	const uint32_t *b = (const uint32_t *)((const char *)base + h->buckets);
+	const struct dlb_entry *e = (const struct dlb_entry *)((const char *)base + h->entries);
+	for (uint32_t i = 0; i < h->nbuckets; i++)
+		if (b[i] > h->nentries) return 0;
+	for (uint32_t i = 0; i < h->nentries; i++) {
+		if ((uint64_t)e[i].path + e[i].path_len >= len || (uint64_t)e[i].target + e[i].target_len >= len)
+			return 0;
+		if (((const char *)base)[e[i].path + e[i].path_len] != 0) return 0;
+		if (e[i].target_len && ((const char *)base)[e[i].target + e[i].target_len] != 0) return 0;
+	}
+	return 1;
+}
+
+static inline const char *dlb_str(const void *base, uint32_t off) { return (const char *)base + off; }
+
+/* dlb_lookup returns the entry for the exact path p[0:n], or NULL. */
+static inline const struct dlb_entry *dlb_lookup(const void *base, const char *p, size_t n)
+{
+	const struct dlb_header *h = base;
+	const uint32_t *b = (const uint32_t *)((const char *)base + h->buckets);
+	const struct dlb_entry *e = (const struct dlb_entry *)((const char *)base + h->entries);
+	uint64_t hash = dlb_hash(p, n);
+	for (uint32_t i = (uint32_t)hash & (h->nbuckets - 1);; i = (i + 1) & (h->nbuckets - 1)) {
+		uint32_t idx = b[i];
+		if (idx == 0) return NULL;
+		const struct dlb_entry *x = &e[idx - 1];
+		if (x->hash == hash && x->path_len == n && dlb_memeq(dlb_str(base, x->path), p, n))
+			return x;
+	}
+}
+
+/* Outcomes of resolving a path against the table. */
+enum { DLB_UNKNOWN = 0, DLB_BUNDLED = 1, DLB_KNOWN_ERR = 2 };
+
+struct dlb_res {
+	const struct dlb_entry *ent; /* BUNDLED: the final entry (reg, dir, or symlink when not followed) */
+	int err;                     /* KNOWN_ERR: ENOENT, ENOTDIR or ELOOP (positive errno) */
+	size_t len;                  /* BUNDLED: length of out, the canonical original path */
+};
+
+#define DLB_ENOENT 2
+#define DLB_ENOTDIR 20
+#define DLB_ELOOP 40
+
+/* dlb_resolve resolves the absolute path in against the table the way the
+ * kernel would against the original file system, component by component:
+ * symlinks are followed from the table (at most 40), ".." pops a resolved
+ * component (the prefix is fully resolved, so that is what the kernel does).
+ * A component absent from the table is a known ENOENT when its parent is a
+ * bundled directory (whose listing is complete); anything the table cannot
+ * decide (an external entry, a prefix outside the image) is DLB_UNKNOWN and
+ * the caller passes the original path through. out receives the canonical
+ * path ("/" is written as "/"). follow_last: follow a symlink in the last
+ * component (stat vs lstat). */
+static inline int dlb_resolve(const void *base, const char *in, int follow_last, char *out, struct dlb_res *r)
+{
+	char rest[DLB_PATH_MAX], tmp[DLB_PATH_MAX];
+	size_t rn = dlb_strlen(in), on = 0, p = 0;
+	int links = 0;
+	if (rn == 0 || in[0] != '/' || rn >= DLB_PATH_MAX) return DLB_UNKNOWN;
+	dlb_memcpy(rest, in, rn + 1);
+	const struct dlb_entry *root = dlb_lookup(base, "/", 1);
+	const struct dlb_entry *parent = root, *cur = root;
+	for (;;) {
+		while (p < rn && rest[p] == '/') p++;
+		if (p >= rn) break;
+		size_t q = p;
+		while (q < rn && rest[q] != '/') q++;
+		size_t cn = q - p;
+		size_t after = q;
+		while (after < rn && rest[after] == '/') after++;
+		int is_last = after >= rn, trailing_slash = is_last && q < rn;
+		if (cn == 1 && rest[p] == '.') { p = q; if (cur && cur->type != DLB_DIR) return DLB_UNKNOWN; continue; }
+		if (cn == 2 && rest[p] == '.' && rest[p + 1] == '.') {
+			while (on > 0 && out[on - 1] != '/') on--;
+			if (on > 0) on--;
+			cur = parent = on ? dlb_lookup(base, out, on) : root;
+			if (!cur) return DLB_UNKNOWN;
+			p = q;
+			continue;
+		}
+		if (on + 1 + cn >= DLB_PATH_MAX) return DLB_UNKNOWN;
+		parent = cur;
+		out[on] = '/';
+		dlb_memcpy(out + on + 1, rest + p, cn);
+		on += 1 + cn;
+		cur = dlb_lookup(base, out, on);
+		if (!cur) {
+			if (parent && parent->type == DLB_DIR) { r->err = DLB_ENOENT; return DLB_KNOWN_ERR; }
+			return DLB_UNKNOWN;
+		}
+		switch (cur->type) {
+		case DLB_MISSING:
+			r->err = DLB_ENOENT;
+			return DLB_KNOWN_ERR;
+		case DLB_EXTERNAL:
+			return DLB_UNKNOWN;
+		case DLB_REG:
+			if (!is_last || trailing_slash) { r->err = DLB_ENOTDIR; return DLB_KNOWN_ERR; }
+			break;
+		case DLB_DIR:
+			break;
+		case DLB_SYMLINK:
+			if (is_last && !follow_last && !trailing_slash) break;
+			if (++links > 40) { r->err = DLB_ELOOP; return DLB_KNOWN_ERR; }
+			{
+				const char *t = dlb_str(base, cur->target);
+				size_t tn = cur->target_len, an = rn - q;
+				if (tn == 0 || tn + an >= DLB_PATH_MAX) return DLB_UNKNOWN;
+				dlb_memcpy(tmp, t, tn);
+				dlb_memcpy(tmp + tn, rest + q, an);
+				tmp[tn + an] = 0;
+				dlb_memcpy(rest, tmp, tn + an + 1);
+				rn = tn + an;
+				p = 0;
+				if (t[0] == '/') { on = 0; cur = parent = root; }
+				else { on -= 1 + cn; cur = parent; }
+				continue;
+			}
+		default:
+			return DLB_UNKNOWN;
+		}
+		p = q;
+	}
+	if (on == 0) { /* the root itself */
+		if (!root || root->type != DLB_DIR) return DLB_UNKNOWN;
+		out[0] = '/'; on = 1; cur = root;
+	}
+	out[on] = 0;
+	if (!cur || cur->type == DLB_MISSING || cur->type == DLB_EXTERNAL) return DLB_UNKNOWN;
+	r->ent = cur;
+	r->len = on;
+	return DLB_BUNDLED;
+}
+
+#endif

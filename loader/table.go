@@ -1,0 +1,242 @@
+package loader
+
+import (
+	"encoding/binary"
+	"fmt"
+	"path"
+	"sort"
+
+	"github.com/dlbundle/dlbundle/image"
+)
+
+// The lookup table that the C shim mmaps. The format is specified in
+// docs/loader.md and read by loader/shim/table.h; keep the three in step.
+
+const (
+	tableMagic     = "DLBTBL1\x00"
+	tableVersion   = 1
+	tableHeaderLen = 64
+	tableEntryLen  = 96
+)
+
+// Entry types in the table (docs/loader.md).
+const (
+	tabReg      = 1
+	tabDir      = 2
+	tabSymlink  = 3
+	tabMissing  = 4
+	tabExternal = 5
+)
+
+// Entry flags.
+const flagELFExec = 1
+
+// fnv1a64 is the table's hash; the shim computes the same one.
+func fnv1a64(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// tableRow is one entry before it is encoded.
+type tableRow struct {
+	path   string
+	target string
+	typ    uint8
+	flags  uint8
+	e      image.Entry
+}
+
+// listingMode gives the file-type bits for a name known only from a listing.
+func listingMode(t image.Type) uint32 {
+	switch t {
+	case image.TypeRegular:
+		return 0o100000
+	case image.TypeDir:
+		return 0o040000
+	case image.TypeSymlink:
+		return 0o120000
+	}
+	return 0
+}
+
+// tableRows turns image entries into table rows: one per entry, plus an
+// external row for every listed name that is not itself an entry (so that a
+// name absent from a bundled directory's listing is a known ENOENT).
+func tableRows(entries []image.Entry) ([]tableRow, error) {
+	byPath := make(map[string]bool, len(entries))
+	var rows []tableRow
+	for _, e := range entries {
+		if e.Path == "" || e.Path[0] != '/' || path.Clean(e.Path) != e.Path {
+			return nil, fmt.Errorf("lookup table: entry path %q is not absolute and normalised", e.Path)
+		}
+		if byPath[e.Path] {
+			continue // first entry wins (load order)
+		}
+		byPath[e.Path] = true
+		r := tableRow{path: e.Path, e: e}
+		switch e.Type {
+		case image.TypeRegular:
+			r.typ = tabReg
+			if e.Kind == image.KindELFExec {
+				r.flags |= flagELFExec
+			}
+		case image.TypeDir:
+			r.typ = tabDir
+		case image.TypeSymlink:
+			r.typ, r.target = tabSymlink, e.Target
+		case image.TypeMissing:
+			r.typ = tabMissing
+		case image.TypeExternal:
+			r.typ = tabExternal
+		default:
+			return nil, fmt.Errorf("lookup table: entry %s has unknown type %q", e.Path, e.Type)
+		}
+		rows = append(rows, r)
+	}
+	for _, e := range entries {
+		if e.Type != image.TypeDir {
+			continue
+		}
+		for _, d := range e.Listing {
+			p := path.Join(e.Path, d.Name)
+			if byPath[p] {
+				continue
+			}
+			byPath[p] = true
+			rows = append(rows, tableRow{path: p, typ: tabExternal,
+				e: image.Entry{Path: p, Mode: listingMode(d.Type)}})
+		}
+	}
+	return rows, nil
+}
+
+// encodeTable writes the table for entries (docs/loader.md, version 1).
+func encodeTable(entries []image.Entry) ([]byte, error) {
+	rows, err := tableRows(entries)
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].path < rows[j].path })
+	nb := uint32(8)
+	for int(nb) < 2*len(rows) {
+		nb <<= 1
+	}
+	bucketsOff := uint64(tableHeaderLen)
+	entriesOff := align8(bucketsOff + 4*uint64(nb))
+	stringsOff := entriesOff + tableEntryLen*uint64(len(rows))
+
+	var strs []byte
+	addString := func(s string) (uint32, error) {
+		off := stringsOff + uint64(len(strs))
+		if off+uint64(len(s)) >= 1<<32 {
+			return 0, fmt.Errorf("lookup table: more than 4 GiB of path names")
+		}
+		strs = append(strs, s...)
+		strs = append(strs, 0)
+		return uint32(off), nil
+	}
+
+	buf := make([]byte, stringsOff)
+	le := binary.LittleEndian
+	buckets := buf[bucketsOff : bucketsOff+4*uint64(nb)]
+	for i, r := range rows {
+		h := fnv1a64(r.path)
+		b := uint32(h) & (nb - 1)
+		for le.Uint32(buckets[4*b:]) != 0 {
+			b = (b + 1) & (nb - 1)
+		}
+		le.PutUint32(buckets[4*b:], uint32(i+1))
+
+		ent := buf[entriesOff+tableEntryLen*uint64(i):][:tableEntryLen]
+		po, err := addString(r.path)
+		if err != nil {
+			return nil, err
+		}
+		le.PutUint64(ent[0:], h)
+		le.PutUint32(ent[8:], po)
+		le.PutUint32(ent[12:], uint32(len(r.path)))
+		if r.typ == tabSymlink {
+			to, err := addString(r.target)
+			if err != nil {
+				return nil, err
+			}
+			le.PutUint32(ent[16:], to)
+			le.PutUint32(ent[20:], uint32(len(r.target)))
+		}
+		ent[24] = r.typ
+		ent[25] = r.flags
+		le.PutUint32(ent[28:], r.e.Mode)
+		le.PutUint32(ent[32:], r.e.UID)
+		le.PutUint32(ent[36:], r.e.GID)
+		le.PutUint32(ent[40:], r.e.Nlink)
+		le.PutUint64(ent[48:], uint64(r.e.Size))
+		le.PutUint64(ent[56:], uint64(r.e.MtimeNS))
+		le.PutUint64(ent[64:], uint64(r.e.AtimeNS))
+		le.PutUint64(ent[72:], uint64(r.e.CtimeNS))
+		le.PutUint64(ent[80:], r.e.Dev)
+		le.PutUint64(ent[88:], r.e.Ino)
+	}
+	buf = append(buf, strs...)
+
+	copy(buf[0:8], tableMagic)
+	le.PutUint32(buf[8:], tableVersion)
+	le.PutUint32(buf[12:], nb)
+	le.PutUint32(buf[16:], uint32(len(rows)))
+	le.PutUint64(buf[24:], bucketsOff)
+	le.PutUint64(buf[32:], entriesOff)
+	le.PutUint64(buf[40:], stringsOff)
+	le.PutUint64(buf[48:], uint64(len(buf)))
+	return buf, nil
+}
+
+func align8(n uint64) uint64 { return (n + 7) &^ 7 }
+
+// tableLookup finds path in an encoded table the way the shim does and
+// returns the entry's type and flags. Used by tests and StagedPath.
+func tableLookup(tab []byte, p string) (typ, flags uint8, ok bool) {
+	ent, ok := tableFind(tab, p)
+	if !ok {
+		return 0, 0, false
+	}
+	return ent[24], ent[25], true
+}
+
+// tableFind returns the encoded entry for p.
+func tableFind(tab []byte, p string) ([]byte, bool) {
+	le := binary.LittleEndian
+	if len(tab) < tableHeaderLen || string(tab[:8]) != tableMagic {
+		return nil, false
+	}
+	nb := le.Uint32(tab[12:])
+	bo, eo := le.Uint64(tab[24:]), le.Uint64(tab[32:])
+	h := fnv1a64(p)
+	for b := uint32(h) & (nb - 1); ; b = (b + 1) & (nb - 1) {
+		idx := le.Uint32(tab[bo+4*uint64(b):])
+		if idx == 0 {
+			return nil, false
+		}
+		ent := tab[eo+tableEntryLen*uint64(idx-1):][:tableEntryLen]
+		if le.Uint64(ent) != h {
+			continue
+		}
+		po, pl := le.Uint32(ent[8:]), le.Uint32(ent[12:])
+		if string(tab[po:po+pl]) == p {
+			return ent, true
+		}
+	}
+}
+
+// tableTarget returns a symlink entry's link text.
+func tableTarget(tab []byte, p string) (string, bool) {
+	ent, ok := tableFind(tab, p)
+	if !ok || ent[24] != tabSymlink {
+		return "", false
+	}
+	le := binary.LittleEndian
+	to, tl := le.Uint32(ent[16:]), le.Uint32(ent[20:])
+	return string(tab[to : to+tl]), true
+}
