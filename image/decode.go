@@ -1,0 +1,198 @@
+package image
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"hash"
+	"io"
+	"runtime"
+	"sort"
+	"sync"
+)
+
+// The parallel decoder behind Extract and Verify: one goroutine reads the data
+// frames front to back (a sequential read, the fast path on Lustre), workers
+// decompress them, and each object's content is hashed in order as its frames
+// complete.
+
+// objectSink receives the content of one stored object (all entries that share
+// its frames). begin is called before any frame, write for each frame's
+// content at its offset (concurrently, in any order), end after the last frame
+// once the digest was checked (err != nil: the object failed).
+type objectSink interface {
+	begin(owner int) error
+	write(owner int, off int64, content []byte) error
+	end(owner int) error
+}
+
+type frameTask struct {
+	owner, k int
+	off      int64 // content offset of this frame in the object
+	comp     []byte
+	obj      *objectState
+}
+
+type objectState struct {
+	mu      sync.Mutex
+	next    int
+	pending map[int][]byte
+	h       hash.Hash
+}
+
+// owners returns the entries that own frames, in file order.
+func (im *Image) owners() []int {
+	var os []int
+	for i, o := range im.owner {
+		if o == i {
+			os = append(os, i)
+		}
+	}
+	sort.Slice(os, func(a, b int) bool {
+		return im.toc.Entries[os[a]].Frames[0].Offset < im.toc.Entries[os[b]].Frames[0].Offset
+	})
+	return os
+}
+
+// decodeObjects streams every stored object through sink. progress (may be
+// nil) gets the content bytes done so far.
+func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink, progress func(int64)) error {
+	if workers <= 0 {
+		workers = runtime.NumCPU()
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	fail := func(err error) { cancel(err) }
+
+	tasks := make(chan *frameTask, 2*workers)
+	var wg sync.WaitGroup
+	var progMu sync.Mutex
+	var done int64
+	bufPool := sync.Pool{}
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var raw []byte
+			for t := range tasks {
+				if ctx.Err() != nil {
+					continue
+				}
+				content, r, err := im.decodeFrame(t.owner, t.k, t.comp, raw)
+				bufPool.Put(t.comp[:0])
+				if err == nil {
+					err = sink.write(t.owner, t.off, content)
+				}
+				if err == nil {
+					// The hash needs the content in order; keep a copy only
+					// when an earlier frame of the object is still running.
+					err = im.hashInOrder(t, content, sink)
+				}
+				raw = r
+				if err != nil {
+					fail(err)
+					continue
+				}
+				if progress != nil {
+					progMu.Lock()
+					done += int64(len(content))
+					progress(done)
+					progMu.Unlock()
+				}
+			}
+		}()
+	}
+
+	readErr := func() error {
+		defer close(tasks)
+		br := bufio.NewReaderSize(io.NewSectionReader(im.r, 0, im.dataEnd), 4<<20)
+		var pos int64
+		for _, o := range im.owners() {
+			e := &im.toc.Entries[o]
+			if err := sink.begin(o); err != nil {
+				return err
+			}
+			obj := &objectState{pending: map[int][]byte{}, h: sha256.New()}
+			var coff int64
+			for k, f := range e.Frames {
+				if _, err := br.Discard(int(f.Offset - pos)); err != nil {
+					return fmt.Errorf("reading image data at %d: %w (truncated image?)", pos, err)
+				}
+				var comp []byte
+				if b, ok := bufPool.Get().([]byte); ok && int64(cap(b)) >= f.CSize {
+					comp = b[:f.CSize]
+				} else {
+					comp = make([]byte, f.CSize)
+				}
+				if _, err := io.ReadFull(br, comp); err != nil {
+					return fmt.Errorf("reading %s frame %d at offset %d: %w (truncated image?)", e.Path, k, f.Offset, err)
+				}
+				pos = f.Offset + f.CSize
+				select {
+				case tasks <- &frameTask{owner: o, k: k, off: coff, comp: comp, obj: obj}:
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				}
+				coff += f.USize
+			}
+		}
+		return nil
+	}()
+	wg.Wait()
+	if readErr != nil {
+		return readErr
+	}
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+// hashInOrder feeds frame t's content to its object's hash in frame order and
+// finishes the object after its last frame.
+func (im *Image) hashInOrder(t *frameTask, content []byte, sink objectSink) error {
+	obj := t.obj
+	e := &im.toc.Entries[t.owner]
+	obj.mu.Lock()
+	defer obj.mu.Unlock()
+	if t.k != obj.next {
+		obj.pending[t.k] = append([]byte(nil), content...)
+		return nil
+	}
+	obj.h.Write(content)
+	obj.next++
+	for {
+		b, ok := obj.pending[obj.next]
+		if !ok {
+			break
+		}
+		delete(obj.pending, obj.next)
+		obj.h.Write(b)
+		obj.next++
+	}
+	if obj.next < len(e.Frames) {
+		return nil
+	}
+	if err := checkDigest(e, obj.h); err != nil {
+		return err
+	}
+	return sink.end(t.owner)
+}
+
+// discardSink checks content without keeping it (Verify).
+type discardSink struct{}
+
+func (discardSink) begin(int) error                { return nil }
+func (discardSink) write(int, int64, []byte) error { return nil }
+func (discardSink) end(int) error                  { return nil }
+
+// Verify decompresses every object frame and checks every content digest,
+// then reads the whole data stream as a cpio archive and checks that it
+// matches the table of contents (what `zstd -dc | cpio -i` would see).
+func (im *Image) Verify(ctx context.Context) error {
+	if err := im.decodeObjects(ctx, 0, discardSink{}, nil); err != nil {
+		return err
+	}
+	return im.verifyArchive(ctx)
+}

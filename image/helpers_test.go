@@ -1,0 +1,183 @@
+package image
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// entryFor stats p (without following a final symlink) and returns its entry,
+// as a load plan would.
+func entryFor(t testing.TB, p string) Entry {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	e := Entry{Path: p, Mode: st.Mode, MtimeNS: st.Mtim.Nano(), CtimeNS: st.Ctim.Nano(), AtimeNS: st.Atim.Nano(),
+		UID: st.Uid, GID: st.Gid, Nlink: uint32(st.Nlink), Dev: st.Dev, Ino: st.Ino}
+	switch {
+	case fi.Mode().IsRegular():
+		e.Type, e.Size, e.Kind = TypeRegular, fi.Size(), KindData
+	case fi.IsDir():
+		e.Type = TypeDir
+		des, err := os.ReadDir(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range des {
+			ty := Type("other")
+			switch {
+			case d.Type().IsRegular():
+				ty = TypeRegular
+			case d.IsDir():
+				ty = TypeDir
+			case d.Type()&fs.ModeSymlink != 0:
+				ty = TypeSymlink
+			}
+			e.Listing = append(e.Listing, DirEntry{Name: d.Name(), Type: ty})
+		}
+	case fi.Mode()&fs.ModeSymlink != 0:
+		e.Type = TypeSymlink
+		e.Target, err = os.Readlink(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+	default:
+		t.Fatalf("%s: unexpected file type", p)
+	}
+	return e
+}
+
+// treeEntries returns entries for root and everything below it (directories
+// first, then files in walk order), skipping __pycache__.
+func treeEntries(t testing.TB, root string) []Entry {
+	t.Helper()
+	var es []Entry
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == "__pycache__" {
+			return filepath.SkipDir
+		}
+		if d.Type()&^(fs.ModeDir|fs.ModeSymlink) != 0 {
+			return nil // sockets, devices
+		}
+		es = append(es, entryFor(t, p))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return es
+}
+
+// parents adds directory entries for the parents of es that are missing.
+func withParents(t testing.TB, es []Entry) []Entry {
+	have := map[string]bool{}
+	for _, e := range es {
+		have[e.Path] = true
+	}
+	var out []Entry
+	var add func(p string)
+	add = func(p string) {
+		if p == "/" || have[p] {
+			return
+		}
+		add(filepath.Dir(p))
+		have[p] = true
+		out = append(out, entryFor(t, p))
+	}
+	for _, e := range es {
+		add(filepath.Dir(e.Path))
+	}
+	return append(out, es...)
+}
+
+func writeImage(t testing.TB, es []Entry, opts WriteOptions) ([]byte, WriteStats) {
+	t.Helper()
+	var buf bytes.Buffer
+	st, err := Write(&buf, es, opts)
+	if err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	if st.StoredBytes != int64(buf.Len()) {
+		t.Fatalf("StoredBytes %d, wrote %d", st.StoredBytes, buf.Len())
+	}
+	return buf.Bytes(), st
+}
+
+func openBytes(b []byte) (*Image, error) { return Open(bytes.NewReader(b), int64(len(b))) }
+
+// splitImage returns the data, the TOC JSON and the footer of a valid image.
+func splitImage(t testing.TB, img []byte) (data []byte, js []byte) {
+	t.Helper()
+	ft, err := parseFooter(img[len(img)-footerSize:], int64(len(img)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, _ := zstd.NewReader(nil)
+	defer dec.Close()
+	js, err = dec.DecodeAll(img[ft.TOCOffset+skippableHeaderSize:ft.TOCOffset+ft.TOCLength], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img[:ft.TOCOffset], js
+}
+
+// rewriteTOC returns img with its TOC changed by mutate and a correct footer
+// and digest: what a hostile writer could produce.
+func rewriteTOC(t testing.TB, img []byte, mutate func(*toc)) []byte {
+	t.Helper()
+	data, js := splitImage(t, img)
+	var tc toc
+	if err := json.Unmarshal(js, &tc); err != nil {
+		t.Fatal(err)
+	}
+	mutate(&tc)
+	js, err := json.Marshal(&tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return withTOC(data, js)
+}
+
+// withTOC appends a TOC frame holding js (any bytes) and a matching footer.
+func withTOC(data, js []byte) []byte {
+	enc, _ := zstd.NewWriter(nil)
+	defer enc.Close()
+	payload := enc.EncodeAll(js, nil)
+	out := append([]byte(nil), data...)
+	off := int64(len(out))
+	out = append(out, skippableHeader(tocFrameMagic, len(payload))...)
+	out = append(out, payload...)
+	ft := footer{Version: FormatVersion, TOCOffset: off, TOCLength: int64(len(out)) - off, TOCSHA256: sha256.Sum256(payload)}
+	return append(out, ft.marshal()...)
+}
+
+// setFooterVersion patches the version field of the footer.
+func setFooterVersion(img []byte, v uint32) []byte {
+	out := append([]byte(nil), img...)
+	binary.LittleEndian.PutUint32(out[len(out)-footerPayloadSize+8:], v)
+	return out
+}
+
+func sortedNames(es []Entry) []string {
+	var n []string
+	for _, e := range es {
+		n = append(n, e.Path)
+	}
+	sort.Strings(n)
+	return n
+}

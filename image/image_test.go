@@ -1,0 +1,324 @@
+package image
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// realSet is a slice of a real Python + shared library installation: source
+// files, directories, symlinks (libz.so.1 -> libz.so.1.2.13) and a shared
+// object larger than one frame (libcrypto, > 4 MiB).
+func realSet(t testing.TB) []Entry {
+	t.Helper()
+	var es []Entry
+	for _, d := range []string{"/usr/lib/python3.11/json", "/usr/lib/python3.11/email", "/usr/lib/python3.11/encodings"} {
+		es = append(es, treeEntries(t, d)...)
+	}
+	lib := "/usr/lib/x86_64-linux-gnu/"
+	for _, f := range []string{"libz.so.1", "libz.so.1.2.13", "libexpat.so.1", "libcrypto.so.3", "libssl.so.3"} {
+		p := lib + f
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			if target, _ := filepath.EvalSymlinks(p); target != "" && !strings.HasPrefix(target, lib) {
+				continue
+			}
+		}
+		es = append(es, entryFor(t, p))
+	}
+	es = append(es,
+		Entry{Path: "/usr/lib/python3.11/json/_nonexistent.py", Type: TypeMissing},
+		Entry{Path: "/usr/lib/python3.11/lib-dynload", Type: TypeExternal})
+	return withParents(t, es)
+}
+
+func fileSHA(t testing.TB, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func TestRoundTripRealFiles(t *testing.T) {
+	in := realSet(t)
+	img, st := writeImage(t, in, WriteOptions{Workers: 2, Build: map[string]string{"host": "test"},
+		Pilots: []json.RawMessage{json.RawMessage(`{"rec":"header","command":["python3"]}`)}})
+	if st.Entries != len(in) || st.RawBytes == 0 || st.StoredBytes >= st.RawBytes {
+		t.Fatalf("stats %+v for %d entries", st, len(in))
+	}
+	im, err := openBytes(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	if im.BuildInfo()["host"] != "test" || len(im.Pilots()) != 1 || !strings.HasPrefix(im.TOCDigest(), "sha256:") {
+		t.Fatalf("build info %v, pilots %d, digest %q", im.BuildInfo(), len(im.Pilots()), im.TOCDigest())
+	}
+	got := im.Entries()
+	if len(got) != len(in) {
+		t.Fatalf("%d entries, want %d", len(got), len(in))
+	}
+	multi := false
+	for i := range in {
+		a, b := &in[i], &got[i]
+		if a.Path != b.Path || a.Type != b.Type || a.Size != b.Size || a.MtimeNS != b.MtimeNS || a.Mode != b.Mode ||
+			a.Target != b.Target || len(a.Listing) != len(b.Listing) || b.Order != i || a.Ino != b.Ino {
+			t.Fatalf("entry %d: wrote %+v, read %+v", i, a, b)
+		}
+		if b.Type != TypeRegular {
+			continue
+		}
+		if len(b.Frames) > 1 {
+			multi = true
+		}
+		if want := fileSHA(t, a.Path); b.SHA256 != want {
+			t.Fatalf("%s: sha256 %s, want %s", a.Path, b.SHA256, want)
+		}
+		rc, err := im.Content(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := io.ReadAll(rc)
+		if err != nil {
+			t.Fatalf("%s: %v", b.Path, err)
+		}
+		src, _ := os.ReadFile(a.Path)
+		if !bytes.Equal(c, src) {
+			t.Fatalf("%s: content differs", a.Path)
+		}
+	}
+	if !multi {
+		t.Fatal("no object was split into several frames (libcrypto should be)")
+	}
+	if e, ok := im.Lookup("/usr/lib/python3.11/json/__init__.py"); !ok || e.Type != TypeRegular {
+		t.Fatalf("Lookup: %v %v", e, ok)
+	}
+	if _, ok := im.Lookup("/usr/lib/python3.11/json/nope.py"); ok {
+		t.Fatal("Lookup found a path that is not in the image")
+	}
+	if err := im.Verify(context.Background()); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+
+	dir := filepath.Join(t.TempDir(), "x")
+	if err := im.Extract(context.Background(), dir, ExtractOptions{Workers: 2}); err != nil {
+		t.Fatalf("Extract: %v", err)
+	}
+	for _, e := range in {
+		local := dir + e.Path
+		fi, err := os.Lstat(local)
+		switch e.Type {
+		case TypeMissing, TypeExternal:
+			if err == nil {
+				t.Fatalf("%s (%s) was extracted", e.Path, e.Type)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", e.Path, err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if st.Mode != e.Mode {
+			t.Fatalf("%s: mode %#o, want %#o", e.Path, st.Mode, e.Mode)
+		}
+		if e.Type != TypeSymlink && st.Mtim.Nano() != e.MtimeNS {
+			t.Fatalf("%s: mtime %d, want %d", e.Path, st.Mtim.Nano(), e.MtimeNS)
+		}
+		if e.Type == TypeRegular && fileSHA(t, local) != fileSHA(t, e.Path) {
+			t.Fatalf("%s: extracted content differs", e.Path)
+		}
+	}
+	// The symlink resolves inside dir to the bundled file.
+	if got, want := fileSHA(t, dir+"/usr/lib/x86_64-linux-gnu/libz.so.1"), fileSHA(t, "/usr/lib/x86_64-linux-gnu/libz.so.1"); got != want {
+		t.Fatal("extracted libz.so.1 symlink does not resolve to the bundled library")
+	}
+}
+
+// Debian's zstd and cpio read the image as a cpio archive in load order.
+func TestDebianZstdCpioCompatible(t *testing.T) {
+	for _, tool := range []string{"zstd", "cpio"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s not installed (make deps): %v", tool, err)
+		}
+	}
+	in := realSet(t)
+	src := t.TempDir()
+	dup := filepath.Join(src, "dup")
+	os.MkdirAll(dup, 0o755)
+	data := bytes.Repeat([]byte("same content\n"), 1000)
+	for _, n := range []string{"a.txt", "b.txt"} {
+		os.WriteFile(filepath.Join(dup, n), data, 0o644)
+	}
+	in = append(in, withParents(t, []Entry{entryFor(t, dup+"/a.txt"), entryFor(t, dup+"/b.txt")})...)
+	img, _ := writeImage(t, in, WriteOptions{Workers: 2})
+	imgPath := filepath.Join(t.TempDir(), "app.dlimg")
+	os.WriteFile(imgPath, img, 0o644)
+
+	out, err := exec.Command("sh", "-c", "zstd -dc "+imgPath+" | cpio -it --quiet").CombinedOutput()
+	if err != nil {
+		t.Fatalf("zstd -dc | cpio -it: %v\n%s", err, out)
+	}
+	var want []string
+	for _, e := range in {
+		if e.Path != "/" && (e.Type == TypeRegular || e.Type == TypeDir || e.Type == TypeSymlink) {
+			want = append(want, strings.TrimPrefix(e.Path, "/"))
+		}
+	}
+	if got := strings.Fields(string(out)); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("cpio -it lists %d names, want %d in load order:\n%s", len(got), len(want), out)
+	}
+
+	x := t.TempDir()
+	cmd := exec.Command("sh", "-c", "zstd -dc "+imgPath+" | cpio -idm --quiet")
+	cmd.Dir = x
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cpio -idm: %v\n%s", err, out)
+	}
+	for _, e := range in {
+		if e.Type == TypeRegular {
+			if got := fileSHA(t, x+e.Path); got != fileSHA(t, e.Path) {
+				t.Fatalf("cpio extracted %s with different content", e.Path)
+			}
+		}
+	}
+	if fileSHA(t, x+dup+"/b.txt") != fileSHA(t, dup+"/b.txt") {
+		t.Fatal("deduplicated b.txt not restored by cpio")
+	}
+}
+
+func TestReproducible(t *testing.T) {
+	in := realSet(t)
+	a, _ := writeImage(t, in, WriteOptions{Workers: 2})
+	b, _ := writeImage(t, in, WriteOptions{Workers: 1})
+	if !bytes.Equal(a, b) {
+		t.Fatalf("two writes of the same input differ (%d and %d bytes)", len(a), len(b))
+	}
+}
+
+func TestDedupe(t *testing.T) {
+	dir := t.TempDir()
+	content := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	other := append([]byte(nil), content...)
+	other[100] ^= 1 // same size, different content
+	for n, c := range map[string][]byte{"a": content, "b": other, "c": content, "d": content} {
+		if err := os.WriteFile(filepath.Join(dir, n), c, 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(filepath.Join(dir, "d"), 0o755)
+	var es []Entry
+	for _, n := range []string{"a", "b", "c", "d"} {
+		es = append(es, entryFor(t, filepath.Join(dir, n)))
+	}
+	img, st := writeImage(t, withParents(t, es), WriteOptions{})
+	if st.DedupedBytes != 2*int64(len(content)) || st.Objects != 2 {
+		t.Fatalf("stats %+v: want 2 objects and 2 MiB deduplicated", st)
+	}
+	if len(img) > len(content) { // two 1 MiB objects of a repetitive pattern compress to almost nothing
+		t.Fatalf("image of %d bytes: duplicates stored?", len(img))
+	}
+	im, err := openBytes(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := im.Lookup(dir + "/a")
+	c, _ := im.Lookup(dir + "/c")
+	b, _ := im.Lookup(dir + "/b")
+	if len(c.Frames) == 0 || c.Frames[0] != a.Frames[0] || b.Frames[0] == a.Frames[0] {
+		t.Fatalf("frames a %v b %v c %v: want c sharing a's, b its own", a.Frames, b.Frames, c.Frames)
+	}
+	if err := im.Verify(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	x := t.TempDir()
+	if err := im.Extract(context.Background(), x, ExtractOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"a", "b", "c", "d"} {
+		if fileSHA(t, x+dir+"/"+n) != fileSHA(t, dir+"/"+n) {
+			t.Fatalf("%s differs after extraction", n)
+		}
+	}
+	if fi, _ := os.Stat(x + dir + "/d"); fi.Mode().Perm() != 0o755 {
+		t.Fatalf("d: mode %v, want 0755 (its own, not a's)", fi.Mode())
+	}
+}
+
+func TestWriteFailsWhenFileChanged(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "lib.so")
+	os.WriteFile(p, []byte("hello"), 0o644)
+	e := entryFor(t, p)
+	os.WriteFile(p, []byte("hello, longer now"), 0o644)
+	_, err := Write(io.Discard, []Entry{e}, WriteOptions{})
+	if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "changed") {
+		t.Fatalf("Write of a file that grew: %v; want an error naming %s", err, p)
+	}
+	e.Size = 100 // shrank
+	_, err = Write(io.Discard, []Entry{e}, WriteOptions{})
+	if err == nil || !strings.Contains(err.Error(), p) {
+		t.Fatalf("Write of a file that shrank: %v", err)
+	}
+}
+
+func TestSymlinkTargetsStayInside(t *testing.T) {
+	cases := []struct{ link, target, want string }{
+		{"/lib", "usr/lib", "usr/lib"},
+		{"/lib", "/usr/lib", "usr/lib"},
+		{"/usr/lib/x/libz.so", "../../../../../../etc/passwd", "../../../etc/passwd"},
+		{"/a/b", "/", "../"},
+		{"/a/b", "c", "c"},
+		{"/a/b", "/a/c/d", "c/d"},
+	}
+	for _, c := range cases {
+		if got := insideTarget(c.link, c.target); got != c.want {
+			t.Errorf("insideTarget(%q, %q) = %q, want %q", c.link, c.target, got, c.want)
+		}
+	}
+	// Extract: hostile absolute and climbing targets resolve inside dir.
+	es := []Entry{
+		{Path: "/etc", Type: TypeDir},
+		{Path: "/etc/passwd-link", Type: TypeSymlink, Target: "/etc/passwd"},
+		{Path: "/etc/up", Type: TypeSymlink, Target: "../../../../../../../../tmp"},
+	}
+	img, _ := writeImage(t, es, WriteOptions{})
+	im, err := openBytes(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := t.TempDir()
+	if err := im.Extract(context.Background(), x, ExtractOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []string{"/etc/passwd-link", "/etc/up"} {
+		target, _ := os.Readlink(x + l)
+		resolved := filepath.Join(filepath.Dir(x+l), target)
+		if !strings.HasPrefix(resolved, x+"/") {
+			t.Fatalf("%s -> %q resolves to %s, outside %s", l, target, resolved, x)
+		}
+	}
+}
+
+func TestExtractRefusesNonEmptyDir(t *testing.T) {
+	img, _ := writeImage(t, []Entry{{Path: "/d", Type: TypeDir}}, WriteOptions{})
+	im, _ := openBytes(img)
+	x := t.TempDir()
+	os.WriteFile(filepath.Join(x, "keep"), nil, 0o644)
+	if err := im.Extract(context.Background(), x, ExtractOptions{}); err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Fatalf("Extract into a non-empty dir: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(x, "keep")); err != nil {
+		t.Fatal("Extract removed a file it did not create")
+	}
+}

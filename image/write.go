@@ -1,0 +1,491 @@
+package image
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sort"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/u-root/u-root/pkg/cpio"
+)
+
+// WriteOptions tune Write.
+type WriteOptions struct {
+	Level    int                     // zstd level as in the zstd CLI (1..19); 0 = default (3)
+	Workers  int                     // parallel compressors; 0 = runtime.NumCPU()
+	Pilots   []json.RawMessage       // trace header records of the pilot run(s), stored verbatim
+	Build    map[string]string       // build info (dlbundle version, host, ...), stored in the TOC
+	Progress func(done, total int64) // input bytes processed; may be nil
+	Warn     func(msg string)        // non-fatal problems (file > 4 GiB left out, ...); may be nil
+}
+
+// WriteStats summarises a written image.
+type WriteStats struct {
+	Entries, Objects int   // TOC entries; regular files whose content is stored
+	RawBytes         int64 // content bytes of all regular entries
+	StoredBytes      int64 // bytes of the image file
+	DedupedBytes     int64 // content bytes not stored because identical content was
+}
+
+// Write packs entries (in load order) into w. Regular files are read from
+// SourcePath (or Path); their SHA256 and Frames are computed here. Same input
+// => byte-identical output (reproducible builds). A regular file whose size
+// differs from e.Size when read fails the write with an error naming the path.
+func Write(w io.Writer, entries []Entry, opts WriteOptions) (WriteStats, error) {
+	var st WriteStats
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = runtime.NumCPU()
+	}
+	level := opts.Level
+	if level == 0 {
+		level = 3
+	}
+	if level < 1 || level > 22 {
+		return st, fmt.Errorf("zstd level %d out of range; use 1..19", level)
+	}
+	es := make([]Entry, len(entries))
+	copy(es, entries)
+	if err := prepareEntries(es, opts.Warn); err != nil {
+		return st, err
+	}
+	enc, err := zstd.NewWriter(nil,
+		zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(level)),
+		zstd.WithEncoderConcurrency(workers),
+		zstd.WithEncoderCRC(true))
+	if err != nil {
+		return st, err
+	}
+	defer enc.Close()
+
+	links, err := findDuplicates(es, workers)
+	if err != nil {
+		return st, err
+	}
+	p := &packer{es: es, links: links, enc: enc, opts: opts, out: &countingWriter{w: w}}
+	for i := range es {
+		if es[i].Type == TypeRegular {
+			p.total += es[i].Size
+		}
+	}
+	if err := p.run(workers); err != nil {
+		return st, err
+	}
+	for i := range es {
+		if es[i].Type != TypeRegular {
+			continue
+		}
+		st.RawBytes += es[i].Size
+		if l, ok := links[i]; ok && l.owner != i {
+			es[i].Frames = es[l.owner].Frames
+			st.DedupedBytes += es[i].Size
+		} else if es[i].Size > 0 {
+			st.Objects++
+		}
+	}
+	if err := writeTOC(p.out, enc, &toc{
+		Format: FormatName, Version: FormatVersion, DataEnd: p.out.n,
+		Entries: es, Pilots: opts.Pilots, Build: opts.Build,
+	}); err != nil {
+		return st, err
+	}
+	st.Entries = len(es)
+	st.StoredBytes = p.out.n
+	return st, nil
+}
+
+// prepareEntries checks the writer's input and normalises it in place: load
+// order numbers, regular files too large for cpio become external.
+func prepareEntries(es []Entry, warn func(string)) error {
+	seen := make(map[string]bool, len(es))
+	for i := range es {
+		e := &es[i]
+		if err := checkPath(e.Path); err != nil {
+			return fmt.Errorf("entry %d: %v", i, err)
+		}
+		if seen[e.Path] {
+			return fmt.Errorf("entry %d: path %s appears twice; the load plan must list each path once", i, e.Path)
+		}
+		seen[e.Path] = true
+		e.Order = i
+		e.Frames, e.SHA256 = nil, ""
+		if e.Mode&sIFMT == 0 {
+			e.Mode |= typeBits(e.Type)
+		}
+		switch e.Type {
+		case TypeRegular:
+			if e.Size < 0 {
+				return fmt.Errorf("%s: negative size %d", e.Path, e.Size)
+			}
+			if e.Size > maxCpioSize {
+				if warn != nil {
+					warn(fmt.Sprintf("%s: %d bytes is over the 4 GiB cpio newc limit; left out of the image (recorded as external: lookups go to the file system)", e.Path, e.Size))
+				}
+				e.Type, e.Kind, e.Size = TypeExternal, "", 0
+			}
+		case TypeDir, TypeSymlink, TypeMissing, TypeExternal:
+		default:
+			return fmt.Errorf("%s: unknown entry type %q", e.Path, e.Type)
+		}
+		if e.Path == "/" && e.Type != TypeDir {
+			return fmt.Errorf("/ must be a directory entry, not %s", e.Type)
+		}
+	}
+	return nil
+}
+
+// linkSet groups regular entries with identical content: owner stores the
+// frames, every member of the set shares them (a newc hard-link set).
+type linkSet struct {
+	owner int
+	names int    // number of paths
+	ino   uint64 // cpio inode number, assigned in member order
+	sum   string // hex sha256 found by the pre-pass
+}
+
+// findDuplicates hashes the regular files that share a size with another one
+// (only those can be duplicates) and returns the link set of each of them.
+func findDuplicates(es []Entry, workers int) (map[int]*linkSet, error) {
+	bySize := map[int64][]int{}
+	for i := range es {
+		if es[i].Type == TypeRegular && es[i].Size > 0 {
+			bySize[es[i].Size] = append(bySize[es[i].Size], i)
+		}
+	}
+	var cand []int
+	for _, idx := range bySize {
+		if len(idx) > 1 {
+			cand = append(cand, idx...)
+		}
+	}
+	sort.Ints(cand)
+	sums := make([]string, len(cand))
+	errs := make([]error, len(cand))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range next {
+				sums[k], errs[k] = hashFile(&es[cand[k]])
+			}
+		}()
+	}
+	for k := range cand {
+		next <- k
+	}
+	close(next)
+	wg.Wait()
+	links := map[int]*linkSet{}
+	bySum := map[string]*linkSet{}
+	for k, i := range cand {
+		if errs[k] != nil {
+			return nil, errs[k]
+		}
+		key := fmt.Sprintf("%d:%s", es[i].Size, sums[k])
+		ls := bySum[key]
+		if ls == nil {
+			ls = &linkSet{owner: i, sum: sums[k]}
+			bySum[key] = ls
+		}
+		ls.names++
+		links[i] = ls
+	}
+	for i, ls := range links {
+		if ls.names == 1 {
+			delete(links, i)
+		}
+	}
+	return links, nil
+}
+
+func sourcePath(e *Entry) string {
+	if e.SourcePath != "" {
+		return e.SourcePath
+	}
+	return e.Path
+}
+
+func hashFile(e *Entry) (string, error) {
+	f, err := os.Open(sourcePath(e))
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", e.Path, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", e.Path, err)
+	}
+	if n != e.Size {
+		return "", sizeChanged(e, n)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func sizeChanged(e *Entry, n int64) error {
+	return fmt.Errorf("%s: %d bytes when read, the load plan says %d: the file changed since the pilot run; re-run the pilot (dlbundle trace) or rebuild", e.Path, n, e.Size)
+}
+
+// packer turns entries into compressed frames: one goroutine reads sources in
+// load order and cuts frames, workers compress them, and run writes them out
+// in order, recording each object's frames.
+type packer struct {
+	es    []Entry
+	links map[int]*linkSet
+	enc   *zstd.Encoder
+	opts  WriteOptions
+	out   *countingWriter
+	total int64
+	done  int64
+	ino   uint64
+}
+
+// frameJob is one data frame: raw is the cpio bytes, usize the content bytes.
+type frameJob struct {
+	raw    []byte
+	comp   []byte
+	owner  int // entry index whose Frames this frame extends, or -1
+	usize  int64
+	ready  chan struct{}
+	inSize int64 // content bytes read for it (progress)
+}
+
+func (p *packer) run(workers int) error {
+	jobs := make(chan *frameJob, workers)
+	ordered := make(chan *frameJob, 2*workers+2)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				j.comp = p.enc.EncodeAll(j.raw, make([]byte, 0, len(j.raw)/2+64))
+				j.raw = nil
+				close(j.ready)
+			}
+		}()
+	}
+	stop := make(chan struct{})
+	prodErr := make(chan error, 1)
+	go func() {
+		defer close(ordered)
+		defer close(jobs)
+		emit := func(j *frameJob) bool {
+			j.ready = make(chan struct{})
+			select {
+			case ordered <- j:
+			case <-stop:
+				return false
+			}
+			jobs <- j
+			return true
+		}
+		prodErr <- p.produce(emit)
+	}()
+	var werr error
+	for j := range ordered {
+		<-j.ready
+		if werr != nil {
+			continue
+		}
+		off := p.out.n
+		if _, err := p.out.Write(j.comp); err != nil {
+			werr = fmt.Errorf("writing image: %w", err)
+			close(stop)
+			continue
+		}
+		if j.owner >= 0 {
+			e := &p.es[j.owner]
+			e.Frames = append(e.Frames, Frame{Offset: off, CSize: int64(len(j.comp)), USize: j.usize})
+		}
+		if j.inSize > 0 && p.opts.Progress != nil {
+			p.done += j.inSize
+			p.opts.Progress(p.done, p.total)
+		}
+	}
+	wg.Wait()
+	if err := <-prodErr; err != nil && werr == nil {
+		werr = err
+	}
+	return werr
+}
+
+var errStopped = errors.New("stopped")
+
+// produce walks the entries in load order and emits frames.
+func (p *packer) produce(emit func(*frameJob) bool) error {
+	var meta bytes.Buffer
+	flushMeta := func() error {
+		if meta.Len() == 0 {
+			return nil
+		}
+		raw := append([]byte(nil), meta.Bytes()...)
+		meta.Reset()
+		if !emit(&frameJob{raw: raw, owner: -1}) {
+			return errStopped
+		}
+		return nil
+	}
+	addMeta := func(info cpio.Info, data []byte) error {
+		b, err := metaMember(info, data)
+		if err != nil {
+			return err
+		}
+		meta.Write(b)
+		if meta.Len() >= maxFrameContent {
+			return flushMeta()
+		}
+		return nil
+	}
+	for i := range p.es {
+		e := &p.es[i]
+		var err error
+		switch e.Type {
+		case TypeDir:
+			if e.Path != "/" {
+				p.ino++
+				err = addMeta(cpioInfo(e, p.ino, 2, 0), nil)
+			}
+		case TypeSymlink:
+			if e.Target == "" || len(e.Target) > 4095 || bytes.IndexByte([]byte(e.Target), 0) >= 0 {
+				return fmt.Errorf("%s: symlink target %q is empty, too long or holds NUL", e.Path, e.Target)
+			}
+			p.ino++
+			err = addMeta(cpioInfo(e, p.ino, 1, int64(len(e.Target))), []byte(e.Target))
+		case TypeRegular:
+			ls := p.links[i]
+			switch {
+			case e.Size == 0:
+				e.SHA256 = hex.EncodeToString(sha256.New().Sum(nil))
+				p.ino++
+				err = addMeta(cpioInfo(e, p.ino, 1, 0), nil)
+			case ls != nil && ls.owner != i:
+				// A later name of shared content: a newc hard link without data.
+				e.SHA256 = ls.sum
+				err = addMeta(cpioInfo(e, ls.ino, uint64(ls.names), 0), nil)
+			default:
+				if err = flushMeta(); err != nil {
+					return err
+				}
+				p.ino++
+				nlink := uint64(1)
+				if ls != nil {
+					ls.ino, nlink = p.ino, uint64(ls.names)
+				}
+				err = p.object(i, cpioInfo(e, p.ino, nlink, e.Size), emit)
+				if err == nil && ls != nil && e.SHA256 != ls.sum {
+					err = fmt.Errorf("%s: content changed while the image was written; rebuild", e.Path)
+				}
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := flushMeta(); err != nil {
+		return err
+	}
+	t, err := trailer()
+	if err != nil {
+		return err
+	}
+	if !emit(&frameJob{raw: t, owner: -1}) {
+		return errStopped
+	}
+	return nil
+}
+
+// object emits the frames of regular file es[i]: the cpio header and the first
+// content bytes in the first frame, then up to maxFrameContent bytes a frame,
+// the member's padding in the last one. It hashes the content on the way.
+func (p *packer) object(i int, info cpio.Info, emit func(*frameJob) bool) error {
+	e := &p.es[i]
+	hdr, err := cpioHeader(info)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(sourcePath(e))
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", e.Path, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	var read int64
+	first := true
+	for first || read < e.Size {
+		n := min(e.Size-read, maxFrameContent)
+		var buf []byte
+		if first {
+			buf = make([]byte, len(hdr)+int(n), len(hdr)+int(n)+3)
+			copy(buf, hdr)
+		} else {
+			buf = make([]byte, n, n+3)
+		}
+		content := buf[len(buf)-int(n):]
+		if m, err := io.ReadFull(f, content); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return sizeChanged(e, read+int64(m))
+			}
+			return fmt.Errorf("reading %s: %w", e.Path, err)
+		}
+		h.Write(content)
+		read += n
+		if read == e.Size {
+			if extra, _ := f.Read(make([]byte, 1)); extra > 0 {
+				return sizeChanged(e, read+1+countRest(f))
+			}
+			buf = append(buf, make([]byte, round4(e.Size)-e.Size)...)
+			e.SHA256 = hex.EncodeToString(h.Sum(nil))
+		}
+		first = false
+		if !emit(&frameJob{raw: buf, owner: i, usize: n, inSize: n}) {
+			return errStopped
+		}
+	}
+	return nil
+}
+
+func countRest(f *os.File) int64 {
+	n, _ := io.Copy(io.Discard, f)
+	return n
+}
+
+// writeTOC appends the TOC frame and the footer.
+func writeTOC(out *countingWriter, enc *zstd.Encoder, t *toc) error {
+	js, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	payload := enc.EncodeAll(js, nil)
+	off := out.n
+	frame := append(skippableHeader(tocFrameMagic, len(payload)), payload...)
+	if _, err := out.Write(frame); err != nil {
+		return fmt.Errorf("writing image: %w", err)
+	}
+	ft := footer{Version: FormatVersion, TOCOffset: off, TOCLength: int64(len(frame)), TOCSHA256: sha256.Sum256(payload)}
+	if _, err := out.Write(ft.marshal()); err != nil {
+		return fmt.Errorf("writing image: %w", err)
+	}
+	return nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
+}
