@@ -1,0 +1,1 @@
+int dep(void) { return 41; }

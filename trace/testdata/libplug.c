@@ -1,0 +1,2 @@
+int dep(void);
+int plug(void) { return dep() + 1; }
