@@ -47,13 +47,18 @@ func classifyELF(p string, f *os.File) image.Kind {
 	default:
 		return image.KindData
 	}
-	for _, prog := range ef.Progs {
-		if prog.Type == elf.PT_INTERP {
-			return image.KindELFExec // PIE executable
-		}
-	}
 	if isPythonExtension(p, ef) {
 		return image.KindPyExtension
+	}
+	// A PIE executable has an interpreter; so do libc.so.6 and ld.so, which
+	// can be run too but are libraries: they have a DT_SONAME.
+	if soname, _ := ef.DynString(elf.DT_SONAME); len(soname) > 0 {
+		return image.KindELFShared
+	}
+	for _, prog := range ef.Progs {
+		if prog.Type == elf.PT_INTERP {
+			return image.KindELFExec
+		}
 	}
 	return image.KindELFShared
 }

@@ -1,9 +1,277 @@
 package main
 
-import "errors"
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
 
-// BuildCmd is not built yet.
-type BuildCmd struct{}
+	"golang.org/x/sys/unix"
 
-// Run reports that the verb is not built yet.
-func (c *BuildCmd) Run() error { return errors.New("not built yet") }
+	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/version"
+	"github.com/dlbundle/dlbundle/squash"
+)
+
+// BuildCmd packs what one or more pilot traces loaded into an image.
+type BuildCmd struct {
+	Output       string   `short:"o" required:"" placeholder:"IMAGE" help:"Image file to write (e.g. app.dlimg). Written to a temporary file beside it and renamed when complete."`
+	Traces       []string `arg:"" optional:"" name:"trace" type:"path" help:"Trace files (default: ./dlbundle.trace and the per-rank ./dlbundle.trace.N)."`
+	Level        int      `default:"3" help:"zstd level, 1 (fastest) to 19 (smallest)."`
+	Workers      int      `default:"0" help:"Parallel compressors (0 = all cores)."`
+	Include      []string `sep:"none" placeholder:"PREFIX" help:"Bundle paths under PREFIX although a default rule leaves them out (e.g. --include /etc/myapp). Repeatable; the longest matching prefix wins."`
+	Exclude      []string `sep:"none" placeholder:"PREFIX" help:"Never bundle paths under PREFIX; they stay on the file system (e.g. --exclude /opt/site-config). Repeatable."`
+	AllowChanged bool     `help:"Bundle files that changed since the pilot as they are now, instead of leaving them out."`
+}
+
+// Help is shown by `dlbundle build --help` below the usage line.
+func (c *BuildCmd) Help() string {
+	return `Reads the traces of a pilot run, decides what to bundle, and writes one image:
+
+  dlbundle trace -- ./myapp        # pilot: writes ./dlbundle.trace
+  dlbundle build -o app.dlimg      # this command
+  dlbundle inspect app.dlimg       # what went in
+
+What goes in (see docs/squash.md):
+  - regular files the pilot read or executed, in the order it first used them;
+    several traces (ranks) are merged, each path once;
+  - symlinks along those paths (/lib -> usr/lib) and the directories on the way,
+    with their complete listings as they are now;
+  - names the pilot looked up and did not find, where the directory's listing is
+    in the image (so the job's ranks do not ask the file system again);
+  - Python bytecode caches the pilot wrote, when still valid for their source.
+What stays out:
+  - files written, created or removed during the pilot (outputs);
+  - /proc, /sys, /dev, /run, /tmp, /var/tmp; /etc is node-local configuration
+    and is recorded as "external" (lookups go to the node's file system);
+  - files that changed or vanished since the pilot (reported; re-run the pilot,
+    or use --allow-changed).
+
+The same traces and files give a byte-identical image; set SOURCE_DATE_EPOCH to
+record a build time.`
+}
+
+// Run builds the plan and writes the image.
+func (c *BuildCmd) Run() error {
+	paths := c.Traces
+	if len(paths) == 0 {
+		var err error
+		if paths, err = squash.DefaultTraces("."); err != nil {
+			return err
+		}
+	}
+	traces, err := squash.Load(paths)
+	if err != nil {
+		return err
+	}
+	warnings := 0
+	warn := func(msg string) {
+		warnings++
+		fmt.Fprintln(os.Stderr, "warning:", msg)
+	}
+	plan, err := squash.Build(traces, squash.Options{
+		Include: c.Include, Exclude: c.Exclude, AllowChanged: c.AllowChanged, Warn: warn,
+	})
+	if err != nil {
+		return err
+	}
+	info, err := c.buildInfo(len(traces))
+	if err != nil {
+		return err
+	}
+
+	out, err := newPartialImage(c.Output)
+	if err != nil {
+		return err
+	}
+	defer out.abort()
+	bar := newBuildBar(os.Stderr)
+	bw := bufio.NewWriterSize(out.f, 1<<20)
+	stats, err := image.Write(bw, plan.Entries, image.WriteOptions{
+		Level: c.Level, Workers: c.Workers, Pilots: plan.Pilots, Build: info,
+		Progress: bar.update, Warn: warn,
+	})
+	bar.finish()
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", c.Output, err)
+	}
+	if err := out.commit(); err != nil {
+		return err
+	}
+	printBuildSummary(os.Stdout, c.Output, paths, plan, stats, warnings)
+	return nil
+}
+
+// buildInfo is stored in the image; it holds no wall-clock time unless
+// SOURCE_DATE_EPOCH asks for one, so that builds are reproducible.
+func (c *BuildCmd) buildInfo(traces int) (map[string]string, error) {
+	info := map[string]string{
+		"dlbundle": version.Version,
+		"level":    strconv.Itoa(c.Level),
+		"traces":   strconv.Itoa(traces),
+	}
+	if len(c.Include) > 0 {
+		info["include"] = strings.Join(c.Include, ":")
+	}
+	if len(c.Exclude) > 0 {
+		info["exclude"] = strings.Join(c.Exclude, ":")
+	}
+	if c.AllowChanged {
+		info["allow_changed"] = "true"
+	}
+	if s := os.Getenv("SOURCE_DATE_EPOCH"); s != "" {
+		sec, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("SOURCE_DATE_EPOCH=%q is not a number of seconds since 1970", s)
+		}
+		info["time"] = time.Unix(sec, 0).UTC().Format(time.RFC3339)
+	}
+	return info, nil
+}
+
+// partialImage is a temporary file beside the target, renamed over it on
+// commit and removed otherwise (also on SIGINT/SIGTERM): no partial image
+// ever carries the target's name.
+type partialImage struct {
+	f      *os.File
+	target string
+	done   bool
+	sigs   chan os.Signal
+}
+
+func newPartialImage(target string) (*partialImage, error) {
+	dir := filepath.Dir(target)
+	if st, err := os.Stat(target); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("-o %s is a directory; name the image file, e.g. -o %s", target, filepath.Join(target, "app.dlimg"))
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(target)+".tmp-*")
+	if err != nil {
+		return nil, fmt.Errorf("cannot write the image beside %s: %v; choose a writable -o", target, err)
+	}
+	a := &partialImage{f: f, target: target, sigs: make(chan os.Signal, 1)}
+	signal.Notify(a.sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		if _, ok := <-a.sigs; ok {
+			os.Remove(f.Name())
+			os.Exit(130)
+		}
+	}()
+	return a, nil
+}
+
+func (a *partialImage) commit() error {
+	if err := a.f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err := a.f.Sync(); err != nil {
+		return fmt.Errorf("writing %s: %v", a.target, err)
+	}
+	if err := a.f.Close(); err != nil {
+		return fmt.Errorf("writing %s: %v", a.target, err)
+	}
+	if err := os.Rename(a.f.Name(), a.target); err != nil {
+		return fmt.Errorf("cannot put the image at %s: %v", a.target, err)
+	}
+	a.done = true
+	return nil
+}
+
+func (a *partialImage) abort() {
+	signal.Stop(a.sigs)
+	close(a.sigs)
+	if !a.done {
+		a.f.Close()
+		os.Remove(a.f.Name())
+	}
+}
+
+// buildBar draws on stderr only when it is a terminal.
+type buildBar struct {
+	f    *os.File
+	on   bool
+	last time.Time
+	drew bool
+}
+
+func newBuildBar(f *os.File) *buildBar {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return &buildBar{f: f, on: err == nil}
+}
+
+func (p *buildBar) update(done, total int64) {
+	if !p.on || total <= 0 || (time.Since(p.last) < 100*time.Millisecond && done < total) {
+		return
+	}
+	p.last = time.Now()
+	const width = 30
+	n := int(done * width / total)
+	fmt.Fprintf(p.f, "\rbuilding [%s%s] %3d%% %s / %s", strings.Repeat("#", n), strings.Repeat(" ", width-n),
+		done*100/total, buildMiB(done), buildMiB(total))
+	p.drew = true
+}
+
+func (p *buildBar) finish() {
+	if p.drew {
+		fmt.Fprint(p.f, "\r\033[K")
+	}
+}
+
+func buildMiB(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+func printBuildSummary(w *os.File, output string, traces []string, plan *squash.Plan, st image.WriteStats, warnings int) {
+	byType := map[image.Type]int{}
+	kinds := map[image.Kind]int{}
+	kindBytes := map[image.Kind]int64{}
+	for _, e := range plan.Entries {
+		byType[e.Type]++
+		if e.Type == image.TypeRegular {
+			kinds[e.Kind]++
+			kindBytes[e.Kind] += e.Size
+		}
+	}
+	rep := plan.Report
+	fmt.Fprintf(w, "wrote %s from %d trace(s) (%d events, %d paths)\n", output, len(traces), rep.Events, rep.Paths)
+	fmt.Fprintf(w, "  entries: %d:", st.Entries)
+	for _, t := range []image.Type{image.TypeRegular, image.TypeDir, image.TypeSymlink, image.TypeMissing, image.TypeExternal} {
+		fmt.Fprintf(w, " %d %s", byType[t], t)
+	}
+	fmt.Fprintln(w)
+	var ks []image.Kind
+	for k := range kinds {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool { return kindBytes[ks[i]] > kindBytes[ks[j]] })
+	for _, k := range ks {
+		fmt.Fprintf(w, "  %-13s %5d files %10s\n", k, kinds[k], buildMiB(kindBytes[k]))
+	}
+	ratio := 0.0
+	if st.StoredBytes > 0 {
+		ratio = float64(st.RawBytes) / float64(st.StoredBytes)
+	}
+	fmt.Fprintf(w, "  content: %s raw, %s image (%.2fx), %s stored once for several paths\n",
+		buildMiB(st.RawBytes), buildMiB(st.StoredBytes), ratio, buildMiB(st.DedupedBytes))
+	if len(rep.Skipped) > 0 {
+		fmt.Fprintln(w, "  not bundled:")
+		for _, r := range rep.SkippedReasons() {
+			fmt.Fprintf(w, "    %5d  %s\n", rep.Skipped[r], r)
+		}
+	}
+	if len(rep.PycCaches) > 0 {
+		fmt.Fprintf(w, "  %d bytecode cache(s) written by the pilot, valid now, bundled\n", len(rep.PycCaches))
+	}
+	for _, t := range rep.Incomplete {
+		fmt.Fprintf(w, "  note: %s has no end record: the pilot was cut short, the image may lack what it did not reach\n", t)
+	}
+	if warnings > 0 {
+		fmt.Fprintf(w, "  %d warning(s), see above\n", warnings)
+	}
+}
