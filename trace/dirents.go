@@ -7,7 +7,8 @@ import (
 
 // Linux d_type values (dirent.h).
 const (
-	dtDir = 4
+	dtUnknown = 0
+	dtDir     = 4
 	dtReg = 8
 	dtLnk = 10
 )
@@ -50,6 +51,8 @@ func direntType(t byte) string {
 		return "dir"
 	case dtLnk:
 		return "symlink"
+	case dtUnknown:
+		return "" // the file system does not say: the tracer asks lstat
 	}
 	return "other"
 }

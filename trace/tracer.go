@@ -404,6 +404,7 @@ func (t *tracer) collectListing(tid int, p *pendingCall, res int64) {
 			t.rec.warn("listing of %s could not be read completely; left out of the trace", l.path)
 			return
 		}
+		fillUnknownTypes(l.path, l.entries)
 		ev := &p.ev
 		ev.Path, ev.Entries = l.path, l.entries
 		if ev.Entries == nil {
@@ -412,6 +413,28 @@ func (t *tracer) collectListing(tid int, p *pendingCall, res int64) {
 		t.rec.emit(ev, t.start)
 	default:
 		delete(t.listings, p.dir)
+	}
+}
+
+// fillUnknownTypes asks lstat for the entries whose file system gave no
+// d_type (DT_UNKNOWN, e.g. some network file systems).
+func fillUnknownTypes(dir string, entries []DirEntry) {
+	for i := range entries {
+		if entries[i].Type != "" {
+			continue
+		}
+		entries[i].Type = "other"
+		var st unix.Stat_t
+		if unix.Lstat(filepath.Join(dir, entries[i].Name), &st) == nil {
+			switch st.Mode & unix.S_IFMT {
+			case unix.S_IFREG:
+				entries[i].Type = "reg"
+			case unix.S_IFDIR:
+				entries[i].Type = "dir"
+			case unix.S_IFLNK:
+				entries[i].Type = "symlink"
+			}
+		}
 	}
 }
 
