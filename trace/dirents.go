@@ -9,8 +9,8 @@ import (
 const (
 	dtUnknown = 0
 	dtDir     = 4
-	dtReg = 8
-	dtLnk = 10
+	dtReg     = 8
+	dtLnk     = 10
 )
 
 // parseDirents decodes a buffer filled by getdents64 (struct linux_dirent64:
