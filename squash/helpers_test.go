@@ -105,12 +105,13 @@ func build(t *testing.T, root string, opts Options, traces ...*trace.Trace) *Pla
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkInvariants(t, plan)
+	rules, _ := NewRules(opts.Include, opts.Exclude)
+	checkInvariants(t, plan, rules)
 	return plan
 }
 
 // checkInvariants asserts what the image writer and the loader rely on.
-func checkInvariants(t *testing.T, plan *Plan) {
+func checkInvariants(t *testing.T, plan *Plan, rules *Rules) {
 	t.Helper()
 	byPath := entriesByPath(plan)
 	if len(byPath) != len(plan.Entries) {
@@ -120,12 +121,11 @@ func checkInvariants(t *testing.T, plan *Plan) {
 		if e.Order != i {
 			t.Errorf("%s: order %d at position %d", e.Path, e.Order, i)
 		}
-		if e.Type == image.TypeExternal && (strings.HasPrefix(e.Path, "/etc/") || e.Path == "/etc") {
-			continue // node-local: recorded alone
-		}
+		// Every ancestor is a directory entry, except node-local ones
+		// (/tmp, /etc, excluded prefixes), which have no entry.
 		for d := path.Dir(e.Path); ; d = path.Dir(d) {
 			a, ok := byPath[d]
-			if !ok || (a.Type != image.TypeDir && a.Type != image.TypeExternal) {
+			if v, _ := rules.Match(d); !ok && v == Bundle || ok && a.Type != image.TypeDir {
 				t.Errorf("%s (%s): ancestor %s is not a directory entry (%v)", e.Path, e.Type, d, a)
 			}
 			if d == "/" {

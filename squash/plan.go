@@ -105,8 +105,10 @@ func (b *builder) place(x *use) {
 		return
 	case verdict == Exclude:
 		// Node-local: say that it exists (external entry), never bundle it.
-		if n, err := b.fs.lstat(x.path); err == nil && existed {
-			b.addExternal(n)
+		if w := b.fs.resolve(x.path, false); w.err == nil && existed {
+			if v, _ := b.rules.Match(w.final.path); v != Bundle {
+				b.addNodeLocal(w.final)
+			}
 		}
 		b.skip(reason)
 		return
@@ -136,7 +138,7 @@ func (b *builder) placeExisting(x *use, w walk) {
 		// A symlink that leads into /tmp, /etc...: keep the way there, not the object.
 		b.addChain(w)
 		if v == Exclude {
-			b.addExternal(n)
+			b.addNodeLocal(n)
 		}
 		b.skip(reason)
 		return
@@ -223,7 +225,7 @@ func (b *builder) placeMissing(x *use, w walk) {
 	}
 	b.addChain(w)
 	e := b.addDir(dir)
-	if e.Type != image.TypeDir || hasName(e.Listing, w.failAt[len(w.failDir):]) {
+	if e == nil || e.Type != image.TypeDir || hasName(e.Listing, w.failAt[len(w.failDir):]) {
 		b.skip(ReasonMissingKept)
 		return
 	}
@@ -291,6 +293,18 @@ func (b *builder) addSymlink(n *node) {
 
 func (b *builder) addExternal(n *node) { b.add(attrs(n, image.TypeExternal)) }
 
+// addNodeLocal records that a file under /etc, /tmp... exists, with its
+// file type only: its other attributes belong to the node it is on. Node-local
+// directories get no entry at all: their listings and attributes change
+// without the app's doing (the mtime of /tmp) and would make two builds of the
+// same inputs differ, and the image format allows nothing below a
+// non-directory entry. Lookups of paths without an entry go to the file system.
+func (b *builder) addNodeLocal(n *node) {
+	if !n.isDir() {
+		b.add(image.Entry{Path: n.path, Type: image.TypeExternal, Mode: n.st.Mode & unix.S_IFMT})
+	}
+}
+
 // addRegular adds a file to bundle; a path first recorded as external (only
 // stat'd) becomes regular when a later use reads it.
 func (b *builder) addRegular(n *node) {
@@ -305,21 +319,21 @@ func (b *builder) addRegular(n *node) {
 	b.add(e)
 }
 
-// addDir adds a directory with its complete listing as read now. A
-// directory that cannot be listed, or whose listing is node-local (the
-// prefix rules do not bundle it), is recorded as external.
+// addDir adds a directory with its complete listing as read now and returns
+// its entry. A directory whose listing is node-local (the prefix rules do not
+// bundle it) or cannot be read gets no entry (nil): its lookups go to the
+// file system.
 func (b *builder) addDir(n *node) *image.Entry {
 	if i, ok := b.index[n.path]; ok {
 		return &b.plan.Entries[i]
 	}
 	if v, _ := b.rules.Match(n.path); v != Bundle {
-		// An ancestor under /tmp, /etc...: its listing is node-local.
-		return b.add(attrs(n, image.TypeExternal))
+		return nil // an ancestor under /tmp, /etc...
 	}
 	listing, err := readListing(n.path)
 	if err != nil {
-		b.warn("cannot list %s (%v): recorded as external, its lookups will pass through", n.path, err)
-		return b.add(attrs(n, image.TypeExternal))
+		b.warn("cannot list %s (%v): not in the image, its lookups will go to the file system", n.path, err)
+		return nil
 	}
 	if u := b.uses.byPath[n.path]; u != nil && u.listChanged && !u.pycListOnly {
 		b.warn("the listing of %s changed during the pilot; the image holds it as it is now", n.path)
@@ -357,12 +371,17 @@ func readListing(dir string) ([]image.DirEntry, error) {
 // attrs fills an entry from lstat. Access times are deliberately left out:
 // the build itself reads the files and so changes them, and recording them
 // would make two builds of the same inputs differ.
+// Only regular entries have a size (the image's content size).
 func attrs(n *node, t image.Type) image.Entry {
+	var size int64
+	if t == image.TypeRegular {
+		size = n.st.Size
+	}
 	return image.Entry{
 		Path:    n.path,
 		Type:    t,
 		Mode:    n.st.Mode,
-		Size:    n.st.Size,
+		Size:    size,
 		MtimeNS: unix.TimespecToNsec(n.st.Mtim),
 		UID:     n.st.Uid,
 		GID:     n.st.Gid,
