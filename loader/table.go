@@ -173,7 +173,7 @@ func encodeTable(entries []image.Entry) ([]byte, error) {
 		le.PutUint32(ent[32:], r.e.UID)
 		le.PutUint32(ent[36:], r.e.GID)
 		le.PutUint32(ent[40:], r.e.Nlink)
-		le.PutUint64(ent[48:], uint64(r.e.Size))
+		le.PutUint64(ent[48:], uint64(statSize(r)))
 		le.PutUint64(ent[56:], uint64(r.e.MtimeNS))
 		le.PutUint64(ent[64:], uint64(r.e.AtimeNS))
 		le.PutUint64(ent[72:], uint64(r.e.CtimeNS))
@@ -191,6 +191,22 @@ func encodeTable(entries []image.Entry) ([]byte, error) {
 	le.PutUint64(buf[40:], stringsOff)
 	le.PutUint64(buf[48:], uint64(len(buf)))
 	return buf, nil
+}
+
+// statSize is st_size as the original file system reported it. The image
+// stores sizes of regular files only: a symlink's is the length of its
+// target; a directory's is not recorded, and 4096 (one block: ext4, Lustre,
+// NFS from them) is the common answer.
+func statSize(r tableRow) int64 {
+	switch r.typ {
+	case tabSymlink:
+		return int64(len(r.target))
+	case tabDir:
+		if r.e.Size == 0 {
+			return 4096
+		}
+	}
+	return r.e.Size
 }
 
 func align8(n uint64) uint64 { return (n + 7) &^ 7 }

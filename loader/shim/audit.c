@@ -124,6 +124,10 @@ char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag)
 	if (!table || name[0] != '/')
 		return (char *)name;
 	const char *orig = name;
+	/* The stage itself (the shim's own objects) is never looked up: it may
+	 * lie below a directory whose listing was taken before it existed. */
+	if (dlb_hasprefix(name, root, root_len - 5) && !dlb_hasprefix(name, root, root_len))
+		return (char *)name;
 	/* $ORIGIN of an executable that runs from the stage is inside the stage
 	 * (ld.so reads /proc/self/exe with a raw syscall): look up the original. */
 	if (dlb_hasprefix(name, root, root_len) && name[root_len] == '/')

@@ -168,6 +168,10 @@ static int lookup(const char *fn, int dirfd, const char *path, int follow, char 
 		memcpy(abs + n, path, pl + 1);
 		p = abs;
 	}
+	/* The stage itself is never looked up: it may lie below a directory
+	 * whose listing was taken before it existed. */
+	if (!strncmp(p, stage_root, stage_root_len - 5) && (p[stage_root_len - 5] == '/' || !p[stage_root_len - 5]))
+		goto unknown;
 	int rc = dlb_resolve(table, p, follow, canon, r);
 	if (rc == DLB_BUNDLED) { report_count(REPORT_ANSWERED, NULL); debug_log("bundled", fn, path, canon); }
 	else if (rc == DLB_KNOWN_ERR) { report_count(REPORT_MISSING, NULL); debug_log("missing", fn, path, 0); }

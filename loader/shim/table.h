@@ -120,7 +120,7 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 {
 	char rest[DLB_PATH_MAX], tmp[DLB_PATH_MAX];
 	size_t rn = dlb_strlen(in), on = 0, p = 0;
-	int links = 0;
+	int links = 0, unknown_prefix = 0;
 	if (rn == 0 || in[0] != '/' || rn >= DLB_PATH_MAX) return DLB_UNKNOWN;
 	dlb_memcpy(rest, in, rn + 1);
 	const struct dlb_entry *root = dlb_lookup(base, "/", 1);
@@ -136,6 +136,9 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 		int is_last = after >= rn, trailing_slash = is_last && q < rn;
 		if (cn == 1 && rest[p] == '.') { p = q; if (cur && cur->type != DLB_DIR) return DLB_UNKNOWN; continue; }
 		if (cn == 2 && rest[p] == '.' && rest[p + 1] == '.') {
+			/* Popping a component the table does not know could be wrong (it
+			 * may be a symlink natively): leave the path to the kernel. */
+			if (unknown_prefix) return DLB_UNKNOWN;
 			while (on > 0 && out[on - 1] != '/') on--;
 			if (on > 0) on--;
 			cur = parent = on ? dlb_lookup(base, out, on) : root;
@@ -151,7 +154,13 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 		cur = dlb_lookup(base, out, on);
 		if (!cur) {
 			if (parent && parent->type == DLB_DIR) { r->err = DLB_ENOENT; return DLB_KNOWN_ERR; }
-			return DLB_UNKNOWN;
+			/* A prefix outside the image (e.g. /home above a bundled tree):
+			 * keep walking, deeper components may be entries (the table keys
+			 * are the paths as the app used them). */
+			if (is_last) return DLB_UNKNOWN;
+			unknown_prefix = 1;
+			p = q;
+			continue;
 		}
 		switch (cur->type) {
 		case DLB_MISSING:
@@ -177,7 +186,7 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 				dlb_memcpy(rest, tmp, tn + an + 1);
 				rn = tn + an;
 				p = 0;
-				if (t[0] == '/') { on = 0; cur = parent = root; }
+				if (t[0] == '/') { on = 0; cur = parent = root; unknown_prefix = 0; }
 				else { on -= 1 + cn; cur = parent; }
 				continue;
 			}

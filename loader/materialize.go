@@ -1,0 +1,228 @@
+package loader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dlbundle/dlbundle/image"
+)
+
+// Source is what a stage is made from; *image.Image satisfies it.
+type Source interface {
+	Entries() []image.Entry
+	Extract(ctx context.Context, dir string, opts image.ExtractOptions) error
+}
+
+// MaterializeOptions tune Materialize.
+type MaterializeOptions struct {
+	Workers  int                     // parallel extraction; 0 = all cores
+	Progress func(done, total int64) // extraction progress in bytes, or nil
+}
+
+// Materialize lays out a complete stage in dir (a fresh private temp dir that
+// the caller renames into place afterwards): the extracted tree, the
+// placeholder listings the shim serves to opendir, the lookup table and the
+// shim objects. Nothing written depends on dir's final name.
+func Materialize(ctx context.Context, src Source, dir string, opts MaterializeOptions) error {
+	entries := src.Entries()
+	root := filepath.Join(dir, stageRootDir)
+	if err := os.Mkdir(root, 0o755); err != nil {
+		return fmt.Errorf("materialize: %w", err)
+	}
+	if err := src.Extract(ctx, root, image.ExtractOptions{Workers: opts.Workers, Progress: opts.Progress}); err != nil {
+		return fmt.Errorf("materialize: extract image into %s: %w", root, err)
+	}
+	if err := relativizeSymlinks(root, entries); err != nil {
+		return err
+	}
+	if err := writeListings(filepath.Join(dir, stageListDir), entries); err != nil {
+		return err
+	}
+	tab, err := encodeTable(entries)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, stageTable), tab, 0o444); err != nil {
+		return fmt.Errorf("materialize: write lookup table: %w", err)
+	}
+	return writeShim(filepath.Join(dir, stageShimDir))
+}
+
+// relativizeSymlinks rewrites absolute symlink targets in the staged tree so
+// that they resolve inside it: the kernel then never leaves the stage when ld.so
+// opens <stage>/root + an original path that crosses a symlink.
+func relativizeSymlinks(root string, entries []image.Entry) error {
+	for _, e := range entries {
+		if e.Type != image.TypeSymlink || !strings.HasPrefix(e.Target, "/") {
+			continue
+		}
+		link := filepath.Join(root, e.Path)
+		rel, err := filepath.Rel(filepath.Dir(e.Path), filepath.Clean(e.Target))
+		if err != nil {
+			return fmt.Errorf("materialize: symlink %s -> %s: %w", e.Path, e.Target, err)
+		}
+		if cur, err := os.Readlink(link); err != nil || !strings.HasPrefix(cur, "/") {
+			continue // not extracted (e.g. under another symlink) or already relative
+		}
+		tmp := link + ".dlbundle-tmp"
+		_ = os.Remove(tmp)
+		if err := os.Symlink(rel, tmp); err != nil {
+			return fmt.Errorf("materialize: symlink %s: %w", link, err)
+		}
+		if err := os.Rename(tmp, link); err != nil {
+			return fmt.Errorf("materialize: symlink %s: %w", link, err)
+		}
+	}
+	return nil
+}
+
+// writeListings creates, for every bundled directory, a directory under list
+// holding one placeholder of the right type per name in its complete listing.
+// opendir() of a bundled directory reads it, so readdir returns every name
+// (bundled or not) with the d_type the original file system reports.
+func writeListings(list string, entries []image.Entry) error {
+	for _, e := range entries {
+		if e.Type != image.TypeDir {
+			continue
+		}
+		d := filepath.Join(list, e.Path)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("materialize: listing of %s: %w", e.Path, err)
+		}
+		for _, c := range e.Listing {
+			if c.Name == "" || c.Name == "." || c.Name == ".." || strings.Contains(c.Name, "/") {
+				return fmt.Errorf("materialize: listing of %s has invalid name %q; the image is corrupt", e.Path, c.Name)
+			}
+			p := filepath.Join(d, c.Name)
+			var err error
+			switch c.Type {
+			case image.TypeDir:
+				err = os.Mkdir(p, 0o755)
+			case image.TypeSymlink:
+				err = os.Symlink(".", p)
+			case image.TypeRegular:
+				err = os.WriteFile(p, nil, 0o444)
+			default: // sockets, devices, fifos: a fifo gives DT_FIFO, the closest we can make
+				err = unix.Mkfifo(p, 0o444)
+			}
+			if err != nil && !errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("materialize: listing of %s: %w", e.Path, err)
+			}
+		}
+	}
+	return nil
+}
+
+// EnvOptions say how the shim reports and logs.
+type EnvOptions struct {
+	Report string // DLBUNDLE_REPORT file, or "" for none
+	Debug  bool   // DLBUNDLE_DEBUG=1
+}
+
+// Environment variables that the shim reads.
+const (
+	EnvStage  = "DLBUNDLE_STAGE"
+	EnvReport = "DLBUNDLE_REPORT"
+	EnvDebug  = "DLBUNDLE_DEBUG"
+)
+
+// ShimEnv returns environ with the loader set for the published stage at
+// stageDir (its final path, after the rename): LD_AUDIT and LD_PRELOAD name the
+// shim objects (existing entries are kept after them), DLBUNDLE_STAGE the stage.
+func ShimEnv(stageDir string, environ []string, opts EnvOptions) []string {
+	shim := filepath.Join(stageDir, stageShimDir)
+	set := map[string]string{
+		"LD_AUDIT":   filepath.Join(shim, shimAuditName),
+		"LD_PRELOAD": filepath.Join(shim, shimPreload),
+		EnvStage:     stageDir,
+	}
+	if opts.Report != "" {
+		if abs, err := filepath.Abs(opts.Report); err == nil {
+			set[EnvReport] = abs
+		} else {
+			set[EnvReport] = opts.Report
+		}
+	}
+	if opts.Debug {
+		set[EnvDebug] = "1"
+	}
+	out := make([]string, 0, len(environ)+len(set))
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		nv, ok := set[k]
+		if !ok {
+			out = append(out, kv)
+			continue
+		}
+		if (k == "LD_AUDIT" || k == "LD_PRELOAD") && v != "" && !strings.Contains(v, nv) {
+			nv += ":" + v
+		}
+		set[k] = nv
+	}
+	for _, k := range []string{"LD_AUDIT", "LD_PRELOAD", EnvStage, EnvReport, EnvDebug} {
+		if v, ok := set[k]; ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	return out
+}
+
+// StagedPath tells whether the command path original (absolute, or relative
+// to the cwd) is a bundled ELF executable of the stage at stageDir, and
+// returns its staged copy. Scripts are not redirected: their interpreter would
+// see the staged path in argv.
+func StagedPath(stageDir, original string) (string, bool) {
+	abs, err := filepath.Abs(original)
+	if err != nil {
+		return "", false
+	}
+	tab, err := os.ReadFile(filepath.Join(stageDir, stageTable))
+	if err != nil {
+		return "", false
+	}
+	p := abs
+	for range 40 { // follow symlinks of the last component, as execve would
+		typ, _, ok := tableLookup(tab, p)
+		if !ok {
+			return "", false
+		}
+		switch typ {
+		case tabReg:
+			staged := filepath.Join(stageDir, stageRootDir, p)
+			if !isELF(staged) {
+				return "", false
+			}
+			return filepath.Join(stageDir, stageRootDir, abs), true
+		case tabSymlink:
+			t, ok := tableTarget(tab, p)
+			if !ok {
+				return "", false
+			}
+			if !filepath.IsAbs(t) {
+				t = filepath.Join(filepath.Dir(p), t)
+			}
+			p = filepath.Clean(t)
+		default:
+			return "", false
+		}
+	}
+	return "", false
+}
+
+func isELF(p string) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var m [4]byte
+	_, err = f.ReadAt(m[:], 0)
+	return err == nil && string(m[:]) == "\x7fELF"
+}

@@ -1,0 +1,2 @@
+/* libdep.c — tree/lib/libdep.so. */
+int probe_dep_value(void) { return 23; }

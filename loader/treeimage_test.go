@@ -1,0 +1,130 @@
+package loader
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"testing"
+
+	"github.com/dlbundle/dlbundle/image"
+)
+
+// treeEntries builds image entries from the real file system, as the build
+// step would: every path under roots (not following symlinks), plus each
+// root's ancestors as directories with their complete listings.
+func treeEntries(t *testing.T, roots ...string) []image.Entry {
+	t.Helper()
+	var es []image.Entry
+	seen := map[string]bool{}
+	add := func(p string) {
+		if seen[p] {
+			return
+		}
+		seen[p] = true
+		es = append(es, fsEntry(t, p))
+	}
+	for _, r := range roots {
+		var anc []string
+		for d := filepath.Dir(r); ; d = filepath.Dir(d) {
+			anc = append(anc, d)
+			if d == "/" {
+				break
+			}
+		}
+		for i := len(anc) - 1; i >= 0; i-- {
+			add(anc[i])
+		}
+		err := filepath.WalkDir(r, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			add(p)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return es
+}
+
+// fsEntry describes one path as lstat(2) shows it.
+func fsEntry(t *testing.T, p string) image.Entry {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Lstat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	e := image.Entry{Path: p, Mode: st.Mode, MtimeNS: st.Mtim.Nano(), UID: st.Uid, GID: st.Gid,
+		Nlink: uint32(st.Nlink), Dev: st.Dev, Ino: st.Ino, CtimeNS: st.Ctim.Nano(), AtimeNS: st.Atim.Nano()}
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFREG:
+		e.Type, e.Size = image.TypeRegular, st.Size
+	case syscall.S_IFDIR:
+		e.Type = image.TypeDir
+		ds, err := os.ReadDir(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			typ := image.Type("other")
+			switch {
+			case d.Type().IsRegular():
+				typ = image.TypeRegular
+			case d.IsDir():
+				typ = image.TypeDir
+			case d.Type()&fs.ModeSymlink != 0:
+				typ = image.TypeSymlink
+			}
+			e.Listing = append(e.Listing, image.DirEntry{Name: d.Name(), Type: typ})
+		}
+		sort.Slice(e.Listing, func(i, j int) bool { return e.Listing[i].Name < e.Listing[j].Name })
+	case syscall.S_IFLNK:
+		e.Type = image.TypeSymlink
+		tgt, err := os.Readlink(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Target = tgt
+	default:
+		e.Type = image.TypeExternal
+	}
+	return e
+}
+
+// stageEntries writes an image of entries with the real writer, opens it with
+// the real reader and materializes a stage, published under dir/stage.
+func stageEntries(t *testing.T, dir string, entries []image.Entry) string {
+	t.Helper()
+	imgPath := filepath.Join(dir, "app.dlimg")
+	f, err := os.Create(imgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := image.Write(f, entries, image.WriteOptions{Level: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	im, err := image.OpenFile(imgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	tmp, err := os.MkdirTemp(dir, "tmp.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Materialize(context.Background(), im, tmp, MaterializeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	final := filepath.Join(dir, "stage")
+	if err := os.Rename(tmp, final); err != nil {
+		t.Fatal(err)
+	}
+	return final
+}
