@@ -57,11 +57,26 @@ func (p *pilot) fail(op trace.Op, name, errno string) {
 	p.ev(trace.Event{Op: op, Syscall: "openat", Path: name, Err: errno})
 }
 
-func (p *pilot) done() *trace.Trace {
-	if err := p.w.Close(0, 1); err != nil {
+func (p *pilot) close() {
+	if p.w != nil {
+		if err := p.w.Close(0, 1); err != nil {
+			p.t.Fatal(err)
+		}
+		p.w = nil
+	}
+}
+
+// save writes the trace to a file, as `dlbundle trace` would.
+func (p *pilot) save(name string) {
+	p.close()
+	if err := os.WriteFile(name, p.buf.Bytes(), 0o644); err != nil {
 		p.t.Fatal(err)
 	}
-	tr, err := trace.Read(&p.buf, "test")
+}
+
+func (p *pilot) done() *trace.Trace {
+	p.close()
+	tr, err := trace.Read(bytes.NewReader(p.buf.Bytes()), "test")
 	if err != nil {
 		p.t.Fatal(err)
 	}
