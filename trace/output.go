@@ -2,7 +2,9 @@ package trace
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,6 +63,10 @@ func createOutput(path string) (*outputFile, error) {
 	}
 	f, err := os.CreateTemp(dir, "."+base+".tmp*")
 	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the temporary name would only confuse
+		}
 		return nil, fmt.Errorf("cannot write the trace to %s: %v; choose a writable place with -o", path, err)
 	}
 	_ = f.Chmod(0o644)

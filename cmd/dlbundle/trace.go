@@ -53,15 +53,22 @@ func (c *TraceCmd) Run() error {
 	var ce *trace.CommandError
 	if errors.As(err, &ce) {
 		fmt.Fprintf(os.Stderr, "dlbundle trace: %v\n", ce)
-		return exitError{ce.Code}
+		exitWith(ce.Code)
 	}
 	if err != nil {
 		return err
 	}
-	if res.Exit != 0 {
-		return exitError{res.Exit}
-	}
+	exitWith(res.Exit)
 	return nil
+}
+
+// exitWith ends dlbundle with the app's status. It exits here rather than
+// returning exitError because kong wraps Run's error (errors.Join), which
+// main's type assertion does not see through.
+func exitWith(code int) {
+	if code != 0 {
+		os.Exit(code)
+	}
 }
 
 // TraceStubCmd is the hidden verb the tracer re-executes: it installs the
@@ -74,5 +81,6 @@ type TraceStubCmd struct {
 func (c *TraceStubCmd) Run() error {
 	code, err := trace.StubMain(stripDashDash(c.Command))
 	fmt.Fprintf(os.Stderr, "dlbundle trace: %v\n", err)
-	return exitError{code}
+	exitWith(code)
+	return err
 }
