@@ -219,6 +219,11 @@ func checkEntry(e *Entry, i int) error {
 	if e.Order != i {
 		return fmt.Errorf("order %d, want its position %d", e.Order, i)
 	}
+	switch e.Type {
+	case TypeRegular, TypeDir, TypeSymlink, TypeMissing, TypeExternal:
+	default:
+		return fmt.Errorf("unknown type %q", e.Type)
+	}
 	if e.Path == "/" && e.Type != TypeDir {
 		return fmt.Errorf("/ must be a directory")
 	}
@@ -255,9 +260,6 @@ func checkEntry(e *Entry, i int) error {
 				return fmt.Errorf("listing entry %q has unknown type %q", d.Name, d.Type)
 			}
 		}
-	case TypeMissing, TypeExternal:
-	default:
-		return fmt.Errorf("unknown type %q", e.Type)
 	}
 	return nil
 }

@@ -1,0 +1,210 @@
+package image
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// smallImage is a valid image of a few real files, one of them over a frame.
+func smallImage(t testing.TB) ([]byte, []Entry) {
+	t.Helper()
+	var es []Entry
+	for _, p := range []string{"/usr/lib/python3.11/json/__init__.py", "/usr/lib/python3.11/json/decoder.py",
+		"/usr/lib/x86_64-linux-gnu/libcrypto.so.3", "/usr/lib/x86_64-linux-gnu/libz.so.1"} {
+		es = append(es, entryFor(t, p))
+	}
+	es = withParents(t, es)
+	img, _ := writeImage(t, es, WriteOptions{})
+	return img, es
+}
+
+func wantOpenError(t *testing.T, name string, img []byte, want string) {
+	t.Helper()
+	im, err := openBytes(img)
+	if err == nil {
+		im.Close()
+		t.Errorf("%s: Open accepted the image", name)
+		return
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("%s: Open error %q does not mention %q", name, err, want)
+	}
+}
+
+func TestOpenRejectsBrokenFiles(t *testing.T) {
+	img, _ := smallImage(t)
+	flip := func(off int) []byte {
+		b := append([]byte(nil), img...)
+		b[off] ^= 0x40
+		return b
+	}
+	wantOpenError(t, "empty", nil, "shorter than")
+	wantOpenError(t, "truncated by one byte", img[:len(img)-1], "not a dlbundle image")
+	wantOpenError(t, "truncated in the data", img[:len(img)/2], "not a dlbundle image")
+	wantOpenError(t, "footer magic", flip(len(img)-footerPayloadSize), "not a dlbundle image")
+	wantOpenError(t, "version", setFooterVersion(img, 2), "version 2")
+	wantOpenError(t, "flags", flip(len(img)-footerPayloadSize+12), "flags")
+	wantOpenError(t, "toc offset", flip(len(img)-footerPayloadSize+16), "table of contents")
+	wantOpenError(t, "toc digest", flip(len(img)-footerSize-10), "digest mismatch")
+	wantOpenError(t, "not json", withTOC(nil, []byte("not json")), "not valid JSON")
+	wantOpenError(t, "a zip file", append([]byte("PK\x03\x04"), make([]byte, 100)...), "not a dlbundle image")
+}
+
+func TestOpenRejectsHostileTOC(t *testing.T) {
+	img, _ := smallImage(t)
+	reg := func(tc *toc) *Entry { // the multi-frame object
+		for i := range tc.Entries {
+			if len(tc.Entries[i].Frames) > 1 {
+				return &tc.Entries[i]
+			}
+		}
+		t.Fatal("no multi-frame entry")
+		return nil
+	}
+	small := func(tc *toc) *Entry {
+		for i := range tc.Entries {
+			if len(tc.Entries[i].Frames) == 1 {
+				return &tc.Entries[i]
+			}
+		}
+		t.Fatal("no single-frame entry")
+		return nil
+	}
+	cases := []struct {
+		name, want string
+		mutate     func(*toc)
+	}{
+		{"dotdot path", "not clean", func(tc *toc) { reg(tc).Path = "/usr/../../etc/shadow" }},
+		{"relative path", "not absolute", func(tc *toc) { reg(tc).Path = "usr/lib/x.so" }},
+		{"empty path", "not absolute", func(tc *toc) { reg(tc).Path = "" }},
+		{"NUL in path", "NUL", func(tc *toc) { reg(tc).Path = "/usr/lib/a\x00b" }},
+		{"duplicate path", "twice", func(tc *toc) { small(tc).Path = reg(tc).Path }},
+		{"size larger than frames", "frames hold", func(tc *toc) { reg(tc).Size += 1 << 20 }},
+		{"size over 4 GiB", "out of range", func(tc *toc) { reg(tc).Size = 1 << 40 }},
+		{"frame outside file", "past the data end", func(tc *toc) {
+			e := reg(tc)
+			e.Frames[len(e.Frames)-1].CSize += 1 << 20
+		}},
+		{"negative offset", "out of range", func(tc *toc) { reg(tc).Frames[0].Offset = -5 }},
+		{"absurd usize", "out of range", func(tc *toc) { reg(tc).Frames[0].USize = 1 << 40 }},
+		{"gap between frames", "does not follow", func(tc *toc) { reg(tc).Frames[1].Offset++ }},
+		{"overlapping objects", "overlap", func(tc *toc) {
+			a, b := reg(tc), small(tc)
+			b.Frames[0].Offset = a.Frames[0].Offset + 1
+		}},
+		{"shared frames, other content", "share frames", func(tc *toc) {
+			a, b := reg(tc), small(tc)
+			b.Frames, b.Size = append([]Frame(nil), a.Frames...), a.Size
+		}},
+		{"order", "order", func(tc *toc) { tc.Entries[0].Order = 7 }},
+		{"bad sha256", "sha256", func(tc *toc) { reg(tc).SHA256 = "xyz" }},
+		{"unknown type", "unknown type", func(tc *toc) { tc.Entries[0].Type = "fifo" }},
+		{"below a symlink", "lies below", func(tc *toc) {
+			tc.Entries = append(tc.Entries, Entry{Path: "/usr/lib/x86_64-linux-gnu/libz.so.1/x", Type: TypeMissing, Order: len(tc.Entries)})
+		}},
+		{"empty symlink target", "symlink target", func(tc *toc) {
+			for i := range tc.Entries {
+				if tc.Entries[i].Type == TypeSymlink {
+					tc.Entries[i].Target = ""
+				}
+			}
+		}},
+		{"listing with slash", "invalid name", func(tc *toc) { tc.Entries[0].Listing[0].Name = "../x" }},
+		{"listing unsorted", "not sorted", func(tc *toc) {
+			l := tc.Entries[0].Listing
+			l[0], l[1] = l[1], l[0]
+		}},
+		{"mode type mismatch", "does not match", func(tc *toc) { reg(tc).Mode = 0o040755 }},
+		{"missing with frames", "content fields", func(tc *toc) {
+			e := small(tc)
+			e.Type = TypeMissing
+		}},
+		{"data end", "data ends", func(tc *toc) { tc.DataEnd-- }},
+		{"format", "format", func(tc *toc) { tc.Format = "other" }},
+		{"root not a dir", "/ must be a directory", func(tc *toc) {
+			tc.Entries[0].Path = "/"
+			tc.Entries[0].Type = TypeMissing
+			tc.Entries[0].Listing = nil
+		}},
+	}
+	for _, c := range cases {
+		wantOpenError(t, c.name, rewriteTOC(t, img, c.mutate), c.want)
+	}
+}
+
+// A corrupted data frame passes Open (the TOC is intact) but Content, Verify
+// and Extract detect it, and Extract leaves nothing behind.
+func TestCorruptDataDetected(t *testing.T) {
+	img, _ := smallImage(t)
+	im0, err := openBytes(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var big *Entry
+	for i := range im0.Entries() {
+		if e := &im0.Entries()[i]; len(e.Frames) > 1 {
+			big = e
+		}
+	}
+	for _, where := range []struct {
+		name string
+		off  int64
+	}{
+		{"first frame", big.Frames[0].Offset + big.Frames[0].CSize/2},
+		{"last frame", big.Frames[1].Offset + big.Frames[1].CSize/2},
+		{"frame header", big.Frames[1].Offset + 1},
+	} {
+		bad := append([]byte(nil), img...)
+		bad[where.off] ^= 0xff
+		im, err := openBytes(bad)
+		if err != nil {
+			t.Fatalf("%s: Open: %v", where.name, err)
+		}
+		if err := im.Verify(context.Background()); err == nil {
+			t.Errorf("%s: Verify passed a corrupt image", where.name)
+		}
+		rc, _ := im.Content(big)
+		if _, err := io.ReadAll(rc); err == nil {
+			t.Errorf("%s: Content read a corrupt object without error", where.name)
+		}
+		dir := filepath.Join(t.TempDir(), "x")
+		if err := im.Extract(context.Background(), dir, ExtractOptions{Workers: 2}); err == nil {
+			t.Errorf("%s: Extract passed a corrupt image", where.name)
+		}
+		if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s: failed Extract left %s behind (%v)", where.name, dir, err)
+		}
+		existing := t.TempDir()
+		im.Extract(context.Background(), existing, ExtractOptions{})
+		if names, _ := os.ReadDir(existing); len(names) != 0 {
+			t.Errorf("%s: failed Extract into an empty dir left %d entries", where.name, len(names))
+		}
+	}
+}
+
+// Content whose digest is wrong in the TOC (frames intact) is refused.
+func TestDigestMismatchDetected(t *testing.T) {
+	img, _ := smallImage(t)
+	bad := rewriteTOC(t, img, func(tc *toc) {
+		for i := range tc.Entries {
+			if len(tc.Entries[i].Frames) > 0 {
+				tc.Entries[i].SHA256 = strings.Repeat("0", 64)
+				return
+			}
+		}
+	})
+	im, err := openBytes(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := im.Verify(context.Background()); err == nil || !strings.Contains(err.Error(), "digest") {
+		t.Fatalf("Verify: %v, want a digest error", err)
+	}
+	if err := im.Extract(context.Background(), t.TempDir(), ExtractOptions{}); err == nil {
+		t.Fatal("Extract accepted content with the wrong digest")
+	}
+}

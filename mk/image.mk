@@ -1,0 +1,18 @@
+# The .dlimg format (package image, docs/SPEC.md): a short fuzz run of the
+# reader after `go test` (crashers land in image/testdata/fuzz and are kept as
+# regression seeds), and the write/extract throughput benchmark.
+.PHONY: fuzz-image bench-image
+APT_PACKAGES  += zstd cpio python3-numpy
+TEST_AFTER    += fuzz-image
+BENCH_TARGETS += bench-image
+
+# Two targets, ~15 s in all; -fuzzminimizetime bounds the time spent shrinking
+# new inputs (images are kilobytes; minimising them would eat the budget).
+fuzz-image:
+	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime 7s -fuzzminimizetime 50x ./image/
+	$(GO) test -run '^$$' -fuzz '^FuzzExtract$$' -fuzztime 8s -fuzzminimizetime 50x ./image/
+
+# Write and Extract throughput vs raw zstd EncodeAll/DecodeAll on the Python
+# stdlib + numpy file set; results: docs/bench/image.md.
+bench-image:
+	$(GO) test -run '^$$' -bench 'BenchmarkImage' -benchtime 3x -timeout 30m ./image/ | tee /tmp/bench-image.txt
