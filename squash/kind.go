@@ -91,3 +91,38 @@ func isPythonExtension(p string, ef *elf.File) bool {
 	}
 	return false
 }
+
+// interpreterOf returns the interpreter the kernel loads to run p: an ELF
+// file's PT_INTERP, or the first word of a script's #! line ("" if none).
+func interpreterOf(p string) string {
+	f, err := os.Open(p)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var head [256]byte
+	n, _ := io.ReadFull(f, head[:])
+	switch {
+	case n >= 4 && bytes.Equal(head[:4], []byte(elf.ELFMAG)):
+		ef, err := elf.NewFile(f)
+		if err != nil {
+			return ""
+		}
+		defer ef.Close()
+		for _, prog := range ef.Progs {
+			if prog.Type == elf.PT_INTERP && prog.Filesz < 4096 {
+				b, err := io.ReadAll(prog.Open())
+				if err != nil {
+					return ""
+				}
+				return string(bytes.TrimRight(b, "\x00"))
+			}
+		}
+	case n >= 2 && head[0] == '#' && head[1] == '!':
+		line, _, _ := bytes.Cut(head[2:n], []byte("\n"))
+		if fields := strings.Fields(string(line)); len(fields) > 0 {
+			return fields[0]
+		}
+	}
+	return ""
+}

@@ -134,6 +134,13 @@ func TestPlanFromRealCPilot(t *testing.T) {
 		t.Errorf("libfoo kind %s", e.Kind)
 	}
 	wantAbsent(t, plan, lib+"/libfoo.so") // in the listing, never used
+	// The kernel loads the program interpreter itself (no trace record):
+	// build adds it, through /lib64 -> usr/lib64 and ld-linux -> /lib/... links.
+	wantEntry(t, plan, "/lib64", image.TypeSymlink)
+	wantEntry(t, plan, "/usr/lib64/ld-linux-x86-64.so.2", image.TypeSymlink)
+	if e := wantEntry(t, plan, "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", image.TypeRegular); e.Kind != image.KindELFShared {
+		t.Errorf("ld.so kind %s", e.Kind)
+	}
 	missing := 0
 	for _, e := range plan.Entries {
 		if e.Type == image.TypeMissing && strings.HasPrefix(e.Path, lib+"/") {

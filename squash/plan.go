@@ -165,6 +165,9 @@ func (b *builder) placeExisting(x *use, w walk) {
 		}
 		b.addChain(w)
 		b.addRegular(n)
+		if x.exec {
+			b.addInterpreters(n, 0)
+		}
 	case n.isDir():
 		if u := b.uses.byPath[n.path]; u != nil && u.listChanged && !u.pycListOnly {
 			if _, ok := b.index[n.path]; !ok {
@@ -317,6 +320,32 @@ func (b *builder) addRegular(n *node) {
 		return
 	}
 	b.add(e)
+}
+
+// addInterpreters adds the program interpreter of an exec'd file (ELF
+// PT_INTERP, ld.so; or a script's #! line), which the kernel opens itself so
+// that no trace shows it, and that interpreter's own.
+func (b *builder) addInterpreters(n *node, depth int) {
+	interp := interpreterOf(n.path)
+	if interp == "" || depth > 4 {
+		return
+	}
+	if v, _ := b.rules.Match(interp); v != Bundle {
+		return
+	}
+	if u := b.uses.byPath[interp]; u != nil && u.written {
+		return
+	}
+	w := b.fs.resolve(interp, true)
+	if w.err != nil || !w.final.isReg() {
+		return
+	}
+	if v, _ := b.rules.Match(w.final.path); v != Bundle {
+		return
+	}
+	b.addChain(w)
+	b.addRegular(w.final)
+	b.addInterpreters(w.final, depth+1)
 }
 
 // addDir adds a directory with its complete listing as read now and returns

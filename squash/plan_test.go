@@ -302,3 +302,23 @@ func TestDirectoryChangedDuringPilot(t *testing.T) {
 		t.Errorf("report %+v", plan.Report)
 	}
 }
+
+// The kernel opens a script's #! interpreter and an ELF's PT_INTERP itself;
+// no trace shows them, build adds them for exec'd files.
+func TestExecAddsInterpreters(t *testing.T) {
+	root := t.TempDir()
+	tree(t, root, map[string]string{"bin/run": "#!" + root + "/bin/sh -e\necho hi\n", "bin/cat.txt": "#!" + root + "/bin/nothere\n"})
+	copyFile(t, "/usr/bin/dash", root+"/bin/sh")
+	p := newPilot(t)
+	p.ev(trace.Event{Op: trace.OpExec, Path: root + "/bin/run"})
+	p.read(root + "/bin/cat.txt") // read, not exec'd: its #! line means nothing
+	plan := build(t, root, Options{}, p.done())
+	if e := wantEntry(t, plan, root+"/bin/run", image.TypeRegular); e.Kind != image.KindScript {
+		t.Errorf("run kind %s", e.Kind)
+	}
+	if e := wantEntry(t, plan, root+"/bin/sh", image.TypeRegular); e.Kind != image.KindELFExec {
+		t.Errorf("sh kind %s", e.Kind)
+	}
+	wantEntry(t, plan, "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", image.TypeRegular)
+	wantAbsent(t, plan, root+"/bin/nothere")
+}

@@ -14,6 +14,7 @@ type use struct {
 	key  orderKey // first use
 
 	read     bool // opened for reading (not as a directory), or exec'd, successfully
+	exec     bool // exec'd successfully
 	dirUse   bool // opened as a directory, listed, or made the cwd
 	looked   bool // stat/access/readlink succeeded
 	enoent   bool // a lookup failed with ENOENT
@@ -113,7 +114,7 @@ func (u *uses) add(e *trace.Event, k orderKey) {
 			x.openStats = append(x.openStats, openStat{*e.Size, *e.MtimeNS})
 		}
 	case trace.OpExec:
-		x.read = true
+		x.read, x.exec = true, true
 	case trace.OpListdir, trace.OpChdir:
 		x.dirUse = true
 	default:
