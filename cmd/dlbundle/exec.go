@@ -1,9 +1,183 @@
 package main
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
 
-// ExecCmd is not built yet.
-type ExecCmd struct{}
+	"golang.org/x/sys/unix"
 
-// Run reports that the verb is not built yet.
-func (c *ExecCmd) Run() error { return errors.New("not built yet") }
+	"github.com/dlbundle/dlbundle/loader"
+)
+
+// ExecCmd stages an image on this node (once per node) and replaces itself
+// with the app, the loader shim in its environment.
+type ExecCmd struct {
+	StageDir string `name:"stage-dir" placeholder:"DIR" env:"DLBUNDLE_STAGE_DIR" help:"Node-local directory for staged images (default /dev/shm/dlbundle-<uid> if /dev/shm is a tmpfs, else $${TMPDIR:-/tmp}/dlbundle-<uid>). Must be yours and not group/world-writable."`
+	Report   string `placeholder:"FILE" help:"Every process of the app appends its lookup counts to FILE (sets DLBUNDLE_REPORT); summarise with 'dlbundle report FILE'."`
+	Debug    bool   `help:"Log every lookup decision of the shim (sets DLBUNDLE_DEBUG=1)."`
+	Fallback bool   `help:"If the image cannot be staged (corrupt, no space, refused stage dir), warn and run the app natively instead of failing."`
+	Workers  int    `placeholder:"N" help:"Decompression workers for staging (default: all cores)."`
+
+	Image   string   `arg:"" name:"image" help:"The image: a file (app.dlimg) or oci://REGISTRY/REPO:TAG or oci://REGISTRY/REPO@sha256:DIGEST."`
+	Command []string `arg:"" name:"command" passthrough:"" help:"The app and its arguments, after --."`
+}
+
+// Help is shown by 'dlbundle exec --help' below the flags.
+func (c *ExecCmd) Help() string {
+	return `Every rank of a job runs the same command line:
+
+  #!/bin/bash
+  #SBATCH --nodes=64 --ntasks-per-node=32
+  srun dlbundle exec /lustre/me/app.dlimg -- ./myapp input.nml
+
+The first rank on each node reads the image once and stages it into the stage
+dir; the other ranks on that node wait for it, then find the stage through the
+job id (SLURM_JOB_ID, PBS_JOBID, FLUX_JOB_ID, LSB_JOBID, Open MPI/PMIx) without
+touching the shared file system at all, not even to stat the image. Later jobs
+on the node reuse the stage of an unchanged image.
+
+dlbundle then replaces itself with the app (no process stays behind): exit
+status, signals and stdin/stdout/stderr are the app's own. A bundled
+executable runs from the stage with argv[0] unchanged.
+
+Outside a batch job each exec stats the image once (to notice a rebuilt image).
+See docs/exec.md.`
+}
+
+// Run stages, then execs the app. It returns only on failure.
+func (c *ExecCmd) Run() error {
+	argv := stripDashDash(c.Command)
+	if len(argv) == 0 {
+		return errors.New("no command to run: dlbundle exec IMAGE -- CMD [ARGS...]")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	staged, err := c.stage(ctx)
+	stop()
+	if err != nil {
+		if !c.Fallback {
+			return fmt.Errorf("%w\n(use --fallback to run the app natively when staging fails)", err)
+		}
+		fmt.Fprintf(os.Stderr, "dlbundle exec: warning: %v; running %s natively (--fallback)\n", err, argv[0])
+		return execApp(argv, findNative, os.Environ())
+	}
+	env := loader.ShimEnv(staged.Dir, os.Environ(), loader.EnvOptions{Report: c.Report, Debug: c.Debug})
+	return execApp(argv, func(cmd string) (string, error) { return findCommand(staged.Dir, cmd) }, env)
+}
+
+// stage opens the stage dir and returns the published stage of the image.
+func (c *ExecCmd) stage(ctx context.Context) (*loader.Staged, error) {
+	dir, err := loader.OpenStageDir(loader.ResolveStageDir(c.StageDir))
+	if err != nil {
+		return nil, err
+	}
+	ref, err := loader.AbsImageRef(c.Image)
+	if err != nil {
+		return nil, err
+	}
+	alias, err := loader.StageAlias(ref, os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w", c.Image, err)
+	}
+	tty := stderrIsTerminal()
+	opts := loader.MaterializeOptions{Workers: c.Workers}
+	if tty {
+		opts.Progress = progressPrinter(c.Image)
+	}
+	req := loader.StageRequest{Dir: dir, Alias: alias, Open: loader.OpenImage(ref, dir, opts)}
+	if tty {
+		req.OnWait = func() {
+			fmt.Fprintf(os.Stderr, "dlbundle exec: waiting for another process staging into %s\n", dir)
+		}
+	}
+	s, err := loader.Stage(ctx, req)
+	if tty && err == nil && s.Materialized {
+		fmt.Fprintf(os.Stderr, "\rdlbundle exec: staged %s into %s\n", c.Image, s.Dir)
+	}
+	return s, err
+}
+
+// execApp replaces this process with argv. find maps argv[0] to the file to
+// execute; argv[0] itself is passed unchanged.
+func execApp(argv []string, find func(string) (string, error), env []string) error {
+	path, err := find(argv[0])
+	if err != nil {
+		return err
+	}
+	err = unix.Exec(path, argv, env)
+	return fmt.Errorf("exec %s: %w", argv[0], err)
+}
+
+// findCommand finds cmd as execvp would, asking the stage before the file
+// system: a bundled executable runs from its staged copy, so finding it costs
+// no operation on the shared file system. Names that are not bundled are
+// looked up natively, in PATH order, so the first match wins as it would
+// without dlbundle.
+func findCommand(stage, cmd string) (string, error) {
+	if strings.Contains(cmd, "/") {
+		if staged, ok := loader.StagedPath(stage, cmd); ok {
+			return staged, nil
+		}
+		return cmd, nil
+	}
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		if dir == "" {
+			dir = "."
+		}
+		cand := filepath.Join(dir, cmd)
+		if staged, ok := loader.StagedPath(stage, cand); ok {
+			return staged, nil
+		}
+		if isExecutable(cand) {
+			return cand, nil
+		}
+	}
+	return "", fmt.Errorf("%s: command not found in PATH", cmd)
+}
+
+// findNative is execvp's search, for --fallback.
+func findNative(cmd string) (string, error) {
+	if strings.Contains(cmd, "/") {
+		return cmd, nil
+	}
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		if dir == "" {
+			dir = "."
+		}
+		if cand := filepath.Join(dir, cmd); isExecutable(cand) {
+			return cand, nil
+		}
+	}
+	return "", fmt.Errorf("%s: command not found in PATH", cmd)
+}
+
+func isExecutable(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular() && unix.Access(path, unix.X_OK) == nil
+}
+
+func stderrIsTerminal() bool {
+	_, err := unix.IoctlGetTermios(int(os.Stderr.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// progressPrinter shows staging progress on one terminal line.
+func progressPrinter(name string) func(done, total int64) {
+	last := int64(-1)
+	return func(done, total int64) {
+		pct := int64(100)
+		if total > 0 {
+			pct = done * 100 / total
+		}
+		if pct == last {
+			return
+		}
+		last = pct
+		fmt.Fprintf(os.Stderr, "\rdlbundle exec: staging %s: %3d%% of %d MiB", name, pct, total>>20)
+	}
+}

@@ -1,0 +1,234 @@
+package loader
+
+// Tests of `dlbundle exec` as a program: the real CLI, a gcc-built probe
+// bundled in a real image (written by image.Write) at a path that does NOT
+// exist on this machine, so it can only run from the stage.
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/dlbundle/dlbundle/image"
+)
+
+var (
+	dlbundleOnce sync.Once
+	dlbundleBin  string
+	dlbundleErr  error
+)
+
+// dlbundleCLI builds the CLI once per test binary (CGO_ENABLED=0, as make does).
+func dlbundleCLI(t *testing.T) string {
+	t.Helper()
+	dlbundleOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "dlbundle-e2e-bin")
+		if err != nil {
+			dlbundleErr = err
+			return
+		}
+		dlbundleBin = filepath.Join(dir, "dlbundle")
+		cmd := exec.Command("go", "build", "-o", dlbundleBin, "../cmd/dlbundle")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			dlbundleErr = errorString("go build ./cmd/dlbundle: " + err.Error() + "\n" + string(out))
+		}
+	})
+	if dlbundleErr != nil {
+		t.Fatal(dlbundleErr)
+	}
+	return dlbundleBin
+}
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
+
+// cleanEnv is the environment every program of these tests runs in: fixed,
+// so that pyenv shims, PYTHONPATH or user .pth files cannot change it.
+func cleanEnv(home string) []string {
+	return []string{"PATH=/usr/bin:/bin", "HOME=" + home, "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"}
+}
+
+const probeSource = `#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	exe[n < 0 ? 0 : n] = 0;
+	printf("argv0=%s\nexe=%s\npid=%d\n", argv[0], exe, (int)getpid());
+	for (int i = 1; i < argc; i++) printf("arg=%s\n", argv[i]);
+	fflush(stdout);
+	if (argc > 1 && !strcmp(argv[1], "kill")) raise(SIGTERM);
+	if (argc > 1 && !strcmp(argv[1], "exit7")) return 7;
+	return 0;
+}
+`
+
+type probeImage struct {
+	image    string // the .dlimg
+	original string // where the probe is bundled (absent from this machine)
+	native   string // the same program on the file system
+	work     string
+}
+
+func newProbeImage(t *testing.T) *probeImage {
+	t.Helper()
+	work := t.TempDir()
+	src := filepath.Join(work, "probe.c")
+	native := filepath.Join(work, "probe")
+	if err := os.WriteFile(src, []byte(probeSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-O1", "-o", native, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	sum := sha256.Sum256([]byte(t.Name() + work))
+	original := "/opt/dlbundle-test-" + hex.EncodeToString(sum[:6]) + "/bin/probe"
+	if _, err := os.Lstat(filepath.Dir(filepath.Dir(original))); err == nil {
+		t.Fatalf("%s exists on this machine; the test needs a path that does not", original)
+	}
+	st, err := os.Stat(native)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &probeImage{image: filepath.Join(work, "probe.dlimg"), original: original, native: native, work: work}
+	f, err := os.Create(p.image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, err = image.Write(f, []image.Entry{{
+		Path: original, Type: image.TypeRegular, Mode: 0o100755, Size: st.Size(),
+		MtimeNS: st.ModTime().UnixNano(), Kind: image.KindELFExec, SourcePath: native,
+	}}, image.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// execResult runs the CLI and returns stdout, stderr and the process state.
+func runCLI(t *testing.T, env []string, args ...string) (stdout, stderr string, pid int, state *os.ProcessState) {
+	t.Helper()
+	cmd := exec.Command(dlbundleCLI(t), args...)
+	cmd.Env = env
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), cmd.Process.Pid, cmd.ProcessState
+}
+
+func field(out, key string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(l, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// A bundled executable runs from the stage, as the very process that ran
+// dlbundle (no supervisor), with argv[0] and its arguments (even -h) unchanged,
+// and its own exit status.
+func TestExecRunsBundledExecutableFromStage(t *testing.T) {
+	p := newProbeImage(t)
+	stage := filepath.Join(p.work, "stage")
+	env := cleanEnv(p.work)
+	out, stderr, pid, state := runCLI(t, env, "exec", "--stage-dir", stage, p.image, "--", p.original, "exit7", "-h")
+	if state.ExitCode() != 7 {
+		t.Fatalf("exit status %d, want the app's 7\nstdout: %s\nstderr: %s", state.ExitCode(), out, stderr)
+	}
+	if got := field(out, "argv0"); got != p.original {
+		t.Errorf("argv[0] = %q, want %q unchanged", got, p.original)
+	}
+	if got := field(out, "pid"); got != strconv.Itoa(pid) {
+		t.Errorf("app ran as pid %s, dlbundle was pid %d: a supervisor process stayed behind", got, pid)
+	}
+	if !strings.Contains(out, "arg=exit7\narg=-h\n") {
+		t.Errorf("app's arguments not passed through unchanged: %q", out)
+	}
+	if got := field(out, "exe"); got != p.original {
+		t.Errorf("/proc/self/exe reads %q, want the original path %q", got, p.original)
+	}
+}
+
+// Found through PATH: the stage is asked before the file system.
+func TestExecFindsBundledCommandInPATH(t *testing.T) {
+	p := newProbeImage(t)
+	env := append(cleanEnv(p.work)[1:], "PATH=/nonexistent:"+filepath.Dir(p.original)+":/usr/bin:/bin")
+	out, stderr, _, state := runCLI(t, env, "exec", "--stage-dir", filepath.Join(p.work, "stage"), p.image, "--", "probe")
+	if !state.Success() || field(out, "argv0") != "probe" {
+		t.Fatalf("exec of a bundled command by name: status %v, stdout %q, stderr %q", state, out, stderr)
+	}
+}
+
+// Signals are the app's own: the app kills itself with SIGTERM and the
+// parent sees exactly that.
+func TestExecSignalIsTheApps(t *testing.T) {
+	p := newProbeImage(t)
+	_, stderr, _, state := runCLI(t, cleanEnv(p.work), "exec", "--stage-dir", filepath.Join(p.work, "stage"), p.image, "--", p.original, "kill")
+	ws, ok := state.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+		t.Fatalf("app killed by SIGTERM, but the parent saw %v (stderr %q)", state, stderr)
+	}
+}
+
+// When staging fails, exec fails with a message that names the cause and the
+// way out; with --fallback the app runs natively after a warning.
+func TestExecStagingFailureAndFallback(t *testing.T) {
+	p := newProbeImage(t)
+	corrupt := filepath.Join(p.work, "corrupt.dlimg")
+	b, err := os.ReadFile(p.image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(corrupt, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hostile := filepath.Join(p.work, "hostile")
+	if err := os.Mkdir(hostile, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(hostile, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, stageDir, image, want string
+	}{
+		{"corrupt image", filepath.Join(p.work, "stage"), corrupt, corrupt},
+		{"refused stage dir", hostile, p.image, "refusing"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env := cleanEnv(p.work)
+			out, stderr, _, state := runCLI(t, env, "exec", "--stage-dir", c.stageDir, c.image, "--", p.native, "exit7")
+			if state.ExitCode() != 1 || out != "" || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, "--fallback") {
+				t.Fatalf("without --fallback: status %d, stdout %q, stderr %q; want status 1 and an error naming %q and --fallback",
+					state.ExitCode(), out, stderr, c.want)
+			}
+			out, stderr, _, state = runCLI(t, env, "exec", "--fallback", "--stage-dir", c.stageDir, c.image, "--", p.native, "exit7")
+			if state.ExitCode() != 7 || field(out, "exe") != p.native || !strings.Contains(stderr, "warning") {
+				t.Fatalf("with --fallback: status %d, stdout %q, stderr %q; want the app run natively (7) after a warning",
+					state.ExitCode(), out, stderr)
+			}
+		})
+	}
+}

@@ -1,0 +1,50 @@
+package loader
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/image/registry"
+)
+
+// imageStage adapts an opened image to StageImage: its identity is the TOC
+// digest from the footer, and Materialize lays out the loader's stage.
+type imageStage struct {
+	im   *image.Image
+	opts MaterializeOptions
+}
+
+func (s imageStage) Digest() string { return s.im.TOCDigest() }
+func (s imageStage) Materialize(ctx context.Context, dir string) error {
+	return Materialize(ctx, s.im, dir, s.opts)
+}
+
+// OpenImage returns the StageRequest.Open function for an image reference: a
+// file path, or an oci:// reference whose blob is first fetched (by the
+// staging rank only) into stageDir and deleted once staged.
+func OpenImage(ref, stageDir string, opts MaterializeOptions) func(context.Context) (StageImage, func() error, error) {
+	return func(ctx context.Context) (StageImage, func() error, error) {
+		path, cleanup := ref, func() {}
+		if registry.IsRef(ref) {
+			// tmp.* names are removed by the next stager if we die here.
+			f, err := os.CreateTemp(stageDir, "tmp.fetch-*.dlimg")
+			if err != nil {
+				return nil, nil, fmt.Errorf("fetch %s: %w", ref, err)
+			}
+			f.Close()
+			path, cleanup = f.Name(), func() { os.Remove(f.Name()) }
+			if _, err := registry.Fetch(ctx, ref, path, registry.Options{}); err != nil {
+				cleanup()
+				return nil, nil, err
+			}
+		}
+		im, err := image.OpenFile(path)
+		if err != nil {
+			cleanup()
+			return nil, nil, err // names the image and what is wrong
+		}
+		return imageStage{im: im, opts: opts}, func() error { defer cleanup(); return im.Close() }, nil
+	}
+}
