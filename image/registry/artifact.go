@@ -23,13 +23,14 @@ var emptyConfig = []byte("{}")
 
 // Annotation keys on the manifest. Standard OCI keys where one fits.
 const (
-	AnnotationTitle        = "org.opencontainers.image.title"   // file name of the image (also on the layer)
-	AnnotationCreated      = "org.opencontainers.image.created" // only when the build is reproducible
-	AnnotationTOCDigest    = "com.github.dlbundle.toc.digest"   // sha256:HEX of the table of contents
-	AnnotationImageSize    = "com.github.dlbundle.image.size"   // bytes of the .dlimg file
-	AnnotationContentSize  = "com.github.dlbundle.content.size" // bytes of bundled file content, uncompressed
-	AnnotationEntries      = "com.github.dlbundle.entries"      // paths in the table of contents
-	AnnotationPilotCommand = "com.github.dlbundle.pilot.command"
+	AnnotationTitle        = "org.opencontainers.image.title"    // file name of the image (also on the layer)
+	AnnotationCreated      = "org.opencontainers.image.created"  // only when the build is reproducible
+	AnnotationTOCDigest    = "com.github.dlbundle.toc.digest"    // sha256:HEX of the table of contents
+	AnnotationImageSize    = "com.github.dlbundle.image.size"    // bytes of the .dlimg file
+	AnnotationContentSize  = "com.github.dlbundle.content.size"  // bytes of bundled file content, uncompressed
+	AnnotationEntries      = "com.github.dlbundle.entries"       // paths in the table of contents
+	AnnotationPilotCommand = "com.github.dlbundle.pilot.command" // JSON array: argv of the (first) pilot run
+	AnnotationVersion      = "com.github.dlbundle.version"       // dlbundle version that built the image
 )
 
 // artifactManifest is the OCI 1.1 manifest for one image file.

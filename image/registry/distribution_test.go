@@ -140,6 +140,10 @@ func TestDistributionRegistry(t *testing.T) {
 		if info.ManifestDigest != d || info.ImageSize != int64(len(want)) {
 			t.Errorf("Inspect = %+v", info)
 		}
+		// distribution serves byte ranges: the TOC is read without the data.
+		if info.Image == nil || len(info.Image.Entries()) == 0 {
+			t.Errorf("Inspect did not read the TOC: %v", info.TOCError)
+		}
 		b, err := OpenBlob(ctx, ref, testOptions())
 		if err != nil {
 			t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/dlbundle/dlbundle/image"
 )
 
 // Info describes an image in a registry without downloading it.
@@ -17,11 +19,18 @@ type Info struct {
 	Annotations    map[string]string // manifest annotations (Annotation* keys)
 	ImageDigest    string            // sha256:HEX of the .dlimg file (the layer)
 	ImageSize      int64             // bytes of the .dlimg file
-	TOCDigest      string            // sha256:HEX of the table of contents, from the annotations ("" if absent)
+	TOCDigest      string            // sha256:HEX of the table of contents (from the image when Image is set)
+
+	// Image is the image opened over HTTP range requests: its footer and
+	// table of contents (Entries, Lookup, Pilots, BuildInfo) are read and
+	// verified; content reads would cost one request per frame, with ctx.
+	// Nil when the registry does not serve byte ranges; TOCError says why.
+	Image    *image.Image
+	TOCError error
 }
 
-// Inspect reads the manifest of ref and describes the image; two small
-// requests, no image data. OpenBlob gives the image's bytes by range.
+// Inspect reads the manifest of ref and, by range requests, the image's
+// footer and table of contents: a few small requests, no bulk data.
 func Inspect(ctx context.Context, ref string, opts Options) (*Info, error) {
 	r, err := parseRef(ref, opts)
 	if err != nil {
@@ -31,7 +40,7 @@ func Inspect(ctx context.Context, ref string, opts Options) (*Info, error) {
 	if err != nil {
 		return nil, explain("inspect", r, err)
 	}
-	return &Info{
+	info := &Info{
 		Ref:            r.String(),
 		ManifestDigest: desc.Digest.String(),
 		Manifest:       desc.Manifest,
@@ -39,7 +48,24 @@ func Inspect(ctx context.Context, ref string, opts Options) (*Info, error) {
 		ImageDigest:    layer.Digest.String(),
 		ImageSize:      layer.Size,
 		TOCDigest:      m.Annotations[AnnotationTOCDigest],
-	}, nil
+	}
+	c, err := newBlobClient(ctx, r.Context(), opts)
+	if err != nil {
+		return nil, explain("inspect", r, err)
+	}
+	blob := &Blob{ctx: ctx, client: c, ref: r, digest: layer.Digest, size: layer.Size}
+	im, err := image.Open(blob, blob.size)
+	if err != nil {
+		info.TOCError = err
+		return info, nil
+	}
+	if info.TOCDigest != "" && im.TOCDigest() != info.TOCDigest {
+		im.Close()
+		return nil, fmt.Errorf("inspect %s: %w: the manifest says the table of contents is %s, the image's footer says %s "+
+			"(the image was replaced or tampered with; push it again)", r, ErrDigestMismatch, info.TOCDigest, im.TOCDigest())
+	}
+	info.TOCDigest, info.Image = im.TOCDigest(), im
+	return info, nil
 }
 
 // Blob reads an image in a registry by HTTP range requests, so that a

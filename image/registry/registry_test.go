@@ -13,7 +13,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,6 +26,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/dlbundle/dlbundle/image"
 )
 
 // The tests run go-containerregistry's registry in-process (a real OCI
@@ -45,16 +50,82 @@ func startRegistry(t *testing.T, wrap func(http.Handler) http.Handler) string {
 	return strings.TrimPrefix(s.URL, "http://")
 }
 
-// writeImageFile writes n random bytes: a blob is a blob to the registry.
+// writeImageFile writes a real .dlimg (image.Write) holding one file of n
+// random bytes, so the image is a little larger than n.
 func writeImageFile(t *testing.T, n int) (string, []byte) {
 	t.Helper()
-	b := make([]byte, n)
-	rand.Read(b)
-	p := filepath.Join(t.TempDir(), "app.dlimg")
-	if err := os.WriteFile(p, b, 0o644); err != nil {
+	dir := t.TempDir()
+	payload := filepath.Join(dir, "tree", "lib", "payload.so")
+	if err := os.MkdirAll(filepath.Dir(payload), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	content := make([]byte, n)
+	rand.Read(content)
+	if err := os.WriteFile(payload, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var es []image.Entry
+	for p := filepath.Dir(payload); p != "/"; p = filepath.Dir(p) {
+		es = append([]image.Entry{statEntry(t, p)}, es...)
+	}
+	es = append(es, statEntry(t, payload))
+	for i := range es {
+		es[i].Order = i
+	}
+	p := filepath.Join(dir, "app.dlimg")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = image.Write(f, es, image.WriteOptions{Level: 1, Workers: 1,
+		Pilots: []json.RawMessage{json.RawMessage(`{"rec":"header","command":["python3","-c","import numpy"]}`)},
+		Build:  map[string]string{"dlbundle": "test", "time": "2026-01-02T03:04:05Z"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return p, b
+}
+
+// statEntry is the image entry of a regular file or directory, as a load
+// plan would make it.
+func statEntry(t *testing.T, p string) image.Entry {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	e := image.Entry{Path: p, Mode: st.Mode, MtimeNS: st.Mtim.Nano(), UID: st.Uid, GID: st.Gid,
+		Nlink: uint32(st.Nlink), Dev: st.Dev, Ino: st.Ino}
+	if fi.Mode().IsRegular() {
+		e.Type, e.Size, e.Kind = image.TypeRegular, fi.Size(), image.KindData
+		return e
+	}
+	e.Type = image.TypeDir
+	des, err := os.ReadDir(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range des {
+		ty := image.Type("other")
+		switch {
+		case d.Type().IsRegular():
+			ty = image.TypeRegular
+		case d.IsDir():
+			ty = image.TypeDir
+		case d.Type()&os.ModeSymlink != 0:
+			ty = image.TypeSymlink
+		}
+		e.Listing = append(e.Listing, image.DirEntry{Name: d.Name(), Type: ty})
+	}
+	return e
 }
 
 // dirNames lists dir, to prove that a failed fetch left nothing behind.
@@ -187,8 +258,40 @@ func TestManifestLayout(t *testing.T) {
 		m.Layers[0].Annotations[AnnotationTitle] != "app.dlimg" {
 		t.Errorf("layers %+v", m.Layers)
 	}
-	if info.ImageSize != int64(len(want)) || info.Annotations[AnnotationImageSize] != "1000" {
-		t.Errorf("Inspect sizes: %d, annotation %q", info.ImageSize, info.Annotations[AnnotationImageSize])
+	local, err := image.OpenFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	wantAnn := map[string]string{
+		AnnotationTitle:        "app.dlimg",
+		AnnotationImageSize:    strconv.Itoa(len(want)),
+		AnnotationContentSize:  "1000",
+		AnnotationEntries:      strconv.Itoa(len(local.Entries())),
+		AnnotationTOCDigest:    local.TOCDigest(),
+		AnnotationPilotCommand: `["python3","-c","import numpy"]`,
+		AnnotationVersion:      "test",
+		AnnotationCreated:      "2026-01-02T03:04:05Z",
+	}
+	for k, v := range wantAnn {
+		if info.Annotations[k] != v {
+			t.Errorf("annotation %s = %q, want %q", k, info.Annotations[k], v)
+		}
+	}
+	if info.ImageSize != int64(len(want)) {
+		t.Errorf("Inspect ImageSize = %d, want %d", info.ImageSize, len(want))
+	}
+	// The table of contents, read by range requests, is the local one.
+	if info.Image == nil {
+		t.Fatalf("Inspect did not open the TOC: %v", info.TOCError)
+	}
+	if info.TOCDigest != local.TOCDigest() || len(info.Image.Entries()) != len(local.Entries()) {
+		t.Errorf("remote TOC %s with %d entries, local %s with %d", info.TOCDigest, len(info.Image.Entries()),
+			local.TOCDigest(), len(local.Entries()))
+	}
+	last := local.Entries()[len(local.Entries())-1]
+	if e, ok := info.Image.Lookup(last.Path); !ok || e.SHA256 != last.SHA256 {
+		t.Errorf("remote TOC lookup of %s = %+v, %v", last.Path, e, ok)
 	}
 	// The empty config blob is really in the registry (some registries
 	// refuse manifests whose config is missing).
@@ -280,11 +383,15 @@ func TestRejectsOtherArtifacts(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, ref := range []string{reg + "/apps/container:1", reg + "/apps/sbom:1"} {
+	reason := map[string]string{
+		reg + "/apps/container:1": "not an OCI 1.1 artifact",
+		reg + "/apps/sbom:1":      `type "application/vnd.example.sbom.v1"`,
+	}
+	for ref := range reason {
 		dir := t.TempDir()
 		_, err := Fetch(ctx, ref, filepath.Join(dir, "x.dlimg"), testOptions())
-		if !errors.Is(err, ErrNotArtifact) {
-			t.Errorf("Fetch(%s) = %v, want ErrNotArtifact", ref, err)
+		if !errors.Is(err, ErrNotArtifact) || !strings.Contains(err.Error(), reason[ref]) {
+			t.Errorf("Fetch(%s) = %v, want ErrNotArtifact saying %q", ref, err, reason[ref])
 		}
 		if names := dirNames(t, dir); len(names) != 0 {
 			t.Errorf("Fetch(%s) left %v", ref, names)
@@ -487,7 +594,8 @@ func TestParseRef(t *testing.T) {
 
 type rawManifest []byte
 
-func (m rawManifest) RawManifest() ([]byte, error) { return m, nil }
+func (m rawManifest) RawManifest() ([]byte, error)        { return m, nil }
+func (m rawManifest) MediaType() (types.MediaType, error) { return types.OCIManifestSchema1, nil }
 
 func mustLayer(t *testing.T, l *fileLayer) v1.Layer {
 	t.Helper()
@@ -496,4 +604,42 @@ func mustLayer(t *testing.T, l *fileLayer) v1.Layer {
 		t.Fatal(err)
 	}
 	return layer
+}
+
+func TestPushRefusesNonImages(t *testing.T) {
+	reg := startRegistry(t, nil)
+	p := filepath.Join(t.TempDir(), "notes.txt")
+	os.WriteFile(p, []byte("not an image, although long enough to hold a footer: "+strings.Repeat("x", 100)), 0o644)
+	_, err := Push(context.Background(), p, reg+"/apps/x:1", testOptions())
+	if err == nil || !strings.Contains(err.Error(), "not a dlbundle image") || !strings.Contains(err.Error(), "dlbundle build") {
+		t.Errorf("Push of a text file = %v, want a refusal naming dlbundle build", err)
+	}
+	// Nothing reached the registry.
+	if _, err := Resolve(context.Background(), reg+"/apps/x:1", testOptions()); !errors.Is(err, ErrNotFound) {
+		t.Errorf("after a refused push, Resolve = %v, want ErrNotFound", err)
+	}
+}
+
+func TestInspectDetectsReplacedImage(t *testing.T) {
+	// A manifest whose TOC annotation does not match the image's footer:
+	// the image was swapped under the manifest's description.
+	ctx := context.Background()
+	reg := startRegistry(t, nil)
+	file, _ := writeImageFile(t, 500)
+	layer, err := newFileLayer(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := name.ParseReference(reg + "/apps/swapped:1")
+	if err := remote.WriteLayer(r.Context(), mustLayer(t, layer), remote.WithAuthFromKeychain(anonymous)); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := artifactManifest(v1.Descriptor{MediaType: LayerMediaType, Size: layer.size, Digest: layer.digest},
+		map[string]string{AnnotationTOCDigest: "sha256:" + strings.Repeat("0", 64)})
+	if err := remote.Put(r, rawManifest(raw), remote.WithAuthFromKeychain(anonymous)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Inspect(ctx, r.String(), testOptions()); !errors.Is(err, ErrDigestMismatch) {
+		t.Errorf("Inspect = %v, want ErrDigestMismatch", err)
+	}
 }
