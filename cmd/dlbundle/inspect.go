@@ -1,9 +1,242 @@
 package main
 
-import "errors"
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
 
-// InspectCmd is not built yet.
-type InspectCmd struct{}
+	"github.com/dlbundle/dlbundle/image"
+)
 
-// Run reports that the verb is not built yet.
-func (c *InspectCmd) Run() error { return errors.New("not built yet") }
+// InspectCmd summarises or lists an image.
+type InspectCmd struct {
+	Image string `arg:"" type:"existingfile" help:"Image file (.dlimg)."`
+	List  bool   `short:"l" help:"List every entry in load order: order, type, kind, size, compressed size, path."`
+	JSON  bool   `help:"Print JSON instead of text (with --list: the entries too)."`
+	Top   int    `default:"10" help:"How many of the largest objects and missing paths to show."`
+}
+
+// Help is shown by `dlbundle inspect --help`.
+func (c *InspectCmd) Help() string {
+	return `Shows what an image holds: objects by kind, raw and compressed bytes, the
+largest objects, paths recorded as missing, directories, and the pilot run it
+was built from (command, host, glibc). The image's table of contents is
+checked when it is opened; contents are not decompressed (use dlbundle verify).
+
+  dlbundle inspect app.dlimg
+  dlbundle inspect --list app.dlimg | grep numpy
+  dlbundle inspect --json app.dlimg | jq .by_kind`
+}
+
+type kindStats struct {
+	Count      int   `json:"count"`
+	RawBytes   int64 `json:"raw_bytes"`
+	Compressed int64 `json:"compressed_bytes"`
+}
+
+type inspectObject struct {
+	Path       string `json:"path"`
+	Kind       string `json:"kind"`
+	Size       int64  `json:"size"`
+	Compressed int64  `json:"compressed"`
+}
+
+type inspectSummary struct {
+	Image        string                `json:"image"`
+	Size         int64                 `json:"size"`
+	Digest       string                `json:"toc_digest"`
+	Entries      int                   `json:"entries"`
+	ByType       map[string]int        `json:"by_type"`
+	ByKind       map[string]*kindStats `json:"by_kind"`
+	RawBytes     int64                 `json:"raw_bytes"`
+	DataBytes    int64                 `json:"data_bytes"`
+	DedupedBytes int64                 `json:"deduped_bytes"`
+	Largest      []inspectObject       `json:"largest"`
+	Missing      []string              `json:"missing"`
+	Directories  []string              `json:"directories"`
+	Pilots       []json.RawMessage     `json:"pilots"`
+	Build        map[string]string     `json:"build"`
+	List         []image.Entry         `json:"list,omitempty"`
+}
+
+// Run prints the summary or the listing.
+func (c *InspectCmd) Run() error {
+	im, err := image.OpenFile(c.Image)
+	if err != nil {
+		return err
+	}
+	defer im.Close()
+	s := summarise(c.Image, im)
+	if c.JSON {
+		if c.List {
+			s.List = im.Entries()
+		}
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		return enc.Encode(s)
+	}
+	if c.List {
+		return printList(os.Stdout, im)
+	}
+	printSummary(os.Stdout, s, c.Top)
+	return nil
+}
+
+// compressed is the bytes of e's frames in the image.
+func compressed(e *image.Entry) int64 {
+	var n int64
+	for _, f := range e.Frames {
+		n += f.CSize
+	}
+	return n
+}
+
+func summarise(name string, im *image.Image) *inspectSummary {
+	s := &inspectSummary{Image: name, Size: im.Size(), Digest: im.TOCDigest(), ByType: map[string]int{},
+		ByKind: map[string]*kindStats{}, Pilots: im.Pilots(), Build: im.BuildInfo(), DataBytes: im.DataSize(),
+		Missing: []string{}, Directories: []string{}}
+	stored := map[int64]bool{} // first frame offset of content already counted
+	es := im.Entries()
+	s.Entries = len(es)
+	for i := range es {
+		e := &es[i]
+		s.ByType[string(e.Type)]++
+		switch e.Type {
+		case image.TypeMissing:
+			s.Missing = append(s.Missing, e.Path)
+		case image.TypeDir:
+			s.Directories = append(s.Directories, e.Path)
+		case image.TypeRegular:
+			kind := string(e.Kind)
+			if kind == "" {
+				kind = "unknown"
+			}
+			k := s.ByKind[kind]
+			if k == nil {
+				k = &kindStats{}
+				s.ByKind[kind] = k
+			}
+			k.Count++
+			k.RawBytes += e.Size
+			s.RawBytes += e.Size
+			if len(e.Frames) > 0 && stored[e.Frames[0].Offset] {
+				s.DedupedBytes += e.Size
+				continue
+			}
+			if len(e.Frames) > 0 {
+				stored[e.Frames[0].Offset] = true
+			}
+			k.Compressed += compressed(e)
+			s.Largest = append(s.Largest, inspectObject{e.Path, kind, e.Size, compressed(e)})
+		}
+	}
+	sort.SliceStable(s.Largest, func(a, b int) bool { return s.Largest[a].Size > s.Largest[b].Size })
+	if len(s.Largest) > 20 {
+		s.Largest = s.Largest[:20]
+	}
+	return s
+}
+
+func printSummary(w io.Writer, s *inspectSummary, top int) {
+	fmt.Fprintf(w, "image      %s (%s)\n", s.Image, imgBytes(s.Size))
+	fmt.Fprintf(w, "identity   %s\n", s.Digest)
+	for _, p := range s.Pilots {
+		var h struct {
+			Command []string `json:"command"`
+			Host    string   `json:"host"`
+			Glibc   string   `json:"glibc"`
+			Kernel  string   `json:"kernel"`
+			Start   string   `json:"start"`
+			Rank    string   `json:"rank"`
+		}
+		if json.Unmarshal(p, &h) == nil {
+			rank := ""
+			if h.Rank != "" {
+				rank = " rank " + h.Rank
+			}
+			fmt.Fprintf(w, "pilot      %s\n           on %s%s, glibc %s, kernel %s, %s\n",
+				strings.Join(h.Command, " "), h.Host, rank, h.Glibc, h.Kernel, h.Start)
+		}
+	}
+	if len(s.Build) > 0 {
+		keys := make([]string, 0, len(s.Build))
+		for k := range s.Build {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var kv []string
+		for _, k := range keys {
+			kv = append(kv, k+"="+s.Build[k])
+		}
+		fmt.Fprintf(w, "build      %s\n", strings.Join(kv, " "))
+	}
+	fmt.Fprintf(w, "\nentries    %d:", s.Entries)
+	for _, t := range []image.Type{image.TypeRegular, image.TypeDir, image.TypeSymlink, image.TypeMissing, image.TypeExternal} {
+		fmt.Fprintf(w, " %d %s", s.ByType[string(t)], t)
+	}
+	ratio := 0.0
+	if s.RawBytes > 0 {
+		ratio = float64(s.DataBytes) / float64(s.RawBytes)
+	}
+	fmt.Fprintf(w, "\ncontent    %s raw, %s compressed data (%.1f%%), %s stored once for several paths\n",
+		imgBytes(s.RawBytes), imgBytes(s.DataBytes), 100*ratio, imgBytes(s.DedupedBytes))
+
+	fmt.Fprintf(w, "\n%-14s %7s %12s %12s\n", "kind", "objects", "raw", "compressed")
+	kinds := make([]string, 0, len(s.ByKind))
+	for k := range s.ByKind {
+		kinds = append(kinds, k)
+	}
+	sort.Slice(kinds, func(a, b int) bool { return s.ByKind[kinds[a]].RawBytes > s.ByKind[kinds[b]].RawBytes })
+	for _, k := range kinds {
+		st := s.ByKind[k]
+		fmt.Fprintf(w, "%-14s %7d %12s %12s\n", k, st.Count, imgBytes(st.RawBytes), imgBytes(st.Compressed))
+	}
+	if len(s.Largest) > 0 {
+		fmt.Fprintf(w, "\nlargest objects\n")
+		for i, o := range s.Largest {
+			if i == top {
+				break
+			}
+			fmt.Fprintf(w, "  %10s  %10s  %-12s %s\n", imgBytes(o.Size), imgBytes(o.Compressed), o.Kind, o.Path)
+		}
+	}
+	fmt.Fprintf(w, "\nmissing paths (known not to exist): %d\n", len(s.Missing))
+	for i, p := range s.Missing {
+		if i == top {
+			fmt.Fprintf(w, "  ... %d more (--list)\n", len(s.Missing)-top)
+			break
+		}
+		fmt.Fprintf(w, "  %s\n", p)
+	}
+	fmt.Fprintf(w, "directories with complete listings: %d\n", len(s.Directories))
+	for i, p := range s.Directories {
+		if i == top {
+			fmt.Fprintf(w, "  ... %d more (--list)\n", len(s.Directories)-top)
+			break
+		}
+		fmt.Fprintf(w, "  %s\n", p)
+	}
+}
+
+func printList(w io.Writer, im *image.Image) error {
+	fmt.Fprintf(w, "%6s %-8s %-12s %10s %10s  %s\n", "order", "type", "kind", "size", "stored", "path")
+	for i := range im.Entries() {
+		e := &im.Entries()[i]
+		extra := ""
+		if e.Type == image.TypeSymlink {
+			extra = " -> " + e.Target
+		}
+		size, stored := "-", "-"
+		if e.Type == image.TypeRegular {
+			size, stored = fmt.Sprint(e.Size), fmt.Sprint(compressed(e))
+		}
+		if _, err := fmt.Fprintf(w, "%6d %-8s %-12s %10s %10s  %s%s\n", e.Order, e.Type, e.Kind, size, stored, e.Path, extra); err != nil {
+			return err
+		}
+	}
+	return nil
+}

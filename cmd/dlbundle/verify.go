@@ -1,9 +1,195 @@
 package main
 
-import "errors"
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
 
-// VerifyCmd is not built yet.
-type VerifyCmd struct{}
+	"github.com/dlbundle/dlbundle/image"
+)
 
-// Run reports that the verb is not built yet.
-func (c *VerifyCmd) Run() error { return errors.New("not built yet") }
+// Exit statuses of dlbundle verify.
+const (
+	verifyCorrupt = 1
+	verifyStale   = 2
+)
+
+// VerifyCmd checks an image, or compares it with the file system.
+type VerifyCmd struct {
+	Image         string `arg:"" type:"existingfile" help:"Image file (.dlimg)."`
+	AgainstSource bool   `help:"Also compare every bundled path with the file system now (type, size, mtime, content, symlink targets, directory listings, missing paths) and report what is stale."`
+}
+
+// Help is shown by `dlbundle verify --help`.
+func (c *VerifyCmd) Help() string {
+	return `Checks the image: footer, table of contents and its digest, every frame, every
+object's SHA-256, and that the zstd stream is the cpio archive the table of
+contents describes.
+
+With --against-source it then compares each path with the file system as it
+is now and lists what changed since the build (a library updated, a missing
+path that now exists, a directory with new names): rebuild the image then.
+
+  dlbundle verify app.dlimg
+  dlbundle verify --against-source app.dlimg || dlbundle build -o app.dlimg
+
+Exit status:
+  0  the image is intact (and, with --against-source, up to date)
+  1  the image is corrupt or unreadable
+  2  the image is intact but stale against the file system (--against-source)`
+}
+
+// Run verifies the image.
+func (c *VerifyCmd) Run() error {
+	im, err := image.OpenFile(c.Image)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dlbundle verify: %v\n", err)
+		verifyExit(verifyCorrupt)
+		return nil
+	}
+	defer im.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := im.Verify(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "dlbundle verify: %s: %v\n", c.Image, err)
+		verifyExit(verifyCorrupt)
+		return nil
+	}
+	fmt.Printf("%s: intact (%d entries, %s)\n", c.Image, len(im.Entries()), im.TOCDigest())
+	if !c.AgainstSource {
+		return nil
+	}
+	stale := 0
+	for i := range im.Entries() {
+		e := &im.Entries()[i]
+		if why := staleReason(e); why != "" {
+			stale++
+			fmt.Printf("stale: %s: %s\n", e.Path, why)
+		}
+	}
+	if stale > 0 {
+		fmt.Printf("%d of %d paths changed since the build; rebuild the image (dlbundle trace, dlbundle build)\n", stale, len(im.Entries()))
+		verifyExit(verifyStale)
+		return nil
+	}
+	fmt.Printf("up to date with the file system (%d paths checked)\n", len(im.Entries()))
+	return nil
+}
+
+// verifyExit ends dlbundle with a verify status. It exits here rather than
+// returning exitError because kong wraps Run's error, which main's type
+// assertion does not see through (the message is already printed).
+func verifyExit(code int) {
+	os.Stdout.Sync()
+	os.Exit(code)
+}
+
+// staleReason says how path e.Path differs now from what the image recorded,
+// or "" when it does not.
+func staleReason(e *image.Entry) string {
+	fi, err := os.Lstat(e.Path)
+	if e.Type == image.TypeMissing {
+		if err == nil {
+			return "recorded as missing, now exists"
+		}
+		return ""
+	}
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "no longer exists"
+		}
+		return err.Error()
+	}
+	switch e.Type {
+	case image.TypeExternal:
+		return "" // not bundled: lookups go to the file system anyway
+	case image.TypeSymlink:
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			return "was a symlink, now " + fi.Mode().Type().String()
+		}
+		if t, _ := os.Readlink(e.Path); t != e.Target {
+			return fmt.Sprintf("symlink target %q, image has %q", t, e.Target)
+		}
+	case image.TypeDir:
+		if !fi.IsDir() {
+			return "was a directory, now " + fi.Mode().Type().String()
+		}
+		return listingChange(e)
+	case image.TypeRegular:
+		if !fi.Mode().IsRegular() {
+			return "was a regular file, now " + fi.Mode().Type().String()
+		}
+		if fi.Size() != e.Size {
+			return fmt.Sprintf("size %d, image has %d", fi.Size(), e.Size)
+		}
+		sum, err := fileDigest(e.Path)
+		if err != nil {
+			return err.Error()
+		}
+		if sum != e.SHA256 {
+			return "content differs"
+		}
+		if fi.ModTime().UnixNano() != e.MtimeNS {
+			return "same content, mtime differs (Python .pyc validation uses it)"
+		}
+	}
+	return ""
+}
+
+func fileDigest(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// listingChange compares a directory's names now with the recorded listing.
+func listingChange(e *image.Entry) string {
+	des, err := os.ReadDir(e.Path)
+	if err != nil {
+		return err.Error()
+	}
+	now := map[string]bool{}
+	for _, d := range des {
+		now[d.Name()] = true
+	}
+	var added, removed []string
+	was := map[string]bool{}
+	for _, d := range e.Listing {
+		was[d.Name] = true
+		if !now[d.Name] {
+			removed = append(removed, d.Name)
+		}
+	}
+	for n := range now {
+		if !was[n] {
+			added = append(added, n)
+		}
+	}
+	if len(added)+len(removed) == 0 {
+		return ""
+	}
+	sort.Strings(added)
+	return fmt.Sprintf("listing changed: %d names added %v, %d removed %v", len(added), clip(added), len(removed), clip(removed))
+}
+
+func clip(s []string) []string {
+	if len(s) > 5 {
+		return append(s[:5:5], "...")
+	}
+	return s
+}
