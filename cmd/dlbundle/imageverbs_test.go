@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/dlbundle/dlbundle/image"
+)
+
+// buildCLI compiles dlbundle into a temp dir (the verbs exit with their own
+// status, so they are tested as a program).
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "dlbundle")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runCLI runs bin and returns stdout+stderr and the exit status.
+func runCLI(t *testing.T, bin string, args ...string) (string, int) {
+	t.Helper()
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return string(out), ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), 0
+}
+
+// imageOfTree writes an image of a small tree: a copy of a real shared
+// library, a Python source, a symlink, a directory and a missing path.
+func imageOfTree(t *testing.T) (img, root string) {
+	t.Helper()
+	root = filepath.Join(t.TempDir(), "app")
+	os.MkdirAll(root+"/lib", 0o755)
+	libz, err := os.ReadFile("/usr/lib/x86_64-linux-gnu/libz.so.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(root+"/lib/libz.so.1.2.13", libz, 0o755)
+	os.WriteFile(root+"/lib/mod.py", []byte("import os\n"), 0o644)
+	os.Symlink("libz.so.1.2.13", root+"/lib/libz.so.1")
+	var es []image.Entry
+	for _, p := range []string{root, root + "/lib", root + "/lib/libz.so.1.2.13", root + "/lib/mod.py", root + "/lib/libz.so.1"} {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		e := image.Entry{Path: p, Mode: st.Mode, MtimeNS: st.Mtim.Nano()}
+		switch {
+		case fi.IsDir():
+			e.Type = image.TypeDir
+			des, _ := os.ReadDir(p)
+			for _, d := range des {
+				ty := image.TypeRegular
+				if d.IsDir() {
+					ty = image.TypeDir
+				} else if d.Type()&os.ModeSymlink != 0 {
+					ty = image.TypeSymlink
+				}
+				e.Listing = append(e.Listing, image.DirEntry{Name: d.Name(), Type: ty})
+			}
+		case fi.Mode()&os.ModeSymlink != 0:
+			e.Type = image.TypeSymlink
+			e.Target, _ = os.Readlink(p)
+		default:
+			e.Type, e.Size, e.Kind = image.TypeRegular, fi.Size(), image.KindELFShared
+		}
+		es = append(es, e)
+	}
+	es = append(es, image.Entry{Path: root + "/lib/libnope.so", Type: image.TypeMissing})
+	var buf bytes.Buffer
+	if _, err := image.Write(&buf, es, image.WriteOptions{Pilots: []json.RawMessage{
+		json.RawMessage(`{"rec":"header","command":["./app","--fast"],"host":"node17","glibc":"2.36"}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	img = filepath.Join(t.TempDir(), "app.dlimg")
+	if err := os.WriteFile(img, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return img, root
+}
+
+func TestInspectVerifyExtractVerbs(t *testing.T) {
+	bin := buildCLI(t)
+	img, root := imageOfTree(t)
+
+	out, code := runCLI(t, bin, "inspect", img)
+	for _, want := range []string{"./app --fast", "node17", "glibc 2.36", "elf-shared", root + "/lib/libnope.so", "libz.so.1.2.13"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("inspect (exit %d) does not show %q:\n%s", code, want, out)
+		}
+	}
+	out, _ = runCLI(t, bin, "inspect", "--list", img)
+	if !strings.Contains(out, root+"/lib/libz.so.1 -> libz.so.1.2.13") {
+		t.Fatalf("inspect --list lacks the symlink:\n%s", out)
+	}
+	out, _ = runCLI(t, bin, "inspect", "--json", img)
+	var s struct {
+		Entries int
+		ByType  map[string]int `json:"by_type"`
+	}
+	if err := json.Unmarshal([]byte(out), &s); err != nil || s.Entries != 6 || s.ByType["reg"] != 2 || s.ByType["missing"] != 1 {
+		t.Fatalf("inspect --json: %v %+v\n%s", err, s, out)
+	}
+
+	if out, code := runCLI(t, bin, "verify", "--against-source", img); code != 0 {
+		t.Fatalf("verify --against-source of a fresh image: exit %d\n%s", code, out)
+	}
+	dir := filepath.Join(t.TempDir(), "tree")
+	if out, code := runCLI(t, bin, "extract", img, dir); code != 0 {
+		t.Fatalf("extract: exit %d\n%s", code, out)
+	}
+	if b, err := os.ReadFile(dir + root + "/lib/libz.so.1"); err != nil || len(b) == 0 {
+		t.Fatalf("extracted symlink does not lead to the library: %v", err)
+	}
+	if out, code := runCLI(t, bin, "extract", img, dir); code == 0 || !strings.Contains(out, "not empty") {
+		t.Fatalf("extract into a non-empty dir: exit %d\n%s", code, out)
+	}
+
+	// Stale: content changed, a missing path appeared.
+	os.WriteFile(root+"/lib/mod.py", []byte("import re\n"), 0o644) // same size
+	os.WriteFile(root+"/lib/libnope.so", nil, 0o644)
+	out, code = runCLI(t, bin, "verify", "--against-source", img)
+	if code != 2 || !strings.Contains(out, "stale: "+root+"/lib/mod.py: content differs") ||
+		!strings.Contains(out, "stale: "+root+"/lib/libnope.so: recorded as missing, now exists") {
+		t.Fatalf("verify --against-source after changes: exit %d, want 2\n%s", code, out)
+	}
+	if _, code := runCLI(t, bin, "verify", img); code != 0 {
+		t.Fatalf("plain verify of an intact but stale image: exit %d, want 0", code)
+	}
+
+	// Corrupt: one byte of data flipped.
+	b, _ := os.ReadFile(img)
+	b[len(b)/3] ^= 0xff
+	bad := filepath.Join(t.TempDir(), "bad.dlimg")
+	os.WriteFile(bad, b, 0o644)
+	if out, code := runCLI(t, bin, "verify", bad); code != 1 || !strings.Contains(out, "corrupt") {
+		t.Fatalf("verify of a corrupt image: exit %d, want 1\n%s", code, out)
+	}
+}
