@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -28,6 +29,8 @@ type BuildCmd struct {
 	Include      []string `sep:"none" placeholder:"PREFIX" help:"Bundle paths under PREFIX although a default rule leaves them out (e.g. --include /etc/myapp). Repeatable; the longest matching prefix wins."`
 	Exclude      []string `sep:"none" placeholder:"PREFIX" help:"Never bundle paths under PREFIX; they stay on the file system (e.g. --exclude /opt/site-config). Repeatable."`
 	AllowChanged bool     `help:"Bundle files that changed since the pilot as they are now, instead of leaving them out."`
+
+	summary io.Writer // where the summary goes; nil means stdout (tests, benchmarks)
 }
 
 // Help is shown by `dlbundle build --help` below the usage line.
@@ -107,7 +110,11 @@ func (c *BuildCmd) Run() error {
 	if err := out.commit(); err != nil {
 		return err
 	}
-	printBuildSummary(os.Stdout, c.Output, paths, plan, stats, warnings)
+	summary := c.summary
+	if summary == nil {
+		summary = os.Stdout
+	}
+	printBuildSummary(summary, c.Output, paths, plan, stats, warnings)
 	return nil
 }
 
@@ -227,7 +234,7 @@ func (p *buildBar) finish() {
 
 func buildMiB(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
-func printBuildSummary(w *os.File, output string, traces []string, plan *squash.Plan, st image.WriteStats, warnings int) {
+func printBuildSummary(w io.Writer, output string, traces []string, plan *squash.Plan, st image.WriteStats, warnings int) {
 	byType := map[image.Type]int{}
 	kinds := map[image.Kind]int{}
 	kindBytes := map[image.Kind]int64{}
