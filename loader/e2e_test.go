@@ -1,0 +1,213 @@
+package loader
+
+// End-to-end: trace -> build -> exec with the real CLI, real programs and
+// strace, asserting that under exec the app makes ZERO file-system system
+// calls on the paths the image holds.
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/dlbundle/dlbundle/image"
+)
+
+func runIn(t *testing.T, dir string, env []string, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir, cmd.Env = dir, env
+	out, err := cmd.Output()
+	if err != nil {
+		stderr := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("%s %s: %v\n%s%s", name, strings.Join(args, " "), err, out, stderr)
+	}
+	return string(out)
+}
+
+// bundledPaths are the paths whose lookups the shim answers from the stage:
+// bundled files, directories and symlinks, and known-missing paths.
+func bundledPaths(t *testing.T, img string) map[string]bool {
+	im, err := image.OpenFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	paths := map[string]bool{}
+	for _, e := range im.Entries() {
+		switch e.Type {
+		case image.TypeRegular, image.TypeDir, image.TypeSymlink, image.TypeMissing:
+			paths[e.Path] = true
+		}
+	}
+	return paths
+}
+
+var (
+	straceCall   = regexp.MustCompile(`^\d+\s+(?:<\.\.\. )?([a-z0-9_]+)[( ]`)
+	straceString = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`)
+	straceFDPath = regexp.MustCompile(`^\s*(?:AT_FDCWD|\d+<([^>]*)>)\s*,\s*"`)
+)
+
+// straceOps returns, for each path, the strace lines of system calls that
+// looked it up: path arguments (relative ones resolved against the dirfd's
+// path that -y prints, or cwd), and fds that -y shows to be open on it.
+func straceOps(t *testing.T, log, cwd string) map[string][]string {
+	f, err := os.Open(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ops := map[string][]string{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		m := straceCall.FindStringSubmatch(line)
+		if m == nil {
+			continue // signals, exits
+		}
+		call := m[1]
+		args := line[strings.Index(line, call)+len(call):]
+		args = strings.TrimPrefix(strings.TrimPrefix(args, " resumed>"), "(")
+		strs := straceString.FindAllStringSubmatchIndex(args, -1)
+		switch call {
+		case "execve", "execveat", "readlink", "readlinkat":
+			// argv and the link text read back are not lookups.
+			if len(strs) > 1 {
+				strs = strs[:1]
+			}
+		case "symlink", "symlinkat":
+			if len(strs) > 0 {
+				strs = strs[1:] // the first string is the link's text
+			}
+		}
+		for i, s := range strs {
+			p := args[s[2]:s[3]]
+			if p == "" {
+				continue // fstatat(fd, "", AT_EMPTY_PATH): no lookup; the open of fd is counted
+			}
+			if !strings.HasPrefix(p, "/") {
+				base := cwd
+				if i == 0 {
+					if fd := straceFDPath.FindStringSubmatch(args[:s[1]]); fd != nil && fd[1] != "" {
+						base = fd[1]
+					}
+				}
+				p = filepath.Join(base, p)
+			}
+			ops[filepath.Clean(p)] = append(ops[filepath.Clean(p)], line)
+		}
+		// getdents64(3</usr/lib/python3.11>, ...) lists a directory by fd.
+		if call == "getdents64" {
+			if m := regexp.MustCompile(`^\d+<([^>]*)>`).FindStringSubmatch(args); m != nil {
+				ops[m[1]] = append(ops[m[1]], line)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return ops
+}
+
+// leaks counts the operations on bundled paths and describes them, one line
+// per path: how many system calls, and the first of them.
+func leaks(ops map[string][]string, bundled map[string]bool) (n int, report []string) {
+	for p, lines := range ops {
+		if bundled[p] {
+			n += len(lines)
+			report = append(report, fmt.Sprintf("%4d  %s\n        e.g. %s", len(lines), p, lines[0]))
+		}
+	}
+	sort.Strings(report)
+	return n, report
+}
+
+type e2eApp struct {
+	name  string
+	setup func(t *testing.T, dir string) []string // returns the command
+	// include: build --include for the app's tree (tests build it under
+	// TMPDIR, which build leaves out by default).
+	include bool
+}
+
+func TestExecZeroOperationsOnBundledPaths(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Fatal("dlbundle runs on Linux")
+	}
+	for _, tool := range []string{"strace", "gcc", "/usr/bin/python3"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is needed (make deps installs it): %v", tool, err)
+		}
+	}
+	bin := dlbundleCLI(t)
+	apps := []e2eApp{
+		{"c-runpath-dlopen", func(t *testing.T, dir string) []string {
+			gen, err := filepath.Abs("../examples/demo/make-fixture.sh")
+			if err != nil {
+				t.Fatal(err)
+			}
+			runIn(t, dir, cleanEnv(dir), gen, filepath.Join(dir, "app"), "40")
+			return []string{filepath.Join(dir, "app/bin/demo-app")}
+		}, true},
+		{"python-stdlib", func(t *testing.T, dir string) []string {
+			return []string{"/usr/bin/python3", "-c", "import json, decimal, argparse, email.parser, " +
+				"http.client, xml.etree.ElementTree, logging, sqlite3, asyncio, unittest; print('ok')"}
+		}, false},
+		{"python-numpy", func(t *testing.T, dir string) []string {
+			return []string{"/usr/bin/python3", "-c", "import numpy; print(numpy.arange(10).sum())"}
+		}, false},
+	}
+	for _, app := range apps {
+		t.Run(app.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := app.setup(t, dir)
+			env := cleanEnv(dir)
+			runIn(t, dir, env, bin, append([]string{"trace", "--"}, cmd...)...)
+			build := []string{"build", "-o", "app.dlimg"}
+			if app.include {
+				build = append(build, "--include", filepath.Join(dir, "app"))
+			}
+			runIn(t, dir, env, bin, build...)
+			img := filepath.Join(dir, "app.dlimg")
+			bundled := bundledPaths(t, img)
+
+			native := runIn(t, dir, env, cmd[0], cmd[1:]...)
+			execArgs := append([]string{"exec", "--stage-dir", filepath.Join(dir, "stage"), img, "--"}, cmd...)
+			if got := runIn(t, dir, env, bin, execArgs...); got != native {
+				t.Fatalf("output under exec differs:\nnative: %q\nexec:   %q", native, got)
+			}
+
+			strace := func(name string, args ...string) map[string][]string {
+				log := filepath.Join(dir, name+".strace")
+				runIn(t, dir, env, "strace", append([]string{"-f", "-qq", "-y", "-s", "4096",
+					"-e", "trace=%file,getdents64", "-o", log}, args...)...)
+				return straceOps(t, log, dir)
+			}
+			// The check must be able to fail: natively the app looks up bundled paths.
+			nNative, _ := leaks(strace("native", cmd...), bundled)
+			if nNative == 0 {
+				t.Fatalf("natively the app made no operation on its %d bundled paths: the check is broken", len(bundled))
+			}
+			n, report := leaks(strace("exec", append([]string{bin}, execArgs...)...), bundled)
+			t.Logf("%d bundled paths; file-system operations on them: native %d, exec %d", len(bundled), nNative, n)
+			if n != 0 {
+				if len(report) > 40 {
+					report = append(report[:40], "...")
+				}
+				t.Errorf("under exec %d system calls still reached %d bundled original paths (count, path, first call):\n%s",
+					n, len(report), strings.Join(report, "\n"))
+			}
+		})
+	}
+}
