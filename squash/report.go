@@ -5,7 +5,7 @@ import "sort"
 // Reasons a traced path is not bundled. They are the keys of Report.Skipped.
 const (
 	ReasonPseudoFS    = "pseudo file system (/proc, /sys, /dev)"
-	ReasonTempDir     = "temporary or runtime directory (/tmp, /var/tmp, /run)"
+	ReasonTempDir     = "temporary or runtime directory (/tmp, /var/tmp, /run; --include PREFIX to bundle)"
 	ReasonEtc         = "node-local configuration (/etc; --include /etc to bundle)"
 	ReasonUserExclude = "excluded by --exclude"
 	ReasonWritten     = "written, created or removed during the pilot"
