@@ -40,6 +40,7 @@ func TestCommandNotRunnable(t *testing.T) {
 		{"no-such-command-dlbundle", 127, "command not found in PATH"},
 		{filepath.Join(dir, "missing"), 127, "no such file"},
 		{noexec, 126, "not executable"},
+		{dir, 126, "is a directory"},
 	} {
 		out := filepath.Join(dir, "t.trace")
 		_, err := Run(Options{Command: []string{c.cmd}, Output: out, Quiet: true, Stub: testStub()})
@@ -51,6 +52,18 @@ func TestCommandNotRunnable(t *testing.T) {
 			t.Errorf("%s: files left behind: %v", c.cmd, ents)
 		}
 	}
+}
+
+// TestExecFails: a file that passes the checks but that the kernel cannot
+// execute: the stub reports it, exits 126, and the trace has the failed exec.
+func TestExecFails(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "garbage")
+	os.WriteFile(bad, []byte("\x7fELF not really"), 0o755)
+	tr, res := traceRun(t, bad)
+	if res.Exit != ExitNotExecutable {
+		t.Fatalf("exit %d, want %d", res.Exit, ExitNotExecutable)
+	}
+	mustFind(t, tr, OpExec, bad, "ENOEXEC")
 }
 
 // TestUnwritableOutput fails before the app runs.

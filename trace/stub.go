@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
@@ -78,14 +79,16 @@ func StubMain(argv []string) (code int, err error) {
 // slash) and returns the path to exec, or an error with exit code 127 (not
 // found) or 126 (found but not executable).
 func ResolveCommand(name string) (path string, code int, err error) {
+	if strings.Contains(name, "/") {
+		if fi, serr := os.Stat(name); serr == nil && fi.IsDir() {
+			return "", ExitNotExecutable, fmt.Errorf("%s: is a directory", name)
+		}
+	}
 	path, err = exec.LookPath(name)
 	if err != nil && errors.Is(err, exec.ErrDot) {
 		err = nil // "." in PATH: a shell would run it too
 	}
 	if err == nil {
-		if fi, serr := os.Stat(path); serr == nil && fi.IsDir() {
-			return "", ExitNotExecutable, fmt.Errorf("%s: is a directory", name)
-		}
 		return path, 0, nil
 	}
 	if errors.Is(err, fs.ErrPermission) {
