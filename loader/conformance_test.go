@@ -150,6 +150,9 @@ func TestConformance(t *testing.T) {
 		t.Fatal("gcc is needed to build the probe (make deps)")
 	}
 	root := t.TempDir()
+	if keep := os.Getenv("LOADER_TEST_KEEP"); keep != "" {
+		root = keep // debugging: keep the tree and stage (an empty directory)
+	}
 	T := buildProbeTree(t, root)
 	entries := treeEntries(t, T, "/usr/lib/python3.11", "/usr/bin/python3", "/usr/bin/python3.11")
 	stage := stageEntries(t, root, entries)
@@ -173,6 +176,24 @@ func TestConformance(t *testing.T) {
 		diffLines(t, "C probe", native, shim)
 		if strings.Contains(shim, "audit interface") || strings.Contains(shim, "ERROR: ld.so") {
 			t.Errorf("ld.so complained about the shim:\n%s", shim)
+		}
+	})
+	// ld.so accepted the audit object (la_version) and it answered the
+	// search: the RUNPATH candidate in a missing directory was skipped
+	// without a syscall, the bundled one served from the stage.
+	t.Run("audit", func(t *testing.T) {
+		env := ShimEnv(stage, base, EnvOptions{Debug: true})
+		out := runProbe(t, staged, []string{probe, "helper", T}, env)
+		for _, want := range []string{
+			"dlbundle[audit]: missing " + T + "/bin/../nolib/libprobe.so",
+			"dlbundle[audit]: found " + T + "/bin/../lib/libprobe.so -> " + stage + "/root" + T + "/bin/../lib/libprobe.so",
+		} {
+			if !strings.Contains(out, want+"\n") {
+				t.Errorf("debug log lacks %q:\n%s", want, out)
+			}
+		}
+		if strings.Contains(out, "audit interface") {
+			t.Errorf("ld.so refused the audit object:\n%s", out)
 		}
 	})
 	t.Run("Python", func(t *testing.T) {

@@ -1,0 +1,147 @@
+package loader
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// ProcessReport is one line of a DLBUNDLE_REPORT file: what one process's
+// shim did (loader/shim/report.c writes it at exit).
+type ProcessReport struct {
+	PID         int      `json:"pid"`
+	Exe         string   `json:"exe"`
+	Answered    int64    `json:"answered"`     // lookups answered from the table (bundled)
+	Missing     int64    `json:"missing"`      // lookups answered as known missing (ENOENT/ENOTDIR)
+	Passed      int64    `json:"passed"`       // lookups passed through to the file system
+	PassedPaths []string `json:"passed_paths"` // distinct passed-through paths (first 512)
+	Dropped     int      `json:"dropped"`      // distinct paths beyond the first 512
+}
+
+// ReadReports parses a report file. Lines that are not reports (a process
+// killed mid-line cannot happen with O_APPEND single writes, but the file may
+// be anything) are counted in bad and skipped.
+func ReadReports(r io.Reader) (reports []ProcessReport, bad int, err error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		var p ProcessReport
+		if json.Unmarshal([]byte(line), &p) != nil || p.PID <= 0 {
+			bad++
+			continue
+		}
+		reports = append(reports, p)
+	}
+	return reports, bad, sc.Err()
+}
+
+// PathCount is a passed-through path and how many processes took it.
+type PathCount struct {
+	Path      string `json:"path"`
+	Processes int    `json:"processes"`
+}
+
+// ReportSummary totals the reports of a run.
+type ReportSummary struct {
+	Processes int   `json:"processes"`
+	Answered  int64 `json:"answered"`
+	Missing   int64 `json:"missing"`
+	Passed    int64 `json:"passed"`
+	Dropped   int   `json:"dropped"`
+	// Lacked are passed-through paths outside pseudo file systems (/proc,
+	// /sys, /dev): paths the image does not hold, i.e. the app took a path
+	// the pilot run did not see. Most-taken first.
+	Lacked []PathCount `json:"lacked"`
+	Pseudo int         `json:"pseudo"` // distinct passed-through paths in /proc, /sys, /dev
+}
+
+func isPseudoPath(p string) bool {
+	for _, pre := range []string{"/proc", "/sys", "/dev"} {
+		if p == pre || strings.HasPrefix(p, pre+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// Summarize totals reports.
+func Summarize(reports []ProcessReport) ReportSummary {
+	var s ReportSummary
+	count := map[string]int{}
+	pseudo := map[string]bool{}
+	for _, r := range reports {
+		s.Processes++
+		s.Answered += r.Answered
+		s.Missing += r.Missing
+		s.Passed += r.Passed
+		s.Dropped += r.Dropped
+		seen := map[string]bool{}
+		for _, p := range r.PassedPaths {
+			if seen[p] {
+				continue
+			}
+			seen[p] = true
+			if isPseudoPath(p) {
+				pseudo[p] = true
+				continue
+			}
+			count[p]++
+		}
+	}
+	for p, n := range count {
+		s.Lacked = append(s.Lacked, PathCount{p, n})
+	}
+	sort.Slice(s.Lacked, func(i, j int) bool {
+		if s.Lacked[i].Processes != s.Lacked[j].Processes {
+			return s.Lacked[i].Processes > s.Lacked[j].Processes
+		}
+		return s.Lacked[i].Path < s.Lacked[j].Path
+	})
+	s.Pseudo = len(pseudo)
+	return s
+}
+
+// WriteText prints the summary for people; limit caps the listed paths (0: all).
+func (s ReportSummary) WriteText(w io.Writer, limit int) error {
+	bw := bufio.NewWriter(w)
+	total := s.Answered + s.Missing + s.Passed
+	pct := func(n int64) float64 {
+		if total == 0 {
+			return 0
+		}
+		return 100 * float64(n) / float64(total)
+	}
+	fmt.Fprintf(bw, "%d processes, %d lookups:\n", s.Processes, total)
+	fmt.Fprintf(bw, "  answered from the stage   %10d  (%5.1f%%)\n", s.Answered, pct(s.Answered))
+	fmt.Fprintf(bw, "  answered as missing       %10d  (%5.1f%%)\n", s.Missing, pct(s.Missing))
+	fmt.Fprintf(bw, "  passed to the file system %10d  (%5.1f%%)\n", s.Passed, pct(s.Passed))
+	if s.Pseudo > 0 {
+		fmt.Fprintf(bw, "%d distinct paths in /proc, /sys, /dev passed through (expected).\n", s.Pseudo)
+	}
+	if len(s.Lacked) == 0 {
+		fmt.Fprintln(bw, "The image held every other path the app looked up.")
+		return bw.Flush()
+	}
+	fmt.Fprintf(bw, "\n%d paths the image lacks (the app took them, the pilot run did not):\n", len(s.Lacked))
+	for i, p := range s.Lacked {
+		if limit > 0 && i == limit {
+			fmt.Fprintf(bw, "  ... and %d more (--all lists them)\n", len(s.Lacked)-limit)
+			break
+		}
+		fmt.Fprintf(bw, "  %6d  %s\n", p.Processes, p.Path)
+	}
+	if s.Dropped > 0 {
+		fmt.Fprintf(bw, "(%d more distinct paths were not recorded: each process keeps its first 512)\n", s.Dropped)
+	}
+	fmt.Fprintln(bw, "\nThese lookups went to the shared file system from every process. If they are part of the")
+	fmt.Fprintln(bw, "app (not per-run files), re-trace with the inputs that take them and rebuild:")
+	fmt.Fprintln(bw, "  dlbundle trace -- ./myapp <those inputs>   # then: dlbundle build -o app.dlimg")
+	return bw.Flush()
+}

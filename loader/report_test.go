@@ -1,0 +1,91 @@
+package loader
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestReportFromShim: real processes under the shim append their lines to
+// one report file; the summary lists the path the image lacked.
+func TestReportFromShim(t *testing.T) {
+	root := t.TempDir()
+	tree := filepath.Join(root, "tree")
+	if err := os.MkdirAll(filepath.Join(tree, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tree, "etc", "conf"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A directory next to the tree: listed in its parent (which the image
+	// holds as an ancestor), not bundled itself, so lookups below it pass
+	// through. The file in it is created after the build: the image lacks it.
+	if err := os.Mkdir(filepath.Join(root, "outside"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stage := stageEntries(t, root, treeEntries(t, tree))
+	outside := filepath.Join(root, "outside", "later.txt")
+	if err := os.WriteFile(outside, []byte("y\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(root, "report.jsonl")
+	env := ShimEnv(stage, []string{"PATH=/usr/bin:/bin"}, EnvOptions{Report: report})
+	for i := 0; i < 3; i++ {
+		cmd := exec.Command("/bin/cat", filepath.Join(tree, "etc", "conf"), outside)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil || string(out) != "x\ny\n" {
+			t.Fatalf("cat under the shim: %v %q", err, out)
+		}
+	}
+	f, err := os.Open(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rs, bad, err := ReadReports(f)
+	if err != nil || bad != 0 || len(rs) != 3 {
+		t.Fatalf("ReadReports: %d reports, %d bad, %v; want 3, 0", len(rs), bad, err)
+	}
+	s := Summarize(rs)
+	if s.Answered < 3 {
+		t.Errorf("answered %d, want >= 3 (one open of etc/conf per process)", s.Answered)
+	}
+	found := false
+	for _, p := range s.Lacked {
+		if p.Path == outside {
+			found = p.Processes == 3
+		}
+		if strings.HasPrefix(p.Path, tree) {
+			t.Errorf("bundled path %s reported as lacked", p.Path)
+		}
+	}
+	if !found {
+		t.Errorf("summary lacks %s taken by 3 processes: %+v", outside, s.Lacked)
+	}
+	var buf bytes.Buffer
+	if err := s.WriteText(&buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), outside) || !strings.Contains(buf.String(), "dlbundle trace") {
+		t.Errorf("summary text does not name the path and suggest re-tracing:\n%s", buf.String())
+	}
+}
+
+func FuzzReadReports(f *testing.F) {
+	f.Add([]byte(`{"pid":1,"exe":"/bin/x","answered":3,"missing":1,"passed":2,"passed_paths":["/a","/proc/self/fd"],"dropped":0}` + "\n"))
+	f.Add([]byte("not json\n{\"pid\":0}\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rs, _, _ := ReadReports(bytes.NewReader(b))
+		s := Summarize(rs)
+		if s.Processes != len(rs) {
+			t.Fatalf("processes %d != reports %d", s.Processes, len(rs))
+		}
+		var buf bytes.Buffer
+		if err := s.WriteText(&buf, 3); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -1,0 +1,77 @@
+package loader
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// shimSources are hashed into shim/sources.sha256 by shim/build.sh, in this order.
+var shimSources = []string{"build.sh", "audit.c", "preload.c", "report.c", "report.h", "table.h", "rawsys.h"}
+
+// TestShimObjectsUpToDate fails when the C sources changed but the committed
+// objects were not regenerated (`go generate ./loader/`), as with bpf2go.
+func TestShimObjectsUpToDate(t *testing.T) {
+	h := sha256.New()
+	for _, name := range shimSources {
+		b, err := os.ReadFile(filepath.Join("shim", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Write(b)
+	}
+	want, err := os.ReadFile("shim/sources.sha256")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != strings.TrimSpace(string(want)) {
+		t.Fatalf("loader/shim sources changed since the objects were built (sha256 %s, objects built from %s); run `go generate ./loader/` and commit the objects",
+			got, strings.TrimSpace(string(want)))
+	}
+	for _, obj := range []string{"audit.so", "preload.so"} {
+		b, err := os.ReadFile(filepath.Join("shim", obj))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string][]byte{"audit.so": shimAuditObject, "preload.so": shimPreloadObject}[obj]; !bytes.Equal(b, want) {
+			t.Fatalf("embedded %s differs from shim/%s; rebuild", obj, obj)
+		}
+	}
+}
+
+// TestAuditObjectIsFreestanding: an LD_AUDIT object with DT_NEEDED entries
+// makes ld.so load (and search for) a second libc in every process.
+func TestAuditObjectIsFreestanding(t *testing.T) {
+	f, err := elf.NewFile(bytes.NewReader(shimAuditObject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(libs) != 0 {
+		t.Fatalf("audit.so needs %v; it must have no DT_NEEDED entries", libs)
+	}
+	syms, err := f.DynamicSymbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defined := map[string]bool{}
+	for _, s := range syms {
+		if s.Section == elf.SHN_UNDEF && s.Name != "" {
+			t.Errorf("audit.so has an undefined symbol %s", s.Name)
+		}
+		defined[s.Name] = true
+	}
+	for _, want := range []string{"la_version", "la_objsearch", "la_objopen"} {
+		if !defined[want] {
+			t.Errorf("audit.so does not export %s", want)
+		}
+	}
+}

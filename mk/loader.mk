@@ -1,0 +1,15 @@
+# loader: the C shim (loader/shim) and its benchmarks.
+#
+#   make shim          rebuild the shim objects after editing loader/shim/*.c
+#                      (= go generate ./loader/; commit the objects)
+#   make bench-loader  warm-start overhead under the shim vs native -> docs/bench/loader.md
+
+APT_PACKAGES  += gcc python3 python3-numpy dash strace hyperfine
+BENCH_TARGETS += bench-loader
+
+.PHONY: shim bench-loader
+shim:
+	$(GO) generate ./loader/
+
+bench-loader: build
+	sh loader/testdata/bench.sh
