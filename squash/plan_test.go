@@ -83,6 +83,7 @@ func TestMissingPathsKeptOnlyWhereTheListingIsKnown(t *testing.T) {
 	p.fail(trace.OpOpen, "/etc/dlbundle-test-no-such-file", "ENOENT")
 	p.fail(trace.OpOpen, root+"/usr/lib/libfoo.so/x", "ENOTDIR")
 	p.fail(trace.OpOpen, root+"/usr/lib/secret", "EACCES")
+	p.fail(trace.OpReadlink, root+"/usr/lib/libfoo.so", "EINVAL") // exists, not a symlink
 	p.read(root + "/usr/lib/libfoo.so")
 	plan := build(t, root, Options{}, p.done())
 

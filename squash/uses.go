@@ -93,6 +93,12 @@ func (u *uses) add(e *trace.Event, k orderKey) {
 	x := u.get(p, k)
 	switch e.Err {
 	case "":
+	case "EINVAL":
+		if e.Op != trace.OpReadlink {
+			x.otherErr = e.Err
+			return
+		}
+		// readlink of something that is not a symlink: the path exists.
 	case "ENOENT":
 		x.enoent = true
 		return
