@@ -145,6 +145,8 @@ func (f *FS) Unmount() error {
 		}
 	}
 	f.server.Wait()
+	f.metaQueue.stop()
+	f.dataQueue.stop()
 	return nil
 }
 

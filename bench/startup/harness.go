@@ -1,0 +1,394 @@
+// Package startup is the start-up-at-width benchmark: it serves application
+// trees from slowfs (a contended shared file system), starts N ranks at the
+// same instant and measures native runs against the ideal (the same tree on
+// tmpfs) and dlbundle exec (cold: the first rank stages; warm: stage reused).
+package startup
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/dlbundle/dlbundle/examples/loadtest"
+	"github.com/dlbundle/dlbundle/internal/slowfs"
+)
+
+// Modes of a run.
+const (
+	ModeNative = "native"        // from the slowfs mount, no tool
+	ModeIdeal  = "ideal"         // from a tmpfs copy, no tool: a file system that costs nothing
+	ModeCold   = "dlbundle-cold" // dlbundle exec, empty stage dir: the first rank stages
+	ModeWarm   = "dlbundle-warm" // dlbundle exec, stage reused
+)
+
+// Options say what to measure.
+type Options struct {
+	Scenarios []string // loadtest, python, numpy
+	Ranks     []int    // concurrent ranks, e.g. 1, 4, 16, 64
+	Loadtest  loadtest.Config
+	// PythonImports replaces StdlibImports (smoke tests use a small set).
+	PythonImports string
+	// Service is the metadata service time; 0 calibrates it per scenario so
+	// that native start-up of one rank is Slowdown times the ideal.
+	Service  time.Duration
+	Slowdown float64
+	// MinService is the floor of the calibrated service time: where the FUSE
+	// round trip alone already makes native start-up Slowdown times the ideal,
+	// the metadata server still costs something.
+	MinService time.Duration
+	// ReadPerMiB is the cost of file data on the shared data path.
+	ReadPerMiB time.Duration
+	// Calibrate is how many runs the N=1 calibration takes the median of.
+	Calibrate int
+	// Dlbundle is the dlbundle binary; empty skips the dlbundle modes.
+	Dlbundle string
+	// WorkDir holds the slowfs source tree, mount point and traces;
+	// ShmDir (a tmpfs) the ideal copies and stage dirs.
+	WorkDir, ShmDir string
+	// Timeout bounds one launch of N ranks.
+	Timeout time.Duration
+	Log     io.Writer
+}
+
+// DefaultOptions is what `make bench` measures.
+func DefaultOptions() Options {
+	return Options{
+		Scenarios:  []string{"loadtest", "python", "numpy"},
+		Ranks:      []int{1, 4, 16, 64},
+		Loadtest:   loadtest.Default(),
+		Slowdown:   5,
+		MinService: 5 * time.Microsecond,
+		ReadPerMiB: time.Millisecond, // ~1 GiB/s shared
+		Calibrate:  3,
+		ShmDir:     "/dev/shm",
+		Timeout:    3 * time.Minute,
+		Log:        os.Stderr,
+	}
+}
+
+// Row is one measurement: N ranks of one scenario in one mode.
+type Row struct {
+	Scenario  string
+	Mode      string
+	Ranks     int
+	Wall      time.Duration // release until the last rank exited
+	MeanRank  time.Duration
+	MetaOps   uint64 // on slowfs, all ranks together
+	Reads     uint64
+	BytesRead uint64
+	Service   time.Duration
+	Err       string
+}
+
+// OpsPerRank is metadata operations on the shared tree per rank.
+func (r Row) OpsPerRank() float64 { return float64(r.MetaOps) / float64(r.Ranks) }
+
+// Calibration records how the service time of a scenario was chosen.
+type Calibration struct {
+	Scenario   string
+	Ideal      time.Duration // N=1 from tmpfs
+	NativeFree time.Duration // N=1 from slowfs with a free metadata server
+	OpsPerRank uint64        // metadata ops of one native rank
+	Service    time.Duration
+	ImageBytes int64         // dlbundle image size, when built
+	TraceTime  time.Duration // dlbundle trace (pilot) wall time
+	BuildTime  time.Duration
+	Err        string // why the dlbundle modes did not run
+}
+
+// Results are everything one run measured.
+type Results struct {
+	Date         time.Time
+	Machine      string
+	Options      Options
+	Calibrations []Calibration
+	Rows         []Row
+}
+
+// Run measures every scenario in opts. Errors of single launches are kept in
+// their rows; an error is returned only when nothing can be measured.
+func Run(ctx context.Context, opts Options) (*Results, error) {
+	res := &Results{Date: time.Now().UTC(), Machine: machine(), Options: opts}
+	logf := func(format string, a ...any) {
+		if opts.Log != nil {
+			fmt.Fprintf(opts.Log, format+"\n", a...)
+		}
+	}
+	work, err := os.MkdirTemp(opts.WorkDir, "dlbundle-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	shm, err := os.MkdirTemp(opts.ShmDir, "dlbundle-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("bench: tmpfs scratch in %s: %w", opts.ShmDir, err)
+	}
+	defer os.RemoveAll(shm)
+	src, mnt := filepath.Join(work, "shared"), filepath.Join(work, "mnt")
+	for _, d := range []string{src, mnt} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	fsys, err := slowfs.Mount(src, mnt, slowfs.Costs{})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := fsys.Unmount(); err != nil {
+			logf("%v", err)
+		}
+		logf("slowfs at unmount: %v", fsys.Stats())
+	}()
+
+	for _, name := range opts.Scenarios {
+		sc, err := opts.scenario(name)
+		if err != nil {
+			return nil, err
+		}
+		b := bench{opts: opts, fsys: fsys, sc: sc, src: src, mnt: mnt, shm: shm, work: work, logf: logf}
+		if err := b.run(ctx, res); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func (o Options) scenario(name string) (scenario, error) {
+	imports := o.PythonImports
+	if imports == "" {
+		imports = StdlibImports
+	}
+	switch name {
+	case "loadtest":
+		return loadtestScenario(o.Loadtest), nil
+	case "python":
+		return pythonScenario("python", imports, false), nil
+	case "numpy":
+		return pythonScenario("numpy", "numpy", true), nil
+	}
+	return scenario{}, fmt.Errorf("bench: unknown scenario %q; use loadtest, python or numpy", name)
+}
+
+// bench measures one scenario.
+type bench struct {
+	opts                Options
+	fsys                *slowfs.FS
+	sc                  scenario
+	src, mnt, shm, work string
+	logf                func(string, ...any)
+	image, stageParent  string
+	cal                 Calibration
+	native, ideal       launch
+}
+
+func (b *bench) run(ctx context.Context, res *Results) error {
+	name := b.sc.name
+	b.cal.Scenario = name
+	b.logf("== %s: building the app tree", name)
+	tree := filepath.Join(b.src, name)
+	if err := b.sc.prepare(ctx, tree); err != nil {
+		return err
+	}
+	copyDir := filepath.Join(b.shm, name)
+	if err := copyTree(ctx, tree, copyDir); err != nil {
+		return err
+	}
+	b.native, b.ideal = b.sc.command(filepath.Join(b.mnt, name)), b.sc.command(copyDir)
+
+	if err := b.calibrate(ctx); err != nil {
+		return err
+	}
+	res.Calibrations = append(res.Calibrations, b.cal) // updated below when dlbundle runs
+	calIdx := len(res.Calibrations) - 1
+	b.logf("%s: service time %v (ideal %v, native with a free server %v = %.1fx ideal, %d metadata ops/rank)",
+		name, b.cal.Service, b.cal.Ideal.Round(time.Microsecond), b.cal.NativeFree.Round(time.Microsecond),
+		ratio(b.cal.NativeFree, b.cal.Ideal), b.cal.OpsPerRank)
+
+	dlb := b.opts.Dlbundle != ""
+	if dlb {
+		if err := b.bundle(ctx); err != nil {
+			b.cal.Err = err.Error()
+			b.logf("%s: dlbundle modes skipped: %v", name, err)
+			dlb = false
+		}
+		res.Calibrations[calIdx] = b.cal
+	}
+	for _, n := range b.opts.Ranks {
+		res.Rows = append(res.Rows, b.measure(ctx, ModeNative, n, b.native))
+		res.Rows = append(res.Rows, b.measure(ctx, ModeIdeal, n, b.ideal))
+		if dlb {
+			stage := filepath.Join(b.stageParent, fmt.Sprintf("n%d", n))
+			l := b.execLaunch(stage)
+			res.Rows = append(res.Rows, b.measure(ctx, ModeCold, n, l))
+			res.Rows = append(res.Rows, b.measure(ctx, ModeWarm, n, l))
+		}
+	}
+	return nil
+}
+
+// measure runs n ranks of l in mode with the scenario's costs and returns the row.
+func (b *bench) measure(ctx context.Context, mode string, n int, l launch) Row {
+	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
+	defer cancel()
+	b.fsys.Reset()
+	r := runRanks(ctx, n, l)
+	s := b.fsys.Stats()
+	row := Row{Scenario: b.sc.name, Mode: mode, Ranks: n, Wall: r.wall, MeanRank: r.mean(),
+		MetaOps: s.MetadataOps(), Reads: s.Read, BytesRead: s.BytesRead, Service: b.cal.Service}
+	if r.err != nil {
+		row.Err = r.err.Error()
+	}
+	b.logf("%-9s %-14s N=%-3d last rank %9.3f s  mean %9.3f s  %8.1f metadata ops/rank  %s read%s",
+		b.sc.name, mode, n, row.Wall.Seconds(), row.MeanRank.Seconds(), row.OpsPerRank(), mib(row.BytesRead), errNote(row.Err))
+	return row
+}
+
+// calibrate picks the metadata service time (unless given) from single-rank
+// runs: ideal, native with a free server (the FUSE overhead), and the ops one
+// native rank makes.
+func (b *bench) calibrate(ctx context.Context) error {
+	costs := slowfs.Costs{ReadPerMiB: b.opts.ReadPerMiB}
+	b.fsys.SetCosts(costs)
+	ideal, _, err := b.median(ctx, b.ideal)
+	if err != nil {
+		return err
+	}
+	free, ops, err := b.median(ctx, b.native)
+	if err != nil {
+		return err
+	}
+	b.cal.Ideal, b.cal.NativeFree, b.cal.OpsPerRank = ideal, free, ops
+	b.cal.Service = b.opts.Service
+	if b.cal.Service == 0 && ops > 0 {
+		want := time.Duration(b.opts.Slowdown * float64(ideal))
+		b.cal.Service = max((want-free)/time.Duration(ops), b.opts.MinService, time.Microsecond).Round(time.Microsecond)
+	}
+	costs.Metadata = b.cal.Service
+	b.fsys.SetCosts(costs)
+	return nil
+}
+
+// median runs one rank opts.Calibrate times; it returns the median time and
+// the metadata ops of the last run.
+func (b *bench) median(ctx context.Context, l launch) (time.Duration, uint64, error) {
+	var times []time.Duration
+	var ops uint64
+	for i := 0; i < max(b.opts.Calibrate, 1); i++ {
+		b.fsys.Reset()
+		r := runRanks(ctx, 1, l)
+		if r.err != nil {
+			return 0, 0, r.err
+		}
+		times = append(times, r.wall)
+		ops = b.fsys.Stats().MetadataOps()
+	}
+	slices.Sort(times)
+	return times[len(times)/2], ops, nil
+}
+
+// bundle makes the dlbundle image: a pilot run traced on the mount, built
+// into the shared tree, so that ranks read it from the shared file system.
+func (b *bench) bundle(ctx context.Context) error {
+	costs := b.fsys.Costs()
+	b.fsys.SetCosts(slowfs.Costs{}) // the pilot's cost is measured by the trace benchmarks, not here
+	defer b.fsys.SetCosts(costs)
+	tr := filepath.Join(b.work, b.sc.name+".trace")
+	b.image = filepath.Join(b.mnt, b.sc.name+".dlimg")
+	argv := append([]string{b.opts.Dlbundle, "trace", "-o", tr, "--"}, b.native.argv...)
+	t0 := time.Now()
+	if err := b.tool(ctx, argv, b.native.env); err != nil {
+		return err
+	}
+	b.cal.TraceTime = time.Since(t0)
+	t0 = time.Now()
+	if err := b.tool(ctx, []string{b.opts.Dlbundle, "build", "-o", filepath.Join(b.src, b.sc.name+".dlimg"), tr}, os.Environ()); err != nil {
+		return err
+	}
+	b.cal.BuildTime = time.Since(t0)
+	st, err := os.Stat(filepath.Join(b.src, b.sc.name+".dlimg"))
+	if err != nil {
+		return err
+	}
+	b.cal.ImageBytes = st.Size()
+	b.stageParent, err = os.MkdirTemp(b.shm, b.sc.name+"-stage-")
+	return err
+}
+
+func (b *bench) tool(ctx context.Context, argv, env []string) error {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env, cmd.Dir = env, b.work
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %v\n%s", strings.Join(argv, " "), err, tail(string(out)))
+	}
+	return nil
+}
+
+// execLaunch is a rank running the app through dlbundle exec.
+func (b *bench) execLaunch(stage string) launch {
+	l := b.native
+	l.argv = append([]string{b.opts.Dlbundle, "exec", "--stage-dir", stage, b.image, "--"}, b.native.argv...)
+	return l
+}
+
+func ratio(a, b time.Duration) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+func mib(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+func errNote(e string) string {
+	if e == "" {
+		return ""
+	}
+	first, _, _ := strings.Cut(e, "\n")
+	return "  FAILED: " + first
+}
+
+// machine describes where the benchmark ran.
+func machine() string {
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	cpu := "unknown CPU"
+	if info, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(info), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("Linux %s, %d CPUs (%s)", strings.TrimSpace(string(kernel)), runtime.NumCPU(), cpu)
+}
+
+// rowsOf returns the rows of one scenario and mode, by rank count.
+func (r *Results) rowsOf(scenario, mode string) []Row {
+	var out []Row
+	for _, row := range r.Rows {
+		if row.Scenario == scenario && row.Mode == mode {
+			out = append(out, row)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Ranks < out[j].Ranks })
+	return out
+}
+
+func (r *Results) row(scenario, mode string, n int) (Row, bool) {
+	for _, row := range r.Rows {
+		if row.Scenario == scenario && row.Mode == mode && row.Ranks == n {
+			return row, true
+		}
+	}
+	return Row{}, false
+}

@@ -1,0 +1,14 @@
+# Start-up at width (issue 5): slowfs, a contended shared file system in FUSE,
+# and the harness that starts 1..64 ranks natively, from tmpfs and through
+# dlbundle exec. Writes docs/bench/{results.csv,startup.svg,startup.md}.
+# Needs root (or fusermount3) for the FUSE mount; about 5-8 minutes on 2 cores.
+
+APT_PACKAGES  += fuse3 python3-numpy
+BENCH_TARGETS += bench-startup
+
+# Extra flags, e.g. STARTUP_FLAGS='--ranks 1,4 --scenarios loadtest'.
+STARTUP_FLAGS ?=
+
+.PHONY: bench-startup
+bench-startup: build
+	$(GO) run ./bench/cmd/startup --out docs/bench --dlbundle $(BIN) $(STARTUP_FLAGS)
