@@ -41,6 +41,7 @@ func buildProbeTree(t *testing.T, root string) string {
 		"-L"+lib, "-ldep", "-Wl,-rpath,$ORIGIN")
 	gcc("-shared", "-fPIC", "-o", filepath.Join(lib, "plugins", "libplug.so"), "testdata/plugin.c",
 		"-L"+lib, "-ldep", "-Wl,-rpath,$ORIGIN/..")
+	gcc("-shared", "-fPIC", "-o", filepath.Join(lib, "libbad.so"), "testdata/libbad.c", "-Wl,-z,lazy")
 	// RUNPATH: a directory that does not exist first (a known-missing
 	// candidate), then $ORIGIN-relative ones.
 	gcc("-o", filepath.Join(T, "bin", "probe"), "testdata/probe.c", "-L"+lib, "-lprobe", "-ldl", "-lpthread",

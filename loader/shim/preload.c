@@ -67,6 +67,9 @@
 	X(opendir, DIR *, (const char *))                                              \
 	X(execve, int, (const char *, char *const[], char *const[]))                   \
 	X(execv, int, (const char *, char *const[]))                                   \
+	X(execvp, int, (const char *, char *const[]))                                  \
+	X(execvpe, int, (const char *, char *const[], char *const[]))                  \
+	X(dlerror, char *, (void))                                                     \
 	X(posix_spawn, int, (pid_t *, const char *, const posix_spawn_file_actions_t *, \
 			     const posix_spawnattr_t *, char *const[], char *const[]))         \
 	X(posix_spawnp, int, (pid_t *, const char *, const posix_spawn_file_actions_t *, \
@@ -450,6 +453,10 @@ static int do_open(const char *fn, int dirfd, const char *path, int flags, int *
 	case DLB_BUNDLED:
 		if (r.ent->type == DLB_SYMLINK) { *rc = set_errno(ELOOP); return 1; } /* O_NOFOLLOW on a symlink */
 		if (r.ent->type != DLB_REG) return 0; /* directories: a dir fd would expose the stage */
+		/* The staged copy belongs to us; the original may not be readable by
+		 * us: answer EACCES as the original would (only files without the
+		 * world-read bit need the check, and its getuid calls). */
+		if (!(r.ent->mode & 04) && access_check(r.ent, R_OK, 1) != 0) { *rc = -1; return 1; }
 		if (staged(sp, sizeof sp, canon, r.len) != 0) return 0;
 		*rc = (int)syscall(SYS_openat, AT_FDCWD, sp, flags, 0);
 		if (*rc < 0) { errno = -*rc; *rc = -1; }
@@ -693,6 +700,67 @@ int execve(const char *path, char *const argv[], char *const envp[])
 	return real_execve(t, argv, envp);
 }
 int execv(const char *path, char *const argv[]) { return execve(path, argv, environ); }
+
+/* execvp/execvpe: glibc's own PATH search calls its internal execve, which we
+ * cannot see, so search PATH here as glibc does: try each candidate, go on
+ * after ENOENT/ENOTDIR/EACCES (reporting EACCES if nothing else ran), run a
+ * file without an ELF or #! header with /bin/sh (ENOEXEC), as glibc does.
+ * Candidates the table knows are missing cost no syscall. */
+static int exec_search(const char *file, char *const argv[], char *const envp[])
+{
+	if (!file || !file[0]) return set_errno(ENOENT);
+	if (strchr(file, '/')) return execve(file, argv, envp);
+	const char *path = getenv("PATH");
+	if (!path) path = "/bin:/usr/bin";
+	size_t fl = strlen(file);
+	int saw_eacces = 0;
+	for (const char *p = path;;) {
+		const char *e = strchr(p, ':');
+		size_t dl = e ? (size_t)(e - p) : strlen(p);
+		char cand[DLB_PATH_MAX];
+		if (dl + fl + 2 <= sizeof cand) {
+			if (dl) { memcpy(cand, p, dl); cand[dl++] = '/'; } /* "" is the cwd */
+			memcpy(cand + dl, file, fl + 1);
+			execve(cand, argv, envp);
+			if (errno == ENOEXEC) {
+				int argc = 0;
+				while (argv[argc]) argc++;
+				char *sh[argc + 3];
+				sh[0] = (char *)"/bin/sh";
+				sh[1] = cand;
+				for (int i = 1; i <= argc; i++) sh[i + 1] = argv[i];
+				execve("/bin/sh", sh, envp);
+				return -1;
+			}
+			if (errno == EACCES) saw_eacces = 1;
+			else if (errno != ENOENT && errno != ENOTDIR && errno != ESTALE && errno != ENODEV && errno != ETIMEDOUT)
+				return -1;
+		}
+		if (!e) break;
+		p = e + 1;
+	}
+	return set_errno(saw_eacces ? EACCES : ENOENT);
+}
+int execvp(const char *file, char *const argv[]) { return exec_search(file, argv, environ); }
+int execvpe(const char *file, char *const argv[], char *const envp[]) { return exec_search(file, argv, envp); }
+
+/* dlerror: ld.so's messages name the file it opened, which for a bundled
+ * library is the staged copy; show the original (a per-thread copy, as the
+ * message itself is per-thread). */
+char *dlerror(void)
+{
+	static __thread char msg[2 * DLB_PATH_MAX];
+	ensure_init();
+	char *e = real_dlerror();
+	if (!e || !stage_root_len || !strstr(e, stage_root)) return e;
+	size_t o = 0;
+	for (const char *s = e; *s && o + 1 < sizeof msg;) {
+		if (!strncmp(s, stage_root, stage_root_len) && s[stage_root_len] == '/') { s += stage_root_len; continue; }
+		msg[o++] = *s++;
+	}
+	msg[o] = 0;
+	return msg;
+}
 
 int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 		const posix_spawnattr_t *attr, char *const argv[], char *const envp[])

@@ -218,6 +218,9 @@ int main(int argc, char **argv)
 		if (fn && dladdr((void *)fn, &info)) printf("dladdr plug: %s\n", info.dli_fname);
 	}
 	if (!dlopen("libnothere.so", RTLD_NOW)) printf("dlopen libnothere.so: %s\n", dlerror());
+	char bad[4096];
+	path(bad, "/lib/libbad.so");
+	if (!dlopen(bad, RTLD_NOW)) printf("dlopen libbad.so: %s\n", dlerror());
 	maps();
 	pthread_t th[4];
 	long res[4];
@@ -236,5 +239,16 @@ int main(int argc, char **argv)
 	int status;
 	waitpid(pid, &status, 0);
 	printf("vfork+execv: status %d\n", WEXITSTATUS(status));
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		char pathvar[8192];
+		snprintf(pathvar, sizeof pathvar, "%s/nolib:%s/data/hello.txt:%s/bin:/usr/bin", T, T, T);
+		setenv("PATH", pathvar, 1);
+		execvp("probe", (char *[]){"probe", "helper", (char *)T, NULL});
+		_exit(127);
+	}
+	waitpid(pid, &status, 0);
+	printf("fork+execvp: status %d\n", WEXITSTATUS(status));
 	return 0;
 }
