@@ -74,6 +74,10 @@ func TestPlanFromRealPythonPilot(t *testing.T) {
 	if e := wantEntry(t, plan, "/usr/lib/python3.11/json/__pycache__/__init__.cpython-311.pyc", image.TypeRegular); e.Kind != image.KindPyBytecode {
 		t.Errorf("json pyc kind %s", e.Kind)
 	}
+	// Stat'd only (the source of a loaded .pyc): bundled, so that stats are answered from the image.
+	if e := wantEntry(t, plan, "/usr/lib/python3.11/json/__init__.py", image.TypeRegular); e.Kind != image.KindPySource {
+		t.Errorf("json/__init__.py kind %s", e.Kind)
+	}
 	ext := wantEntry(t, plan, "/usr/lib/python3.11/lib-dynload/_decimal.cpython-311-x86_64-linux-gnu.so", image.TypeRegular)
 	if ext.Kind != image.KindPyExtension {
 		t.Errorf("_decimal kind %s", ext.Kind)

@@ -24,6 +24,12 @@ type Options struct {
 	Warn         func(string) // called for every warning (also kept in Report.Warnings)
 }
 
+// StatOnlyMaxSize: regular files the pilot only stat'd (Python stats the .py
+// of every .pyc it loads) are bundled up to this size, so that the ranks'
+// stats are answered from the image, not the shared file system; larger ones
+// (data files whose size the app checks) are recorded as external.
+const StatOnlyMaxSize = 2 << 20
+
 // Plan is what the image writer packs: entries in load order.
 type Plan struct {
 	Entries []image.Entry
@@ -144,7 +150,11 @@ func (b *builder) placeExisting(x *use, w walk) {
 		return
 	}
 	switch {
-	case n.isReg() && (x.read || x.pycWritten):
+	case n.isReg() && !x.read && !x.pycWritten && n.st.Size > StatOnlyMaxSize:
+		b.addChain(w)
+		b.addExternal(n)
+		b.skip(ReasonStatOnlyLarge)
+	case n.isReg():
 		if x.pycWritten && !x.read {
 			if err := checkPyc(x.path); err != nil {
 				b.warn("%v; left out", err)
@@ -177,7 +187,7 @@ func (b *builder) placeExisting(x *use, w walk) {
 		}
 		b.addChain(w)
 		b.addDir(n)
-	default: // stat'd only, or a fifo, socket or device
+	default: // a fifo, socket or device
 		b.addChain(w)
 		b.addExternal(n)
 	}

@@ -323,3 +323,27 @@ func TestExecAddsInterpreters(t *testing.T) {
 	wantEntry(t, plan, "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", image.TypeRegular)
 	wantAbsent(t, plan, root+"/bin/nothere")
 }
+
+// Python stats the .py of every .pyc it loads: small stat'd-only files are
+// bundled so that the ranks' stats are answered from the image; big ones
+// (data whose size the app checks) stay external, with their attributes.
+func TestStatOnlyFiles(t *testing.T) {
+	root := t.TempDir()
+	tree(t, root, map[string]string{"m.py": "x = 1\n", "big.dat": ""})
+	if err := os.Truncate(root+"/big.dat", StatOnlyMaxSize+1); err != nil {
+		t.Fatal(err)
+	}
+	p := newPilot(t)
+	p.ev(trace.Event{Op: trace.OpStat, Path: root + "/m.py"})
+	p.ev(trace.Event{Op: trace.OpStat, Path: root + "/big.dat"})
+	plan := build(t, root, Options{}, p.done())
+	if e := wantEntry(t, plan, root+"/m.py", image.TypeRegular); e.Kind != image.KindPySource {
+		t.Errorf("kind %s", e.Kind)
+	}
+	if e := wantEntry(t, plan, root+"/big.dat", image.TypeExternal); e.Ino == 0 || e.Size != 0 || e.MtimeNS == 0 {
+		t.Errorf("external entry attributes %+v", e)
+	}
+	if plan.Report.Skipped[ReasonStatOnlyLarge] != 1 {
+		t.Errorf("skipped %v", plan.Report.Skipped)
+	}
+}

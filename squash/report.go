@@ -4,19 +4,20 @@ import "sort"
 
 // Reasons a traced path is not bundled. They are the keys of Report.Skipped.
 const (
-	ReasonPseudoFS    = "pseudo file system (/proc, /sys, /dev)"
-	ReasonTempDir     = "temporary or runtime directory (/tmp, /var/tmp, /run; --include PREFIX to bundle)"
-	ReasonEtc         = "node-local configuration (/etc; --include /etc to bundle)"
-	ReasonUserExclude = "excluded by --exclude"
-	ReasonWritten     = "written, created or removed during the pilot"
-	ReasonChanged     = "changed since the pilot (size or mtime differ; --allow-changed to bundle the current file)"
-	ReasonVanished    = "vanished since the pilot"
-	ReasonAppeared    = "did not exist during the pilot but exists now"
-	ReasonStalePyc    = "bytecode cache written by the pilot does not match its source now"
-	ReasonDirChanged  = "directory whose listing changed during the pilot"
-	ReasonMissingKept = "failed lookup not kept (its directory is not in the plan)"
-	ReasonOtherError  = "failed lookup with an error other than ENOENT/ENOTDIR (not reproduced)"
-	ReasonUnreadable  = "cannot be read at build time"
+	ReasonPseudoFS      = "pseudo file system (/proc, /sys, /dev)"
+	ReasonTempDir       = "temporary or runtime directory (/tmp, /var/tmp, /run; --include PREFIX to bundle)"
+	ReasonEtc           = "node-local configuration (/etc; --include /etc to bundle)"
+	ReasonUserExclude   = "excluded by --exclude"
+	ReasonWritten       = "written, created or removed during the pilot"
+	ReasonChanged       = "changed since the pilot (size or mtime differ; --allow-changed to bundle the current file)"
+	ReasonVanished      = "vanished since the pilot"
+	ReasonAppeared      = "did not exist during the pilot but exists now"
+	ReasonStalePyc      = "bytecode cache written by the pilot does not match its source now"
+	ReasonDirChanged    = "directory whose listing changed during the pilot"
+	ReasonMissingKept   = "failed lookup not kept (its directory is not in the plan)"
+	ReasonOtherError    = "failed lookup with an error other than ENOENT/ENOTDIR (not reproduced)"
+	ReasonUnreadable    = "cannot be read at build time"
+	ReasonStatOnlyLarge = "only stat'd by the pilot and larger than 2 MiB (external: stats go to the file system)"
 )
 
 // Report says what Build did with the traced paths, for the build summary.
