@@ -67,6 +67,11 @@ func Build(traces []*trace.Trace, opts Options) (*Plan, error) {
 	for _, x := range b.uses.inOrder() {
 		b.place(x)
 	}
+	for _, p := range b.statOnlyLarge {
+		if b.plan.Entries[b.index[p]].Type == image.TypeExternal {
+			b.skip(ReasonStatOnlyLarge)
+		}
+	}
 	for i := range b.plan.Entries {
 		b.plan.Entries[i].Order = i
 	}
@@ -80,6 +85,8 @@ type builder struct {
 	uses  *uses
 	plan  *Plan
 	index map[string]int // path -> position in plan.Entries
+
+	statOnlyLarge []string // real paths recorded external for their size
 }
 
 func (b *builder) warn(format string, args ...any) {
@@ -153,7 +160,7 @@ func (b *builder) placeExisting(x *use, w walk) {
 	case n.isReg() && !x.read && !x.pycWritten && n.st.Size > StatOnlyMaxSize:
 		b.addChain(w)
 		b.addExternal(n)
-		b.skip(ReasonStatOnlyLarge)
+		b.statOnlyLarge = append(b.statOnlyLarge, n.path) // counted at the end: a later use may read it
 	case n.isReg():
 		if x.pycWritten && !x.read {
 			if err := checkPyc(x.path); err != nil {
