@@ -5,9 +5,13 @@ package loader
 // exist on this machine, so it can only run from the stage.
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +21,10 @@ import (
 	"syscall"
 	"testing"
 
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/image/registry"
 )
 
 var (
@@ -230,5 +237,65 @@ func TestExecStagingFailureAndFallback(t *testing.T) {
 					state.ExitCode(), out, stderr)
 			}
 		})
+	}
+}
+
+// The rank that stages reads the image; a later rank of the same job (same
+// SLURM_JOB_ID) makes no system call at all on the image path: strace -P
+// lists exactly the calls that touch a path.
+func TestExecLaterRankDoesNotTouchImage(t *testing.T) {
+	p := newProbeImage(t)
+	env := append(cleanEnv(p.work), "SLURM_JOB_ID=77")
+	args := []string{"exec", "--stage-dir", filepath.Join(p.work, "stage"), p.image, "--", p.original}
+	traced := func(name string) string {
+		log := filepath.Join(p.work, name)
+		cmd := exec.Command("strace", append([]string{"-f", "-qq", "-e", "signal=none", "-P", p.image, "-o", log, dlbundleCLI(t)}, args...)...)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, out)
+		}
+		b, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var calls []string // strace's own notes ("+++ superseded by execve +++") are not calls
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if l != "" && !strings.Contains(l, "+++") {
+				calls = append(calls, l)
+			}
+		}
+		return strings.Join(calls, "\n")
+	}
+	if first := traced("first.strace"); !strings.Contains(first, "openat") {
+		t.Fatalf("the staging exec shows no open of the image; the check cannot work:\n%s", first)
+	}
+	if second := traced("second.strace"); second != "" {
+		t.Fatalf("a later rank of the job touched the image:\n%s", second)
+	}
+}
+
+// exec oci://...: only the staging rank pulls the image (from a real
+// registry, in process), into the stage dir, and deletes the download.
+func TestExecOCIReference(t *testing.T) {
+	p := newProbeImage(t)
+	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	ref := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/apps/probe:v1"
+	if _, err := registry.Push(context.Background(), p.image, ref, registry.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	stage := filepath.Join(p.work, "stage")
+	env := append(cleanEnv(p.work), "SLURM_JOB_ID=78")
+	for rank := range 2 {
+		out, stderr, _, state := runCLI(t, env, "exec", "--stage-dir", stage, ref, "--", p.original, "exit7")
+		if state.ExitCode() != 7 || field(out, "argv0") != p.original {
+			t.Fatalf("rank %d: exec %s: status %d, stdout %q, stderr %q", rank, ref, state.ExitCode(), out, stderr)
+		}
+		if rank == 0 {
+			srv.Close() // later ranks must not need the registry
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(stage, "tmp.*")); len(left) != 0 {
+		t.Errorf("downloads left in the stage dir: %v", left)
 	}
 }

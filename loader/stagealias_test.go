@@ -81,7 +81,7 @@ func TestStageLaterRanksDoNotTouchImage(t *testing.T) {
 	traced := func(name string) string {
 		log := filepath.Join(filepath.Dir(h.image), name)
 		helper := h.command()
-		cmd := exec.Command(strace, append([]string{"-f", "-qq", "-P", h.image, "-o", log}, helper.Args...)...)
+		cmd := exec.Command(strace, append([]string{"-f", "-qq", "-e", "signal=none", "-P", h.image, "-o", log}, helper.Args...)...)
 		cmd.Env = helper.Env
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v: %s", name, err, out)
