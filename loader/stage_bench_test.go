@@ -4,6 +4,7 @@ package loader
 //
 //	BenchmarkStageCold    a cold node: Stage of an image of real shared libraries
 //	                      (open, extract with digest checks, table, publish)
+//	BenchmarkStageMemory  RSS/PSS per rank of the staged files mapped by N ranks
 //	BenchmarkZstdDecodeAll the same frames decoded in memory by zstd DecodeAll on
 //	                      all cores: the ceiling for staging on this machine
 //
@@ -13,11 +14,14 @@ package loader
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -152,4 +156,92 @@ func BenchmarkZstdDecodeAll(b *testing.B) {
 		close(work)
 		wg.Wait()
 	}
+}
+
+// BenchmarkStageMemory: N ranks of `import numpy` run from one stage; the
+// memory of the staged files they map (from /proc/PID/smaps) is shared, so
+// the proportional share (PSS) per rank falls as N grows while RSS does not.
+// Reported per rank, in KiB, for N=1 and N=8.
+func BenchmarkStageMemory(b *testing.B) {
+	bin := dlbundleCLI(b)
+	dir := b.TempDir()
+	env := cleanEnv(dir)
+	app := []string{"/usr/bin/python3", "-c", "import numpy, sys, time; print('ready', flush=True); sys.stdin.read()"}
+	for _, args := range [][]string{append([]string{"trace", "-q", "--"}, app...), {"build", "-o", "app.dlimg"}} {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir, cmd.Env, cmd.Stdin = dir, env, strings.NewReader("")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	stage := filepath.Join(benchStageParent(b), "stage")
+	for _, n := range []int{1, 8} {
+		b.Run(fmt.Sprintf("ranks=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				rss, pss := runRanks(b, n, bin, env, append([]string{"exec", "--stage-dir", stage, filepath.Join(dir, "app.dlimg"), "--"}, app...), stage)
+				b.ReportMetric(float64(rss)/float64(n), "stage-RSS-KiB/rank")
+				b.ReportMetric(float64(pss)/float64(n), "stage-PSS-KiB/rank")
+			}
+		})
+	}
+}
+
+// runRanks starts n copies of the command, waits until each is ready, and
+// sums Rss and Pss of their mappings of files under stage.
+func runRanks(b *testing.B, n int, bin string, env, args []string, stage string) (rss, pss int64) {
+	var cmds []*exec.Cmd
+	var stdins []io.Closer
+	defer func() {
+		for _, c := range stdins {
+			c.Close()
+		}
+		for _, c := range cmds {
+			c.Wait()
+		}
+	}()
+	for range n {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = env
+		in, _ := cmd.StdinPipe()
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		cmds, stdins = append(cmds, cmd), append(stdins, in)
+		line := make([]byte, 6)
+		if _, err := io.ReadFull(out, line); err != nil || string(line) != "ready\n" {
+			b.Fatalf("rank did not start: %q %v", line, err)
+		}
+	}
+	for _, c := range cmds {
+		r, p := stageMemory(b, c.Process.Pid, stage)
+		rss, pss = rss+r, pss+p
+	}
+	return rss, pss
+}
+
+// stageMemory sums Rss and Pss (KiB) of pid's mappings of files under stage.
+func stageMemory(b *testing.B, pid int, stage string) (rss, pss int64) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	inStage := false
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-"):
+			inStage = len(f) >= 6 && strings.HasPrefix(f[5], stage+"/")
+		case inStage && len(f) == 3 && f[0] == "Rss:":
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			rss += v
+		case inStage && len(f) == 3 && f[0] == "Pss:":
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			pss += v
+		}
+	}
+	if rss == 0 {
+		b.Fatalf("pid %d maps nothing from the stage %s", pid, stage)
+	}
+	return rss, pss
 }

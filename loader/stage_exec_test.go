@@ -34,7 +34,7 @@ var (
 )
 
 // dlbundleCLI builds the CLI once per test binary (CGO_ENABLED=0, as make does).
-func dlbundleCLI(t *testing.T) string {
+func dlbundleCLI(t testing.TB) string {
 	t.Helper()
 	dlbundleOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "dlbundle-e2e-bin")

@@ -6,3 +6,10 @@ APT_PACKAGES += gcc strace python3
 
 demo-exec: $(BIN)
 	examples/demo/run-demo.sh $(BIN)
+
+# make bench-stage: cold staging throughput vs raw zstd DecodeAll of the same
+# frames, and RSS/PSS per rank of a stage shared by 1 and 8 ranks
+# (results: docs/bench/stage.md).
+BENCH_TARGETS += bench-stage
+bench-stage:
+	$(GO) test -run '^$$' -bench 'StageCold|ZstdDecodeAll|StageMemory' -benchtime 3x -count 1 ./loader
