@@ -210,6 +210,7 @@ func (t *tracer) onExec(tid int) {
 	tk.tgid = tid
 	if p := tk.pending; p != nil && p.spec.op == OpExec {
 		tk.pending = nil
+		p.ev.PID = tid // the caller now has the process's id: record the one that lives on
 		t.rec.emit(&p.ev, t.start)
 	}
 	for k := range t.listings { // close-on-exec fds are gone
