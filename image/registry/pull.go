@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
 
 // Resolve returns the manifest digest ("sha256:HEX") that ref names now: one
@@ -28,15 +30,21 @@ func Resolve(ctx context.Context, ref string, opts Options) (manifestDigest stri
 		return d, nil
 	}
 	desc, err := remote.Head(r, opts.remoteOptions(ctx)...)
-	if err != nil {
-		// Some registries do not answer HEAD for manifests; GET does.
-		full, gerr := remote.Get(r, opts.remoteOptions(ctx)...)
-		if gerr != nil {
-			return "", explain("resolve", r, gerr)
-		}
-		return full.Digest.String(), nil
+	if err == nil {
+		return desc.Digest.String(), nil
 	}
-	return desc.Digest.String(), nil
+	// Some registries do not answer HEAD for manifests; GET does. Other
+	// failures (unreachable, denied, unknown) would only repeat.
+	var terr *transport.Error
+	if !errors.As(err, &terr) || terr.StatusCode == http.StatusUnauthorized ||
+		terr.StatusCode == http.StatusForbidden || terr.StatusCode == http.StatusNotFound {
+		return "", explain("resolve", r, err)
+	}
+	full, err := remote.Get(r, opts.remoteOptions(ctx)...)
+	if err != nil {
+		return "", explain("resolve", r, err)
+	}
+	return full.Digest.String(), nil
 }
 
 // Fetch downloads the image of ref into dst and returns the manifest digest.

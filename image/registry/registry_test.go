@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -312,11 +313,11 @@ func TestManifestLayout(t *testing.T) {
 
 func TestOpenBlobReadsRanges(t *testing.T) {
 	ctx := context.Background()
-	var ranged int
+	var ranged atomic.Int32
 	reg := startRegistry(t, func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/") && r.Header.Get("Range") != "" {
-				ranged++
+				ranged.Add(1)
 			}
 			h.ServeHTTP(w, r)
 		})
@@ -349,8 +350,8 @@ func TestOpenBlobReadsRanges(t *testing.T) {
 	if n, err := b.ReadAt(over, b.Size()-10); n != 10 || err != io.EOF || !bytes.Equal(over[:10], want[len(want)-10:]) {
 		t.Errorf("ReadAt over the end: %d, %v", n, err)
 	}
-	if ranged != 3 {
-		t.Errorf("%d range requests, want 3 (one per ReadAt)", ranged)
+	if n := ranged.Load(); n != 3 {
+		t.Errorf("%d range requests, want 3 (one per ReadAt)", n)
 	}
 }
 
@@ -641,5 +642,29 @@ func TestInspectDetectsReplacedImage(t *testing.T) {
 	}
 	if _, err := Inspect(ctx, r.String(), testOptions()); !errors.Is(err, ErrDigestMismatch) {
 		t.Errorf("Inspect = %v, want ErrDigestMismatch", err)
+	}
+}
+
+func TestResolveWithoutManifestHEAD(t *testing.T) {
+	// Some registries (and proxies) refuse HEAD on manifests; the push
+	// needs it, so refusal starts after the push.
+	var refuseHead atomic.Bool
+	reg := startRegistry(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if refuseHead.Load() && r.Method == http.MethodHead && strings.Contains(r.URL.Path, "/manifests/") {
+				w.WriteHeader(http.StatusMethodNotAllowed)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	file, _ := writeImageFile(t, 100)
+	d, err := Push(context.Background(), file, reg+"/apps/nohead:1", testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuseHead.Store(true)
+	if got, err := Resolve(context.Background(), reg+"/apps/nohead:1", testOptions()); err != nil || got != d {
+		t.Errorf("Resolve = %s, %v; want %s", got, err, d)
 	}
 }
