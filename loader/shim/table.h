@@ -44,12 +44,15 @@ static inline int dlb_memeq(const char *a, const char *b, size_t n)
 static inline void dlb_memcpy(char *d, const char *s, size_t n) { for (size_t i = 0; i < n; i++) d[i] = s[i]; }
 static inline int dlb_hasprefix(const char *s, const char *p, size_t pn) { return dlb_memeq(s, p, pn) && (s[pn] == '/' || s[pn] == 0); }
 
-static inline uint64_t dlb_hash(const char *s, size_t n)
+/* FNV-1a 64 is incremental: the hash of a path extended by "/name" continues
+ * from the hash of the path, so a component walk hashes each byte once. */
+#define DLB_HASH_INIT 14695981039346656037ull
+static inline uint64_t dlb_hash_more(uint64_t h, const char *s, size_t n)
 {
-	uint64_t h = 14695981039346656037ull;
 	for (size_t i = 0; i < n; i++) { h ^= (unsigned char)s[i]; h *= 1099511628211ull; }
 	return h;
 }
+static inline uint64_t dlb_hash(const char *s, size_t n) { return dlb_hash_more(DLB_HASH_INIT, s, n); }
 
 /* dlb_check validates a mapped table once at start-up, so that lookups can
  * trust every offset. Returns 0 if the table is unusable. */
@@ -77,13 +80,13 @@ static inline int dlb_check(const void *base, size_t len)
 
 static inline const char *dlb_str(const void *base, uint32_t off) { return (const char *)base + off; }
 
-/* dlb_lookup returns the entry for the exact path p[0:n], or NULL. */
-static inline const struct dlb_entry *dlb_lookup(const void *base, const char *p, size_t n)
+/* dlb_lookup_h returns the entry for the exact path p[0:n] whose hash is
+ * hash, or NULL. */
+static inline const struct dlb_entry *dlb_lookup_h(const void *base, const char *p, size_t n, uint64_t hash)
 {
 	const struct dlb_header *h = base;
 	const uint32_t *b = (const uint32_t *)((const char *)base + h->buckets);
 	const struct dlb_entry *e = (const struct dlb_entry *)((const char *)base + h->entries);
-	uint64_t hash = dlb_hash(p, n);
 	for (uint32_t i = (uint32_t)hash & (h->nbuckets - 1);; i = (i + 1) & (h->nbuckets - 1)) {
 		uint32_t idx = b[i];
 		if (idx == 0) return NULL;
@@ -91,6 +94,11 @@ static inline const struct dlb_entry *dlb_lookup(const void *base, const char *p
 		if (x->hash == hash && x->path_len == n && dlb_memeq(dlb_str(base, x->path), p, n))
 			return x;
 	}
+}
+
+static inline const struct dlb_entry *dlb_lookup(const void *base, const char *p, size_t n)
+{
+	return dlb_lookup_h(base, p, n, dlb_hash(p, n));
 }
 
 /* Outcomes of resolving a path against the table. */
@@ -122,7 +130,20 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 	size_t rn = dlb_strlen(in), on = 0, p = 0;
 	int links = 0, unknown_prefix = 0;
 	if (rn == 0 || in[0] != '/' || rn >= DLB_PATH_MAX) return DLB_UNKNOWN;
+	/* Fast path: the path as given is an entry (keys are clean paths, and
+	 * the format has no entry below a non-directory, so every ancestor of a
+	 * key is a directory the kernel would walk through). */
+	const struct dlb_entry *exact = dlb_lookup(base, in, rn);
+	if (exact && (exact->type == DLB_REG || exact->type == DLB_DIR)) {
+		dlb_memcpy(out, in, rn + 1);
+		r->ent = exact;
+		r->len = rn;
+		return DLB_BUNDLED;
+	}
+	if (exact && exact->type == DLB_MISSING) { r->err = DLB_ENOENT; return DLB_KNOWN_ERR; }
+	if (exact && exact->type == DLB_EXTERNAL) return DLB_UNKNOWN;
 	dlb_memcpy(rest, in, rn + 1);
+	uint64_t oh = DLB_HASH_INIT; /* hash of out[0:on] */
 	const struct dlb_entry *root = dlb_lookup(base, "/", 1);
 	const struct dlb_entry *parent = root, *cur = root;
 	for (;;) {
@@ -141,17 +162,20 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 			if (unknown_prefix) return DLB_UNKNOWN;
 			while (on > 0 && out[on - 1] != '/') on--;
 			if (on > 0) on--;
-			cur = parent = on ? dlb_lookup(base, out, on) : root;
+			oh = dlb_hash(out, on);
+			cur = parent = on ? dlb_lookup_h(base, out, on, oh) : root;
 			if (!cur) return DLB_UNKNOWN;
 			p = q;
 			continue;
 		}
 		if (on + 1 + cn >= DLB_PATH_MAX) return DLB_UNKNOWN;
 		parent = cur;
+		uint64_t prev_oh = oh;
 		out[on] = '/';
 		dlb_memcpy(out + on + 1, rest + p, cn);
+		oh = dlb_hash_more(oh, out + on, 1 + cn);
 		on += 1 + cn;
-		cur = dlb_lookup(base, out, on);
+		cur = dlb_lookup_h(base, out, on, oh);
 		if (!cur) {
 			if (parent && parent->type == DLB_DIR) { r->err = DLB_ENOENT; return DLB_KNOWN_ERR; }
 			/* A prefix outside the image (e.g. /home above a bundled tree):
@@ -186,8 +210,8 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 				dlb_memcpy(rest, tmp, tn + an + 1);
 				rn = tn + an;
 				p = 0;
-				if (t[0] == '/') { on = 0; cur = parent = root; unknown_prefix = 0; }
-				else { on -= 1 + cn; cur = parent; }
+				if (t[0] == '/') { on = 0; oh = DLB_HASH_INIT; cur = parent = root; unknown_prefix = 0; }
+				else { on -= 1 + cn; oh = prev_oh; cur = parent; }
 				continue;
 			}
 		default:

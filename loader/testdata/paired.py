@@ -1,0 +1,42 @@
+"""paired.py — warm-start timing of several commands, interleaved: each round
+runs every command once (in rotating order), so that load on a shared machine
+hits all of them alike. Prints a markdown table: median and min wall time, and
+the median over rounds of each command's ratio to the first command's time in
+the same round. Usage: paired.py ROUNDS NAME=ARGV_JSON ..."""
+import json
+import os
+import statistics
+import sys
+import time
+
+
+def run(argv):
+    t = time.perf_counter_ns()
+    pid = os.posix_spawn(argv[0], argv, {})
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit("command failed: %r" % argv)
+    return (time.perf_counter_ns() - t) / 1e6
+
+
+rounds = int(sys.argv[1])
+cmds = [(a.split("=", 1)[0], json.loads(a.split("=", 1)[1])) for a in sys.argv[2:]]
+null = os.open(os.devnull, os.O_WRONLY)
+os.dup2(null, 1)  # the commands' output; the table goes to stderr's copy below
+out = os.fdopen(os.dup(2), "w")
+for _ in range(5):  # warm-up
+    for _, argv in cmds:
+        run(argv)
+times = {name: [] for name, _ in cmds}
+ratios = {name: [] for name, _ in cmds}
+for r in range(rounds):
+    order = cmds[r % len(cmds):] + cmds[:r % len(cmds)]
+    got = {name: run(argv) for name, argv in order}
+    for name, _ in cmds:
+        times[name].append(got[name])
+        ratios[name].append(got[name] / got[cmds[0][0]])
+print("| command | median [ms] | min [ms] | median ratio to %s (same round) |" % cmds[0][0], file=out)
+print("|---|---:|---:|---:|", file=out)
+for name, _ in cmds:
+    print("| %s | %.1f | %.1f | %.3f |" % (name, statistics.median(times[name]), min(times[name]),
+                                           statistics.median(ratios[name])), file=out)
