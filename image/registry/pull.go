@@ -64,7 +64,9 @@ func Fetch(ctx context.Context, ref, dst string, opts Options) (manifestDigest s
 	if err != nil {
 		return "", explain("pull", r, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".partial-*")
+	// DST.partial-N: visible, and matched by the stage's "tmp.*" sweep when
+	// DST is a stage's tmp.* name, should this process be killed mid-way.
+	tmp, err := os.CreateTemp(filepath.Dir(dst), filepath.Base(dst)+".partial-*")
 	if err != nil {
 		return "", fmt.Errorf("pull %s: %w", r, err)
 	}
