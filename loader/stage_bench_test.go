@@ -4,6 +4,7 @@ package loader
 //
 //	BenchmarkStageCold    a cold node: Stage of an image of real shared libraries
 //	                      (open, extract with digest checks, table, publish)
+//	BenchmarkExtractOnly  image.Extract alone, to the same place
 //	BenchmarkStageMemory  RSS/PSS per rank of the staged files mapped by N ranks
 //	BenchmarkZstdDecodeAll the same frames decoded in memory by zstd DecodeAll on
 //	                      all cores: the ceiling for staging on this machine
@@ -89,6 +90,29 @@ func BenchmarkStageCold(b *testing.B) {
 		}
 		b.StartTimer()
 		if _, err := Stage(context.Background(), StageRequest{Dir: dir, Open: OpenImage(img, dir, MaterializeOptions{})}); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		removeTree(dir)
+		b.StartTimer()
+	}
+}
+
+// BenchmarkExtractOnly is image.Extract alone into the same place: the
+// share of staging that is decompression, digests and writing files.
+func BenchmarkExtractOnly(b *testing.B) {
+	img, raw := benchImage(b)
+	im, err := image.OpenFile(img)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer im.Close()
+	b.SetBytes(raw)
+	for b.Loop() {
+		b.StopTimer()
+		dir := filepath.Join(benchStageParent(b), "x")
+		b.StartTimer()
+		if err := im.Extract(context.Background(), dir, image.ExtractOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()

@@ -97,7 +97,7 @@ func (c *ExecCmd) stage(ctx context.Context) (*loader.Staged, error) {
 	}
 	s, err := loader.Stage(ctx, req)
 	if tty && err == nil && s.Materialized {
-		fmt.Fprintf(os.Stderr, "\rdlbundle exec: staged %s into %s\n", c.Image, s.Dir)
+		fmt.Fprintf(os.Stderr, "\r\x1b[Kdlbundle exec: staged %s into %s\n", c.Image, s.Dir)
 	}
 	return s, err
 }
