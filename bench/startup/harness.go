@@ -310,7 +310,9 @@ func (b *bench) bundle(ctx context.Context) error {
 	}
 	b.cal.TraceTime = time.Since(t0)
 	t0 = time.Now()
-	if err := b.tool(ctx, []string{b.opts.Dlbundle, "build", "-o", filepath.Join(b.src, b.sc.name+".dlimg"), tr}, os.Environ()); err != nil {
+	// The shared tree may sit under /tmp, which build leaves out by default.
+	build := []string{b.opts.Dlbundle, "build", "--include", b.mnt, "-o", filepath.Join(b.src, b.sc.name+".dlimg"), tr}
+	if err := b.tool(ctx, build, os.Environ()); err != nil {
 		return err
 	}
 	b.cal.BuildTime = time.Since(t0)

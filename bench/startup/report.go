@@ -104,7 +104,59 @@ func (r *Results) WriteMarkdown(w io.Writer, plot string) {
 			}
 		}
 	}
+	r.writeGoals(w)
 	r.writeProjection(w)
+}
+
+// writeGoals checks the issue's goals against this run (they are not tests:
+// the machine is shared and noisy).
+func (r *Results) writeGoals(w io.Writer) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p("\n## Goals (issue 5) against this run\n\n")
+	p("| scenario | warm metadata ops/rank = 0 | warm within 5%% of ideal at every N | cold within ideal + image / 1 GB/s at every N | native / warm at N=16 >= 20x |\n|---|---|---|---|---|\n")
+	for _, c := range r.Calibrations {
+		warm := r.rowsOf(c.Scenario, ModeWarm)
+		if len(warm) == 0 {
+			p("| %s | not measured | not measured | not measured | not measured |\n", c.Scenario)
+			continue
+		}
+		maxOps, worstWarm, worstCold := 0.0, 0.0, time.Duration(0)
+		failed := false
+		for _, wr := range warm {
+			id, _ := r.row(c.Scenario, ModeIdeal, wr.Ranks)
+			cold, _ := r.row(c.Scenario, ModeCold, wr.Ranks)
+			if wr.Err != "" || id.Err != "" || cold.Err != "" {
+				failed = true
+				continue
+			}
+			maxOps = max(maxOps, wr.OpsPerRank())
+			worstWarm = max(worstWarm, ratio(wr.Wall, id.Wall))
+			budget := id.Wall + time.Duration(float64(c.ImageBytes)/1e9*float64(time.Second))
+			worstCold = max(worstCold, cold.Wall-budget)
+		}
+		verdict := func(ok bool, detail string) string {
+			if ok {
+				return "yes (" + detail + ")"
+			}
+			return "**no** (" + detail + ")"
+		}
+		at16 := "not measured"
+		nat, ok1 := r.row(c.Scenario, ModeNative, 16)
+		w16, ok2 := r.row(c.Scenario, ModeWarm, 16)
+		if ok1 && ok2 && nat.Err == "" && w16.Err == "" {
+			x := ratio(nat.Wall, w16.Wall)
+			at16 = verdict(x >= 20, fmt.Sprintf("%.1fx", x))
+		}
+		note := ""
+		if failed {
+			note = "; some runs failed"
+		}
+		p("| %s | %s | %s | %s | %s |\n", c.Scenario,
+			verdict(maxOps == 0, fmt.Sprintf("max %.1f%s", maxOps, note)),
+			verdict(worstWarm <= 1.05, fmt.Sprintf("worst %.2fx%s", worstWarm, note)),
+			verdict(worstCold <= 0, fmt.Sprintf("worst %+.0f ms over%s", float64(worstCold)/float64(time.Millisecond), note)),
+			at16)
+	}
 }
 
 // writeProjection extrapolates to seed scale with the single-server model:
