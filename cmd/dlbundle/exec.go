@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -120,7 +121,7 @@ func execApp(argv []string, find func(string) (string, error), env []string) err
 // without dlbundle.
 func findCommand(stage, cmd string) (string, error) {
 	if strings.Contains(cmd, "/") {
-		if staged, ok := loader.StagedPath(stage, cmd); ok {
+		if staged, ok := stagedPath(stage, cmd); ok {
 			return staged, nil
 		}
 		return cmd, nil
@@ -130,7 +131,7 @@ func findCommand(stage, cmd string) (string, error) {
 			dir = "."
 		}
 		cand := filepath.Join(dir, cmd)
-		if staged, ok := loader.StagedPath(stage, cand); ok {
+		if staged, ok := stagedPath(stage, cand); ok {
 			return staged, nil
 		}
 		if isExecutable(cand) {
@@ -138,6 +139,16 @@ func findCommand(stage, cmd string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s: command not found in PATH", cmd)
+}
+
+// stagedPath asks the stage about a command path made absolute without a
+// file-system lookup (see loader.AbsPath).
+func stagedPath(stage, cmd string) (string, bool) {
+	abs, err := loader.AbsPath(cmd)
+	if err != nil {
+		return "", false
+	}
+	return loader.StagedPath(stage, abs)
 }
 
 // findNative is execvp's search, for --fallback.
@@ -168,8 +179,11 @@ func stderrIsTerminal() bool {
 
 // progressPrinter shows staging progress on one terminal line.
 func progressPrinter(name string) func(done, total int64) {
+	var mu sync.Mutex // in case extraction reports from several workers
 	last := int64(-1)
 	return func(done, total int64) {
+		mu.Lock()
+		defer mu.Unlock()
 		pct := int64(100)
 		if total > 0 {
 			pct = done * 100 / total
