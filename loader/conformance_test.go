@@ -10,6 +10,7 @@ package loader
 import (
 	"bufio"
 	"encoding/json"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -196,6 +197,35 @@ func TestConformance(t *testing.T) {
 		if strings.Contains(out, "audit interface") {
 			t.Errorf("ld.so refused the audit object:\n%s", out)
 		}
+	})
+	// Random paths through the tree (., .., symlinks, loops, trailing
+	// slashes, files used as directories): the table's resolver must agree
+	// with the kernel on every one.
+	t.Run("paths", func(t *testing.T) {
+		parts := []string{"lib", "data", "..", ".", "", "link-to-probe.so", "abs-link.so", "loop1", "dangling",
+			"libprobe.so", "nope", "sub", "hello.txt", "plugins", "bin", "probe", "noperm.txt", "py", "pkg"}
+		rng := rand.New(rand.NewPCG(4, 2))
+		var in strings.Builder
+		for i := 0; i < 3000; i++ {
+			p := T
+			for n := 1 + rng.IntN(5); n > 0; n-- {
+				p += "/" + parts[rng.IntN(len(parts))]
+			}
+			in.WriteString(p + "\n")
+		}
+		run := func(path string, env []string) string {
+			cmd := exec.Command(probe, "paths", T)
+			if path != "" {
+				cmd.Path = path
+			}
+			cmd.Env, cmd.Stdin = env, strings.NewReader(in.String())
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("probe paths: %v", err)
+			}
+			return string(out)
+		}
+		diffLines(t, "random paths", run("", base), run(staged, shimEnv))
 	})
 	t.Run("Python", func(t *testing.T) {
 		argv := []string{"/usr/bin/python3", "-I", "-B", "testdata/probe.py", T}

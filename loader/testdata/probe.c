@@ -194,10 +194,39 @@ static void spawn(const char *what, char *const argv[])
 	printf("%s: status %d\n", what, WEXITSTATUS(status));
 }
 
+/* paths: one line of results per path read from stdin (the random-path
+ * differential test). */
+static void paths(void)
+{
+	char line[8192];
+	while (fgets(line, sizeof line, stdin)) {
+		line[strcspn(line, "\n")] = 0;
+		struct stat st;
+		int rc = stat(line, &st);
+		printf("%s | stat %s", line, rc == 0 ? "" : err(errno));
+		if (rc == 0) printf("%o %lld %lu", st.st_mode, (long long)st.st_size, (unsigned long)st.st_ino);
+		rc = lstat(line, &st);
+		printf(" | lstat %s", rc == 0 ? "" : err(errno));
+		if (rc == 0) printf("%o %lld %lu", st.st_mode, (long long)st.st_size, (unsigned long)st.st_ino);
+		char *r = realpath(line, NULL);
+		printf(" | realpath %s", r ? r : err(errno));
+		free(r);
+		int fd = open(line, O_RDONLY);
+		printf(" | open %s", fd >= 0 ? "ok" : err(errno));
+		if (fd >= 0) close(fd);
+		printf(" | access %s", access(line, R_OK) == 0 ? "ok" : err(errno));
+		char b[4096];
+		ssize_t n = readlink(line, b, sizeof b);
+		printf(" | readlink %.*s\n", n < 0 ? 0 : (int)n, n < 0 ? "" : b);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) return 2;
 	T = argv[2];
+	setvbuf(stdout, NULL, _IOFBF, 1 << 16);
+	if (strcmp(argv[1], "paths") == 0) { paths(); return 0; }
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	fds();
 	self();
