@@ -161,8 +161,14 @@ func ShimEnv(stageDir string, environ []string, opts EnvOptions) []string {
 			out = append(out, kv)
 			continue
 		}
-		if (k == "LD_AUDIT" || k == "LD_PRELOAD") && v != "" && !strings.Contains(v, nv) {
-			nv += ":" + v
+		if k == "LD_AUDIT" || k == "LD_PRELOAD" {
+			switch {
+			case v == "":
+			case strings.Contains(v, nv): // already ours (an exec under exec)
+				nv = v
+			default:
+				nv += ":" + v
+			}
 		}
 		set[k] = nv
 	}

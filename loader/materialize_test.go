@@ -1,0 +1,111 @@
+package loader
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dlbundle/dlbundle/image"
+)
+
+// TestMaterializeLayout checks the stage layout of docs/loader.md on a real
+// image: the tree under root/, complete typed listings under list/, a table
+// that knows every entry and every listed name, the shim objects.
+func TestMaterializeLayout(t *testing.T) {
+	root := t.TempDir()
+	tree := filepath.Join(root, "tree")
+	for _, d := range []string{"a/b", "other"} {
+		if err := os.MkdirAll(filepath.Join(tree, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(tree, "a/b/f"), []byte("content"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(tree, "a/b/f"), filepath.Join(tree, "a/abs")); err != nil {
+		t.Fatal(err)
+	}
+	// Bundle a/ only: tree/ is an ancestor with a complete listing, so
+	// "other" is a listed name that is not itself an entry.
+	entries := treeEntries(t, filepath.Join(tree, "a"))
+	stage := stageEntries(t, root, entries)
+
+	got, err := os.ReadFile(filepath.Join(stage, "root", tree, "a/abs"))
+	if err != nil || string(got) != "content" {
+		t.Fatalf("staged absolute symlink does not resolve inside the stage: %q, %v", got, err)
+	}
+	if l, _ := os.Readlink(filepath.Join(stage, "root", tree, "a/abs")); strings.HasPrefix(l, "/") {
+		t.Errorf("staged symlink target %q is absolute: it would leave the stage", l)
+	}
+	fi, err := os.Stat(filepath.Join(stage, "root", tree, "a/b/f"))
+	if err != nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("staged file mode %v, %v; want 0640", fi.Mode(), err)
+	}
+	ds, err := os.ReadDir(filepath.Join(stage, "list", tree))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range ds {
+		names = append(names, d.Name())
+		if !d.IsDir() {
+			t.Errorf("placeholder %s is %v, want a directory", d.Name(), d.Type())
+		}
+	}
+	if !slices.Equal(names, []string{"a", "other"}) {
+		t.Errorf("listing of %s = %v, want [a other]", tree, names)
+	}
+	if fi, err := os.Lstat(filepath.Join(stage, "list", tree, "a", "abs")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("placeholder for a symlink: %v, %v", fi, err)
+	}
+
+	tab, err := os.ReadFile(filepath.Join(stage, "table"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]uint8{tree: tabDir, tree + "/a": tabDir, tree + "/a/b/f": tabReg, tree + "/a/abs": tabSymlink,
+		tree + "/other": tabExternal, "/": tabDir}
+	for p, typ := range want {
+		if got, _, ok := tableLookup(tab, p); !ok || got != typ {
+			t.Errorf("table lookup %s = type %d (found %v), want %d", p, got, ok, typ)
+		}
+	}
+	if _, _, ok := tableLookup(tab, tree+"/nope"); ok {
+		t.Errorf("table has %s/nope", tree)
+	}
+	if tgt, ok := tableTarget(tab, tree+"/a/abs"); !ok || tgt != filepath.Join(tree, "a/b/f") {
+		t.Errorf("symlink target in the table = %q, want the original text", tgt)
+	}
+	for _, obj := range []string{"shim/audit.so", "shim/preload.so"} {
+		if fi, err := os.Stat(filepath.Join(stage, obj)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", obj, err)
+		}
+	}
+	if p, ok := StagedPath(stage, filepath.Join(tree, "a/b/f")); ok {
+		t.Errorf("StagedPath of a data file = %s; only ELF executables run from the stage", p)
+	}
+}
+
+// TestShimEnv: the shim goes first, the app's own preloads are kept after it.
+func TestShimEnv(t *testing.T) {
+	env := ShimEnv("/s", []string{"A=1", "LD_PRELOAD=/x.so", "LD_AUDIT=/y.so", "DLBUNDLE_DEBUG=0"}, EnvOptions{Debug: true})
+	want := []string{"A=1", "LD_AUDIT=/s/shim/audit.so:/y.so", "LD_PRELOAD=/s/shim/preload.so:/x.so", "DLBUNDLE_STAGE=/s", "DLBUNDLE_DEBUG=1"}
+	if !slices.Equal(env, want) {
+		t.Errorf("ShimEnv = %v\nwant %v", env, want)
+	}
+	again := ShimEnv("/s", env, EnvOptions{})
+	if n := strings.Count(strings.Join(again, " "), "preload.so"); n != 1 || !slices.Contains(again, "LD_PRELOAD=/s/shim/preload.so:/x.so") {
+		t.Errorf("ShimEnv twice: %v; want the shim once and /x.so kept", again)
+	}
+}
+
+// TestTableRejectsBadPaths: the table only holds clean absolute paths.
+func TestTableRejectsBadPaths(t *testing.T) {
+	for _, p := range []string{"rel", "/a/../b", "/a/"} {
+		if _, err := encodeTable([]image.Entry{{Path: p, Type: image.TypeRegular}}); err == nil {
+			t.Errorf("encodeTable accepted %q", p)
+		}
+	}
+}
