@@ -4,90 +4,22 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/dlbundle/dlbundle/image/registry/registrytest"
 )
 
-// The CNCF distribution registry as Debian ships it (package docker-registry).
-const distributionBinary = "/usr/bin/docker-registry"
-
-// startDistribution runs docker-registry on a free 127.0.0.1 port with
-// filesystem storage in a temp dir; it returns the address and storage root.
-func startDistribution(t *testing.T) (addr, storage string) {
-	t.Helper()
-	if _, err := os.Stat(distributionBinary); err != nil {
-		t.Skipf("%s not found: install the Debian package docker-registry (make deps)", distributionBinary)
-	}
-	dir := t.TempDir()
-	storage = filepath.Join(dir, "storage")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr = l.Addr().String()
-	l.Close()
-	cfg := fmt.Sprintf(`version: 0.1
-log:
-  level: error
-  accesslog:
-    disabled: true
-storage:
-  filesystem:
-    rootdirectory: %s
-  delete:
-    enabled: true
-http:
-  addr: %s
-`, storage, addr)
-	cfgPath := filepath.Join(dir, "config.yml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer
-	cmd := exec.Command(distributionBinary, "serve", cfgPath)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("docker-registry log:\n%s", logs.String())
-		}
-	})
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/v2/")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return addr, storage
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("docker-registry did not answer on %s within 15 s: %v", addr, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// blobFile is where distribution's filesystem driver keeps a blob's bytes.
+// blobFile is where distribution keeps a blob's bytes; it fails the test,
+// listing the storage, if the layout is not the expected one.
 func blobFile(t *testing.T, storage, digest string) string {
 	t.Helper()
-	hex := strings.TrimPrefix(digest, "sha256:")
-	p := filepath.Join(storage, "docker/registry/v2/blobs/sha256", hex[:2], hex, "data")
+	p := registrytest.BlobFile(storage, digest)
 	if _, err := os.Stat(p); err != nil {
 		var found []string
 		filepath.WalkDir(storage, func(q string, d fs.DirEntry, err error) error {
@@ -101,7 +33,7 @@ func blobFile(t *testing.T, storage, digest string) string {
 
 func TestDistributionRegistry(t *testing.T) {
 	ctx := context.Background()
-	addr, storage := startDistribution(t)
+	addr, storage := registrytest.StartDistribution(t)
 	file, want := writeImageFile(t, 2<<20+3)
 	ref := "oci://" + addr + "/hpc/app:v1"
 
