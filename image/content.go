@@ -28,11 +28,13 @@ func (im *Image) frameRawSize(o, k int) int64 {
 func (im *Image) decodeFrame(o, k int, comp, dst []byte) (content, buf []byte, err error) {
 	e := &im.toc.Entries[o]
 	want := im.frameRawSize(o, k)
-	if int64(cap(dst)) < want {
-		dst = make([]byte, 0, want)
+	// Capacity bounds the output (WithDecodeAllCapLimit: a larger frame is an
+	// error); the slack lets the decoder use its fast block copies.
+	const slack = 64
+	if int64(cap(dst)) < want+slack {
+		dst = make([]byte, 0, want+slack)
 	}
-	// Exact capacity: WithDecodeAllCapLimit makes a larger frame an error.
-	out, err := im.dec.DecodeAll(comp, dst[:0:want])
+	out, err := im.dec.DecodeAll(comp, dst[:0:want+slack])
 	if err != nil {
 		return nil, dst, fmt.Errorf("%s: frame %d at offset %d: %v (corrupt image)", e.Path, k, e.Frames[k].Offset, err)
 	}

@@ -18,9 +18,10 @@ import (
 // complete.
 
 // objectSink receives the content of one stored object (all entries that share
-// its frames). begin is called before any frame, write for each frame's
-// content at its offset (concurrently, in any order), end after the last frame
-// once the digest was checked (err != nil: the object failed).
+// its frames). begin is called once before the object's first write, write for
+// each frame's content at its offset (concurrently, in any order), end after
+// the last frame once the digest was checked. All may run concurrently for
+// different objects.
 type objectSink interface {
 	begin(owner int) error
 	write(owner int, off int64, content []byte) error
@@ -35,10 +36,12 @@ type frameTask struct {
 }
 
 type objectState struct {
-	mu      sync.Mutex
-	next    int
-	pending map[int][]byte
-	h       hash.Hash
+	once     sync.Once // sink.begin, by the first frame decoded
+	beginErr error
+	mu       sync.Mutex
+	next     int
+	pending  map[int][]byte
+	h        hash.Hash // nil: digests not checked
 }
 
 // owners returns the entries that own frames, in file order.
@@ -57,19 +60,23 @@ func (im *Image) owners() []int {
 
 // decodeObjects streams every stored object through sink. progress (may be
 // nil) gets the content bytes done so far.
-func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink, progress func(int64)) error {
+func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink, progress func(int64), digests bool) error {
 	if workers <= 0 {
 		workers = runtime.NumCPU()
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	fail := func(err error) { cancel(err) }
 
-	tasks := make(chan *frameTask, 2*workers)
+	// A fixed set of read buffers bounds memory and lets the reader run
+	// ahead of the decompressors by a few frames only.
+	free := make(chan []byte, 3*workers)
+	for range cap(free) {
+		free <- nil
+	}
+	tasks := make(chan *frameTask, cap(free))
 	var wg sync.WaitGroup
 	var progMu sync.Mutex
 	var done int64
-	bufPool := sync.Pool{}
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
@@ -77,21 +84,26 @@ func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink
 			var raw []byte
 			for t := range tasks {
 				if ctx.Err() != nil {
+					free <- t.comp
 					continue
 				}
 				content, r, err := im.decodeFrame(t.owner, t.k, t.comp, raw)
-				bufPool.Put(t.comp[:0])
+				free <- t.comp
+				raw = r
+				if err == nil {
+					// Whichever frame of the object comes first opens its
+					// files: creating thousands of small files in parallel.
+					t.obj.once.Do(func() { t.obj.beginErr = sink.begin(t.owner) })
+					err = t.obj.beginErr
+				}
 				if err == nil {
 					err = sink.write(t.owner, t.off, content)
 				}
 				if err == nil {
-					// The hash needs the content in order; keep a copy only
-					// when an earlier frame of the object is still running.
-					err = im.hashInOrder(t, content, sink)
+					err = im.frameDone(t, content, sink)
 				}
-				raw = r
 				if err != nil {
-					fail(err)
+					cancel(err)
 					continue
 				}
 				if progress != nil {
@@ -110,52 +122,57 @@ func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink
 		var pos int64
 		for _, o := range im.owners() {
 			e := &im.toc.Entries[o]
-			if err := sink.begin(o); err != nil {
-				return err
+			obj := &objectState{pending: map[int][]byte{}}
+			if digests {
+				obj.h = sha256.New()
 			}
-			obj := &objectState{pending: map[int][]byte{}, h: sha256.New()}
 			var coff int64
 			for k, f := range e.Frames {
 				if _, err := br.Discard(int(f.Offset - pos)); err != nil {
 					return fmt.Errorf("reading image data at %d: %w (truncated image?)", pos, err)
 				}
 				var comp []byte
-				if b, ok := bufPool.Get().([]byte); ok && int64(cap(b)) >= f.CSize {
-					comp = b[:f.CSize]
-				} else {
+				select {
+				case comp = <-free:
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				}
+				if int64(cap(comp)) < f.CSize {
 					comp = make([]byte, f.CSize)
 				}
+				comp = comp[:f.CSize]
 				if _, err := io.ReadFull(br, comp); err != nil {
 					return fmt.Errorf("reading %s frame %d at offset %d: %w (truncated image?)", e.Path, k, f.Offset, err)
 				}
 				pos = f.Offset + f.CSize
-				select {
-				case tasks <- &frameTask{owner: o, k: k, off: coff, comp: comp, obj: obj}:
-				case <-ctx.Done():
-					return context.Cause(ctx)
-				}
+				tasks <- &frameTask{owner: o, k: k, off: coff, comp: comp, obj: obj}
 				coff += f.USize
 			}
 		}
 		return nil
 	}()
 	wg.Wait()
-	if readErr != nil {
-		return readErr
-	}
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}
-	return nil
+	return readErr
 }
 
-// hashInOrder feeds frame t's content to its object's hash in frame order and
+// frameDone feeds frame t's content to its object's hash in frame order
+// (keeping a copy only when an earlier frame is still being decoded) and
 // finishes the object after its last frame.
-func (im *Image) hashInOrder(t *frameTask, content []byte, sink objectSink) error {
+func (im *Image) frameDone(t *frameTask, content []byte, sink objectSink) error {
 	obj := t.obj
 	e := &im.toc.Entries[t.owner]
 	obj.mu.Lock()
 	defer obj.mu.Unlock()
+	if obj.h == nil { // digests not checked: count frames only
+		obj.next++
+		if obj.next == len(e.Frames) {
+			return sink.end(t.owner)
+		}
+		return nil
+	}
 	if t.k != obj.next {
 		obj.pending[t.k] = append([]byte(nil), content...)
 		return nil
@@ -191,7 +208,7 @@ func (discardSink) end(int) error                  { return nil }
 // then reads the whole data stream as a cpio archive and checks that it
 // matches the table of contents (what `zstd -dc | cpio -i` would see).
 func (im *Image) Verify(ctx context.Context) error {
-	if err := im.decodeObjects(ctx, 0, discardSink{}, nil); err != nil {
+	if err := im.decodeObjects(ctx, 0, discardSink{}, nil, true); err != nil {
 		return err
 	}
 	return im.verifyArchive(ctx)

@@ -178,6 +178,9 @@ func TestCorruptDataDetected(t *testing.T) {
 		if _, err := os.Lstat(dir); !os.IsNotExist(err) {
 			t.Errorf("%s: failed Extract left %s behind (%v)", where.name, dir, err)
 		}
+		if err := im.Extract(context.Background(), dir, ExtractOptions{SkipDigests: true}); err == nil {
+			t.Errorf("%s: Extract with SkipDigests passed a corrupt frame (the zstd checksum must catch it)", where.name)
+		}
 		existing := t.TempDir()
 		im.Extract(context.Background(), existing, ExtractOptions{})
 		if names, _ := os.ReadDir(existing); len(names) != 0 {
