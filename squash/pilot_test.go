@@ -98,6 +98,9 @@ func TestPlanFromRealPythonPilot(t *testing.T) {
 	if e := byPath["/etc/hostname"]; e == nil || e.Type != image.TypeExternal {
 		t.Errorf("/etc/hostname: %v, want an external entry", e)
 	}
+	if len(plan.Report.Warnings) != 0 {
+		t.Errorf("warnings: %q", plan.Report.Warnings)
+	}
 	if plan.Report.Skipped[ReasonPseudoFS] == 0 || plan.Report.Skipped[ReasonEtc] == 0 {
 		t.Errorf("skipped: %v", plan.Report.Skipped)
 	}
@@ -211,8 +214,8 @@ func TestPycWrittenByRealPilotEndToEnd(t *testing.T) {
 	}
 	wantEntry(t, plan, root+"/lib/fresh/__pycache__/__init__.cpython-311.pyc", image.TypeRegular)
 	wantEntry(t, plan, root+"/lib/fresh/mod.py", image.TypeRegular)
-	if len(plan.Report.PycCaches) != 2 {
-		t.Errorf("pyc caches %v", plan.Report.PycCaches)
+	if len(plan.Report.PycCaches) != 2 || len(plan.Report.ListingsChanged) != 0 {
+		t.Errorf("pyc caches %v, listings changed %v", plan.Report.PycCaches, plan.Report.ListingsChanged)
 	}
 
 	write := func() []byte {

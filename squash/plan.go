@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
+	"sort"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -383,10 +385,53 @@ func (b *builder) addDir(n *node) *image.Entry {
 	}
 	if u := b.uses.byPath[n.path]; u != nil && u.listChanged && !u.pycListOnly {
 		b.warn("the listing of %s changed during the pilot; the image holds it as it is now", n.path)
+	} else if u != nil && u.pilotListing != nil {
+		b.compareListing(n.path, u.pilotListing, listing)
 	}
 	e := attrs(n, image.TypeDir)
 	e.Listing = listing
 	return b.add(e)
+}
+
+// compareListing warns when a directory's names differ from what the pilot
+// listed, other than by the pilot's own writes (bytecode caches): an import
+// or library search may now go another way than in the pilot.
+func (b *builder) compareListing(dir string, pilot map[string]bool, now []image.DirEntry) {
+	var added, gone []string
+	nowNames := make(map[string]bool, len(now))
+	for _, d := range now {
+		nowNames[d.Name] = true
+		if !pilot[d.Name] && !b.writtenByPilot(dir+"/"+d.Name) {
+			added = append(added, d.Name)
+		}
+	}
+	for name := range pilot {
+		if !nowNames[name] && !b.writtenByPilot(dir+"/"+name) {
+			gone = append(gone, name)
+		}
+	}
+	if len(added)+len(gone) == 0 {
+		return
+	}
+	sort.Strings(gone)
+	b.plan.Report.ListingsChanged = append(b.plan.Report.ListingsChanged, dir)
+	b.warn("%s has changed since the pilot listed it (new: %s; gone: %s); the image holds it as it is now: re-run the pilot if that matters",
+		dir, nameList(added), nameList(gone))
+}
+
+func (b *builder) writtenByPilot(p string) bool {
+	u := b.uses.byPath[path.Clean(p)]
+	return u != nil && (u.written || u.pycWritten)
+}
+
+func nameList(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	if len(names) > 5 {
+		return strings.Join(names[:5], ", ") + fmt.Sprintf(" and %d more", len(names)-5)
+	}
+	return strings.Join(names, ", ")
 }
 
 func readListing(dir string) ([]image.DirEntry, error) {

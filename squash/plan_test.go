@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -233,6 +234,8 @@ func TestPycWrittenByPilotIsBundledWhenValid(t *testing.T) {
 		root := t.TempDir()
 		tree(t, root, map[string]string{"pkg/m.py": "x = 1\n", "pkg/n.py": "y = 2\n"})
 		p := newPilot(t)
+		// Python lists the package before the caches exist: their appearance is the pilot's own doing.
+		p.ev(trace.Event{Op: trace.OpListdir, Path: root + "/pkg", Entries: []trace.DirEntry{{Name: "m.py", Type: "reg"}, {Name: "n.py", Type: "reg"}}})
 		for _, m := range []string{"m", "n"} {
 			pyc := root + "/pkg/__pycache__/" + m + ".cpython-311.pyc"
 			p.fail(trace.OpOpen, pyc, "ENOENT")
@@ -345,5 +348,20 @@ func TestStatOnlyFiles(t *testing.T) {
 	}
 	if plan.Report.Skipped[ReasonStatOnlyLarge] != 1 {
 		t.Errorf("skipped %v", plan.Report.Skipped)
+	}
+}
+
+// A directory whose names changed between the pilot and the build (a package
+// installed meanwhile) is reported: imports may now go another way.
+func TestListingChangedSincePilotIsReported(t *testing.T) {
+	root := t.TempDir()
+	tree(t, root, map[string]string{"site/a.py": "", "site/c.py": ""})
+	p := newPilot(t)
+	p.ev(trace.Event{Op: trace.OpListdir, Path: root + "/site", Entries: []trace.DirEntry{{Name: "a.py", Type: "reg"}, {Name: "b.py", Type: "reg"}}})
+	plan := build(t, root, Options{}, p.done())
+	wantEntry(t, plan, root+"/site", image.TypeDir)
+	if !slices.Equal(plan.Report.ListingsChanged, []string{root + "/site"}) || len(plan.Report.Warnings) != 1 ||
+		!strings.Contains(plan.Report.Warnings[0], "new: c.py; gone: b.py") {
+		t.Errorf("report %+v", plan.Report)
 	}
 }

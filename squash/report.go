@@ -35,6 +35,9 @@ type Report struct {
 	Changed []string
 	// Vanished lists paths that existed during the pilot and do not now.
 	Vanished []string
+	// ListingsChanged lists directories whose names differ from the listing
+	// the pilot read (other than by the pilot's own writes).
+	ListingsChanged []string
 	// PycCaches lists bytecode caches the pilot wrote and the plan bundles
 	// because they are valid for their sources now.
 	PycCaches []string

@@ -21,11 +21,12 @@ type use struct {
 	enotdir  bool // a lookup failed with ENOTDIR
 	otherErr string
 
-	written     bool // created, changed or removed during the pilot
-	pycWritten  bool // written only as Python writes a bytecode cache
-	listChanged bool // a name in this directory was created or removed
-	pycListOnly bool // ... only by bytecode cache writes
-	openStats   []openStat
+	written      bool // created, changed or removed during the pilot
+	pycWritten   bool // written only as Python writes a bytecode cache
+	listChanged  bool // a name in this directory was created or removed
+	pycListOnly  bool // ... only by bytecode cache writes
+	openStats    []openStat
+	pilotListing map[string]bool // names of the first listing the pilot read
 }
 
 // openStat is a file's size and mtime as the tracer saw them at an open.
@@ -121,7 +122,15 @@ func (u *uses) add(e *trace.Event, k orderKey) {
 		}
 	case trace.OpExec:
 		x.read, x.exec = true, true
-	case trace.OpListdir, trace.OpChdir:
+	case trace.OpListdir:
+		x.dirUse = true
+		if x.pilotListing == nil {
+			x.pilotListing = make(map[string]bool, len(e.Entries))
+			for _, d := range e.Entries {
+				x.pilotListing[d.Name] = true
+			}
+		}
+	case trace.OpChdir:
 		x.dirUse = true
 	default:
 		x.looked = true
