@@ -13,3 +13,10 @@ shim:
 
 bench-loader: build
 	sh loader/testdata/bench.sh
+
+# Short fuzz runs of the loader's readers after `go test` (make test).
+TEST_AFTER += fuzz-loader
+.PHONY: fuzz-loader
+fuzz-loader:
+	$(GO) test -run '^$$' -fuzz '^FuzzReadReports$$' -fuzztime 10s ./loader/
+	$(GO) test -run '^$$' -fuzz '^FuzzTable$$' -fuzztime 10s ./loader/
