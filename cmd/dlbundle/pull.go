@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"path"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -16,7 +17,7 @@ import (
 type PullCmd struct {
 	RegistryFlags
 	Ref    string `arg:"" help:"The image: [oci://]REGISTRY/REPO:TAG or [oci://]REGISTRY/REPO@sha256:DIGEST."`
-	Output string `short:"o" placeholder:"FILE" help:"Where to write the image (default: the last part of REPO + .dlimg, in the current directory)."`
+	Output string `short:"o" placeholder:"FILE" help:"Where to write the image; a directory gets the default name (default: the last part of REPO + .dlimg, in the current directory)."`
 }
 
 // Help is shown by 'dlbundle pull --help' below the flags.
@@ -39,6 +40,8 @@ func (c *PullCmd) Run() error {
 	out := c.Output
 	if out == "" {
 		out = defaultPullName(c.Ref)
+	} else if fi, err := os.Stat(out); err == nil && fi.IsDir() {
+		out = filepath.Join(out, defaultPullName(c.Ref))
 	}
 	opts := c.options("pull " + out)
 	d, err := registry.Fetch(ctx, c.Ref, out, opts)
