@@ -61,6 +61,9 @@ func explain(what string, ref name.Reference, err error) error {
 			"(e.g. in /usr/local/share/ca-certificates and run update-ca-certificates): %v", what, ref, ErrUnreachable, reg, err)
 	case errors.As(err, &derr):
 		return fmt.Errorf("%s %s: %w: cannot resolve host %s; check the registry name: %v", what, ref, ErrUnreachable, reg, err)
+	case errors.As(err, &nerr) && nerr.Timeout():
+		return fmt.Errorf("%s %s: %w: %s stopped answering (no progress within the timeout, retried): %v; "+
+			"try again later, or raise --timeout for a slow link", what, ref, ErrUnreachable, reg, err)
 	case errors.As(err, &nerr) || isConnError(err):
 		return fmt.Errorf("%s %s: %w: cannot talk to %s (%v); check the address and port, that the registry runs, "+
 			"and use --insecure for a plain-http lab registry", what, ref, ErrUnreachable, reg, err)

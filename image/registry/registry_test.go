@@ -668,3 +668,55 @@ func TestResolveWithoutManifestHEAD(t *testing.T) {
 		t.Errorf("Resolve = %s, %v; want %s", got, err, d)
 	}
 }
+
+func TestStalledDownloadTimesOut(t *testing.T) {
+	// The registry sends half of every blob, then nothing (a hung storage
+	// backend): Fetch must give up in bounded time and leave nothing.
+	var stall atomic.Bool
+	release := make(chan struct{})
+	defer close(release)
+	reg := startRegistry(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if stall.Load() && r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/") {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, r)
+				b := rec.Body.Bytes()
+				w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+				w.WriteHeader(rec.Code)
+				w.Write(b[:len(b)/2])
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+				case <-release:
+				}
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	file, _ := writeImageFile(t, 200000)
+	ref := reg + "/apps/stall:1"
+	if _, err := Push(context.Background(), file, ref, testOptions()); err != nil {
+		t.Fatal(err)
+	}
+	stall.Store(true)
+	opts := testOptions()
+	opts.Timeout = 200 * time.Millisecond
+	dir := t.TempDir()
+	done := make(chan error, 1)
+	go func() {
+		_, err := Fetch(context.Background(), ref, filepath.Join(dir, "x.dlimg"), opts)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "stopped answering") {
+			t.Errorf("Fetch from a stalled registry = %v, want ErrUnreachable saying it stopped answering", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Fetch from a stalled registry did not give up")
+	}
+	if names := dirNames(t, dir); len(names) != 0 {
+		t.Errorf("stalled Fetch left %v", names)
+	}
+}
