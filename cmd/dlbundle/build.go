@@ -84,6 +84,9 @@ func (c *BuildCmd) Run() error {
 	if err != nil {
 		return err
 	}
+	if err := checkSomethingToBundle(plan); err != nil {
+		return err
+	}
 	info, err := c.buildInfo(len(traces))
 	if err != nil {
 		return err
@@ -116,6 +119,24 @@ func (c *BuildCmd) Run() error {
 	}
 	printBuildSummary(summary, c.Output, paths, plan, stats, warnings)
 	return nil
+}
+
+// checkSomethingToBundle refuses to write an image without content (an app
+// run from /tmp, say), saying why the files were left out.
+func checkSomethingToBundle(plan *squash.Plan) error {
+	for _, e := range plan.Entries {
+		if e.Type == image.TypeRegular {
+			return nil
+		}
+	}
+	var why []string
+	for _, r := range plan.Report.SkippedReasons() {
+		why = append(why, fmt.Sprintf("%d %s", plan.Report.Skipped[r], r))
+	}
+	if len(why) == 0 {
+		why = append(why, "the traces record no file the app read")
+	}
+	return fmt.Errorf("nothing to bundle: %s", strings.Join(why, "; "))
 }
 
 // buildInfo is stored in the image; it holds no wall-clock time unless

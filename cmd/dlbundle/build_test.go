@@ -126,6 +126,11 @@ func TestBuildErrorsSayWhatToDo(t *testing.T) {
 	if msg := run(&BuildCmd{Output: dir}); !strings.Contains(msg, "is a directory") {
 		t.Errorf("-o a directory: %s", msg)
 	}
+	os.WriteFile("app.py", []byte("print(1)\n"), 0o644)
+	writeTestTrace(t, "app.trace", filepath.Join(dir, "app.py"))
+	if msg := run(&BuildCmd{Output: "app.dlimg", Traces: []string{"app.trace"}, Exclude: []string{dir}}); !strings.Contains(msg, "nothing to bundle: 1 excluded by --exclude") {
+		t.Errorf("nothing to bundle: %s", msg)
+	}
 	if msg := run(&BuildCmd{Output: "app.dlimg", Level: 99}); !strings.Contains(msg, "level") {
 		t.Errorf("bad level: %s", msg)
 	}
