@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -297,5 +298,60 @@ func TestExecOCIReference(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(stage, "tmp.*")); len(left) != 0 {
 		t.Errorf("downloads left in the stage dir: %v", left)
+	}
+}
+
+// 32 ranks of a job exec at once on a cold node: all run the app, one stage
+// is published, nothing temporary is left.
+func TestExecConcurrentRanksOneStage(t *testing.T) {
+	p := newProbeImage(t)
+	stage := filepath.Join(p.work, "stage")
+	env := append(cleanEnv(p.work), "SLURM_JOB_ID=79")
+	const ranks = 32
+	var wg sync.WaitGroup
+	errs := make(chan string, ranks)
+	for i := range ranks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command(dlbundleCLI(t), "exec", "--stage-dir", stage, p.image, "--", p.original, strconv.Itoa(i))
+			cmd.Env = env
+			out, err := cmd.CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "arg="+strconv.Itoa(i)+"\n") {
+				errs <- fmt.Sprintf("rank %d: %v: %s", i, err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	stages, _ := filepath.Glob(filepath.Join(stage, "sha256-*"))
+	temps, _ := filepath.Glob(filepath.Join(stage, "tmp.*"))
+	if len(stages) != 1 || len(temps) != 0 {
+		t.Fatalf("after 32 concurrent execs: stages %v, temp dirs %v; want one stage and none", stages, temps)
+	}
+}
+
+// --report, --debug and the shim reach the app's environment.
+func TestExecSetsShimEnvironment(t *testing.T) {
+	p := newProbeImage(t)
+	stage := filepath.Join(p.work, "stage")
+	report := filepath.Join(p.work, "report")
+	out, stderr, _, state := runCLI(t, cleanEnv(p.work), "exec", "--stage-dir", stage, "--report", report, "--debug",
+		p.image, "--", "/usr/bin/env")
+	if !state.Success() {
+		t.Fatalf("exec env: %v: %s", state, stderr)
+	}
+	stages, _ := filepath.Glob(filepath.Join(stage, "sha256-*"))
+	if len(stages) != 1 {
+		t.Fatalf("stages %v", stages)
+	}
+	for _, want := range []string{"DLBUNDLE_REPORT=" + report, "DLBUNDLE_DEBUG=1", "DLBUNDLE_STAGE=" + stages[0],
+		"LD_PRELOAD=" + stages[0] + "/", "LD_AUDIT=" + stages[0] + "/"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("app environment lacks %q:\n%s", want, out)
+		}
 	}
 }
