@@ -365,3 +365,24 @@ func TestListingChangedSincePilotIsReported(t *testing.T) {
 		t.Errorf("report %+v", plan.Report)
 	}
 }
+
+// Debian's alternatives: /usr/lib/.../libblas.so.3 -> /etc/alternatives/... ->
+// /usr/lib/.../blas/libblas.so.3. The symlink under the excluded prefix is
+// kept (it is on the way to a bundled file); its directories are node-local.
+func TestSymlinkThroughExcludedPrefix(t *testing.T) {
+	root := t.TempDir()
+	tree(t, root, map[string]string{
+		"usr/lib/blas/libblas.so.3":      "blas",
+		"usr/lib/libblas.so.3":           "-> " + root + "/conf/alternatives/libblas.so.3",
+		"conf/alternatives/libblas.so.3": "-> " + root + "/usr/lib/blas/libblas.so.3",
+		"conf/other":                     "x",
+	})
+	p := newPilot(t)
+	p.read(root + "/usr/lib/libblas.so.3")
+	plan := build(t, root, Options{Exclude: []string{root + "/conf"}}, p.done())
+	wantEntry(t, plan, root+"/usr/lib/libblas.so.3", image.TypeSymlink)
+	wantEntry(t, plan, root+"/conf/alternatives/libblas.so.3", image.TypeSymlink)
+	wantAbsent(t, plan, root+"/conf/alternatives")
+	wantAbsent(t, plan, root+"/conf")
+	wantEntry(t, plan, root+"/usr/lib/blas/libblas.so.3", image.TypeRegular)
+}
