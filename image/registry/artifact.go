@@ -60,35 +60,35 @@ func emptyConfigDigest() v1.Hash {
 // checkManifest parses a fetched manifest and refuses anything that is not
 // a dlbundle artifact, naming what it is instead. It returns the manifest
 // and the descriptor of the image layer.
-func checkManifest(ref fmt.Stringer, mediaType types.MediaType, raw []byte) (*v1.Manifest, v1.Descriptor, error) {
+func checkManifest(mediaType types.MediaType, raw []byte) (*v1.Manifest, v1.Descriptor, error) {
 	if mediaType.IsIndex() {
-		return nil, v1.Descriptor{}, fmt.Errorf("%s is an image index (%s), probably a multi-platform container image: %w; "+
-			"push a .dlimg with `dlbundle push`", ref, mediaType, ErrNotArtifact)
+		return nil, v1.Descriptor{}, fmt.Errorf("it is an image index (%s), probably a multi-platform container image: %w; "+
+			"push a .dlimg with `dlbundle push`", mediaType, ErrNotArtifact)
 	}
 	if mediaType != types.OCIManifestSchema1 {
-		return nil, v1.Descriptor{}, fmt.Errorf("%s has a manifest of type %s, not an OCI 1.1 artifact: %w (a container image?)",
-			ref, mediaType, ErrNotArtifact)
+		return nil, v1.Descriptor{}, fmt.Errorf("it has a manifest of type %s, not an OCI 1.1 artifact: %w (a container image?)",
+			mediaType, ErrNotArtifact)
 	}
 	var m v1.Manifest
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, v1.Descriptor{}, fmt.Errorf("%s: manifest is not valid JSON: %v", ref, err)
+		return nil, v1.Descriptor{}, fmt.Errorf("its manifest is not valid JSON: %v", err)
 	}
 	kind := m.ArtifactType
 	if kind == "" {
 		kind = string(m.Config.MediaType) // OCI 1.1: artifactType defaults to the config's media type
 	}
 	if kind != ArtifactType {
-		return nil, v1.Descriptor{}, fmt.Errorf("%s is an artifact of type %q, not %q: %w; "+
-			"it was not pushed by `dlbundle push`", ref, kind, ArtifactType, ErrNotArtifact)
+		return nil, v1.Descriptor{}, fmt.Errorf("it is an artifact of type %q, not %q: %w; "+
+			"it was not pushed by `dlbundle push`", kind, ArtifactType, ErrNotArtifact)
 	}
 	if len(m.Layers) != 1 || m.Layers[0].MediaType != LayerMediaType {
-		return nil, v1.Descriptor{}, fmt.Errorf("%s: a dlbundle artifact has exactly one layer of type %s; this one has %d: %w",
-			ref, LayerMediaType, len(m.Layers), ErrNotArtifact)
+		return nil, v1.Descriptor{}, fmt.Errorf("a dlbundle artifact has exactly one layer of type %s; this one has %d: %w",
+			LayerMediaType, len(m.Layers), ErrNotArtifact)
 	}
 	l := m.Layers[0]
 	if l.Digest.Algorithm != "sha256" || len(l.Digest.Hex) != 64 || l.Size <= 0 {
-		return nil, v1.Descriptor{}, fmt.Errorf("%s: image layer descriptor has digest %q and size %d; want sha256 and a positive size: %w",
-			ref, l.Digest, l.Size, ErrNotArtifact)
+		return nil, v1.Descriptor{}, fmt.Errorf("its image layer has digest %q and size %d; want sha256 and a positive size: %w",
+			l.Digest, l.Size, ErrNotArtifact)
 	}
 	return &m, l, nil
 }

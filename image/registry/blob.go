@@ -76,7 +76,7 @@ func getManifest(ctx context.Context, r name.Reference, opts Options) (*remote.D
 	if err != nil {
 		return nil, nil, v1.Descriptor{}, err
 	}
-	m, layer, err := checkManifest(r, desc.MediaType, desc.Manifest)
+	m, layer, err := checkManifest(desc.MediaType, desc.Manifest)
 	if err != nil {
 		return nil, nil, v1.Descriptor{}, err
 	}
