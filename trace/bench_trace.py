@@ -7,7 +7,7 @@ Runs each workload RUNS times untraced and traced, alternating (the machine
 is shared: alternation exposes both to the same load), and writes the
 medians, minima and their ratios to OUT.md.
 """
-import datetime, os, platform, statistics, subprocess, sys, tempfile, time
+import datetime, os, platform, resource, statistics, subprocess, sys, tempfile, time
 
 STDLIB = ("import json, decimal, email.mime.text, sqlite3, ctypes, xml.etree.ElementTree, "
           "logging, argparse, csv, hashlib, datetime, pathlib")
@@ -19,10 +19,19 @@ def python(home, code):
             "PYTHONNOUSERSITE=1", "/usr/bin/python3", "-c", code]
 
 
-def wall(cmd):
-    t0 = time.perf_counter()
+def cpu_children():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def wall(cmd, cpu=None):
+    """Wall time of cmd; its CPU time (user+sys, all its processes) is appended to cpu."""
+    c0, t0 = cpu_children(), time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t0
+    t = time.perf_counter() - t0
+    if cpu is not None:
+        cpu.append(cpu_children() - c0)
+    return t
 
 
 def cpu_model():
@@ -47,14 +56,15 @@ def main():
             traced = [dlb, "trace", "-q", "-o", trace, "--"] + native
             for _ in range(2):  # warm the page cache
                 wall(native), wall(traced)
-            n, t = [], []
+            n, t, nc, tc = [], [], [], []
             for _ in range(runs):
-                n.append(wall(native))
-                t.append(wall(traced))
+                n.append(wall(native, nc))
+                t.append(wall(traced, tc))
             subprocess.run([dlb, "trace", "-o", trace, "--"] + native, check=True)  # summary for the log
             with open(trace) as f:
                 events = sum(1 for _ in f) - 2
-            rows.append((name, events, statistics.median(n), statistics.median(t), min(n), min(t)))
+            rows.append((name, events, statistics.median(n), statistics.median(t), min(n), min(t),
+                         statistics.median(tc) / statistics.median(nc)))
             print("%-26s median %.1f -> %.1f ms (x%.2f), min %.1f -> %.1f ms (x%.2f)" % (
                 name, rows[-1][2] * 1e3, rows[-1][3] * 1e3, rows[-1][3] / rows[-1][2],
                 rows[-1][4] * 1e3, rows[-1][5] * 1e3, rows[-1][5] / rows[-1][4]))
@@ -65,14 +75,16 @@ def main():
                 "`dlbundle trace -q` (including dlbundle's own start, the stub and writing the trace) divided by\n"
                 "its native wall time. %d alternating runs of each after 2 warm-up runs; the machine is shared,\n"
                 "so the minima are the steadier figure. Goal: <= 1.5x.\n\n" % runs)
-        f.write("- date: %s\n- machine: kernel %s, %d CPUs, %s\n- python: Debian /usr/bin/python3, "
-                "PYTHONDONTWRITEBYTECODE=1, PYTHONNOUSERSITE=1, env -i\n\n" % (
-                    now, platform.release(), os.cpu_count(), cpu_model()))
-        f.write("| workload | events | native median | traced median | ratio | native min | traced min | ratio |\n")
-        f.write("|---|---:|---:|---:|---:|---:|---:|---:|\n")
-        for name, ev, nm, tm, nn, tn in rows:
-            f.write("| %s | %d | %.1f ms | %.1f ms | %.2fx | %.1f ms | %.1f ms | %.2fx |\n" % (
-                name, ev, nm * 1e3, tm * 1e3, tm / nm, nn * 1e3, tn * 1e3, tn / nn))
+        f.write("- date: %s\n- machine: kernel %s, %d CPUs, %s; load average at the end %.1f (shared machine)\n"
+                "- python: Debian /usr/bin/python3, PYTHONDONTWRITEBYTECODE=1, PYTHONNOUSERSITE=1, env -i\n\n" % (
+                    now, platform.release(), os.cpu_count(), cpu_model(), os.getloadavg()[0]))
+        f.write("| workload | events | native median | traced median | ratio | native min | traced min | ratio | CPU ratio |\n")
+        f.write("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+        for name, ev, nm, tm, nn, tn, cr in rows:
+            f.write("| %s | %d | %.1f ms | %.1f ms | %.2fx | %.1f ms | %.1f ms | %.2fx | %.2fx |\n" % (
+                name, ev, nm * 1e3, tm * 1e3, tm / nm, nn * 1e3, tn * 1e3, tn / nn, cr))
+        f.write("\nCPU ratio: median user+sys time of all processes (dlbundle, stub, app) traced / native;\n"
+                "it is less sensitive to the other load on the machine than wall time.\n")
     print("wrote", out)
 
 
