@@ -26,8 +26,9 @@ const (
 	maxFrameContent = 4 << 20
 	// maxFrameUSize is what a reader accepts (hostile images: memory bound).
 	maxFrameUSize = 64 << 20
-	// maxTOCSize bounds the decompressed TOC a reader accepts.
-	maxTOCSize = 1 << 30
+	// maxTOCSize bounds the decompressed TOC a reader accepts (~1 KiB per
+	// entry: room for a few hundred thousand paths).
+	maxTOCSize = 256 << 20
 	// maxCpioSize is the newc limit on a member's size (32-bit field).
 	maxCpioSize = 1<<32 - 1
 )

@@ -322,3 +322,50 @@ func TestExtractRefusesNonEmptyDir(t *testing.T) {
 		t.Fatal("Extract removed a file it did not create")
 	}
 }
+
+// Write refuses a load plan its own reader would reject, naming the problem.
+func TestWriteRejectsInvalidPlan(t *testing.T) {
+	cases := []struct {
+		name, want string
+		es         []Entry
+	}{
+		{"below a symlink", "lies below", []Entry{
+			{Path: "/lib", Type: TypeSymlink, Target: "usr/lib"},
+			{Path: "/lib/libc.so.6", Type: TypeMissing}}},
+		{"unsorted listing", "not sorted", []Entry{
+			{Path: "/d", Type: TypeDir, Listing: []DirEntry{{Name: "b", Type: TypeRegular}, {Name: "a", Type: TypeRegular}}}}},
+		{"duplicate path", "twice", []Entry{{Path: "/x", Type: TypeMissing}, {Path: "/x", Type: TypeMissing}}},
+		{"relative path", "not absolute", []Entry{{Path: "x", Type: TypeMissing}}},
+		{"unclean path", "not clean", []Entry{{Path: "/a/../b", Type: TypeMissing}}},
+	}
+	for _, c := range cases {
+		_, err := Write(io.Discard, c.es, WriteOptions{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Write error %v, want one mentioning %q", c.name, err, c.want)
+		}
+	}
+}
+
+// Regular files over the cpio limit are left out with a warning and recorded
+// as external (a sparse file: no 4 GiB of disk needed).
+func TestHugeFileLeftOutWithWarning(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "huge.bin")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(1<<32 + 10); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var warnings []string
+	img, _ := writeImage(t, withParents(t, []Entry{entryFor(t, p)}), WriteOptions{Warn: func(m string) { warnings = append(warnings, m) }})
+	im, err := openBytes(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := im.Lookup(p)
+	if !ok || e.Type != TypeExternal || len(warnings) != 1 || !strings.Contains(warnings[0], p) {
+		t.Fatalf("entry %+v, warnings %q: want external and one warning naming %s", e, warnings, p)
+	}
+}

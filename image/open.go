@@ -31,7 +31,7 @@ type Image struct {
 }
 
 // maxEntries bounds the entries a reader accepts (hostile images).
-const maxEntries = 50_000_000
+const maxEntries = 5_000_000
 
 // OpenFile opens and validates the image at path; Close closes the file.
 func OpenFile(p string) (*Image, error) {

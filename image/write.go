@@ -469,6 +469,11 @@ func writeTOC(out *countingWriter, enc *zstd.Encoder, t *toc) error {
 	if err != nil {
 		return err
 	}
+	// The writer's output must pass the reader's checks: catch a bad load
+	// plan (unsorted listing, entry below a symlink, ...) here, not on 1,000 nodes.
+	if err := (&Image{dataEnd: t.DataEnd}).load(js); err != nil {
+		return fmt.Errorf("load plan gives an invalid image: %w", err)
+	}
 	payload := enc.EncodeAll(js, nil)
 	off := out.n
 	frame := append(skippableHeader(tocFrameMagic, len(payload)), payload...)
