@@ -124,9 +124,9 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 		}
 		staged.Materialized = true
 	}
-	if err := writeAlias(req.Dir, req.Alias, name); err != nil {
-		return nil, err
-	}
+	// The alias only spares later ranks the image read: if it cannot be
+	// written (e.g. no space left), the stage is still good to use.
+	_ = writeAlias(req.Dir, req.Alias, name)
 	return staged, nil
 }
 
