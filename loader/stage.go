@@ -115,6 +115,9 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 		}
 		if err := img.Materialize(ctx, tmp); err != nil {
 			removeTree(tmp)
+			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+				return nil, fmt.Errorf("stage image into %s: %w; free space there or stage elsewhere with --stage-dir", req.Dir, err)
+			}
 			return nil, fmt.Errorf("stage image into %s: %w", req.Dir, err)
 		}
 		// MkdirTemp made it 0700; the stage is private to this user anyway.
