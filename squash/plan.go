@@ -188,7 +188,7 @@ func (b *builder) placeExisting(x *use, w walk) {
 			b.addInterpreters(n, 0)
 		}
 	case n.isDir():
-		if u := b.uses.byPath[n.path]; u != nil && u.listChanged && !u.pycListOnly {
+		if u := b.uses.byPath[n.path]; u != nil && u.listChanged {
 			if _, ok := b.index[n.path]; !ok {
 				b.skip(ReasonDirChanged)
 				return
@@ -241,7 +241,7 @@ func (b *builder) placeMissing(x *use, w walk) {
 		b.skip(ReasonMissingKept)
 		return
 	}
-	if u := b.uses.byPath[w.failDir]; u != nil && u.listChanged && !u.pycListOnly {
+	if u := b.uses.byPath[w.failDir]; u != nil && u.listChanged {
 		b.skip(ReasonMissingKept) // its listing is not what the pilot saw
 		return
 	}
@@ -383,7 +383,7 @@ func (b *builder) addDir(n *node) *image.Entry {
 		b.warn("cannot list %s (%v): not in the image, its lookups will go to the file system", n.path, err)
 		return nil
 	}
-	if u := b.uses.byPath[n.path]; u != nil && u.listChanged && !u.pycListOnly {
+	if u := b.uses.byPath[n.path]; u != nil && u.listChanged {
 		b.warn("the listing of %s changed during the pilot; the image holds it as it is now", n.path)
 	} else if u != nil && u.pilotListing != nil {
 		b.compareListing(n.path, u.pilotListing, listing)

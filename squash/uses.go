@@ -23,8 +23,7 @@ type use struct {
 
 	written      bool // created, changed or removed during the pilot
 	pycWritten   bool // written only as Python writes a bytecode cache
-	listChanged  bool // a name in this directory was created or removed
-	pycListOnly  bool // ... only by bytecode cache writes
+	listChanged  bool // a name in this directory was created or removed (not by bytecode cache writes)
 	openStats    []openStat
 	pilotListing map[string]bool // names of the first listing the pilot read
 }
@@ -147,7 +146,7 @@ func (u *uses) addWrite(e *trace.Event, p string, k orderKey) {
 	pyc := isPycCacheWrite(e, paths)
 	changesNames := true // unknown ops count as changing names: the safe choice
 	switch e.Op {
-	case trace.OpTruncate, trace.OpChmod, trace.OpUtime, "chown":
+	case trace.OpTruncate, trace.OpChmod, trace.OpUtime, trace.OpChown:
 		changesNames = false
 	case trace.OpOpen:
 		changesNames = e.Flags&0x40 != 0 // O_CREAT
@@ -159,15 +158,8 @@ func (u *uses) addWrite(e *trace.Event, p string, k orderKey) {
 		} else {
 			x.written = true
 		}
-		if changesNames {
-			d := u.get(path.Dir(q), k)
-			if pyc {
-				if !d.listChanged {
-					d.pycListOnly = true
-				}
-			} else {
-				d.listChanged, d.pycListOnly = true, false
-			}
+		if changesNames && !pyc { // a new __pycache__ or .pyc is not an output
+			u.get(path.Dir(q), k).listChanged = true
 		}
 	}
 }
