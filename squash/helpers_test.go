@@ -5,6 +5,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -137,10 +138,10 @@ func checkInvariants(t *testing.T, plan *Plan, rules *Rules) {
 			t.Errorf("%s: order %d at position %d", e.Path, e.Order, i)
 		}
 		// Every ancestor is a directory entry, except node-local ones
-		// (/tmp, /etc, excluded prefixes), which have no entry.
+		// (/tmp, /etc, excluded prefixes) and output directories, which have no entry.
 		for d := path.Dir(e.Path); ; d = path.Dir(d) {
 			a, ok := byPath[d]
-			if v, _ := rules.Match(d); !ok && v == Bundle || ok && a.Type != image.TypeDir {
+			if v, _ := rules.Match(d); !ok && v == Bundle && !slices.Contains(plan.Report.OutputDirs, d) || ok && a.Type != image.TypeDir {
 				t.Errorf("%s (%s): ancestor %s is not a directory entry (%v)", e.Path, e.Type, d, a)
 			}
 			if d == "/" {

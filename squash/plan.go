@@ -50,7 +50,7 @@ func Build(traces []*trace.Trace, opts Options) (*Plan, error) {
 	if len(traces) == 0 {
 		return nil, errors.New("no traces to build from")
 	}
-	b := &builder{opts: opts, rules: rules, fs: newFSView(), index: map[string]int{}, plan: &Plan{}}
+	b := &builder{opts: opts, rules: rules, fs: newFSView(), index: map[string]int{}, plan: &Plan{}, outputDirs: map[string]bool{}}
 	rep := &b.plan.Report
 	for i, t := range traces {
 		h, err := json.Marshal(&t.Header)
@@ -88,7 +88,8 @@ type builder struct {
 	plan  *Plan
 	index map[string]int // path -> position in plan.Entries
 
-	statOnlyLarge []string // real paths recorded external for their size
+	statOnlyLarge []string        // real paths recorded external for their size
+	outputDirs    map[string]bool // directories the pilot wrote into: no entry
 }
 
 func (b *builder) warn(format string, args ...any) {
@@ -188,12 +189,6 @@ func (b *builder) placeExisting(x *use, w walk) {
 			b.addInterpreters(n, 0)
 		}
 	case n.isDir():
-		if u := b.uses.byPath[n.path]; u != nil && u.listChanged {
-			if _, ok := b.index[n.path]; !ok {
-				b.skip(ReasonDirChanged)
-				return
-			}
-		}
 		b.addChain(w)
 		b.addDir(n)
 	default: // a fifo, socket or device
@@ -378,14 +373,24 @@ func (b *builder) addDir(n *node) *image.Entry {
 	if v, _ := b.rules.Match(n.path); v != Bundle {
 		return nil // an ancestor under /tmp, /etc...
 	}
+	u := b.uses.byPath[n.path]
+	if u != nil && u.listChanged {
+		// The pilot created or removed names here: an output directory. Its
+		// listing is not the app's to freeze (the loader would answer ENOENT
+		// for the job's own new files), so it gets no entry.
+		if !b.outputDirs[n.path] {
+			b.outputDirs[n.path] = true
+			b.plan.Report.OutputDirs = append(b.plan.Report.OutputDirs, n.path)
+			b.skip(ReasonDirChanged)
+		}
+		return nil
+	}
 	listing, err := readListing(n.path)
 	if err != nil {
 		b.warn("cannot list %s (%v): not in the image, its lookups will go to the file system", n.path, err)
 		return nil
 	}
-	if u := b.uses.byPath[n.path]; u != nil && u.listChanged {
-		b.warn("the listing of %s changed during the pilot; the image holds it as it is now", n.path)
-	} else if u != nil && u.pilotListing != nil {
+	if u != nil && u.pilotListing != nil {
 		b.compareListing(n.path, u.pilotListing, listing)
 	}
 	e := attrs(n, image.TypeDir)

@@ -35,6 +35,9 @@ type Report struct {
 	Changed []string
 	// Vanished lists paths that existed during the pilot and do not now.
 	Vanished []string
+	// OutputDirs lists directories in which the pilot created or removed
+	// names: they get no entry (their files may still be bundled).
+	OutputDirs []string
 	// ListingsChanged lists directories whose names differ from the listing
 	// the pilot read (other than by the pilot's own writes).
 	ListingsChanged []string
