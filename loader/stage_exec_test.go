@@ -355,3 +355,18 @@ func TestExecSetsShimEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// A command that cannot be run gets a shell's exit status and a message.
+func TestExecCommandNotFoundOrNotExecutable(t *testing.T) {
+	p := newProbeImage(t)
+	notExec := filepath.Join(p.work, "probe.c") // exists, mode 0644
+	for _, c := range []struct {
+		cmd    string
+		status int
+	}{{"no-such-command-dlbundle", 127}, {filepath.Join(p.work, "absent"), 127}, {notExec, 126}} {
+		_, stderr, _, state := runCLI(t, cleanEnv(p.work), "exec", "--stage-dir", filepath.Join(p.work, "stage"), p.image, "--", c.cmd)
+		if state.ExitCode() != c.status || !strings.Contains(stderr, filepath.Base(c.cmd)) {
+			t.Errorf("exec %s: status %d, stderr %q; want %d and a message naming it", c.cmd, state.ExitCode(), stderr, c.status)
+		}
+	}
+}
