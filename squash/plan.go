@@ -274,7 +274,11 @@ func (b *builder) placeNotDir(x *use, w walk) {
 		return
 	}
 	b.addChain(w)
-	if _, ok := b.index[f.path]; !ok {
+	switch _, ok := b.index[f.path]; {
+	case ok:
+	case f.isReg() && f.st.Size <= StatOnlyMaxSize:
+		b.addRegular(f) // bundled like a stat'd-only file, so the loader can answer without the file system
+	default:
 		b.addExternal(f)
 	}
 }

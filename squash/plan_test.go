@@ -76,13 +76,14 @@ func TestFilesWrittenDuringThePilotAreNotBundled(t *testing.T) {
 
 func TestMissingPathsKeptOnlyWhereTheListingIsKnown(t *testing.T) {
 	root := t.TempDir()
-	tree(t, root, map[string]string{"usr/lib/libfoo.so": "foo", "lib": "-> usr/lib", "usr/lib/later.so": "created after the pilot"})
+	tree(t, root, map[string]string{"usr/lib/libfoo.so": "foo", "lib": "-> usr/lib", "usr/lib/later.so": "created after the pilot", "usr/lib/plain.egg": "zip"})
 	p := newPilot(t)
 	p.fail(trace.OpOpen, root+"/lib/tls/libfoo.so", "ENOENT") // ld.so hwcaps probe
 	p.fail(trace.OpStat, root+"/usr/lib/libbar.so", "ENOENT")
 	p.fail(trace.OpOpen, root+"/usr/lib/later.so", "ENOENT")
 	p.fail(trace.OpOpen, "/etc/dlbundle-test-no-such-file", "ENOENT")
 	p.fail(trace.OpOpen, root+"/usr/lib/libfoo.so/x", "ENOTDIR")
+	p.fail(trace.OpStat, root+"/usr/lib/plain.egg/mod.py", "ENOTDIR")
 	p.fail(trace.OpOpen, root+"/usr/lib/secret", "EACCES")
 	p.fail(trace.OpReadlink, root+"/usr/lib/libfoo.so", "EINVAL") // exists, not a symlink
 	p.read(root + "/usr/lib/libfoo.so")
@@ -96,6 +97,8 @@ func TestMissingPathsKeptOnlyWhereTheListingIsKnown(t *testing.T) {
 	wantAbsent(t, plan, root+"/usr/lib/secret")
 	// ENOTDIR is answered from the regular file standing where a directory was expected.
 	wantEntry(t, plan, root+"/usr/lib/libfoo.so", image.TypeRegular)
+	// ... also when the pilot never read it (a file on sys.path: Python probes plain.egg/mod.py).
+	wantEntry(t, plan, root+"/usr/lib/plain.egg", image.TypeRegular)
 	wantAbsent(t, plan, root+"/usr/lib/libfoo.so/x")
 	r := plan.Report.Skipped
 	if r[ReasonAppeared] != 1 || r[ReasonEtc] != 1 || r[ReasonOtherError] != 1 {
