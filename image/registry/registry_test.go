@@ -588,6 +588,13 @@ func TestParseRef(t *testing.T) {
 			t.Errorf("parseRef(%q) accepted", in)
 		}
 	}
+	// --insecure is what makes a named lab registry plain http.
+	for insecure, scheme := range map[bool]string{false: "https", true: "http"} {
+		r, err := parseRef("oci://lab.example.org:5000/a:v1", Options{Insecure: insecure})
+		if err != nil || r.Context().Scheme() != scheme {
+			t.Errorf("parseRef(Insecure=%v) scheme = %v, %v; want %s", insecure, r, err, scheme)
+		}
+	}
 	if !IsRef("oci://x/y") || IsRef("app.dlimg") {
 		t.Error("IsRef")
 	}
