@@ -312,3 +312,20 @@ type badDigest string
 
 func (b badDigest) Digest() string                          { return string(b) }
 func (badDigest) Materialize(context.Context, string) error { panic("must not stage") }
+
+// The digest comes from an untrusted image footer: whatever it holds, the
+// stage it names is a single plain name inside the stage dir.
+func FuzzDigestDirName(f *testing.F) {
+	for _, s := range []string{"sha256:" + strings.Repeat("0", 64), "sha256:../..", "", "sha256:" + strings.Repeat("a", 63) + "/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, digest string) {
+		name, err := digestDirName(digest)
+		if err != nil {
+			return
+		}
+		if name != filepath.Base(name) || name == "." || name == ".." || !strings.HasPrefix(name, "sha256-") || len(name) != 71 {
+			t.Fatalf("digest %q names stage %q", digest, name)
+		}
+	})
+}
