@@ -142,6 +142,34 @@ func TestThreads(t *testing.T) {
 	}
 }
 
+// TestExecFromThread: an exec by a thread other than the main one is
+// recorded under the process id, which the exec'd program keeps.
+func TestExecFromThread(t *testing.T) {
+	exe := fixture(t, "thread_exec")
+	tr, res := traceRun(t, exe)
+	if res.Exit != 0 {
+		t.Fatalf("exit %d", res.Exit)
+	}
+	main := mustFind(t, tr, OpExec, exe, "").PID
+	var thread int
+	for _, e := range tr.Events {
+		if e.Op == OpSpawn && e.PID == main {
+			thread = *e.FD
+		}
+	}
+	if thread == 0 || thread == main {
+		t.Fatalf("no thread spawn record:\n%s", dump(tr))
+	}
+	if e := mustFind(t, tr, OpExec, "/bin/true", ""); e.PID != main {
+		t.Errorf("exec by thread %d recorded under %d, want the process id %d", thread, e.PID, main)
+	}
+	for _, e := range tr.Events {
+		if e.Path == "/lib/x86_64-linux-gnu/libc.so.6" && e.PID != main {
+			t.Errorf("after the exec, lookups under %d, want %d", e.PID, main)
+		}
+	}
+}
+
 // TestForkExecAndPosixSpawn: children made by fork and by posix_spawn (a
 // CLONE_VFORK clone) are followed through their exec.
 func TestForkExecAndPosixSpawn(t *testing.T) {

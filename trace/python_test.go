@@ -69,6 +69,11 @@ func TestPythonImportsMatchStrace(t *testing.T) {
 	if res.Exit != 0 {
 		t.Fatalf("python exited %d", res.Exit)
 	}
+	// subprocess.run: a child process of python execs /bin/true.
+	python := mustFind(t, tr, OpExec, "/usr/bin/python3", "").PID
+	if e := mustFind(t, tr, OpExec, "/bin/true", ""); e.PID == python {
+		t.Errorf("subprocess exec recorded in python's own process %d", python)
+	}
 	got := pathSets{map[string]bool{}, map[string]bool{}}
 	for _, e := range tr.Events {
 		switch {
