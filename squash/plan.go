@@ -63,6 +63,11 @@ func Build(traces []*trace.Trace, opts Options) (*Plan, error) {
 		}
 	}
 	rep.Traces = len(traces)
+	for i, t := range traces[1:] {
+		if a, b0 := strings.Join(t.Header.Command, " "), strings.Join(traces[0].Header.Command, " "); a != b0 {
+			b.warn("trace %d records another command (%s) than trace 1 (%s); merging them (name the traces to build from only some)", i+2, a, b0)
+		}
+	}
 	b.uses = collect(traces)
 	rep.Events = b.uses.events
 	rep.Paths = len(b.uses.byPath)

@@ -205,8 +205,12 @@ func TestMergeRanks(t *testing.T) {
 	if !slices.Equal(regs, []string{"b", "a"}) {
 		t.Errorf("bundled %v, want [b a]", regs)
 	}
-	if len(plan.Pilots) != 2 || plan.Report.Traces != 2 || len(plan.Report.Incomplete) != 1 {
+	if len(plan.Pilots) != 2 || plan.Report.Traces != 2 || len(plan.Report.Incomplete) != 1 || len(plan.Report.Warnings) != 0 {
 		t.Errorf("pilots %d, report %+v", len(plan.Pilots), plan.Report)
+	}
+	t1.Header.Command = []string{"other"}
+	if plan = build(t, root, Options{}, t0, t1); len(plan.Report.Warnings) != 1 || !strings.Contains(plan.Report.Warnings[0], "another command (other)") {
+		t.Errorf("traces of different commands merged without a warning: %q", plan.Report.Warnings)
 	}
 }
 
