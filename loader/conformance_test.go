@@ -23,6 +23,14 @@ import (
 func buildProbeTree(t *testing.T, root string) string {
 	t.Helper()
 	T := filepath.Join(root, "tree")
+	// ../outside is not bundled (external, listed in root): symlinks into it
+	// are followed by the shim, the rest of the path passes through.
+	if err := os.MkdirAll(filepath.Join(root, "outside", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "outside", "file"), []byte("outside\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, d := range []string{"bin", "lib/plugins", "data/sub", "py/pkg", "py/ns", "py2/ns"} {
 		if err := os.MkdirAll(filepath.Join(T, d), 0o755); err != nil {
 			t.Fatal(err)
@@ -63,6 +71,7 @@ func buildProbeTree(t *testing.T, root string) string {
 	links := map[string]string{
 		"lib/link-to-probe.so": "libprobe.so", "lib/abs-link.so": filepath.Join(lib, "libdep.so"),
 		"lib/dangling": "does-not-exist", "lib/loop1": "loop2", "lib/loop2": "loop1",
+		"lib/to-outside": "../../outside/file", "lib/to-outside-dir": filepath.Join(root, "outside"),
 	}
 	for rel, target := range links {
 		if err := os.Symlink(target, filepath.Join(T, rel)); err != nil {
@@ -203,7 +212,8 @@ func TestConformance(t *testing.T) {
 	// with the kernel on every one.
 	t.Run("paths", func(t *testing.T) {
 		parts := []string{"lib", "data", "..", ".", "", "link-to-probe.so", "abs-link.so", "loop1", "dangling",
-			"libprobe.so", "nope", "sub", "hello.txt", "plugins", "bin", "probe", "noperm.txt", "py", "pkg"}
+			"libprobe.so", "nope", "sub", "hello.txt", "plugins", "bin", "probe", "noperm.txt", "py", "pkg",
+			"to-outside", "to-outside-dir", "file", "tree", "lib/to-outside-dir"}
 		rng := rand.New(rand.NewPCG(4, 2))
 		var in strings.Builder
 		for i := 0; i < 3000; i++ {

@@ -153,11 +153,16 @@ static void debug_log(const char *what, const char *fn, const char *path, const 
 
 /* ---- the lookup ---- */
 
-/* lookup resolves path (relative to dirfd) against the table. Only absolute
+/* lookup resolves *pp (relative to dirfd) against the table. Only absolute
  * paths and cwd-relative ones are looked up (getcwd is one cheap local
- * syscall); any other dirfd-relative path is DLB_UNKNOWN. */
-static int lookup(const char *fn, int dirfd, const char *path, int follow, char *canon, struct dlb_res *r)
+ * syscall); any other dirfd-relative path is DLB_UNKNOWN. When the answer is
+ * DLB_UNKNOWN but the table's symlinks were followed, *pp is pointed at canon,
+ * an equivalent path that does not walk them again on the original file
+ * system; the caller passes *pp to the real function. */
+static int lookup(const char *fn, int dirfd, const char **pp, int follow, char *canon, struct dlb_res *r)
 {
+	const char *path = *pp;
+	r->rewritten = 0;
 	ensure_init();
 	if (!table || !path || !path[0]) return DLB_UNKNOWN;
 	char abs[DLB_PATH_MAX];
@@ -181,8 +186,9 @@ static int lookup(const char *fn, int dirfd, const char *path, int follow, char 
 	else goto unknown;
 	return rc;
 unknown:
-	report_count(REPORT_PASSED, path);
-	debug_log("pass", fn, path, 0);
+	if (r->rewritten) *pp = canon;
+	report_count(REPORT_PASSED, *pp); /* the path that reaches the file system */
+	debug_log("pass", fn, path, r->rewritten ? canon : 0);
 	return DLB_UNKNOWN;
 }
 
@@ -229,11 +235,10 @@ static void fill_stat(struct stat *st, const struct dlb_entry *e)
 }
 
 /* do_stat answers a path stat; returns 1 when answered (result in *rc). */
-static int do_stat(const char *fn, int dirfd, const char *path, int follow, struct stat *st, int *rc)
+static int do_stat(const char *fn, int dirfd, const char **pp, char *canon, int follow, struct stat *st, int *rc)
 {
-	char canon[DLB_PATH_MAX];
 	struct dlb_res r;
-	switch (lookup(fn, dirfd, path, follow, canon, &r)) {
+	switch (lookup(fn, dirfd, pp, follow, canon, &r)) {
 	case DLB_BUNDLED: fill_stat(st, r.ent); *rc = 0; return 1;
 	case DLB_KNOWN_ERR: *rc = set_errno(r.err); return 1;
 	}
@@ -243,39 +248,45 @@ static int do_stat(const char *fn, int dirfd, const char *path, int follow, stru
 int stat(const char *path, struct stat *st)
 {
 	int rc;
-	if (do_stat("stat", AT_FDCWD, path, 1, st, &rc)) return rc;
-	return real_stat ? real_stat(path, st) : (int)syscall(SYS_newfstatat, AT_FDCWD, path, st, 0);
+	char canon[DLB_PATH_MAX];
+	if (do_stat("stat", AT_FDCWD, &path, canon, 1, st, &rc)) return rc;
+	return real_stat(path, st);
 }
 int stat64(const char *path, struct stat64 *st)
 {
 	int rc;
-	if (do_stat("stat64", AT_FDCWD, path, 1, (struct stat *)st, &rc)) return rc;
+	char canon[DLB_PATH_MAX];
+	if (do_stat("stat64", AT_FDCWD, &path, canon, 1, (struct stat *)st, &rc)) return rc;
 	return real_stat64(path, st);
 }
 int lstat(const char *path, struct stat *st)
 {
 	int rc;
-	if (do_stat("lstat", AT_FDCWD, path, 0, st, &rc)) return rc;
+	char canon[DLB_PATH_MAX];
+	if (do_stat("lstat", AT_FDCWD, &path, canon, 0, st, &rc)) return rc;
 	return real_lstat(path, st);
 }
 int lstat64(const char *path, struct stat64 *st)
 {
 	int rc;
-	if (do_stat("lstat64", AT_FDCWD, path, 0, (struct stat *)st, &rc)) return rc;
+	char canon[DLB_PATH_MAX];
+	if (do_stat("lstat64", AT_FDCWD, &path, canon, 0, (struct stat *)st, &rc)) return rc;
 	return real_lstat64(path, st);
 }
 int fstatat(int dirfd, const char *path, struct stat *st, int flags)
 {
 	int rc;
+	char canon[DLB_PATH_MAX];
 	if (!(flags & AT_EMPTY_PATH) || (path && path[0]))
-		if (do_stat("fstatat", dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), st, &rc)) return rc;
+		if (do_stat("fstatat", dirfd, &path, canon, !(flags & AT_SYMLINK_NOFOLLOW), st, &rc)) return rc;
 	return real_fstatat(dirfd, path, st, flags);
 }
 int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
 {
 	int rc;
+	char canon[DLB_PATH_MAX];
 	if (!(flags & AT_EMPTY_PATH) || (path && path[0]))
-		if (do_stat("fstatat64", dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), (struct stat *)st, &rc)) return rc;
+		if (do_stat("fstatat64", dirfd, &path, canon, !(flags & AT_SYMLINK_NOFOLLOW), (struct stat *)st, &rc)) return rc;
 	return real_fstatat64(dirfd, path, st, flags);
 }
 /* Compat entry points of glibc < 2.33 (binaries built there still call them). */
@@ -288,10 +299,10 @@ int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int fl
 
 int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *sx)
 {
+	char canon[DLB_PATH_MAX];
 	if (!(flags & AT_EMPTY_PATH) || (path && path[0])) {
-		char canon[DLB_PATH_MAX];
 		struct dlb_res r;
-		switch (lookup("statx", dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), canon, &r)) {
+		switch (lookup("statx", dirfd, &path, !(flags & AT_SYMLINK_NOFOLLOW), canon, &r)) {
 		case DLB_BUNDLED: {
 			const struct dlb_entry *e = r.ent;
 			memset(sx, 0, sizeof *sx);
@@ -348,11 +359,10 @@ static int access_check(const struct dlb_entry *e, int mode, int effective)
 	return 0;
 }
 
-static int do_access(const char *fn, int dirfd, const char *path, int mode, int flags, int *rc)
+static int do_access(const char *fn, int dirfd, const char **pp, char *canon, int mode, int flags, int *rc)
 {
-	char canon[DLB_PATH_MAX];
 	struct dlb_res r;
-	switch (lookup(fn, dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), canon, &r)) {
+	switch (lookup(fn, dirfd, pp, !(flags & AT_SYMLINK_NOFOLLOW), canon, &r)) {
 	case DLB_BUNDLED: *rc = access_check(r.ent, mode, flags & AT_EACCESS); return 1;
 	case DLB_KNOWN_ERR: *rc = set_errno(r.err); return 1;
 	}
@@ -361,19 +371,22 @@ static int do_access(const char *fn, int dirfd, const char *path, int mode, int 
 int access(const char *path, int mode)
 {
 	int rc;
-	if (do_access("access", AT_FDCWD, path, mode, 0, &rc)) return rc;
+	char canon[DLB_PATH_MAX];
+	if (do_access("access", AT_FDCWD, &path, canon, mode, 0, &rc)) return rc;
 	return real_access(path, mode);
 }
 int faccessat(int dirfd, const char *path, int mode, int flags)
 {
 	int rc;
-	if (do_access("faccessat", dirfd, path, mode, flags, &rc)) return rc;
+	char canon[DLB_PATH_MAX];
+	if (do_access("faccessat", dirfd, &path, canon, mode, flags, &rc)) return rc;
 	return real_faccessat(dirfd, path, mode, flags);
 }
 int euidaccess(const char *path, int mode)
 {
 	int rc;
-	if (do_access("euidaccess", AT_FDCWD, path, mode, AT_EACCESS, &rc)) return rc;
+	char canon[DLB_PATH_MAX];
+	if (do_access("euidaccess", AT_FDCWD, &path, canon, mode, AT_EACCESS, &rc)) return rc;
 	return real_euidaccess(path, mode);
 }
 int eaccess(const char *path, int mode) { return euidaccess(path, mode); }
@@ -441,15 +454,16 @@ static int wants_maps(const char *path) { return stage_root_len && path && (is_s
 
 /* do_open decides an open; returns 1 when answered (fd or -1 in *rc), 0 to
  * pass the original through. */
-static int do_open(const char *fn, int dirfd, const char *path, int flags, int *rc)
+static int do_open(const char *fn, int dirfd, const char **pp, char *canon, int flags, int *rc)
 {
+	const char *path = *pp;
 	ensure_init();
 	if (!path) return 0;
 	if (wants_maps(path) && !(flags & WRITE_FLAGS)) { *rc = serve_maps(path, flags); return 1; }
 	if (flags & (WRITE_FLAGS | O_DIRECTORY | O_PATH)) return 0;
-	char canon[DLB_PATH_MAX], sp[DLB_PATH_MAX + 1024];
+	char sp[DLB_PATH_MAX + 1024];
 	struct dlb_res r;
-	switch (lookup(fn, dirfd, path, !(flags & O_NOFOLLOW), canon, &r)) {
+	switch (lookup(fn, dirfd, pp, !(flags & O_NOFOLLOW), canon, &r)) {
 	case DLB_BUNDLED:
 		if (r.ent->type == DLB_SYMLINK) { *rc = set_errno(ELOOP); return 1; } /* O_NOFOLLOW on a symlink */
 		if (r.ent->type != DLB_REG) return 0; /* directories: a dir fd would expose the stage */
@@ -474,76 +488,84 @@ int open(const char *path, int flags, ...)
 {
 	va_list ap; va_start(ap, flags); mode_t m = vmode(flags, ap); va_end(ap);
 	int rc;
-	if (do_open("open", AT_FDCWD, path, flags, &rc)) return rc;
+	char canon[DLB_PATH_MAX];
+	if (do_open("open", AT_FDCWD, &path, canon, flags, &rc)) return rc;
 	return real_open(path, flags, m);
 }
 int open64(const char *path, int flags, ...)
 {
 	va_list ap; va_start(ap, flags); mode_t m = vmode(flags, ap); va_end(ap);
 	int rc;
-	if (do_open("open64", AT_FDCWD, path, flags, &rc)) return rc;
+	char canon[DLB_PATH_MAX];
+	if (do_open("open64", AT_FDCWD, &path, canon, flags, &rc)) return rc;
 	return real_open64(path, flags, m);
 }
 int openat(int dirfd, const char *path, int flags, ...)
 {
 	va_list ap; va_start(ap, flags); mode_t m = vmode(flags, ap); va_end(ap);
 	int rc;
-	if (do_open("openat", dirfd, path, flags, &rc)) return rc;
+	char canon[DLB_PATH_MAX];
+	if (do_open("openat", dirfd, &path, canon, flags, &rc)) return rc;
 	return real_openat(dirfd, path, flags, m);
 }
 int openat64(int dirfd, const char *path, int flags, ...)
 {
 	va_list ap; va_start(ap, flags); mode_t m = vmode(flags, ap); va_end(ap);
 	int rc;
-	if (do_open("openat64", dirfd, path, flags, &rc)) return rc;
+	char canon[DLB_PATH_MAX];
+	if (do_open("openat64", dirfd, &path, canon, flags, &rc)) return rc;
 	return real_openat64(dirfd, path, flags, m);
 }
 /* _FORTIFY_SOURCE variants (no mode argument by definition). */
 int __open_2(const char *path, int flags)
 {
 	int rc;
-	if (do_open("__open_2", AT_FDCWD, path, flags, &rc)) return rc;
+	char canon[DLB_PATH_MAX];
+	if (do_open("__open_2", AT_FDCWD, &path, canon, flags, &rc)) return rc;
 	return real___open_2(path, flags);
 }
 int __open64_2(const char *path, int flags)
 {
 	int rc;
-	if (do_open("__open64_2", AT_FDCWD, path, flags, &rc)) return rc;
+	char canon[DLB_PATH_MAX];
+	if (do_open("__open64_2", AT_FDCWD, &path, canon, flags, &rc)) return rc;
 	return real___open64_2(path, flags);
 }
 int __openat_2(int dirfd, const char *path, int flags)
 {
 	int rc;
-	if (do_open("__openat_2", dirfd, path, flags, &rc)) return rc;
+	char canon[DLB_PATH_MAX];
+	if (do_open("__openat_2", dirfd, &path, canon, flags, &rc)) return rc;
 	return real___openat_2(dirfd, path, flags);
 }
 int __openat64_2(int dirfd, const char *path, int flags)
 {
 	int rc;
-	if (do_open("__openat64_2", dirfd, path, flags, &rc)) return rc;
+	char canon[DLB_PATH_MAX];
+	if (do_open("__openat64_2", dirfd, &path, canon, flags, &rc)) return rc;
 	return real___openat64_2(dirfd, path, flags);
 }
 
 /* fopen's internal open bypasses our open(), so fopen is decided here. A mode
  * with w, a or + writes and passes through. */
-static int fopen_decide(const char *fn, const char *path, const char *mode, char *sp, size_t spsz, int *err, int *maps)
+static int fopen_decide(const char *fn, const char **pp, char *canon, const char *mode, char *sp, size_t spsz, int *err, int *maps)
 {
+	const char *path = *pp;
 	ensure_init();
 	*maps = 0;
 	if (!path || !mode || strpbrk(mode, "wa+")) return DLB_UNKNOWN;
 	if (wants_maps(path)) { *maps = 1; return DLB_BUNDLED; }
-	char canon[DLB_PATH_MAX];
 	struct dlb_res r;
-	int rc = lookup(fn, AT_FDCWD, path, 1, canon, &r);
+	int rc = lookup(fn, AT_FDCWD, pp, 1, canon, &r);
 	if (rc == DLB_KNOWN_ERR) { *err = r.err; return rc; }
 	if (rc == DLB_BUNDLED && r.ent->type == DLB_REG && staged(sp, spsz, canon, r.len) == 0) return rc;
 	return DLB_UNKNOWN;
 }
 static FILE *do_fopen(FILE *(*real)(const char *, const char *), const char *fn, const char *path, const char *mode)
 {
-	char sp[DLB_PATH_MAX + 1024];
+	char sp[DLB_PATH_MAX + 1024], canon[DLB_PATH_MAX];
 	int err = 0, maps = 0;
-	switch (fopen_decide(fn, path, mode, sp, sizeof sp, &err, &maps)) {
+	switch (fopen_decide(fn, &path, canon, mode, sp, sizeof sp, &err, &maps)) {
 	case DLB_BUNDLED:
 		if (maps) {
 			int fd = serve_maps(path, strchr(mode, 'e') ? O_CLOEXEC : 0);
@@ -558,9 +580,9 @@ FILE *fopen(const char *path, const char *mode) { ensure_init(); return do_fopen
 FILE *fopen64(const char *path, const char *mode) { ensure_init(); return do_fopen(real_fopen64, "fopen64", path, mode); }
 static FILE *do_freopen(FILE *(*real)(const char *, const char *, FILE *), const char *fn, const char *path, const char *mode, FILE *f)
 {
-	char sp[DLB_PATH_MAX + 1024];
+	char sp[DLB_PATH_MAX + 1024], canon[DLB_PATH_MAX];
 	int err = 0, maps = 0;
-	switch (path ? fopen_decide(fn, path, mode, sp, sizeof sp, &err, &maps) : DLB_UNKNOWN) {
+	switch (path ? fopen_decide(fn, &path, canon, mode, sp, sizeof sp, &err, &maps) : DLB_UNKNOWN) {
 	case DLB_BUNDLED:
 		if (!maps) return real(sp, mode, f);
 		break; /* freopen of /proc/self/maps: rare; native */
@@ -586,14 +608,14 @@ static ssize_t proc_readlink(int dirfd, const char *path, char *buf, size_t size
 	return (ssize_t)l;
 }
 
-static int do_readlink(const char *fn, int dirfd, const char *path, char *buf, size_t size, ssize_t *rc)
+static int do_readlink(const char *fn, int dirfd, const char **pp, char *canon, char *buf, size_t size, ssize_t *rc)
 {
+	const char *path = *pp;
 	ensure_init();
 	if (!path) return 0;
 	if (stage_root_len && !strncmp(path, "/proc/", 6)) { *rc = proc_readlink(dirfd, path, buf, size); return 1; }
-	char canon[DLB_PATH_MAX];
 	struct dlb_res r;
-	switch (lookup(fn, dirfd, path, 0, canon, &r)) {
+	switch (lookup(fn, dirfd, pp, 0, canon, &r)) {
 	case DLB_BUNDLED:
 		if (r.ent->type != DLB_SYMLINK) { *rc = set_errno(EINVAL); return 1; }
 		size_t l = r.ent->target_len < size ? r.ent->target_len : size;
@@ -607,13 +629,15 @@ static int do_readlink(const char *fn, int dirfd, const char *path, char *buf, s
 ssize_t readlink(const char *path, char *buf, size_t size)
 {
 	ssize_t rc;
-	if (do_readlink("readlink", AT_FDCWD, path, buf, size, &rc)) return rc;
+	char canon[DLB_PATH_MAX];
+	if (do_readlink("readlink", AT_FDCWD, &path, canon, buf, size, &rc)) return rc;
 	return real_readlink(path, buf, size);
 }
 ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t size)
 {
 	ssize_t rc;
-	if (do_readlink("readlinkat", dirfd, path, buf, size, &rc)) return rc;
+	char canon[DLB_PATH_MAX];
+	if (do_readlink("readlinkat", dirfd, &path, canon, buf, size, &rc)) return rc;
 	return real_readlinkat(dirfd, path, buf, size);
 }
 
@@ -624,7 +648,7 @@ char *realpath(const char *path, char *resolved)
 	char canon[DLB_PATH_MAX];
 	struct dlb_res r;
 	if (!path) return real_realpath(path, resolved);
-	switch (lookup("realpath", AT_FDCWD, path, 1, canon, &r)) {
+	switch (lookup("realpath", AT_FDCWD, &path, 1, canon, &r)) {
 	case DLB_BUNDLED:
 		if (r.len >= PATH_MAX) break;
 		if (!resolved && !(resolved = malloc(r.len + 1))) return NULL;
@@ -645,7 +669,7 @@ DIR *opendir(const char *path)
 {
 	char canon[DLB_PATH_MAX], lp[DLB_PATH_MAX + 1024];
 	struct dlb_res r;
-	switch (lookup("opendir", AT_FDCWD, path, 1, canon, &r)) {
+	switch (lookup("opendir", AT_FDCWD, &path, 1, canon, &r)) {
 	case DLB_BUNDLED:
 		if (r.ent->type != DLB_DIR) { errno = ENOTDIR; return NULL; }
 		if (stage_list_len + r.len + 1 > sizeof lp) break;
@@ -668,8 +692,9 @@ static const char *exec_target(const char *fn, const char *path, char *sp, size_
 {
 	char canon[DLB_PATH_MAX];
 	struct dlb_res r;
+	const char *pp = path; /* not rewritten: the kernel hands the exec'd path to a script's interpreter */
 	*err = 0;
-	switch (lookup(fn, AT_FDCWD, path, 1, canon, &r)) {
+	switch (lookup(fn, AT_FDCWD, &pp, 1, canon, &r)) {
 	case DLB_BUNDLED:
 		if (r.ent->type != DLB_REG || staged(sp, spsz, canon, r.len) != 0) break;
 		if (!(r.ent->flags & DLB_FLAG_ELF_EXEC)) {

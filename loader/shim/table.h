@@ -108,7 +108,25 @@ struct dlb_res {
 	const struct dlb_entry *ent; /* BUNDLED: the final entry (reg, dir, or symlink when not followed) */
 	int err;                     /* KNOWN_ERR: ENOENT, ENOTDIR or ELOOP (positive errno) */
 	size_t len;                  /* BUNDLED: length of out, the canonical original path */
+	int rewritten;               /* UNKNOWN: out holds an equivalent path with the table's symlinks substituted */
 };
+
+/* dlb_unknown ends a resolution the table cannot decide. When symlinks were
+ * followed on the way, out becomes the resolved prefix plus the rest of the
+ * path: the kernel resolves it exactly as it would the original, without
+ * walking the bundled symlinks on the original file system again (e.g.
+ * /usr/lib/ssl/openssl.cnf -> /etc/ssl/openssl.cnf, node-local). */
+static inline int dlb_unknown(struct dlb_res *r, char *out, size_t on, const char *tail, size_t tn, int sep, int links)
+{
+	r->rewritten = 0;
+	if (!links || on + 1 + tn >= DLB_PATH_MAX) return 0 /* DLB_UNKNOWN */;
+	if (sep || on == 0) out[on++] = '/';
+	dlb_memcpy(out + on, tail, tn);
+	out[on + tn] = 0;
+	r->len = on + tn;
+	r->rewritten = 1;
+	return 0 /* DLB_UNKNOWN */;
+}
 
 #define DLB_ENOENT 2
 #define DLB_ENOTDIR 20
@@ -129,6 +147,7 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 	char rest[DLB_PATH_MAX], tmp[DLB_PATH_MAX];
 	size_t rn = dlb_strlen(in), on = 0, p = 0;
 	int links = 0, unknown_prefix = 0;
+	r->rewritten = 0;
 	if (rn == 0 || in[0] != '/' || rn >= DLB_PATH_MAX) return DLB_UNKNOWN;
 	/* Fast path: the path as given is an entry (keys are clean paths, and
 	 * the format has no entry below a non-directory, so every ancestor of a
@@ -155,16 +174,20 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 		size_t after = q;
 		while (after < rn && rest[after] == '/') after++;
 		int is_last = after >= rn, trailing_slash = is_last && q < rn;
-		if (cn == 1 && rest[p] == '.') { p = q; if (cur && cur->type != DLB_DIR) return DLB_UNKNOWN; continue; }
+		if (cn == 1 && rest[p] == '.') {
+			if (cur && cur->type != DLB_DIR) return dlb_unknown(r, out, on, rest + p, rn - p, 1, links);
+			p = q;
+			continue;
+		}
 		if (cn == 2 && rest[p] == '.' && rest[p + 1] == '.') {
 			/* Popping a component the table does not know could be wrong (it
 			 * may be a symlink natively): leave the path to the kernel. */
-			if (unknown_prefix) return DLB_UNKNOWN;
+			if (unknown_prefix) return dlb_unknown(r, out, on, rest + p, rn - p, 1, links);
 			while (on > 0 && out[on - 1] != '/') on--;
 			if (on > 0) on--;
 			oh = dlb_hash(out, on);
 			cur = parent = on ? dlb_lookup_h(base, out, on, oh) : root;
-			if (!cur) return DLB_UNKNOWN;
+			if (!cur) return dlb_unknown(r, out, on, rest + q, rn - q, 0, links);
 			p = q;
 			continue;
 		}
@@ -181,7 +204,7 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 			/* A prefix outside the image (e.g. /home above a bundled tree):
 			 * keep walking, deeper components may be entries (the table keys
 			 * are the paths as the app used them). */
-			if (is_last) return DLB_UNKNOWN;
+			if (is_last) return dlb_unknown(r, out, on, rest + q, rn - q, 0, links);
 			unknown_prefix = 1;
 			p = q;
 			continue;
@@ -191,7 +214,7 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 			r->err = DLB_ENOENT;
 			return DLB_KNOWN_ERR;
 		case DLB_EXTERNAL:
-			return DLB_UNKNOWN;
+			return dlb_unknown(r, out, on, rest + q, rn - q, 0, links);
 		case DLB_REG:
 			if (!is_last || trailing_slash) { r->err = DLB_ENOTDIR; return DLB_KNOWN_ERR; }
 			break;
@@ -224,7 +247,7 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 		out[0] = '/'; on = 1; cur = root;
 	}
 	out[on] = 0;
-	if (!cur || cur->type == DLB_MISSING || cur->type == DLB_EXTERNAL) return DLB_UNKNOWN;
+	if (!cur || cur->type == DLB_MISSING || cur->type == DLB_EXTERNAL) return dlb_unknown(r, out, on, "", 0, 0, links);
 	r->ent = cur;
 	r->len = on;
 	return DLB_BUNDLED;
