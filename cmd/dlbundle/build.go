@@ -268,11 +268,11 @@ func printBuildSummary(w io.Writer, output string, traces []string, plan *squash
 	}
 	rep := plan.Report
 	fmt.Fprintf(w, "wrote %s from %d trace(s) (%d events, %d paths)\n", output, len(traces), rep.Events, rep.Paths)
-	fmt.Fprintf(w, "  entries: %d:", st.Entries)
+	var counts []string
 	for _, t := range []image.Type{image.TypeRegular, image.TypeDir, image.TypeSymlink, image.TypeMissing, image.TypeExternal} {
-		fmt.Fprintf(w, " %d %s", byType[t], t)
+		counts = append(counts, fmt.Sprintf("%d %s", byType[t], t))
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  %d entries: %s\n", st.Entries, strings.Join(counts, ", "))
 	var ks []image.Kind
 	for k := range kinds {
 		ks = append(ks, k)
