@@ -5,4 +5,22 @@
 //
 // It must not decide what gets bundled (that is package squash) and must not
 // change what the app does: the traced run behaves as a native one.
+//
+// How a run goes (Run, run.go):
+//   - the output file is created first (an unwritable path fails before the
+//     app starts) and the command is resolved like a shell does (127/126);
+//   - dlbundle re-executes itself as the hidden verb __trace-stub with
+//     PTRACE_TRACEME (os/exec cannot install a seccomp filter between fork and
+//     exec); the stub (stub.go) sets no_new_privs, loads the filter (TSYNC) and
+//     execs the app;
+//   - one locked OS thread (tracer.go) runs every ptrace request: at a seccomp
+//     stop it decodes the arguments (syscalls_linux_amd64.go, memory.go), then
+//     PTRACE_SYSCALL catches the exit for the result; getdents64 buffers are
+//     collected per directory (dirents.go) into one listing;
+//   - when the main process exits, survivors are detached, the end record is
+//     written, the file renamed into place and a summary printed (summary.go).
+//
+// Requirements: Linux >= 4.8 on x86_64, ptrace permitted. Run waits for any
+// child of the calling process (wait4(-1)): nothing else in the process may
+// start children while it runs.
 package trace

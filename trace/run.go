@@ -48,6 +48,9 @@ func (e *CommandError) Unwrap() error { return e.Err }
 // process (wait4(-1)), so nothing else in the process may start children
 // while it runs.
 func Run(opts Options) (*Result, error) {
+	if len(syscallTable) == 0 {
+		return nil, fmt.Errorf("dlbundle trace supports linux/amd64 only (this is linux/%s)", runtime.GOARCH)
+	}
 	if len(opts.Command) == 0 {
 		return nil, errors.New("no command given: dlbundle trace [-o FILE] -- CMD [ARGS...]")
 	}

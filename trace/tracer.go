@@ -61,6 +61,7 @@ type tracer struct {
 	tasks      map[int]*task
 	listings   map[dirKey]*listing
 	sigSeen    *signalLog
+	fatal      error // the run cannot be traced; the app has been killed
 }
 
 // loop waits for tracee stops until the main process exits, and returns its
@@ -79,6 +80,9 @@ func (t *tracer) loop() (int, error) {
 		case ws.Exited(), ws.Signaled():
 			delete(t.tasks, pid)
 			if pid == t.mainPid {
+				if t.fatal != nil {
+					return 0, t.fatal
+				}
 				if ws.Exited() {
 					return ws.ExitStatus(), nil
 				}
@@ -125,7 +129,9 @@ func (t *tracer) onStop(tid int, ws unix.WaitStatus) {
 			if tid == t.mainPid && firstStop {
 				// The stub's own exec after PTRACE_TRACEME: set our options now.
 				if err := unix.PtraceSetOptions(tid, ptraceOptions); err != nil {
-					t.rec.warn("setting ptrace options on %d: %v", tid, err)
+					// Without them every filtered call would fail with ENOSYS.
+					t.fatal = fmt.Errorf("setting ptrace options (seccomp stops need Linux >= 4.8): %v", err)
+					_ = unix.Kill(tid, unix.SIGKILL)
 				}
 				resume(tid, 0)
 				return
