@@ -98,14 +98,44 @@ func (r *Results) WriteMarkdown(w io.Writer, plot string) {
 				ratioCell(nat, warm, okw), ratioCell(warm, id, okw), ratioCell(cold, id, okc),
 				opsCell(nat, true), opsCell(cold, okc), opsCell(warm, okw))
 		}
+		var failed []string
+		cause := ""
 		for _, row := range r.Rows {
 			if row.Scenario == c.Scenario && row.Err != "" {
-				p("\n%s N=%d failed: `%s`\n", row.Mode, row.Ranks, firstLine(row.Err))
+				failed = append(failed, fmt.Sprintf("%s N=%d", row.Mode, row.Ranks))
+				if cause == "" {
+					cause = row.Err
+				}
 			}
 		}
+		if len(failed) > 0 {
+			p("\nFailed: %s. First failure:\n\n```\n%s\n```\n", strings.Join(failed, ", "), strings.TrimSpace(tail(cause)))
+		}
 	}
+	r.writeWarmPaths(w)
 	r.writeGoals(w)
 	r.writeProjection(w)
+}
+
+// writeWarmPaths lists what warm dlbundle ranks still looked up on the
+// shared tree, at the largest rank count: the work list for reaching zero.
+func (r *Results) writeWarmPaths(w io.Writer) {
+	header := false
+	for _, c := range r.Calibrations {
+		row, ok := r.lastRow(c.Scenario, ModeWarm)
+		if !ok || len(row.TopPaths) == 0 {
+			continue
+		}
+		if !header {
+			fmt.Fprintf(w, "\n## What warm dlbundle ranks still look up on the shared tree\n\n")
+			fmt.Fprintf(w, "Paths relative to the slowfs mount, metadata operations summed over all ranks of the largest run.\n")
+			header = true
+		}
+		fmt.Fprintf(w, "\n%s, N=%d (%.1f ops/rank):\n\n| path | ops |\n|---|---|\n", c.Scenario, row.Ranks, row.OpsPerRank())
+		for _, pc := range row.TopPaths {
+			fmt.Fprintf(w, "| `%s` | %d |\n", pc.Path, pc.Count)
+		}
+	}
 }
 
 // writeGoals checks the issue's goals against this run (they are not tests:
@@ -121,7 +151,7 @@ func (r *Results) writeGoals(w io.Writer) {
 			continue
 		}
 		maxOps, worstWarm, worstCold := 0.0, 0.0, time.Duration(0)
-		failed := false
+		failed, measured := false, 0
 		for _, wr := range warm {
 			id, _ := r.row(c.Scenario, ModeIdeal, wr.Ranks)
 			cold, _ := r.row(c.Scenario, ModeCold, wr.Ranks)
@@ -129,6 +159,7 @@ func (r *Results) writeGoals(w io.Writer) {
 				failed = true
 				continue
 			}
+			measured++
 			maxOps = max(maxOps, wr.OpsPerRank())
 			worstWarm = max(worstWarm, ratio(wr.Wall, id.Wall))
 			budget := id.Wall + time.Duration(float64(c.ImageBytes)/1e9*float64(time.Second))
@@ -146,6 +177,10 @@ func (r *Results) writeGoals(w io.Writer) {
 		if ok1 && ok2 && nat.Err == "" && w16.Err == "" {
 			x := ratio(nat.Wall, w16.Wall)
 			at16 = verdict(x >= 20, fmt.Sprintf("%.1fx", x))
+		}
+		if measured == 0 {
+			p("| %s | **no** (all dlbundle runs failed) | **no** | **no** | **no** |\n", c.Scenario)
+			continue
 		}
 		note := ""
 		if failed {

@@ -73,7 +73,9 @@ func pythonScenario(name, imports string, withNumpy bool) scenario {
 	cmd := func(root string) launch {
 		return launch{
 			argv: []string{filepath.Join(root, "bin/python3"), "-c", script},
-			env: baseEnv("PYTHONNOUSERSITE=1", "PYTHONDONTWRITEBYTECODE=1",
+			// One BLAS thread per rank, as MPI jobs run: otherwise every
+			// numpy rank starts a spinning thread per core.
+			env: baseEnv("PYTHONNOUSERSITE=1", "PYTHONDONTWRITEBYTECODE=1", "OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1",
 				"LD_LIBRARY_PATH="+filepath.Join(root, pythonLibDir)),
 			dir:    "/",
 			expect: name + " ok",

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -40,6 +41,8 @@ type FS struct {
 	dataQueue          server
 	metaCost, readCost atomic.Int64 // ns; changeable while mounted
 	counts             counters
+	recordPaths        atomic.Bool
+	paths              pathCounts
 }
 
 // Mount serves the directory source at mountpoint (which must exist) until
@@ -116,13 +119,18 @@ func (f *FS) Stats() Stats {
 // Reset zeroes the counts, e.g. between benchmark runs.
 func (f *FS) Reset() {
 	f.counts.reset()
+	f.paths.reset()
 	f.metaQueue.busy.Store(0)
 	f.dataQueue.busy.Store(0)
 }
 
-// metadata counts one metadata operation and waits for the metadata server.
-func (f *FS) metadata(op Op) {
+// metadata counts one metadata operation on n (or its child name) and waits
+// for the metadata server.
+func (f *FS) metadata(op Op, n *node, name string) {
 	f.counts.ops[op].Add(1)
+	if f.recordPaths.Load() {
+		f.paths.add("/" + path.Join(n.Path(nil), name))
+	}
 	f.metaQueue.serve(time.Duration(f.metaCost.Load()))
 }
 

@@ -36,22 +36,22 @@ func (n *node) WrapChild(ctx context.Context, ops fs.InodeEmbedder) fs.InodeEmbe
 }
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	n.fsys.metadata(OpLookup)
+	n.fsys.metadata(OpLookup, n, name)
 	return n.LoopbackNode.Lookup(ctx, name, out)
 }
 
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	n.fsys.metadata(OpGetattr)
+	n.fsys.metadata(OpGetattr, n, "")
 	return n.LoopbackNode.Getattr(ctx, f, out)
 }
 
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	n.fsys.metadata(OpReadlink)
+	n.fsys.metadata(OpReadlink, n, "")
 	return n.LoopbackNode.Readlink(ctx)
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	n.fsys.metadata(OpOpen)
+	n.fsys.metadata(OpOpen, n, "")
 	fh, fuseFlags, errno := n.LoopbackNode.Open(ctx, flags)
 	if errno != 0 {
 		return nil, 0, errno
@@ -61,12 +61,12 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 
 // OpendirHandle is where go-fuse's loopback reads directories (not Readdir).
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	n.fsys.metadata(OpOpendir)
+	n.fsys.metadata(OpOpendir, n, "")
 	fh, fuseFlags, errno := n.LoopbackNode.OpendirHandle(ctx, flags)
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	return &dir{inner: fh, fsys: n.fsys}, fuseFlags, 0
+	return &dir{inner: fh, fsys: n.fsys, node: n}, fuseFlags, 0
 }
 
 // file is an open regular file whose reads are counted and charged per MiB.
@@ -99,6 +99,7 @@ func (f *file) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult
 type dir struct {
 	inner fs.FileHandle
 	fsys  *FS
+	node  *node
 	// lastRequest identifies the READDIR request being answered: go-fuse calls
 	// Readdirent once per entry, with a fresh context per request (held here
 	// so that its address cannot be reused by a later request).
@@ -108,7 +109,7 @@ type dir struct {
 func (d *dir) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
 	if ctx != d.lastRequest {
 		d.lastRequest = ctx
-		d.fsys.metadata(OpReaddir)
+		d.fsys.metadata(OpReaddir, d.node, "")
 	}
 	return d.inner.(fs.FileReaddirenter).Readdirent(ctx)
 }

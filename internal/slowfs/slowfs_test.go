@@ -245,3 +245,25 @@ func TestForceUnmountClearsAKilledServersMount(t *testing.T) {
 	}
 	must(t, slowfs.ForceUnmount(mnt)) // and it is a no-op now
 }
+
+func TestTopPathsNamesWhatWasLookedUp(t *testing.T) {
+	src, _ := tree(t)
+	mnt := t.TempDir()
+	f := slowfstest.Mount(t, src, mnt, slowfs.Costs{})
+	f.RecordPaths(true)
+	f.Reset()
+	for i := 0; i < 3; i++ {
+		_, _ = os.Stat(filepath.Join(mnt, "missing"))
+	}
+	if _, err := os.Readlink(filepath.Join(mnt, "l")); err != nil {
+		t.Fatal(err)
+	}
+	top := f.TopPaths(10)
+	if len(top) != 2 || top[0] != (slowfs.PathCount{Path: "/missing", Count: 3}) || top[1] != (slowfs.PathCount{Path: "/l", Count: 2}) {
+		t.Errorf("top paths = %+v, want /missing x3 (lookups), /l x2 (lookup, readlink)", top)
+	}
+	f.Reset()
+	if top := f.TopPaths(10); len(top) != 0 {
+		t.Errorf("after Reset: %+v", top)
+	}
+}
