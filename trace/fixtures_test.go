@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestFileOps traces a C program making each kind of lookup and change, with
@@ -217,6 +219,33 @@ func TestShellDash(t *testing.T) {
 	mustFind(t, tr, OpOpen, dir+"/f", "")
 	if ls := mustFind(t, tr, OpListdir, dir, ""); len(ls.Entries) != 1 || ls.Entries[0].Name != "f" {
 		t.Errorf("listing of %s: %+v", dir, ls.Entries)
+	}
+}
+
+// TestNoFdsLeakToTheApp: the app starts with stdin, stdout and stderr only
+// (no trace file, pidfd or pipe of dlbundle), read from the trace's own
+// listing of /proc/PID/fd (the 4th fd is ls's handle on that directory).
+func TestNoFdsLeakToTheApp(t *testing.T) {
+	tr, _ := traceRun(t, "/bin/sh", "-c", "exec /bin/ls /proc/self/fd >/dev/null")
+	ls := mustFind(t, tr, OpExec, "/bin/ls", "")
+	l := mustFind(t, tr, OpListdir, "/proc/"+strconv.Itoa(ls.PID)+"/fd", "")
+	var fds []string
+	for _, e := range l.Entries {
+		fds = append(fds, e.Name)
+	}
+	sort.Strings(fds)
+	// Plus what this test process inherited without close-on-exec: any child gets those.
+	want := []string{"0", "1", "2", "3"}
+	ents, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range ents {
+		fd, _ := strconv.Atoi(e.Name())
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); fd > 2 && err == nil && flags&unix.FD_CLOEXEC == 0 {
+			want = append(want, e.Name())
+		}
+	}
+	sort.Strings(want)
+	if strings.Join(fds, " ") != strings.Join(want, " ") {
+		t.Errorf("fds open in the app: %v, want %v", fds, want)
 	}
 }
 
