@@ -3,6 +3,7 @@ package image
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,22 +92,21 @@ func BenchmarkImage(b *testing.B) {
 			parallel(workers, len(chunks), func(i int, buf []byte) []byte { return enc.EncodeAll(chunks[i], buf[:0]) })
 		})
 	})
-	var img []byte
-	write := func() {
-		var buf bytes.Buffer
-		buf.Grow(int(raw / 2))
-		if _, err := Write(&buf, es, WriteOptions{Workers: workers}); err != nil {
-			b.Fatal(err)
-		}
-		img = buf.Bytes()
-	}
 	b.Run("Write", func(b *testing.B) {
-		measure(b, raw, nil, write)
-		b.ReportMetric(float64(len(img))/float64(raw), "size/raw")
+		var st WriteStats
+		measure(b, raw, nil, func() {
+			var err error
+			if st, err = Write(io.Discard, es, WriteOptions{Workers: workers}); err != nil {
+				b.Fatal(err)
+			}
+		})
+		b.ReportMetric(float64(st.StoredBytes)/float64(raw), "size/raw")
 	})
-	if img == nil { // -bench selected only the decoding side
-		write()
+	var buf bytes.Buffer
+	if _, err := Write(&buf, es, WriteOptions{Workers: workers}); err != nil {
+		b.Fatal(err)
 	}
+	img := buf.Bytes()
 	im, err := openBytes(img)
 	if err != nil {
 		b.Fatal(err)
@@ -176,6 +176,8 @@ func cpuTime() time.Duration {
 func measure(b *testing.B, raw int64, prep, body func()) {
 	b.SetBytes(raw)
 	var cpu time.Duration
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
 	n := 0
 	for b.Loop() {
 		if prep != nil {
@@ -188,6 +190,9 @@ func measure(b *testing.B, raw int64, prep, body func()) {
 		cpu += cpuTime() - c0
 		n++
 	}
+	runtime.ReadMemStats(&ms1)
+	b.ReportMetric(float64(ms1.NumGC-ms0.NumGC)/float64(n), "gc/op")
+	b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(n)/1e6, "alloc-MB/op")
 	b.ReportMetric(float64(cpu.Milliseconds())/float64(n), "cpu-ms/op")
 	b.ReportMetric(float64(raw)*float64(n)/1e6/cpu.Seconds(), "MB/cpu-s")
 }

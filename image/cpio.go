@@ -3,7 +3,6 @@ package image
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"math"
 	"strings"
 
@@ -74,34 +73,21 @@ func cpioInfo(e *Entry, ino, nlink uint64, size int64) cpio.Info {
 }
 
 // cpioHeader returns the newc header (with name and padding) of a member of
-// size bytes; the caller appends the content and the padding.
-func cpioHeader(info cpio.Info) ([]byte, error) {
-	var buf bytes.Buffer
-	// u-root writes the header, then copies FileSize bytes from ReaderAt: give
-	// it a reader of nothing and stop it after the header (errHeaderDone).
-	w := cpio.Newc.Writer(&headerOnly{buf: &buf, limit: headerLen(info.Name)})
-	rec := cpio.Record{Info: info}
-	if info.FileSize > 0 {
-		rec.ReaderAt = bytes.NewReader(nil)
+// info.FileSize bytes; the caller appends the content and the padding.
+// u-root's writer always copies the content itself (allocating a 32 KiB copy
+// buffer per member, 40% of the writer's allocations), and the writer cuts
+// content into frames, so the header is formatted here, in the exact layout
+// u-root and GNU cpio write (TestCpioHeaderMatchesURoot checks).
+func cpioHeader(info cpio.Info) []byte {
+	name := info.Name
+	b := make([]byte, 0, headerLen(name))
+	b = append(b, "070701"...)
+	for _, v := range []uint64{info.Ino, info.Mode, info.UID, info.GID, info.NLink, info.MTime, info.FileSize,
+		info.Major, info.Minor, info.Rmajor, info.Rminor, uint64(len(name)) + 1, 0} {
+		b = fmt.Appendf(b, "%08X", uint32(v))
 	}
-	err := w.WriteRecord(rec)
-	if int64(buf.Len()) != headerLen(info.Name) {
-		return nil, fmt.Errorf("cpio header of %s: %v", info.Name, err)
-	}
-	return buf.Bytes(), nil
-}
-
-// headerOnly collects the first limit bytes written and fails after that.
-type headerOnly struct {
-	buf   *bytes.Buffer
-	limit int64
-}
-
-func (h *headerOnly) Write(p []byte) (int, error) {
-	if int64(h.buf.Len()+len(p)) > h.limit {
-		return 0, io.ErrShortWrite
-	}
-	return h.buf.Write(p)
+	b = append(b, name...)
+	return append(b, make([]byte, headerLen(name)-int64(len(b)))...) // NUL and padding
 }
 
 // metaMember is a complete member without frames of its own (directory,

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/u-root/u-root/pkg/cpio"
 )
 
 // realSet is a slice of a real Python + shared library installation: source
@@ -367,5 +369,25 @@ func TestHugeFileLeftOutWithWarning(t *testing.T) {
 	e, ok := im.Lookup(p)
 	if !ok || e.Type != TypeExternal || len(warnings) != 1 || !strings.Contains(warnings[0], p) {
 		t.Fatalf("entry %+v, warnings %q: want external and one warning naming %s", e, warnings, p)
+	}
+}
+
+// The writer formats newc headers itself (see cpioHeader); they must be
+// byte-identical to u-root's.
+func TestCpioHeaderMatchesURoot(t *testing.T) {
+	for _, info := range []cpio.Info{
+		{Ino: 1, Mode: 0o100644, UID: 1000, GID: 100, NLink: 1, MTime: 1700000000, FileSize: 5, Name: "usr/lib/x.so"},
+		{Ino: 0xffffffff, Mode: 0o100755, NLink: 3, MTime: 0xffffffff, FileSize: 1, Name: "a"},
+		{Ino: 7, Mode: 0o100600, NLink: 1, FileSize: 3, Name: "usr/lib/python3.11/encodings/__init__.py"},
+	} {
+		var buf bytes.Buffer
+		rec := cpio.Record{Info: info, ReaderAt: bytes.NewReader(make([]byte, info.FileSize))}
+		if err := cpio.Newc.Writer(&buf).WriteRecord(rec); err != nil {
+			t.Fatal(err)
+		}
+		want := buf.Bytes()[:headerLen(info.Name)]
+		if got := cpioHeader(info); !bytes.Equal(got, want) {
+			t.Errorf("%s: header\n%q\nu-root writes\n%q", info.Name, got, want)
+		}
 	}
 }

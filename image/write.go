@@ -57,14 +57,10 @@ func Write(w io.Writer, entries []Entry, opts WriteOptions) (WriteStats, error) 
 	if err := prepareEntries(es, opts.Warn); err != nil {
 		return st, err
 	}
-	enc, err := zstd.NewWriter(nil,
-		zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(level)),
-		zstd.WithEncoderConcurrency(workers),
-		zstd.WithEncoderCRC(true))
+	enc, err := encoderFor(level, workers)
 	if err != nil {
 		return st, err
 	}
-	defer enc.Close()
 
 	links, err := findDuplicates(es, workers)
 	if err != nil {
@@ -100,6 +96,31 @@ func Write(w io.Writer, entries []Entry, opts WriteOptions) (WriteStats, error) 
 	st.Entries = len(es)
 	st.StoredBytes = p.out.n
 	return st, nil
+}
+
+// Encoders are kept per (level, workers): creating one allocates its
+// history buffers anew (tens of MB), and EncodeAll is safe for concurrent use.
+var (
+	encodersMu sync.Mutex
+	encoders   = map[[2]int]*zstd.Encoder{}
+)
+
+func encoderFor(level, workers int) (*zstd.Encoder, error) {
+	encodersMu.Lock()
+	defer encodersMu.Unlock()
+	key := [2]int{level, workers}
+	if e := encoders[key]; e != nil {
+		return e, nil
+	}
+	e, err := zstd.NewWriter(nil,
+		zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(level)),
+		zstd.WithEncoderConcurrency(workers),
+		zstd.WithEncoderCRC(true))
+	if err != nil {
+		return nil, err
+	}
+	encoders[key] = e
+	return e, nil
 }
 
 // prepareEntries checks the writer's input and normalises it in place: load
@@ -413,10 +434,7 @@ func (p *packer) produce(emit func(*frameJob) bool) error {
 // the member's padding in the last one. It hashes the content on the way.
 func (p *packer) object(i int, info cpio.Info, emit func(*frameJob) bool) error {
 	e := &p.es[i]
-	hdr, err := cpioHeader(info)
-	if err != nil {
-		return err
-	}
+	hdr := cpioHeader(info)
 	f, err := os.Open(sourcePath(e))
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", e.Path, err)
