@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -150,7 +151,7 @@ func (r *Results) writeGoals(w io.Writer) {
 			p("| %s | not measured | not measured | not measured | not measured |\n", c.Scenario)
 			continue
 		}
-		maxOps, worstWarm, worstCold := 0.0, 0.0, time.Duration(0)
+		maxOps, worstWarm, worstCold := 0.0, 0.0, time.Duration(math.MinInt64)
 		failed, measured := false, 0
 		for _, wr := range warm {
 			id, _ := r.row(c.Scenario, ModeIdeal, wr.Ranks)
