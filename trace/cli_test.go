@@ -218,3 +218,46 @@ func TestPtraceNotPermitted(t *testing.T) {
 		t.Errorf("files left: %v", ents)
 	}
 }
+
+// countSIGINT exits with the number of SIGINTs it received within 0.5 s of
+// the first one.
+const countSIGINT = `
+import signal, sys, time
+n = 0
+def h(s, f):
+    global n
+    n += 1
+signal.signal(signal.SIGINT, h)
+open(sys.argv[1], "w").close()
+while n == 0:
+    time.sleep(0.01)
+time.sleep(0.5)
+sys.exit(n)
+`
+
+// TestCtrlCOnce: Ctrl-C reaches the whole foreground process group, dlbundle
+// and the app alike; forwarding must not make the app see it twice.
+func TestCtrlCOnce(t *testing.T) {
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	self, _ := os.Executable()
+	cmd := exec.Command(self, "__trace-cli", filepath.Join(dir, "c.trace"), "--", "/usr/bin/python3", "-c", countSIGINT, ready)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 1000; i++ {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) // what the terminal does
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("app saw SIGINT %v times (exit status), want 1; stderr: %s", err, stderr.String())
+	}
+}

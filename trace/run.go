@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -165,6 +166,22 @@ func ptraceDenied(err error) error {
 		"e.g. docker run --cap-add SYS_PTRACE), or ask the admins to lower kernel.yama.ptrace_scope", err, scope)
 }
 
+// signalPending reports whether sig is pending for process pid (not yet
+// delivered, so not yet seen by the tracer).
+func signalPending(pid int, sig syscall.Signal) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "ShdPnd:"); ok {
+			mask, _ := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return mask&(1<<(uint(sig)-1)) != 0
+		}
+	}
+	return false
+}
+
 // signalLog remembers when a tracee last received SIGINT or SIGTERM, so that
 // a signal the terminal already sent to the app's process group (Ctrl-C) is
 // not delivered a second time by forwarding.
@@ -187,9 +204,10 @@ func (l *signalLog) saw(s syscall.Signal) {
 }
 
 // forwardSignals passes SIGINT/SIGTERM received by dlbundle to the app,
-// unless the app got the same signal directly at about the same time.
+// unless the app got the same signal directly at about the same time (Ctrl-C
+// goes to the whole foreground process group: the app must not get it twice).
 func forwardSignals(ch <-chan os.Signal, done <-chan struct{}, pid int, seen *signalLog) {
-	const window = 100 * time.Millisecond
+	const window = 250 * time.Millisecond
 	for {
 		select {
 		case <-done:
@@ -202,7 +220,7 @@ func forwardSignals(ch <-chan os.Signal, done <-chan struct{}, pid int, seen *si
 				return
 			case <-time.After(window):
 			}
-			if seen.slot(sig).Load() < at-int64(window) {
+			if seen.slot(sig).Load() < at-int64(window) && !signalPending(pid, sig) {
 				_ = syscall.Kill(pid, sig)
 			}
 		}
