@@ -83,7 +83,10 @@ func Mount(source, mountpoint string, costs Costs) (*FS, error) {
 	}
 	srv, err := fs.Mount(mountpoint, root, opts)
 	if err != nil {
-		if errors.Is(err, os.ErrPermission) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, exec.ErrNotFound) {
+		// As root the mount(2) is direct; otherwise go-fuse runs fusermount3,
+		// whose failures come back as text only.
+		if errors.Is(err, os.ErrPermission) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) ||
+			errors.Is(err, exec.ErrNotFound) || strings.Contains(err.Error(), "fusermount") {
 			err = fmt.Errorf("%w: %w", ErrNotPermitted, err)
 		}
 		return nil, fmt.Errorf("slowfs: mounting %s at %s: %w (needs root, or fusermount3 from the fuse3 package)", source, mountpoint, err)
