@@ -51,7 +51,7 @@ func (im *Image) decodeFrame(o, k int, comp, dst []byte) (content, buf []byte, e
 	if k == len(e.Frames)-1 && !allZero(out[end:]) {
 		return nil, dst, fmt.Errorf("%s: cpio padding is not zero (corrupt image)", e.Path)
 	}
-	return out[start:end], out, nil
+	return out[start:end], dst, nil
 }
 
 func allZero(b []byte) bool {

@@ -81,7 +81,9 @@ func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var raw []byte
+			// Sized for a full frame at once: growing it frame by frame
+			// allocated (and zeroed) tens of MB per extraction.
+			raw := make([]byte, 0, maxFrameContent+64<<10)
 			for t := range tasks {
 				if ctx.Err() != nil {
 					free <- t.comp
@@ -138,7 +140,7 @@ func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink
 					return context.Cause(ctx)
 				}
 				if int64(cap(comp)) < f.CSize {
-					comp = make([]byte, f.CSize)
+					comp = make([]byte, max(f.CSize, 1<<20))
 				}
 				comp = comp[:f.CSize]
 				if _, err := io.ReadFull(br, comp); err != nil {
