@@ -125,12 +125,12 @@ func Run(ctx context.Context, opts Options) (*Results, error) {
 			fmt.Fprintf(opts.Log, format+"\n", a...)
 		}
 	}
-	work, err := os.MkdirTemp(opts.WorkDir, "dlbundle-bench-")
+	work, err := os.MkdirTemp(opts.WorkDir, "startup-bench-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(work)
-	shm, err := os.MkdirTemp(opts.ShmDir, "dlbundle-bench-")
+	shm, err := os.MkdirTemp(opts.ShmDir, "startup-bench-")
 	if err != nil {
 		return nil, fmt.Errorf("bench: tmpfs scratch in %s: %w", opts.ShmDir, err)
 	}
