@@ -126,6 +126,7 @@ func traceCommand(stub, command []string, rec *recorder, start time.Time) (int, 
 		Stderr:      os.Stderr,
 		SysProcAttr: &syscall.SysProcAttr{Ptrace: true},
 	}
+	defer quietChildStops()()
 	sigs := &signalLog{}
 	fwd := make(chan os.Signal, 4)
 	signal.Notify(fwd, syscall.SIGINT, syscall.SIGTERM)
