@@ -57,9 +57,14 @@ func rawBytes(es []Entry) int64 {
 	return n
 }
 
-// BenchmarkImage measures, in one run on the same data and level: raw zstd
-// EncodeAll (files in memory, cut into the writer's frames, all cores) vs
-// Write; raw DecodeAll of the image's frames vs Extract into /dev/shm.
+// BenchmarkImage measures, on the same data at the same level, each
+// iteration back to back (the machine is shared: ratios within an iteration
+// are what to quote):
+//   - Write vs raw zstd EncodeAll (files already in memory, cut into the
+//     writer's 4 MiB frames, all cores);
+//   - Extract into /dev/shm (with and without SHA-256 checks) and Extract's
+//     decoding pipeline without files (with and without SHA-256) vs raw
+//     DecodeAll of the image's frames (all cores).
 func BenchmarkImage(b *testing.B) {
 	es := benchSet(b)
 	raw := rawBytes(es)
@@ -75,33 +80,20 @@ func BenchmarkImage(b *testing.B) {
 		}
 	}
 	b.Logf("file set: %d entries, %d regular files, %.1f MiB", len(es), len(files), float64(raw)/(1<<20))
-
-	b.Run("EncodeAll", func(b *testing.B) {
-		enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(3)),
-			zstd.WithEncoderConcurrency(workers), zstd.WithEncoderCRC(true))
-		defer enc.Close()
-		var chunks [][]byte
-		for _, f := range files {
-			for len(f) > maxFrameContent {
-				chunks = append(chunks, f[:maxFrameContent])
-				f = f[maxFrameContent:]
-			}
-			chunks = append(chunks, f)
+	var chunks [][]byte
+	for _, f := range files {
+		for len(f) > maxFrameContent {
+			chunks = append(chunks, f[:maxFrameContent])
+			f = f[maxFrameContent:]
 		}
-		measure(b, raw, nil, func() {
-			parallel(workers, len(chunks), func(i int, buf []byte) []byte { return enc.EncodeAll(chunks[i], buf[:0]) })
-		})
-	})
-	b.Run("Write", func(b *testing.B) {
-		var st WriteStats
-		measure(b, raw, nil, func() {
-			var err error
-			if st, err = Write(io.Discard, es, WriteOptions{Workers: workers}); err != nil {
-				b.Fatal(err)
-			}
-		})
-		b.ReportMetric(float64(st.StoredBytes)/float64(raw), "size/raw")
-	})
+		chunks = append(chunks, f)
+	}
+	enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(3)),
+		zstd.WithEncoderConcurrency(workers), zstd.WithEncoderCRC(true))
+	defer enc.Close()
+	dec, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(workers))
+	defer dec.Close()
+
 	var buf bytes.Buffer
 	if _, err := Write(&buf, es, WriteOptions{Workers: workers}); err != nil {
 		b.Fatal(err)
@@ -119,10 +111,27 @@ func BenchmarkImage(b *testing.B) {
 			usizes = append(usizes, int(im.frameRawSize(o, k)))
 		}
 	}
-	b.Run("DecodeAll", func(b *testing.B) {
-		dec, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(workers))
-		defer dec.Close()
-		measure(b, raw, nil, func() {
+	shm, err := os.MkdirTemp("/dev/shm", "dlbundle-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(shm)
+	x := filepath.Join(shm, "x")
+
+	steps := []struct {
+		name string
+		prep func()
+		run  func()
+	}{
+		{"encodeall", nil, func() {
+			parallel(workers, len(chunks), func(i int, buf []byte) []byte { return enc.EncodeAll(chunks[i], buf[:0]) })
+		}},
+		{"write", nil, func() {
+			if _, err := Write(io.Discard, es, WriteOptions{Workers: workers}); err != nil {
+				b.Fatal(err)
+			}
+		}},
+		{"decodeall", nil, func() {
 			parallel(workers, len(frames), func(i int, buf []byte) []byte {
 				if cap(buf) < usizes[i]+64 { // the slack that lets the decoder use fast copies
 					buf = make([]byte, 0, usizes[i]+64)
@@ -133,34 +142,51 @@ func BenchmarkImage(b *testing.B) {
 				}
 				return out
 			})
-		})
-	})
-	decodeFrames := func(digests bool) func() {
-		return func() {
-			if err := im.decodeObjects(context.Background(), workers, discardSink{}, nil, digests); err != nil {
+		}},
+		{"decodeframes", nil, func() { // Extract's pipeline, no files, no SHA-256
+			if err := im.decodeObjects(context.Background(), workers, discardSink{}, nil, false); err != nil {
 				b.Fatal(err)
 			}
-		}
-	}
-	// Extract's pipeline without files, without and with SHA-256.
-	b.Run("DecodeFrames", func(b *testing.B) { measure(b, raw, nil, decodeFrames(false)) })
-	b.Run("DecodeFrames+SHA256", func(b *testing.B) { measure(b, raw, nil, decodeFrames(true)) })
-	shm, err := os.MkdirTemp("/dev/shm", "dlbundle-bench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer os.RemoveAll(shm)
-	x := filepath.Join(shm, "x")
-	extract := func(skip bool) func() {
-		return func() {
-			if err := im.Extract(context.Background(), x, ExtractOptions{Workers: workers, SkipDigests: skip}); err != nil {
+		}},
+		{"decodeframes+sha", nil, func() {
+			if err := im.decodeObjects(context.Background(), workers, discardSink{}, nil, true); err != nil {
 				b.Fatal(err)
 			}
-		}
+		}},
+		{"extract-nosha", func() { os.RemoveAll(x) }, func() {
+			if err := im.Extract(context.Background(), x, ExtractOptions{Workers: workers, SkipDigests: true}); err != nil {
+				b.Fatal(err)
+			}
+		}},
+		{"extract", func() { os.RemoveAll(x) }, func() {
+			if err := im.Extract(context.Background(), x, ExtractOptions{Workers: workers}); err != nil {
+				b.Fatal(err)
+			}
+		}},
 	}
-	clean := func() { os.RemoveAll(x) }
-	b.Run("Extract", func(b *testing.B) { measure(b, raw, clean, extract(false)) })
-	b.Run("Extract-SkipDigests", func(b *testing.B) { measure(b, raw, clean, extract(true)) })
+	wall := make([]time.Duration, len(steps))
+	cpu := make([]time.Duration, len(steps))
+	n := 0
+	for b.Loop() {
+		for i, st := range steps {
+			if st.prep != nil {
+				b.StopTimer()
+				st.prep()
+				b.StartTimer()
+			}
+			w0, c0 := time.Now(), cpuTime()
+			st.run()
+			wall[i] += time.Since(w0)
+			cpu[i] += cpuTime() - c0
+		}
+		n++
+	}
+	mbs := func(d time.Duration) float64 { return float64(raw) * float64(n) / 1e6 / d.Seconds() }
+	for i, st := range steps {
+		b.ReportMetric(mbs(wall[i]), st.name+"-MB/s")
+		b.ReportMetric(mbs(cpu[i]), st.name+"-MB/cpu-s")
+	}
+	b.ReportMetric(float64(len(img))/float64(raw), "size/raw")
 }
 
 // cpuTime is the process's user+system CPU time: on a shared machine, CPU
@@ -169,32 +195,6 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// measure runs body in b.Loop (prep, when not nil, before each run and
-// outside the timings) and reports CPU ms per op and MB per CPU second.
-func measure(b *testing.B, raw int64, prep, body func()) {
-	b.SetBytes(raw)
-	var cpu time.Duration
-	var ms0, ms1 runtime.MemStats
-	runtime.ReadMemStats(&ms0)
-	n := 0
-	for b.Loop() {
-		if prep != nil {
-			b.StopTimer()
-			prep()
-			b.StartTimer()
-		}
-		c0 := cpuTime()
-		body()
-		cpu += cpuTime() - c0
-		n++
-	}
-	runtime.ReadMemStats(&ms1)
-	b.ReportMetric(float64(ms1.NumGC-ms0.NumGC)/float64(n), "gc/op")
-	b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(n)/1e6, "alloc-MB/op")
-	b.ReportMetric(float64(cpu.Milliseconds())/float64(n), "cpu-ms/op")
-	b.ReportMetric(float64(raw)*float64(n)/1e6/cpu.Seconds(), "MB/cpu-s")
 }
 
 // parallel runs f(0..n-1) on workers goroutines; each keeps its buffer.

@@ -15,4 +15,4 @@ fuzz-image:
 # Write and Extract throughput vs raw zstd EncodeAll/DecodeAll on the Python
 # stdlib + numpy file set; results: docs/bench/image.md.
 bench-image:
-	$(GO) test -run '^$$' -bench 'BenchmarkImage' -benchtime 3x -timeout 30m ./image/ | tee /tmp/bench-image.txt
+	$(GO) test -run '^$$' -bench '^BenchmarkImage$$' -benchtime 5x -count 3 -timeout 30m ./image/
