@@ -6,6 +6,8 @@ package loader
 //	                      (open, extract with digest checks, table, publish)
 //	BenchmarkExtractOnly  image.Extract alone, to the same place
 //	BenchmarkStageMemory  RSS/PSS per rank of the staged files mapped by N ranks
+//	BenchmarkStageVsDecodeAll both alternately in each iteration: their ratio
+//	                      under the same load
 //	BenchmarkZstdDecodeAll the same frames decoded in memory by zstd DecodeAll on
 //	                      all cores: the ceiling for staging on this machine
 //
@@ -26,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -135,51 +138,89 @@ func benchStageParent(b *testing.B) string {
 
 func BenchmarkZstdDecodeAll(b *testing.B) {
 	img, raw := benchImage(b)
+	frames := imageFrames(b, img)
+	b.SetBytes(raw)
+	for b.Loop() {
+		decodeAll(b, img, frames)
+	}
+}
+
+// BenchmarkStageVsDecodeAll alternates a cold Stage and a raw DecodeAll of
+// the same frames in every iteration, so that their ratio is measured under
+// the same load (the machine is shared): reported as stage/decode-%.
+func BenchmarkStageVsDecodeAll(b *testing.B) {
+	img, raw := benchImage(b)
+	frames := imageFrames(b, img)
+	var stageNS, decodeNS int64
+	for b.Loop() {
+		dir, err := OpenStageDir(filepath.Join(benchStageParent(b), "stage"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if _, err := Stage(context.Background(), StageRequest{Dir: dir, Open: OpenImage(img, dir, MaterializeOptions{})}); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		decodeAll(b, img, frames)
+		t2 := time.Now()
+		stageNS += t1.Sub(t0).Nanoseconds()
+		decodeNS += t2.Sub(t1).Nanoseconds()
+		removeTree(dir)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(raw)*n/float64(stageNS)*1e3, "stage-MB/s")
+	b.ReportMetric(float64(raw)*n/float64(decodeNS)*1e3, "decode-MB/s")
+	b.ReportMetric(100*float64(decodeNS)/float64(stageNS), "stage/decode-%")
+}
+
+func imageFrames(b *testing.B, img string) []image.Frame {
 	im, err := image.OpenFile(img)
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer im.Close()
 	var frames []image.Frame
 	for _, e := range im.Entries() {
 		frames = append(frames, e.Frames...)
 	}
-	im.Close()
+	return frames
+}
+
+// decodeAll reads the frames front to back, as staging does, and decodes
+// them in memory with zstd DecodeAll on all cores.
+func decodeAll(b *testing.B, img string, frames []image.Frame) {
 	f, err := os.Open(img)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer f.Close()
-	b.SetBytes(raw)
-	for b.Loop() {
-		// Read the file front to back, as staging does, and decode on all cores.
-		work := make(chan image.Frame)
-		var wg sync.WaitGroup
-		for range runtime.NumCPU() {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				dec, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
-				defer dec.Close()
-				var out []byte
-				for fr := range work {
-					buf := make([]byte, fr.CSize)
-					if _, err := f.ReadAt(buf, fr.Offset); err != nil && err != io.EOF {
-						b.Error(err)
-						return
-					}
-					if out, err = dec.DecodeAll(buf, out[:0]); err != nil {
-						b.Error(err)
-						return
-					}
+	work := make(chan image.Frame)
+	var wg sync.WaitGroup
+	for range runtime.NumCPU() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dec, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+			defer dec.Close()
+			var out []byte
+			for fr := range work {
+				buf := make([]byte, fr.CSize)
+				if _, err := f.ReadAt(buf, fr.Offset); err != nil && err != io.EOF {
+					b.Error(err)
+					continue
 				}
-			}()
-		}
-		for _, fr := range frames {
-			work <- fr
-		}
-		close(work)
-		wg.Wait()
+				if out, err = dec.DecodeAll(buf, out[:0]); err != nil {
+					b.Error(err)
+				}
+			}
+		}()
 	}
+	for _, fr := range frames {
+		work <- fr
+	}
+	close(work)
+	wg.Wait()
 }
 
 // BenchmarkStageMemory: N ranks of `import numpy` run from one stage; the

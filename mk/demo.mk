@@ -12,4 +12,4 @@ demo-exec: $(BIN)
 # (results: docs/bench/stage.md).
 BENCH_TARGETS += bench-stage
 bench-stage:
-	$(GO) test -run '^$$' -bench 'StageCold|ExtractOnly|ZstdDecodeAll|StageMemory' -benchtime 3x -count 1 ./loader
+	$(GO) test -run '^$$' -bench 'StageCold|ExtractOnly|ZstdDecodeAll|StageVsDecodeAll|StageMemory' -benchtime 3x -count 1 ./loader
