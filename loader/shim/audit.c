@@ -116,8 +116,8 @@ unsigned int la_version(unsigned int version)
 /* la_objsearch sees each candidate path of ld.so's search in order (RPATH,
  * LD_LIBRARY_PATH, RUNPATH, ld.so.cache, default dirs, hwcaps subdirs, with
  * $ORIGIN already expanded), so answering per candidate keeps ld.so's search
- * semantics exactly: bundled -> the staged copy, known missing -> NULL (ld.so
- * skips the candidate without a syscall), unknown -> unchanged. */
+ * semantics exactly: bundled -> the staged copy, known missing -> "" (ld.so
+ * skips the candidate; see below), unknown -> unchanged. */
 char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag)
 {
 	(void)cookie; (void)flag;
@@ -146,8 +146,13 @@ char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag)
 		say("found", orig, staged);
 		return staged;
 	case DLB_KNOWN_ERR:
+		/* Not NULL: after a candidate that "did not open", ld.so reads its
+		 * private errno, which an audit module cannot set, and gives up the
+		 * whole search path unless it is ENOENT. An empty name makes its
+		 * open fail at once with ENOENT, before any path walk: no file
+		 * system is asked. */
 		say("missing", orig, 0);
-		return NULL;
+		return (char *)"";
 	}
 	say("unknown", orig, 0);
 	return (char *)orig;

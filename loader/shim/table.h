@@ -146,7 +146,7 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 {
 	char rest[DLB_PATH_MAX], tmp[DLB_PATH_MAX];
 	size_t rn = dlb_strlen(in), on = 0, p = 0;
-	int links = 0, unknown_prefix = 0;
+	int links = 0;
 	r->rewritten = 0;
 	if (rn == 0 || in[0] != '/' || rn >= DLB_PATH_MAX) return DLB_UNKNOWN;
 	/* Fast path: the path as given is an entry (keys are clean paths, and
@@ -180,14 +180,16 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 			continue;
 		}
 		if (cn == 2 && rest[p] == '.' && rest[p + 1] == '.') {
-			/* Popping a component the table does not know could be wrong (it
-			 * may be a symlink natively): leave the path to the kernel. */
-			if (unknown_prefix) return dlb_unknown(r, out, on, rest + p, rn - p, 1, links);
+			/* Popping a directory the table knows is what the kernel does
+			 * (a directory has one parent), whatever the prefix above it.
+			 * Popping a component the table does not know could be wrong
+			 * (natively it may be a symlink): leave that to the kernel. */
+			if (on > 0 && (!cur || cur->type != DLB_DIR))
+				return dlb_unknown(r, out, on, rest + p, rn - p, 1, links);
 			while (on > 0 && out[on - 1] != '/') on--;
 			if (on > 0) on--;
 			oh = dlb_hash(out, on);
-			cur = parent = on ? dlb_lookup_h(base, out, on, oh) : root;
-			if (!cur) return dlb_unknown(r, out, on, rest + q, rn - q, 0, links);
+			cur = parent = on ? dlb_lookup_h(base, out, on, oh) : root; /* NULL: a prefix outside the image */
 			p = q;
 			continue;
 		}
@@ -205,7 +207,6 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 			 * keep walking, deeper components may be entries (the table keys
 			 * are the paths as the app used them). */
 			if (is_last) return dlb_unknown(r, out, on, rest + q, rn - q, 0, links);
-			unknown_prefix = 1;
 			p = q;
 			continue;
 		}
@@ -214,7 +215,14 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 			r->err = DLB_ENOENT;
 			return DLB_KNOWN_ERR;
 		case DLB_EXTERNAL:
-			return dlb_unknown(r, out, on, rest + q, rn - q, 0, links);
+			/* Exists, not bundled (e.g. /tmp, listed in / but node-local).
+			 * Entries below it can only exist if it is a directory (the
+			 * format has nothing below a non-directory): walk through it as
+			 * a prefix outside the image. */
+			if (is_last) return dlb_unknown(r, out, on, rest + q, rn - q, 0, links);
+			cur = NULL;
+			p = q;
+			continue;
 		case DLB_REG:
 			if (!is_last || trailing_slash) { r->err = DLB_ENOTDIR; return DLB_KNOWN_ERR; }
 			break;
@@ -233,7 +241,7 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 				dlb_memcpy(rest, tmp, tn + an + 1);
 				rn = tn + an;
 				p = 0;
-				if (t[0] == '/') { on = 0; oh = DLB_HASH_INIT; cur = parent = root; unknown_prefix = 0; }
+				if (t[0] == '/') { on = 0; oh = DLB_HASH_INIT; cur = parent = root; }
 				else { on -= 1 + cn; oh = prev_oh; cur = parent; }
 				continue;
 			}
