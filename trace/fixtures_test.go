@@ -172,6 +172,35 @@ func TestExecFromThread(t *testing.T) {
 	}
 }
 
+// TestStubExecFromThread: when the stub's execve runs on one of its other
+// threads, the app is still recognised (exec under the main pid, its
+// children recorded).
+func TestStubExecFromThread(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "x.trace")
+	self, _ := os.Executable()
+	res, err := Run(Options{Command: []string{"/bin/sh", "-c", "/bin/true; /bin/true"}, Output: out, Quiet: true,
+		Stub: []string{self, "__trace-stub-thread", "--"}})
+	if err != nil || res.Exit != 0 {
+		t.Fatalf("%v, exit %v", err, res)
+	}
+	f, _ := os.Open(out)
+	defer f.Close()
+	tr, err := Read(f, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := mustFind(t, tr, OpExec, "/bin/sh", "")
+	spawns := 0
+	for _, e := range tr.Events {
+		if e.Op == OpSpawn && e.PID == sh.PID {
+			spawns++
+		}
+	}
+	if spawns != 2 { // dash forks for both commands
+		t.Errorf("%d spawn records from the shell %d, want 2:\n%s", spawns, sh.PID, dump(tr))
+	}
+}
+
 // TestForkExecAndPosixSpawn: children made by fork and by posix_spawn (a
 // CLONE_VFORK clone) are followed through their exec.
 func TestForkExecAndPosixSpawn(t *testing.T) {

@@ -3,6 +3,7 @@ package trace
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"testing"
 )
 
@@ -10,6 +11,7 @@ import (
 // `go test ./trace/` needs no built dlbundle:
 //
 //	trace.test __trace-stub -- CMD ARGS       runs StubMain (what `dlbundle __trace-stub` does)
+//	trace.test __trace-stub-thread -- CMD     the same, but execve is called by a thread other than the main one
 //	trace.test __trace-cli OUT -- CMD ARGS    runs Run like `dlbundle trace -q -o OUT -- CMD ARGS`
 //	trace.test __deny-ptrace OUT -- CMD ARGS  the same under a seccomp filter that refuses ptrace
 //	                                          with EPERM (as a container without CAP_SYS_PTRACE does)
@@ -18,6 +20,9 @@ func TestMain(m *testing.M) {
 		code, err := StubMain(os.Args[3:])
 		fmt.Fprintf(os.Stderr, "dlbundle trace: %v\n", err)
 		os.Exit(code)
+	}
+	if len(os.Args) > 2 && os.Args[1] == "__trace-stub-thread" {
+		os.Exit(stubFromThread(os.Args[3:]))
 	}
 	if len(os.Args) > 3 && os.Args[1] == "__trace-cli" {
 		os.Exit(cliMain(os.Args[2], os.Args[4:]))
@@ -38,6 +43,21 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// stubFromThread runs StubMain on an OS thread that is certainly not the
+// main one (the main goroutine holds that), as the Go scheduler may do in the
+// real stub: the kernel then gives the exec'd app the main thread's id.
+func stubFromThread(argv []string) int {
+	runtime.LockOSThread()
+	code := make(chan int)
+	go func() {
+		runtime.LockOSThread()
+		c, err := StubMain(argv)
+		fmt.Fprintf(os.Stderr, "dlbundle trace: %v\n", err)
+		code <- c
+	}()
+	return <-code
 }
 
 func cliMain(out string, command []string) int {

@@ -214,6 +214,11 @@ func (t *tracer) onExec(tid int) {
 	}
 	tk := t.task(tid)
 	tk.tgid = tid
+	if tid == t.mainPid {
+		// The stub became the app (whichever of its threads called execve;
+		// the process keeps the main pid): spawns from now on are the app's.
+		t.appStarted = true
+	}
 	if p := tk.pending; p != nil && p.spec.op == OpExec {
 		tk.pending = nil
 		p.ev.PID = tid // the caller now has the process's id: record the one that lives on
@@ -239,9 +244,6 @@ func (t *tracer) onSeccomp(tid int, tk *task) {
 	if !ok {
 		resume(tid, 0)
 		return
-	}
-	if spec.op == OpExec && tid == t.mainPid && !t.appStarted {
-		t.appStarted = true
 	}
 	p := t.decodeEntry(tid, &spec, args)
 	if p == nil {
