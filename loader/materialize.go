@@ -182,8 +182,9 @@ func ShimEnv(stageDir string, environ []string, opts EnvOptions) []string {
 
 // StagedPath tells whether the command path original (absolute, or relative
 // to the cwd) is a bundled ELF executable of the stage at stageDir, and
-// returns its staged copy. Scripts are not redirected: their interpreter would
-// see the staged path in argv.
+// returns its staged copy (stage root + the path as given: symlinks inside
+// the stage resolve as the originals do). Scripts are not redirected: their
+// interpreter would see the staged path in argv.
 func StagedPath(stageDir, original string) (string, bool) {
 	abs, err := filepath.Abs(original)
 	if err != nil {
@@ -193,29 +194,57 @@ func StagedPath(stageDir, original string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	p := abs
-	for range 40 { // follow symlinks of the last component, as execve would
-		typ, _, ok := tableLookup(tab, p)
-		if !ok {
-			return "", false
+	final, ok := resolveInTable(tab, abs)
+	if !ok || !isELF(filepath.Join(stageDir, stageRootDir, final)) {
+		return "", false
+	}
+	return filepath.Join(stageDir, stageRootDir, abs), true
+}
+
+// resolveInTable follows the table's symlinks along p (as execve would,
+// like the shim's resolver) and returns the bundled regular file it names.
+// Anything the table cannot decide is "not bundled".
+func resolveInTable(tab []byte, p string) (string, bool) {
+	rest := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	var out []string // resolved components
+	links := 0
+	for len(rest) > 0 {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(out) > 0 {
+				// Only a directory the table knows may be popped.
+				if typ, _, ok := tableLookup(tab, "/"+strings.Join(out, "/")); !ok || typ != tabDir {
+					return "", false
+				}
+				out = out[:len(out)-1]
+			}
+			continue
 		}
-		switch typ {
-		case tabReg:
-			staged := filepath.Join(stageDir, stageRootDir, p)
-			if !isELF(staged) {
+		out = append(out, c)
+		cur := "/" + strings.Join(out, "/")
+		typ, _, ok := tableLookup(tab, cur)
+		switch {
+		case !ok || typ == tabExternal:
+			if len(rest) == 0 {
 				return "", false
 			}
-			return filepath.Join(stageDir, stageRootDir, abs), true
-		case tabSymlink:
-			t, ok := tableTarget(tab, p)
-			if !ok {
+		case typ == tabReg:
+			return cur, len(rest) == 0
+		case typ == tabSymlink:
+			if links++; links > 40 {
 				return "", false
 			}
-			if !filepath.IsAbs(t) {
-				t = filepath.Join(filepath.Dir(p), t)
+			t, _ := tableTarget(tab, cur)
+			out = out[:len(out)-1]
+			if strings.HasPrefix(t, "/") {
+				out = nil
 			}
-			p = filepath.Clean(t)
-		default:
+			rest = append(strings.Split(t, "/"), rest...)
+		case typ == tabMissing:
 			return "", false
 		}
 	}

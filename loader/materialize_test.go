@@ -2,6 +2,7 @@ package loader
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -106,6 +107,51 @@ func TestTableRejectsBadPaths(t *testing.T) {
 	for _, p := range []string{"rel", "/a/../b", "/a/"} {
 		if _, err := encodeTable([]image.Entry{{Path: p, Type: image.TypeRegular}}); err == nil {
 			t.Errorf("encodeTable accepted %q", p)
+		}
+	}
+}
+
+// TestStagedPath: a bundled executable reached through symlinks (like
+// /bin -> usr/bin) runs from the stage; scripts, unbundled and missing
+// paths do not.
+func TestStagedPath(t *testing.T) {
+	root := t.TempDir()
+	tree := filepath.Join(root, "tree")
+	if err := os.MkdirAll(filepath.Join(tree, "usr/bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	elf, err := os.ReadFile("/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string][]byte{"usr/bin/app": elf, "usr/bin/script": []byte("#!/bin/sh\n")} {
+		if err := os.WriteFile(filepath.Join(tree, name), content, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{"bin": "usr/bin", "usr/bin/app-link": "app", "usr/bin/abs": filepath.Join(tree, "usr/bin/app")} {
+		if err := os.Symlink(target, filepath.Join(tree, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stage := stageEntries(t, root, treeEntries(t, tree))
+	for _, p := range []string{"bin/app", "usr/bin/app", "bin/app-link", "usr/bin/abs", "usr/bin/../bin/app"} {
+		orig := filepath.Join(tree, p)
+		got, ok := StagedPath(stage, orig)
+		if !ok {
+			t.Errorf("StagedPath(%s): not bundled", orig)
+			continue
+		}
+		if got != filepath.Join(stage, "root", orig) {
+			t.Errorf("StagedPath(%s) = %s", orig, got)
+		}
+		if err := exec.Command(got).Run(); err != nil {
+			t.Errorf("staged %s does not run: %v", got, err)
+		}
+	}
+	for _, p := range []string{"bin/script", "bin/nope", "usr", "usr/bin/app/x"} {
+		if got, ok := StagedPath(stage, filepath.Join(tree, p)); ok {
+			t.Errorf("StagedPath(%s) = %s, want not bundled", p, got)
 		}
 	}
 }
