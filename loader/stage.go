@@ -76,11 +76,12 @@ func digestDirName(digest string) (string, error) {
 // access to the image. (2) Otherwise take the node's stage lock; check the
 // alias again (another rank may have staged while we waited); open the image
 // and read its digest; if that stage is published (another job staged the same
-// image), record the alias and use it; else remove temp dirs left by stagers
-// that died (we hold the lock, so no one is writing them), Materialize into a
-// fresh tmp.<random> and rename it to sha256-<hex>. A stage is visible under
-// its final name only once complete, so SIGKILL at any point leaves at most a
-// temp dir that the next stager removes.
+// image), record the alias and use it; else Materialize into a fresh
+// tmp.<random> and rename it to sha256-<hex>. Whoever takes the lock first
+// removes the temp dirs of stagers that died (the lock says no one else is
+// writing them). A stage is visible under its final name only once complete,
+// so SIGKILL at any point leaves at most a temp dir that the next exec
+// removes.
 func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 	if s := lookupAlias(req.Dir, req.Alias); s != nil {
 		return s, nil
@@ -94,6 +95,11 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 		return s, nil
 	}
 
+	// We hold the lock, so no live process is writing any temp dir: remove
+	// what stagers that died left behind, even if we stage nothing.
+	if err := removeStaleTemps(req.Dir); err != nil {
+		return nil, err
+	}
 	img, closeImage, err := req.Open(ctx)
 	if err != nil {
 		return nil, err
@@ -106,9 +112,6 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 	final := filepath.Join(req.Dir, name)
 	staged := &Staged{Dir: final, Digest: img.Digest()}
 	if !isDir(final) {
-		if err := removeStaleTemps(req.Dir); err != nil {
-			return nil, err
-		}
 		tmp, err := os.MkdirTemp(req.Dir, "tmp.")
 		if err != nil {
 			return nil, fmt.Errorf("create stage: %w", err)
