@@ -144,12 +144,17 @@ func BenchmarkImage(b *testing.B) {
 			})
 		}},
 		{"decodeframes", nil, func() { // Extract's pipeline, no files, no SHA-256
-			if err := im.decodeObjects(context.Background(), workers, discardSink{}, nil, false); err != nil {
+			if err := im.decodeObjects(context.Background(), workers, discardSink{}, nil, digestChecks{}); err != nil {
 				b.Fatal(err)
 			}
 		}},
-		{"decodeframes+sha", nil, func() {
-			if err := im.decodeObjects(context.Background(), workers, discardSink{}, nil, true); err != nil {
+		{"decodeframes+sha", nil, func() { // with Extract's check (compressed frames)
+			if err := im.decodeObjects(context.Background(), workers, discardSink{}, nil, digestChecks{frames: true}); err != nil {
+				b.Fatal(err)
+			}
+		}},
+		{"decodeframes+contentsha", nil, func() { // with Verify's content check
+			if err := im.decodeObjects(context.Background(), workers, discardSink{}, nil, digestChecks{content: true}); err != nil {
 				b.Fatal(err)
 			}
 		}},

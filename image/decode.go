@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"hash"
 	"io"
@@ -60,7 +61,13 @@ func (im *Image) owners() []int {
 
 // decodeObjects streams every stored object through sink. progress (may be
 // nil) gets the content bytes done so far.
-func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink, progress func(int64), digests bool) error {
+// digestChecks says which SHA-256 digests decodeObjects checks.
+type digestChecks struct {
+	content bool // each object's content (entry sha256): decompressed bytes, in order
+	frames  bool // each object's compressed frames (frames_sha256): a third of the bytes
+}
+
+func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink, progress func(int64), check digestChecks) error {
 	if workers <= 0 {
 		workers = runtime.NumCPU()
 	}
@@ -125,8 +132,12 @@ func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink
 		for _, o := range im.owners() {
 			e := &im.toc.Entries[o]
 			obj := &objectState{pending: map[int][]byte{}}
-			if digests {
+			if check.content {
 				obj.h = sha256.New()
+			}
+			var fh hash.Hash
+			if check.frames {
+				fh = sha256.New()
 			}
 			var coff int64
 			for k, f := range e.Frames {
@@ -147,8 +158,16 @@ func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink
 					return fmt.Errorf("reading %s frame %d at offset %d: %w (truncated image?)", e.Path, k, f.Offset, err)
 				}
 				pos = f.Offset + f.CSize
+				if fh != nil {
+					fh.Write(comp)
+				}
 				tasks <- &frameTask{owner: o, k: k, off: coff, comp: comp, obj: obj}
 				coff += f.USize
+			}
+			if fh != nil {
+				if got := hex.EncodeToString(fh.Sum(nil)); got != e.FramesSHA256 {
+					return fmt.Errorf("%s: compressed frames have sha256:%s, the table of contents says sha256:%s (corrupt image)", e.Path, got, e.FramesSHA256)
+				}
 			}
 		}
 		return nil
@@ -210,7 +229,7 @@ func (discardSink) end(int) error                  { return nil }
 // then reads the whole data stream as a cpio archive and checks that it
 // matches the table of contents (what `zstd -dc | cpio -i` would see).
 func (im *Image) Verify(ctx context.Context) error {
-	if err := im.decodeObjects(ctx, 0, discardSink{}, nil, true); err != nil {
+	if err := im.decodeObjects(ctx, 0, discardSink{}, nil, digestChecks{content: true, frames: true}); err != nil {
 		return err
 	}
 	return im.verifyArchive(ctx)

@@ -54,6 +54,10 @@ type Entry struct {
 	Target  string     `json:"target,omitempty"`  // symlinks: link text as read
 	Listing []DirEntry `json:"listing,omitempty"` // directories: complete, sorted by name
 	Frames  []Frame    `json:"frames,omitempty"`  // regular files: where the content is
+	// FramesSHA256 is the hex SHA-256 of the object's compressed frames, as
+	// stored, concatenated: staging checks it (a third of the bytes to hash)
+	// instead of the content digest. Filled in by the writer.
+	FramesSHA256 string `json:"frames_sha256,omitempty"`
 
 	// Attributes of the source as stat(2) showed them at build time, so that
 	// the loader can answer stat exactly as the original file system would.

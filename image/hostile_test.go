@@ -102,6 +102,8 @@ func TestOpenRejectsHostileTOC(t *testing.T) {
 		}},
 		{"order", "order", func(tc *toc) { tc.Entries[0].Order = 7 }},
 		{"bad sha256", "sha256", func(tc *toc) { reg(tc).SHA256 = "xyz" }},
+		{"uppercase sha256", "sha256", func(tc *toc) { reg(tc).SHA256 = strings.ToUpper(reg(tc).SHA256) }},
+		{"no frames digest", "frames_sha256", func(tc *toc) { reg(tc).FramesSHA256 = "" }},
 		{"unknown type", "unknown type", func(tc *toc) { tc.Entries[0].Type = "fifo" }},
 		{"below a symlink", "lies below", func(tc *toc) {
 			tc.Entries = append(tc.Entries, Entry{Path: "/usr/lib/x86_64-linux-gnu/libz.so.1/x", Type: TypeMissing, Order: len(tc.Entries)})
@@ -189,25 +191,53 @@ func TestCorruptDataDetected(t *testing.T) {
 	}
 }
 
-// Content whose digest is wrong in the TOC (frames intact) is refused.
+// A content digest that does not match the frames is caught by Verify and
+// Content; a frames digest that does not match is caught by Extract too.
 func TestDigestMismatchDetected(t *testing.T) {
 	img, _ := smallImage(t)
-	bad := rewriteTOC(t, img, func(tc *toc) {
+	firstObject := func(tc *toc) *Entry {
 		for i := range tc.Entries {
 			if len(tc.Entries[i].Frames) > 0 {
-				tc.Entries[i].SHA256 = strings.Repeat("0", 64)
-				return
+				return &tc.Entries[i]
 			}
 		}
-	})
-	im, err := openBytes(bad)
+		t.Fatal("no object")
+		return nil
+	}
+	badContent := rewriteTOC(t, img, func(tc *toc) { firstObject(tc).SHA256 = strings.Repeat("0", 64) })
+	im, err := openBytes(badContent)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := im.Verify(context.Background()); err == nil || !strings.Contains(err.Error(), "digest") {
 		t.Fatalf("Verify: %v, want a digest error", err)
 	}
-	if err := im.Extract(context.Background(), t.TempDir(), ExtractOptions{}); err == nil {
-		t.Fatal("Extract accepted content with the wrong digest")
+	for i := range im.Entries() {
+		if e := &im.Entries()[i]; len(e.Frames) > 0 {
+			rc, _ := im.Content(e)
+			if _, err := io.ReadAll(rc); err == nil || !strings.Contains(err.Error(), "digest") {
+				t.Fatalf("Content: %v, want a digest error", err)
+			}
+			break
+		}
+	}
+
+	badFrames := rewriteTOC(t, img, func(tc *toc) { firstObject(tc).FramesSHA256 = strings.Repeat("0", 64) })
+	im, err = openBytes(badFrames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := im.Verify(context.Background()); err == nil || !strings.Contains(err.Error(), "compressed frames") {
+		t.Fatalf("Verify: %v, want a frames digest error", err)
+	}
+	dir := filepath.Join(t.TempDir(), "x")
+	if err := im.Extract(context.Background(), dir, ExtractOptions{}); err == nil || !strings.Contains(err.Error(), "compressed frames") {
+		t.Fatalf("Extract: %v, want a frames digest error", err)
+	}
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Fatalf("failed Extract left %s behind", dir)
+	}
+	if err := im.Extract(context.Background(), dir, ExtractOptions{SkipDigests: true}); err != nil {
+		t.Fatalf("Extract with SkipDigests checks no SHA-256, yet: %v", err)
 	}
 }

@@ -161,7 +161,7 @@ func (im *Image) checkFrames() error {
 		start := e.Frames[0].Offset
 		if o, ok := byStart[start]; ok {
 			a := &es[o]
-			if a.SHA256 != e.SHA256 || a.Size != e.Size || len(a.Frames) != len(e.Frames) {
+			if a.SHA256 != e.SHA256 || a.Size != e.Size || a.FramesSHA256 != e.FramesSHA256 || len(a.Frames) != len(e.Frames) {
 				return fmt.Errorf("entries %s and %s share frames at offset %d but not their content", a.Path, e.Path, start)
 			}
 			for k := range a.Frames {
@@ -230,7 +230,7 @@ func checkEntry(e *Entry, i int) error {
 	if tb := e.Mode & sIFMT; tb != 0 && typeBits(e.Type) != 0 && tb != typeBits(e.Type) {
 		return fmt.Errorf("mode %#o does not match type %s", e.Mode, e.Type)
 	}
-	if e.Type != TypeRegular && (len(e.Frames) > 0 || e.Size != 0 || e.SHA256 != "") {
+	if e.Type != TypeRegular && (len(e.Frames) > 0 || e.Size != 0 || e.SHA256 != "" || e.FramesSHA256 != "") {
 		return fmt.Errorf("a %s entry has content fields", e.Type)
 	}
 	if e.Type != TypeSymlink && e.Target != "" {
@@ -268,17 +268,17 @@ func checkContent(e *Entry) error {
 	if e.Size < 0 || e.Size > maxCpioSize {
 		return fmt.Errorf("size %d out of range", e.Size)
 	}
-	if len(e.SHA256) != 64 || strings.ToLower(e.SHA256) != e.SHA256 {
+	if !isHexDigest(e.SHA256) {
 		return fmt.Errorf("sha256 %q is not 64 lowercase hex digits", e.SHA256)
 	}
-	if _, err := hex.DecodeString(e.SHA256); err != nil {
-		return fmt.Errorf("sha256 %q is not hex", e.SHA256)
-	}
 	if e.Size == 0 {
-		if len(e.Frames) != 0 {
+		if len(e.Frames) != 0 || e.FramesSHA256 != "" {
 			return fmt.Errorf("empty file with frames")
 		}
 		return nil
+	}
+	if !isHexDigest(e.FramesSHA256) {
+		return fmt.Errorf("frames_sha256 %q is not 64 lowercase hex digits", e.FramesSHA256)
 	}
 	if len(e.Frames) == 0 {
 		return fmt.Errorf("%d bytes of content but no frames", e.Size)
@@ -304,6 +304,18 @@ func checkContent(e *Entry) error {
 		return fmt.Errorf("frames hold %d bytes, size is %d", sum, e.Size)
 	}
 	return nil
+}
+
+func isHexDigest(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Close releases the decoder and, for OpenFile, the file.

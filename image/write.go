@@ -81,7 +81,7 @@ func Write(w io.Writer, entries []Entry, opts WriteOptions) (WriteStats, error) 
 		}
 		st.RawBytes += es[i].Size
 		if l, ok := links[i]; ok && l.owner != i {
-			es[i].Frames = es[l.owner].Frames
+			es[i].Frames, es[i].FramesSHA256 = es[l.owner].Frames, es[l.owner].FramesSHA256
 			st.DedupedBytes += es[i].Size
 		} else if es[i].Size > 0 {
 			st.Objects++
@@ -137,7 +137,7 @@ func prepareEntries(es []Entry, warn func(string)) error {
 		}
 		seen[e.Path] = true
 		e.Order = i
-		e.Frames, e.SHA256 = nil, ""
+		e.Frames, e.SHA256, e.FramesSHA256 = nil, "", ""
 		if e.Mode&sIFMT == 0 {
 			e.Mode |= typeBits(e.Type)
 		}
@@ -315,6 +315,14 @@ func (p *packer) run(workers int) error {
 		prodErr <- p.produce(emit)
 	}()
 	var werr error
+	// Each object's frames are contiguous and in order: hash them as written.
+	cur, curHash := -1, sha256.New()
+	finish := func() {
+		if cur >= 0 {
+			p.es[cur].FramesSHA256 = hex.EncodeToString(curHash.Sum(nil))
+			cur = -1
+		}
+	}
 	for j := range ordered {
 		<-j.ready
 		if werr != nil {
@@ -326,9 +334,17 @@ func (p *packer) run(workers int) error {
 			close(stop)
 			continue
 		}
+		if j.owner != cur {
+			finish()
+		}
 		if j.owner >= 0 {
 			e := &p.es[j.owner]
 			e.Frames = append(e.Frames, Frame{Offset: off, CSize: int64(len(j.comp)), USize: j.usize})
+			if cur < 0 {
+				cur = j.owner
+				curHash.Reset()
+			}
+			curHash.Write(j.comp)
 		}
 		putBuf(j.comp)
 		j.comp = nil
@@ -337,6 +353,7 @@ func (p *packer) run(workers int) error {
 			p.opts.Progress(p.done, p.total)
 		}
 	}
+	finish()
 	wg.Wait()
 	if err := <-prodErr; err != nil && werr == nil {
 		werr = err
