@@ -54,6 +54,8 @@ func (r *Results) WriteMarkdown(w io.Writer, plot string) {
 	p("- **native**: the app run from the slowfs mount;\n- **ideal**: the same tree copied to tmpfs (/dev/shm) and run there — a file system that costs nothing;\n")
 	p("- **dlbundle-cold**: `dlbundle exec` of an image stored on slowfs with an empty stage dir (one rank stages, the others wait);\n")
 	p("- **dlbundle-warm**: the same with the stage already on the node.\n\n")
+	p("On 2 cores, N ranks also queue for the CPU, so at large N every mode approaches N x (CPU per rank) / 2;\n")
+	p("the columns \"native − ideal\" and \"warm − ideal\" are what the file system adds on top of that.\n\n")
 	if plot != "" {
 		p("![start-up time vs ranks](%s)\n\n", plot)
 	}
@@ -88,15 +90,16 @@ func (r *Results) WriteMarkdown(w io.Writer, plot string) {
 	}
 	for _, c := range r.Calibrations {
 		p("\n## %s\n\n", c.Scenario)
-		p("| ranks | native | ideal | dlbundle cold | dlbundle warm | native / warm | warm / ideal | cold / ideal | metadata ops/rank: native | cold | warm |\n")
-		p("|---|---|---|---|---|---|---|---|---|---|---|\n")
+		p("| ranks | native | ideal | dlbundle cold | dlbundle warm | native / warm | warm / ideal | cold / ideal | file-system share: native − ideal | warm − ideal | metadata ops/rank: native | cold | warm |\n")
+		p("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, nat := range r.rowsOf(c.Scenario, ModeNative) {
 			n := nat.Ranks
 			id, _ := r.row(c.Scenario, ModeIdeal, n)
 			cold, okc := r.row(c.Scenario, ModeCold, n)
 			warm, okw := r.row(c.Scenario, ModeWarm, n)
-			p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, cell(nat), cell(id), cellOK(cold, okc), cellOK(warm, okw),
+			p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, cell(nat), cell(id), cellOK(cold, okc), cellOK(warm, okw),
 				ratioCell(nat, warm, okw), ratioCell(warm, id, okw), ratioCell(cold, id, okc),
+				diffCell(nat, id, true), diffCell(warm, id, okw),
 				opsCell(nat, true), opsCell(cold, okc), opsCell(warm, okw))
 		}
 		var failed []string
@@ -281,6 +284,15 @@ func ratioCell(a, b Row, ok bool) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.2fx", ratio(a.Wall, b.Wall))
+}
+
+// diffCell is how much longer a ran than b: the part of start-up the file
+// system costs, once CPU contention (which both share) is taken out.
+func diffCell(a, b Row, ok bool) string {
+	if !ok || a.Err != "" || b.Err != "" {
+		return "—"
+	}
+	return fmt.Sprintf("%+.3f s", (a.Wall - b.Wall).Seconds())
 }
 
 func opsCell(r Row, ok bool) string {

@@ -33,7 +33,7 @@ func TestReportRatiosGoalsAndProjection(t *testing.T) {
 	out := md.String()
 	for _, want := range []string{
 		// N=16 row: native/warm 800/40, warm/ideal 40/80, cold/ideal 100/80.
-		"| 16 | 0.800 s | 0.080 s | 0.100 s | 0.040 s | 20.00x | 0.50x | 1.25x | 1000.0 | 2.5 | 0.0 |",
+		"| 16 | 0.800 s | 0.080 s | 0.100 s | 0.040 s | 20.00x | 0.50x | 1.25x | +0.720 s | -0.040 s | 1000.0 | 2.5 | 0.0 |",
 		// Goals: warm ops 0; native/warm at N=16 = 20x.
 		"| app | yes (max 0.0) | yes (worst 1.00x) | yes (worst -80 ms over) | yes (20.0x) |",
 		// Projection: 24,000 ranks x 1,000 ops x 10 µs = 240 s native; dlbundle:
