@@ -57,30 +57,34 @@ echo
 for set in stdlib numpy; do
 	code=$STDLIB; [ $set = numpy ] && code=$NUMPY
 	py=$(staged_python $set)
-	base='["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "HOME='"$W"'", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"'
 	shim=$(grep -E '^(LD_AUDIT|LD_PRELOAD|DLBUNDLE_STAGE)=' "$W/$set.env" | sed 's/.*/"&"/' | paste -sd, -)
+	env='"PATH=/usr/bin:/bin", "HOME='"$W"'", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"'
 	echo "### $set: \`python3 -c \"$code\"\`"
 	echo
+	# shim: the staged python with argv[0] /usr/bin/python3 and the shim's
+	# variables, exactly what dlbundle exec execs
 	/usr/bin/python3 "$ROOT/loader/testdata/paired.py" "${ROUNDS:-40}" \
-		"native=$base, \"/usr/bin/python3\", \"-c\", \"$code\"]" \
-		"shim=$base, $shim, \"$py\", \"-c\", \"$code\"]" \
-		"dlbundle exec=$base, \"$DLB\", \"exec\", \"--stage-dir\", \"$W/stage\", \"$W/$set.dlimg\", \"--\", \"/usr/bin/python3\", \"-c\", \"$code\"]" 2>&1
+		"native={\"path\": \"/usr/bin/python3\", \"argv\": [\"/usr/bin/python3\", \"-c\", \"$code\"], \"env\": [$env]}" \
+		"shim={\"path\": \"$py\", \"argv\": [\"/usr/bin/python3\", \"-c\", \"$code\"], \"env\": [$env, $shim]}" \
+		"dlbundle exec={\"path\": \"$DLB\", \"argv\": [\"dlbundle\", \"exec\", \"--stage-dir\", \"$W/stage\", \"$W/$set.dlimg\", \"--\", \"/usr/bin/python3\", \"-c\", \"$code\"], \"env\": [$env]}" 2>&1
 	echo
 done
 echo "## File-system calls per process (strace -f -e trace=%file)"
 echo
-echo "| workload | native: all | native: on /usr | shim: all | shim: on /usr (original paths) |"
+echo "| workload | native: all | native: on /usr | dlbundle exec: all | dlbundle exec: on /usr (original paths) |"
 echo "|---|---:|---:|---:|---:|"
 for set in stdlib numpy; do
 	code=$STDLIB; [ $set = numpy ] && code=$NUMPY
 	py=$(staged_python $set)
 	na=$(fscalls $ENV /usr/bin/python3 -c "$code"); nu=$(onpaths)
-	sa=$(fscalls $ENV $(shimenv $set) "$py" -c "$code"); su=$(onpaths)
+	sa=$(fscalls $ENV "$DLB" exec --stage-dir "$W/stage" "$W/$set.dlimg" -- /usr/bin/python3 -c "$code"); su=$(onpaths)
 	echo "| $set | $na | $nu | $sa | $su |"
 done
 echo
-echo "Calls on /usr under the shim are lookups the image does not answer (stat-only files such as"
-echo ".py sources next to their .pyc are 'external': the image carries no size for them yet)."
+echo "\"all\" under exec includes dlbundle's own start (a static binary: no library search) and"
+echo "the opens of staged files. What remains on /usr are lookups the image does not answer: glibc's"
+echo "own opens of locale and gconv files (internal calls, not interposable) and paths the pilot"
+echo "did not take."
 echo
 echo "## One lookup"
 echo

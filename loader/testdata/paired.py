@@ -2,7 +2,9 @@
 runs every command once (in rotating order), so that load on a shared machine
 hits all of them alike. Prints a markdown table: median and min wall time, and
 the median over rounds of each command's ratio to the first command's time in
-the same round. Usage: paired.py ROUNDS NAME=ARGV_JSON ..."""
+the same round. Usage: paired.py ROUNDS NAME=JSON ... where JSON is
+{"path": file to run, "argv": [...], "env": ["K=V", ...]} (argv[0] may
+differ from the file, as under dlbundle exec)."""
 import json
 import os
 import statistics
@@ -10,12 +12,13 @@ import sys
 import time
 
 
-def run(argv):
+def run(cmd):
+    env = dict(kv.split("=", 1) for kv in cmd["env"])
     t = time.perf_counter_ns()
-    pid = os.posix_spawn(argv[0], argv, {})
+    pid = os.posix_spawn(cmd["path"], cmd["argv"], env)
     _, status = os.waitpid(pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit("command failed: %r" % argv)
+        sys.exit("command failed: %r" % cmd)
     return (time.perf_counter_ns() - t) / 1e6
 
 
