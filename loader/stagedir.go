@@ -59,7 +59,7 @@ var ErrUnsafeStageDir = errors.New("unsafe stage dir")
 // refused, because whoever can write there can plant a library that every
 // rank would load. It returns the absolute, cleaned path.
 func OpenStageDir(dir string) (string, error) {
-	abs, err := filepath.Abs(dir)
+	abs, err := AbsPath(dir)
 	if err != nil {
 		return "", err
 	}
