@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	mathrand "math/rand/v2"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -21,6 +22,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 
@@ -369,4 +371,81 @@ func TestExecCommandNotFoundOrNotExecutable(t *testing.T) {
 			t.Errorf("exec %s: status %d, stderr %q; want %d and a message naming it", c.cmd, state.ExitCode(), stderr, c.status)
 		}
 	}
+}
+
+// SIGKILL of a real `dlbundle exec` while it stages a real image (tens of
+// MiB of libraries, real Materialize) never leaves a published stage that
+// differs from the image, and the next exec recovers.
+func TestExecSIGKILLWhileStaging(t *testing.T) {
+	work := t.TempDir()
+	img := filepath.Join(work, "libs.dlimg")
+	var entries []image.Entry
+	var total int64
+	libs, _ := filepath.Glob("/usr/lib/x86_64-linux-gnu/*.so*")
+	for _, l := range libs {
+		st, err := os.Lstat(l)
+		if err != nil || !st.Mode().IsRegular() || total > 48<<20 {
+			continue
+		}
+		entries = append(entries, image.Entry{Path: l, Type: image.TypeRegular, Mode: 0o100644, Size: st.Size(),
+			MtimeNS: st.ModTime().UnixNano(), Order: len(entries)})
+		total += st.Size()
+	}
+	f, err := os.Create(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := image.Write(f, entries, image.WriteOptions{Level: 1}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	im, err := image.OpenFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := im.Entries()
+	im.Close()
+
+	env := append(cleanEnv(work), "SLURM_JOB_ID=80")
+	for round := range 5 {
+		stage := filepath.Join(work, fmt.Sprintf("stage%d", round))
+		args := []string{"exec", "--stage-dir", stage, img, "--", "/bin/true"}
+		cmd := exec.Command(dlbundleCLI(t), args...)
+		cmd.Env = env
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(round*40+mathrand.IntN(40)) * time.Millisecond)
+		cmd.Process.Kill()
+		cmd.Wait()
+		published := checkStagesMatch(t, stage, want)
+		left, _ := filepath.Glob(filepath.Join(stage, "tmp.*"))
+		t.Logf("round %d: killed: %d published, %d temp dirs left", round, published, len(left))
+
+		if _, stderr, _, state := runCLI(t, env, args...); !state.Success() {
+			t.Fatalf("round %d: exec after the kill: %v: %s", round, state, stderr)
+		}
+		stages := checkStagesMatch(t, stage, want)
+		temps, _ := filepath.Glob(filepath.Join(stage, "tmp.*"))
+		if stages != 1 || len(temps) != 0 {
+			t.Fatalf("round %d: after recovery %d stages and temp dirs %v; want 1 and none", round, stages, temps)
+		}
+	}
+}
+
+// checkStagesMatch fails unless every published stage holds every regular
+// entry of the image whole (size and sha256), and returns how many there are.
+func checkStagesMatch(t *testing.T, stage string, want []image.Entry) int {
+	t.Helper()
+	stages, _ := filepath.Glob(filepath.Join(stage, "sha256-*"))
+	for _, s := range stages {
+		for _, e := range want {
+			data, err := os.ReadFile(filepath.Join(s, "root", e.Path))
+			sum := sha256.Sum256(data)
+			if err != nil || hex.EncodeToString(sum[:]) != e.SHA256 {
+				t.Fatalf("published stage %s serves %s partial or wrong (%d of %d bytes, %v)", s, e.Path, len(data), e.Size, err)
+			}
+		}
+	}
+	return len(stages)
 }
