@@ -22,13 +22,14 @@ import (
 
 // BuildCmd packs what one or more pilot traces loaded into an image.
 type BuildCmd struct {
-	Output       string   `short:"o" required:"" placeholder:"IMAGE" help:"Image file to write (e.g. app.dlimg). Written to a temporary file beside it and renamed when complete."`
+	Output       string   `short:"o" placeholder:"IMAGE" help:"Image file to write (e.g. app.dlimg). Written to a temporary file beside it and renamed when complete."`
 	Traces       []string `arg:"" optional:"" name:"trace" type:"path" help:"Trace files (default: ./dlbundle.trace and the per-rank ./dlbundle.trace.N)."`
 	Level        int      `default:"3" help:"zstd level, 1 (fastest) to 19 (smallest)."`
 	Workers      int      `default:"0" help:"Parallel compressors (0 = all cores)."`
 	Include      []string `sep:"none" placeholder:"PREFIX" help:"Bundle paths under PREFIX although a default rule leaves them out (e.g. --include /etc/myapp). Repeatable; the longest matching prefix wins."`
 	Exclude      []string `sep:"none" placeholder:"PREFIX" help:"Never bundle paths under PREFIX; they stay on the file system (e.g. --exclude /opt/site-config). Repeatable."`
 	AllowChanged bool     `help:"Bundle files that changed since the pilot as they are now, instead of leaving them out."`
+	DryRun       bool     `name:"dry-run" help:"Write no image: list the plan (entry, type, kind, size, path) and the summary, to try --include/--exclude."`
 
 	summary io.Writer // where the summary goes; nil means stdout (tests, benchmarks)
 }
@@ -40,6 +41,7 @@ func (c *BuildCmd) Help() string {
   dlbundle trace -- ./myapp        # pilot: writes ./dlbundle.trace
   dlbundle build -o app.dlimg      # this command
   dlbundle inspect app.dlimg       # what went in
+  dlbundle build --dry-run --exclude /opt/site   # list the plan, write nothing
 
 What goes in (see docs/squash.md):
   - regular files the pilot read or executed, in the order it first used them;
@@ -62,6 +64,9 @@ record a build time.`
 
 // Run builds the plan and writes the image.
 func (c *BuildCmd) Run() error {
+	if c.Output == "" && !c.DryRun {
+		return fmt.Errorf("name the image to write with -o, e.g. -o app.dlimg (or --dry-run to see the plan)")
+	}
 	paths := c.Traces
 	if len(paths) == 0 {
 		var err error
@@ -83,6 +88,14 @@ func (c *BuildCmd) Run() error {
 	})
 	if err != nil {
 		return err
+	}
+	summary := c.summary
+	if summary == nil {
+		summary = os.Stdout
+	}
+	if c.DryRun {
+		printPlan(summary, paths, plan)
+		return nil
 	}
 	if err := checkSomethingToBundle(plan); err != nil {
 		return err
@@ -112,10 +125,6 @@ func (c *BuildCmd) Run() error {
 	}
 	if err := out.commit(); err != nil {
 		return err
-	}
-	summary := c.summary
-	if summary == nil {
-		summary = os.Stdout
 	}
 	printBuildSummary(summary, c.Output, paths, plan, stats, warnings)
 	return nil
@@ -255,7 +264,39 @@ func (p *buildBar) finish() {
 
 func buildMiB(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
+// printPlan lists a plan's entries in load order, then what a build of it
+// would hold (--dry-run).
+func printPlan(w io.Writer, traces []string, plan *squash.Plan) {
+	var raw int64
+	for _, e := range plan.Entries {
+		line := fmt.Sprintf("%5d %-8s %-12s %10d %s", e.Order, e.Type, e.Kind, e.Size, e.Path)
+		if e.Type == image.TypeSymlink {
+			line += " -> " + e.Target
+		}
+		fmt.Fprintln(w, line)
+		raw += e.Size
+	}
+	fmt.Fprintf(w, "plan from %d trace(s) (%d events, %d paths); no image written (--dry-run)\n",
+		len(traces), plan.Report.Events, plan.Report.Paths)
+	printPlanSummary(w, plan, fmt.Sprintf("content: %s to compress", buildMiB(raw)))
+}
+
 func printBuildSummary(w io.Writer, output string, traces []string, plan *squash.Plan, st image.WriteStats, warnings int) {
+	fmt.Fprintf(w, "wrote %s from %d trace(s) (%d events, %d paths)\n", output, len(traces), plan.Report.Events, plan.Report.Paths)
+	ratio := 0.0
+	if st.StoredBytes > 0 {
+		ratio = float64(st.RawBytes) / float64(st.StoredBytes)
+	}
+	printPlanSummary(w, plan, fmt.Sprintf("content: %s raw, %s image (%.2fx), %s stored once for several paths",
+		buildMiB(st.RawBytes), buildMiB(st.StoredBytes), ratio, buildMiB(st.DedupedBytes)))
+	if warnings > 0 {
+		fmt.Fprintf(w, "  %d warning(s), see above\n", warnings)
+	}
+}
+
+// printPlanSummary: entries by type, files by kind, the content line, what
+// was left out and why.
+func printPlanSummary(w io.Writer, plan *squash.Plan, content string) {
 	byType := map[image.Type]int{}
 	kinds := map[image.Kind]int{}
 	kindBytes := map[image.Kind]int64{}
@@ -266,27 +307,26 @@ func printBuildSummary(w io.Writer, output string, traces []string, plan *squash
 			kindBytes[e.Kind] += e.Size
 		}
 	}
-	rep := plan.Report
-	fmt.Fprintf(w, "wrote %s from %d trace(s) (%d events, %d paths)\n", output, len(traces), rep.Events, rep.Paths)
 	var counts []string
 	for _, t := range []image.Type{image.TypeRegular, image.TypeDir, image.TypeSymlink, image.TypeMissing, image.TypeExternal} {
 		counts = append(counts, fmt.Sprintf("%d %s", byType[t], t))
 	}
-	fmt.Fprintf(w, "  %d entries: %s\n", st.Entries, strings.Join(counts, ", "))
+	fmt.Fprintf(w, "  %d entries: %s\n", len(plan.Entries), strings.Join(counts, ", "))
 	var ks []image.Kind
 	for k := range kinds {
 		ks = append(ks, k)
 	}
-	sort.Slice(ks, func(i, j int) bool { return kindBytes[ks[i]] > kindBytes[ks[j]] })
+	sort.Slice(ks, func(i, j int) bool {
+		if kindBytes[ks[i]] != kindBytes[ks[j]] {
+			return kindBytes[ks[i]] > kindBytes[ks[j]]
+		}
+		return ks[i] < ks[j]
+	})
 	for _, k := range ks {
 		fmt.Fprintf(w, "  %-13s %5d files %10s\n", k, kinds[k], buildMiB(kindBytes[k]))
 	}
-	ratio := 0.0
-	if st.StoredBytes > 0 {
-		ratio = float64(st.RawBytes) / float64(st.StoredBytes)
-	}
-	fmt.Fprintf(w, "  content: %s raw, %s image (%.2fx), %s stored once for several paths\n",
-		buildMiB(st.RawBytes), buildMiB(st.StoredBytes), ratio, buildMiB(st.DedupedBytes))
+	fmt.Fprintln(w, "  "+content)
+	rep := plan.Report
 	if len(rep.Skipped) > 0 {
 		fmt.Fprintln(w, "  not bundled:")
 		for _, r := range rep.SkippedReasons() {
@@ -298,8 +338,5 @@ func printBuildSummary(w io.Writer, output string, traces []string, plan *squash
 	}
 	for _, t := range rep.Incomplete {
 		fmt.Fprintf(w, "  note: %s has no end record: the pilot was cut short, the image may lack what it did not reach\n", t)
-	}
-	if warnings > 0 {
-		fmt.Fprintf(w, "  %d warning(s), see above\n", warnings)
 	}
 }

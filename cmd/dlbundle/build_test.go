@@ -131,6 +131,9 @@ func TestBuildErrorsSayWhatToDo(t *testing.T) {
 	if msg := run(&BuildCmd{Output: "app.dlimg", Traces: []string{"app.trace"}, Exclude: []string{dir}}); !strings.Contains(msg, "nothing to bundle: 1 excluded by --exclude") {
 		t.Errorf("nothing to bundle: %s", msg)
 	}
+	if msg := run(&BuildCmd{}); !strings.Contains(msg, "-o app.dlimg") {
+		t.Errorf("no -o: %s", msg)
+	}
 	if msg := run(&BuildCmd{Output: "app.dlimg", Level: 99}); !strings.Contains(msg, "level") {
 		t.Errorf("bad level: %s", msg)
 	}
@@ -140,5 +143,23 @@ func TestBuildErrorsSayWhatToDo(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(dir, ".*"))
 	if len(left) > 0 {
 		t.Errorf("temporary files left behind: %v", left)
+	}
+}
+
+func TestBuildDryRunListsThePlanAndWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	writeTestTrace(t, "dlbundle.trace", "/usr/bin/env")
+	var out bytes.Buffer
+	if err := (&BuildCmd{DryRun: true, summary: &out}).Run(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{" reg      elf-exec ", " /usr/bin/env\n", "no image written (--dry-run)", "1 reg, "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("dry run output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if names, _ := os.ReadDir(dir); len(names) != 1 {
+		t.Errorf("dry run wrote files: %v", names)
 	}
 }
