@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,5 +74,33 @@ func TestAuditObjectIsFreestanding(t *testing.T) {
 		if !defined[want] {
 			t.Errorf("audit.so does not export %s", want)
 		}
+	}
+}
+
+// TestPreloadNeedsOnlyOldGlibc: the preload object must load on every glibc
+// from 2.17 on (RHEL 7), so no symbol it imports may need a newer version
+// (linked naively on a new host, dlsym would need GLIBC_2.34).
+func TestPreloadNeedsOnlyOldGlibc(t *testing.T) {
+	f, err := elf.NewFile(bytes.NewReader(shimPreloadObject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms, err := f.ImportedSymbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range syms {
+		v, ok := strings.CutPrefix(s.Version, "GLIBC_")
+		if !ok {
+			continue
+		}
+		var major, minor int
+		fmt.Sscanf(v, "%d.%d", &major, &minor)
+		if major > 2 || (major == 2 && minor > 17) {
+			t.Errorf("preload.so imports %s@%s from %s: it would not load on glibc < %s", s.Name, s.Version, s.Library, v)
+		}
+	}
+	if len(syms) == 0 {
+		t.Fatal("preload.so imports no symbols: not the object we built")
 	}
 }

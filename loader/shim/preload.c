@@ -216,6 +216,15 @@ static int set_errno(int e) { errno = e; return -1; }
 
 /* ---- stat ---- */
 
+/* glibc < 2.33 exports no stat/lstat/fstatat functions (only __xstat & co.,
+ * which we answer ourselves), and glibc < 2.28 no statx: pass through with
+ * the system call then. On x86_64 and aarch64 struct stat is the kernel's. */
+static int sys_fstatat(int dirfd, const char *path, void *st, int flags)
+{
+	long rc = syscall(SYS_newfstatat, dirfd, path, st, flags);
+	return rc < 0 ? -1 : 0; /* syscall() already set errno */
+}
+
 static void fill_stat(struct stat *st, const struct dlb_entry *e)
 {
 	memset(st, 0, sizeof *st);
@@ -250,28 +259,28 @@ int stat(const char *path, struct stat *st)
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_stat("stat", AT_FDCWD, &path, canon, 1, st, &rc)) return rc;
-	return real_stat(path, st);
+	return real_stat ? real_stat(path, st) : sys_fstatat(AT_FDCWD, path, st, 0);
 }
 int stat64(const char *path, struct stat64 *st)
 {
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_stat("stat64", AT_FDCWD, &path, canon, 1, (struct stat *)st, &rc)) return rc;
-	return real_stat64(path, st);
+	return real_stat64 ? real_stat64(path, st) : sys_fstatat(AT_FDCWD, path, st, 0);
 }
 int lstat(const char *path, struct stat *st)
 {
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_stat("lstat", AT_FDCWD, &path, canon, 0, st, &rc)) return rc;
-	return real_lstat(path, st);
+	return real_lstat ? real_lstat(path, st) : sys_fstatat(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW);
 }
 int lstat64(const char *path, struct stat64 *st)
 {
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_stat("lstat64", AT_FDCWD, &path, canon, 0, (struct stat *)st, &rc)) return rc;
-	return real_lstat64(path, st);
+	return real_lstat64 ? real_lstat64(path, st) : sys_fstatat(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW);
 }
 int fstatat(int dirfd, const char *path, struct stat *st, int flags)
 {
@@ -279,7 +288,7 @@ int fstatat(int dirfd, const char *path, struct stat *st, int flags)
 	char canon[DLB_PATH_MAX];
 	if (!(flags & AT_EMPTY_PATH) || (path && path[0]))
 		if (do_stat("fstatat", dirfd, &path, canon, !(flags & AT_SYMLINK_NOFOLLOW), st, &rc)) return rc;
-	return real_fstatat(dirfd, path, st, flags);
+	return real_fstatat ? real_fstatat(dirfd, path, st, flags) : sys_fstatat(dirfd, path, st, flags);
 }
 int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
 {
@@ -287,7 +296,7 @@ int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
 	char canon[DLB_PATH_MAX];
 	if (!(flags & AT_EMPTY_PATH) || (path && path[0]))
 		if (do_stat("fstatat64", dirfd, &path, canon, !(flags & AT_SYMLINK_NOFOLLOW), (struct stat *)st, &rc)) return rc;
-	return real_fstatat64(dirfd, path, st, flags);
+	return real_fstatat64 ? real_fstatat64(dirfd, path, st, flags) : sys_fstatat(dirfd, path, st, flags);
 }
 /* Compat entry points of glibc < 2.33 (binaries built there still call them). */
 int __xstat(int ver, const char *path, struct stat *st) { (void)ver; return stat(path, st); }
@@ -326,6 +335,7 @@ int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *s
 		case DLB_KNOWN_ERR: return set_errno(r.err);
 		}
 	}
+	if (!real_statx) return syscall(SYS_statx, dirfd, path, flags, mask, sx) < 0 ? -1 : 0;
 	return real_statx(dirfd, path, flags, mask, sx);
 }
 
