@@ -70,6 +70,7 @@
 	X(execvp, int, (const char *, char *const[]))                                  \
 	X(execvpe, int, (const char *, char *const[], char *const[]))                  \
 	X(dlerror, char *, (void))                                                     \
+	X(dlinfo, int, (void *, int, void *))                                          \
 	X(posix_spawn, int, (pid_t *, const char *, const posix_spawn_file_actions_t *, \
 			     const posix_spawnattr_t *, char *const[], char *const[]))         \
 	X(posix_spawnp, int, (pid_t *, const char *, const posix_spawn_file_actions_t *, \
@@ -778,6 +779,21 @@ static int exec_search(const char *file, char *const argv[], char *const envp[])
 }
 int execvp(const char *file, char *const argv[]) { return exec_search(file, argv, environ); }
 int execvpe(const char *file, char *const argv[], char *const envp[]) { return exec_search(file, argv, envp); }
+
+/* dlinfo(RTLD_DI_ORIGIN): ld.so computed the origin of an object loaded from
+ * the stage from its staged name; show the original directory. */
+int dlinfo(void *handle, int request, void *arg)
+{
+	ensure_init();
+	if (!real_dlinfo) return -1;
+	int rc = real_dlinfo(handle, request, arg);
+	if (rc == 0 && request == RTLD_DI_ORIGIN && arg) {
+		char *o = arg;
+		size_t n = strip_stage(o, strlen(o));
+		o[n] = 0;
+	}
+	return rc;
+}
 
 /* dlerror: ld.so's messages name the file it opened, which for a bundled
  * library is the staged copy; show the original (a per-thread copy, as the

@@ -245,6 +245,8 @@ int main(int argc, char **argv)
 		printf("dlopen libplug.so: %d\n", fn ? fn() : -1);
 		Dl_info info;
 		if (fn && dladdr((void *)fn, &info)) printf("dladdr plug: %s\n", info.dli_fname);
+		char origin[4096];
+		if (dlinfo(h, RTLD_DI_ORIGIN, origin) == 0) printf("dlinfo origin plug: %s\n", origin);
 	}
 	if (!dlopen("libnothere.so", RTLD_NOW)) printf("dlopen libnothere.so: %s\n", dlerror());
 	char bad[4096];
