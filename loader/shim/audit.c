@@ -104,13 +104,14 @@ static void map_table(void)
 }
 
 /* glibc >= 2.35 refuses an audit module whose la_version returns a version it
- * does not support; returning the version asked for (we need nothing newer
- * than version 1's la_objsearch and la_objopen) works from 2.17 on. */
+ * does not support. We use only la_objsearch and la_objopen, unchanged in
+ * interface versions 1 (glibc 2.17..2.34) and 2 (2.35 on): return the version
+ * asked for, or 2 if a later glibc asks for more (it accepts older ones). */
 unsigned int la_version(unsigned int version)
 {
 	read_environ();
 	if (root_len) map_table();
-	return version;
+	return version <= 2 ? version : 2;
 }
 
 /* la_objsearch sees each candidate path of ld.so's search in order (RPATH,
