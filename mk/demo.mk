@@ -2,7 +2,7 @@
 # printing native vs exec file-system operations on the app's tree and wall time.
 .PHONY: demo-exec bench-stage
 DEMO_TARGETS += demo-exec
-APT_PACKAGES += gcc strace python3
+APT_PACKAGES += gcc strace python3 python3-numpy
 
 demo-exec: $(BIN)
 	examples/demo/run-demo.sh $(BIN)
