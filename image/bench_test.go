@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -157,6 +158,16 @@ func BenchmarkImage(b *testing.B) {
 			if err := im.decodeObjects(context.Background(), workers, discardSink{}, nil, digestChecks{content: true}); err != nil {
 				b.Fatal(err)
 			}
+		}},
+		{"writefiles", func() { os.RemoveAll(x); os.Mkdir(x, 0o755) }, func() {
+			// The floor for materialising: the same files, already in
+			// memory, written to /dev/shm (flat, 0644), all cores.
+			parallel(workers, len(files), func(i int, buf []byte) []byte {
+				if err := os.WriteFile(filepath.Join(x, strconv.Itoa(i)), files[i], 0o644); err != nil {
+					b.Error(err)
+				}
+				return buf
+			})
 		}},
 		{"extract-nosha", func() { os.RemoveAll(x) }, func() {
 			if err := im.Extract(context.Background(), x, ExtractOptions{Workers: workers, SkipDigests: true}); err != nil {
