@@ -226,6 +226,14 @@ static int sys_fstatat(int dirfd, const char *path, void *st, int flags)
 	return rc < 0 ? -1 : 0; /* syscall() already set errno */
 }
 
+/* The table has no block counts: ext4-like values, 4 KiB blocks, and none
+ * for a symlink short enough to live in the inode ("fast" symlink). */
+static long long blocks_of(const struct dlb_entry *e)
+{
+	if ((e->mode & S_IFMT) == S_IFLNK && e->size < 60) return 0;
+	return ((e->size + 4095) / 4096) * 8;
+}
+
 static void fill_stat(struct stat *st, const struct dlb_entry *e)
 {
 	memset(st, 0, sizeof *st);
@@ -236,9 +244,8 @@ static void fill_stat(struct stat *st, const struct dlb_entry *e)
 	st->st_uid = e->uid;
 	st->st_gid = e->gid;
 	st->st_size = e->size;
-	/* The table has no block counts; ext4/xfs-like values (4 KiB blocks). */
 	st->st_blksize = 4096;
-	st->st_blocks = ((e->size + 4095) / 4096) * 8;
+	st->st_blocks = blocks_of(e);
 	st->st_atim.tv_sec = e->atime_ns / 1000000000; st->st_atim.tv_nsec = e->atime_ns % 1000000000;
 	st->st_mtim.tv_sec = e->mtime_ns / 1000000000; st->st_mtim.tv_nsec = e->mtime_ns % 1000000000;
 	st->st_ctim.tv_sec = e->ctime_ns / 1000000000; st->st_ctim.tv_nsec = e->ctime_ns % 1000000000;
@@ -324,7 +331,7 @@ int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *s
 			sx->stx_mode = (uint16_t)e->mode;
 			sx->stx_ino = e->ino;
 			sx->stx_size = (uint64_t)e->size;
-			sx->stx_blocks = (((uint64_t)e->size + 4095) / 4096) * 8;
+			sx->stx_blocks = (uint64_t)blocks_of(e);
 			sx->stx_atime.tv_sec = e->atime_ns / 1000000000; sx->stx_atime.tv_nsec = (uint32_t)(e->atime_ns % 1000000000);
 			sx->stx_mtime.tv_sec = e->mtime_ns / 1000000000; sx->stx_mtime.tv_nsec = (uint32_t)(e->mtime_ns % 1000000000);
 			sx->stx_ctime.tv_sec = e->ctime_ns / 1000000000; sx->stx_ctime.tv_nsec = (uint32_t)(e->ctime_ns % 1000000000);
