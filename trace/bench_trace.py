@@ -68,6 +68,21 @@ def main():
             print("%-26s median %.1f -> %.1f ms (x%.2f), min %.1f -> %.1f ms (x%.2f)" % (
                 name, rows[-1][2] * 1e3, rows[-1][3] * 1e3, rows[-1][3] / rows[-1][2],
                 rows[-1][4] * 1e3, rows[-1][5] * 1e3, rows[-1][5] / rows[-1][4]))
+        # Cost of one traced call (two ptrace stops, decoding, one JSON record)
+        # and the fixed cost of a run (dlbundle, the stub, the header).
+        src = os.path.join(tmp, "stats.c")
+        with open(src, "w") as f:
+            f.write('#include <sys/stat.h>\n#include <stdlib.h>\nint main(int c, char **v) { struct stat st;'
+                    ' for (int i = atoi(v[1]); i > 0; i--) stat("/nonexistent/x", &st); return 0; }\n')
+        stats = os.path.join(tmp, "stats")
+        subprocess.run(["gcc", "-O2", "-o", stats, src], check=True)
+        calls = 20000
+        per_call = min(
+            (wall([dlb, "trace", "-q", "-o", trace, "--", stats, str(calls)]) - wall([stats, str(calls)])) / calls
+            for _ in range(5))
+        fixed = min(
+            wall([dlb, "trace", "-q", "-o", trace, "--", "/bin/true"]) - wall(["/bin/true"]) for _ in range(runs))
+        print("per traced call %.1f us, fixed cost %.1f ms" % (per_call * 1e6, fixed * 1e3))
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     with open(out, "w") as f:
         f.write("# Pilot slowdown of `dlbundle trace`\n\n")
@@ -83,6 +98,9 @@ def main():
         for name, ev, nm, tm, nn, tn, cr in rows:
             f.write("| %s | %d | %.1f ms | %.1f ms | %.2fx | %.1f ms | %.1f ms | %.2fx | %.2fx |\n" % (
                 name, ev, nm * 1e3, tm * 1e3, tm / nm, nn * 1e3, tn * 1e3, tn / nn, cr))
+        f.write("\nPer traced call (20,000 failing stat calls of a C program, best of 5): %.1f us; "
+                "fixed cost of a run (`dlbundle trace -- /bin/true` minus `/bin/true`, best of the runs): %.1f ms.\n" % (
+                    per_call * 1e6, fixed * 1e3))
         f.write("\nCPU ratio: median user+sys time of all processes (dlbundle, stub, app) traced / native;\n"
                 "it is less sensitive to the other load on the machine than wall time.\n")
     print("wrote", out)
