@@ -223,7 +223,11 @@ func TestDedupe(t *testing.T) {
 	for _, n := range []string{"a", "b", "c", "d"} {
 		es = append(es, entryFor(t, filepath.Join(dir, n)))
 	}
-	img, st := writeImage(t, withParents(t, es), WriteOptions{})
+	var done, total int64
+	img, st := writeImage(t, withParents(t, es), WriteOptions{Progress: func(d, t int64) { done, total = d, t }})
+	if done != total || total != 2*int64(len(content)) {
+		t.Fatalf("progress ended at %d of %d, want 2 MiB of 2 MiB (duplicates are not read)", done, total)
+	}
 	if st.DedupedBytes != 2*int64(len(content)) || st.Objects != 2 {
 		t.Fatalf("stats %+v: want 2 objects and 2 MiB deduplicated", st)
 	}
@@ -271,6 +275,15 @@ func TestWriteFailsWhenFileChanged(t *testing.T) {
 	_, err = Write(io.Discard, []Entry{e}, WriteOptions{})
 	if err == nil || !strings.Contains(err.Error(), p) {
 		t.Fatalf("Write of a file that shrank: %v", err)
+	}
+	e.Size = 0 // was empty
+	_, err = Write(io.Discard, []Entry{e}, WriteOptions{})
+	if err == nil || !strings.Contains(err.Error(), p) {
+		t.Fatalf("Write of an empty file that has content now: %v", err)
+	}
+	os.Remove(p)
+	if _, err = Write(io.Discard, []Entry{e}, WriteOptions{}); err == nil || !strings.Contains(err.Error(), p) {
+		t.Fatalf("Write of a file that vanished: %v", err)
 	}
 }
 

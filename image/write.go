@@ -67,8 +67,8 @@ func Write(w io.Writer, entries []Entry, opts WriteOptions) (WriteStats, error) 
 		return st, err
 	}
 	p := &packer{es: es, links: links, enc: enc, opts: opts, out: &countingWriter{w: w}}
-	for i := range es {
-		if es[i].Type == TypeRegular {
+	for i := range es { // progress counts the bytes read: content stored once
+		if l, dup := links[i]; es[i].Type == TypeRegular && (!dup || l.owner == i) {
 			p.total += es[i].Size
 		}
 	}
@@ -407,6 +407,9 @@ func (p *packer) produce(emit func(*frameJob) bool) error {
 			ls := p.links[i]
 			switch {
 			case e.Size == 0:
+				if err = checkEmpty(e); err != nil {
+					return err
+				}
 				e.SHA256 = hex.EncodeToString(sha256.New().Sum(nil))
 				p.ino++
 				err = addMeta(cpioInfo(e, p.ino, 1, 0), nil)
@@ -489,6 +492,19 @@ func (p *packer) object(i int, info cpio.Info, emit func(*frameJob) bool) error 
 		if !emit(&frameJob{raw: buf, owner: i, usize: n, inSize: n}) {
 			return errStopped
 		}
+	}
+	return nil
+}
+
+// checkEmpty fails when a file planned as empty has content now.
+func checkEmpty(e *Entry) error {
+	f, err := os.Open(sourcePath(e))
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", e.Path, err)
+	}
+	defer f.Close()
+	if n, _ := f.Read(make([]byte, 1)); n > 0 {
+		return sizeChanged(e, 1+countRest(f))
 	}
 	return nil
 }
