@@ -241,3 +241,22 @@ func TestDigestMismatchDetected(t *testing.T) {
 		t.Fatalf("Extract with SkipDigests checks no SHA-256, yet: %v", err)
 	}
 }
+
+// A cancelled extraction (dlbundle extract on SIGINT, a stage timing out)
+// leaves nothing behind.
+func TestExtractCancelledCleansUp(t *testing.T) {
+	img, _ := smallImage(t)
+	im, err := openBytes(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	dir := filepath.Join(t.TempDir(), "x")
+	if err := im.Extract(ctx, dir, ExtractOptions{}); err == nil {
+		t.Fatal("Extract with a cancelled context succeeded")
+	}
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Fatalf("cancelled Extract left %s behind", dir)
+	}
+}
