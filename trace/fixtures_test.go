@@ -283,9 +283,11 @@ func TestNoFdsLeakToTheApp(t *testing.T) {
 func TestDaemonDoesNotHang(t *testing.T) {
 	exe := fixture(t, "daemon")
 	pidfile := filepath.Join(t.TempDir(), "daemon.pid")
-	_, res := traceRun(t, exe, "30", pidfile)
-	if res.Exit != 0 {
-		t.Fatalf("exit %d", res.Exit)
+	var warnings strings.Builder
+	res, err := Run(Options{Command: []string{exe, "30", pidfile}, Output: filepath.Join(t.TempDir(), "d.trace"),
+		Quiet: true, Stub: testStub(), Stderr: &warnings})
+	if err != nil || res.Exit != 0 {
+		t.Fatalf("%v, result %+v", err, res)
 	}
 	b, err := os.ReadFile(pidfile)
 	if err != nil {
@@ -293,6 +295,11 @@ func TestDaemonDoesNotHang(t *testing.T) {
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	defer syscall.Kill(pid, syscall.SIGKILL)
+	// The user is told which process was left and what that means for it.
+	if w := warnings.String(); !strings.Contains(w, "outlived the app") || !strings.Contains(w, strconv.Itoa(pid)) ||
+		!strings.Contains(w, "ENOSYS") {
+		t.Errorf("warning about the survivor: %q", w)
+	}
 	// Right after the detach it may still be on its way into sleep().
 	var status []byte
 	for i := 0; i < 100; i++ {

@@ -149,7 +149,13 @@ func traceCommand(stub, command []string, rec *recorder, start time.Time) (int, 
 	if err != nil {
 		return 0, err
 	}
-	if left := t.detachSurvivors(2 * time.Second); left > 0 {
+	survivors, left := t.detachSurvivors(2 * time.Second)
+	if len(survivors) > 0 {
+		// Their seccomp filter stays: without a tracer, filtered calls fail.
+		rec.warn("%d process(es) outlived the app and now run untraced (pids %v); their file system calls "+
+			"fail with ENOSYS from now on. Trace a run in which the app waits for its children.", len(survivors), survivors)
+	}
+	if left > 0 {
 		rec.warn("%d task(s) that outlived the app could not be detached; they are killed", left)
 	}
 	return exit, nil

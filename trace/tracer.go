@@ -505,12 +505,19 @@ func errnoName(e syscall.Errno) string {
 
 // detachSurvivors lets tasks that outlive the main process (daemons) run on
 // untraced: each gets a SIGSTOP and is detached at that stop with the signal
-// suppressed. It gives up after timeout rather than hang.
-func (t *tracer) detachSurvivors(timeout time.Duration) (left int) {
+// suppressed. It gives up after timeout rather than hang. It returns the
+// processes it found and how many tasks it could not detach.
+func (t *tracer) detachSurvivors(timeout time.Duration) (processes []int, left int) {
+	seen := map[int]bool{}
 	for tid := range t.tasks {
 		tgid := t.tgidOf(tid)
 		if tgid == 0 || unix.Tgkill(tgid, tid, unix.SIGSTOP) != nil {
 			delete(t.tasks, tid)
+			continue
+		}
+		if !seen[tgid] {
+			seen[tgid] = true
+			processes = append(processes, tgid)
 		}
 	}
 	deadline := time.Now().Add(timeout)
@@ -542,5 +549,5 @@ func (t *tracer) detachSurvivors(timeout time.Duration) (left int) {
 			resume(pid, sig)
 		}
 	}
-	return len(t.tasks)
+	return processes, len(t.tasks)
 }

@@ -40,7 +40,8 @@ OMPI_COMM_WORLD_RANK or FLUX_TASK_RANK set) ".RANK" is appended, so
 The exit status is the app's (128+N if a signal N killed it; 127 if CMD is
 not found, 126 if it is not executable). SIGINT and SIGTERM are passed to the
 app. Processes still running when the app's main process exits (daemons) are
-detached and left running; their lookups after that point are not traced.
+detached and left running, but their file system calls fail (ENOSYS) from
+then on: trace a run in which the app waits for its children.
 Needs ptrace: not available where kernel.yama.ptrace_scope=3 or in
 containers without CAP_SYS_PTRACE.
 
