@@ -62,8 +62,9 @@ func benchImage(b *testing.B) (string, int64) {
 			total += info.Size()
 			return nil
 		})
-		dir, err := os.MkdirTemp("", "dlbundle-bench")
-		if err != nil {
+		// One fixed place per user, rewritten by every run: no pile of temp dirs.
+		dir := filepath.Join(os.TempDir(), fmt.Sprintf("dlbundle-bench-%d", os.Getuid()))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
 			b.Fatal(err)
 		}
 		benchImagePath = filepath.Join(dir, "bench.dlimg")

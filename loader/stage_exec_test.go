@@ -36,21 +36,27 @@ var (
 	dlbundleErr  error
 )
 
-// dlbundleCLI builds the CLI once per test binary (CGO_ENABLED=0, as make does).
+// dlbundleCLI builds the CLI once per test binary with the flags make uses
+// (CGO_ENABLED=0, -trimpath), so that after make it only relinks. It goes to
+// one fixed place per user (replaced atomically by each run), so test runs
+// leave no pile of temp dirs behind.
 func dlbundleCLI(t testing.TB) string {
 	t.Helper()
 	dlbundleOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "dlbundle-e2e-bin")
-		if err != nil {
+		dir := filepath.Join(os.TempDir(), fmt.Sprintf("dlbundle-test-cli-%d", os.Getuid()))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
 			dlbundleErr = err
 			return
 		}
-		dlbundleBin = filepath.Join(dir, "dlbundle")
-		cmd := exec.Command("go", "build", "-o", dlbundleBin, "../cmd/dlbundle")
+		tmp := filepath.Join(dir, fmt.Sprintf("dlbundle.%d", os.Getpid()))
+		cmd := exec.Command("go", "build", "-trimpath", "-o", tmp, "../cmd/dlbundle")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			dlbundleErr = errorString("go build ./cmd/dlbundle: " + err.Error() + "\n" + string(out))
+			return
 		}
+		dlbundleBin = filepath.Join(dir, "dlbundle")
+		dlbundleErr = os.Rename(tmp, dlbundleBin)
 	})
 	if dlbundleErr != nil {
 		t.Fatal(dlbundleErr)
