@@ -101,6 +101,12 @@ def main():
         f.write("\nPer traced call (20,000 failing stat calls of a C program, best of 5): %.1f us; "
                 "fixed cost of a run (`dlbundle trace -- /bin/true` minus `/bin/true`, best of the runs): %.1f ms.\n" % (
                     per_call * 1e6, fixed * 1e3))
+        for name, ev, nm, tm, nn, tn, cr in rows:
+            f.write("- %s: %d events x %.1f us + %.1f ms = %.0f ms predicted overhead; measured (min) %.0f ms.\n" % (
+                name, ev, per_call * 1e6, fixed * 1e3, (ev * per_call + fixed) * 1e3, (tn - nn) * 1e3))
+        f.write("\nEach traced call costs two ptrace stops (the seccomp stop at entry, the syscall-exit stop for\n"
+                "the result), i.e. four context switches; the fixed cost is mostly two Go program starts (dlbundle\n"
+                "and the stub it re-executes) and `getconf` for the header.\n")
         f.write("\nCPU ratio: median user+sys time of all processes (dlbundle, stub, app) traced / native;\n"
                 "it is less sensitive to the other load on the machine than wall time.\n")
     print("wrote", out)
