@@ -24,10 +24,17 @@ var jobIDVars = []string{
 }
 
 // JobID returns the batch job id of this process and the variable it came
-// from, or "", "" outside a job.
+// from, or "", "" outside a job. Under Slurm the job step is part of it: a
+// job script may rebuild the image between two sruns, and each step then
+// reads the image once per node again (reusing the stage if it is unchanged).
 func JobID(getenv func(string) string) (id, source string) {
 	for _, v := range jobIDVars {
 		if id := getenv(v); id != "" {
+			if v == "SLURM_JOB_ID" {
+				if step := getenv("SLURM_STEP_ID"); step != "" {
+					id += "." + step
+				}
+			}
 			return id, v
 		}
 	}

@@ -36,6 +36,10 @@ func TestStageAliasKeys(t *testing.T) {
 	if job1 == key(img, envOf("SLURM_JOB_ID", "2")) {
 		t.Error("two jobs share an alias: a rebuilt image would be served stale to the next job")
 	}
+	if job1 == key(img, envOf("SLURM_JOB_ID", "1", "SLURM_STEP_ID", "1")) ||
+		key(img, envOf("SLURM_JOB_ID", "1", "SLURM_STEP_ID", "0")) == key(img, envOf("SLURM_JOB_ID", "1", "SLURM_STEP_ID", "1")) {
+		t.Error("two job steps share an alias: an image rebuilt between two sruns would be served stale")
+	}
 	if job1 != key(img, envOf("SLURM_JOB_ID", "1", "PBS_JOBID", "9")) {
 		t.Error("alias depends on a job id variable of lower preference")
 	}
