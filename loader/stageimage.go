@@ -23,7 +23,8 @@ func (s imageStage) Materialize(ctx context.Context, dir string) error {
 
 // OpenImage returns the StageRequest.Open function for an image reference: a
 // file path, or an oci:// reference whose blob is first fetched (by the
-// staging rank only) into stageDir and deleted once staged.
+// staging rank only) into stageDir and deleted once staged. opts.Progress,
+// if set, sees the download and then the extraction.
 func OpenImage(ref, stageDir string, opts MaterializeOptions) func(context.Context) (StageImage, func() error, error) {
 	return func(ctx context.Context) (StageImage, func() error, error) {
 		path, cleanup := ref, func() {}
@@ -35,7 +36,7 @@ func OpenImage(ref, stageDir string, opts MaterializeOptions) func(context.Conte
 			}
 			f.Close()
 			path, cleanup = f.Name(), func() { os.Remove(f.Name()) }
-			if _, err := registry.Fetch(ctx, ref, path, registry.Options{}); err != nil {
+			if _, err := registry.Fetch(ctx, ref, path, registry.Options{Progress: opts.Progress}); err != nil {
 				cleanup()
 				return nil, nil, err
 			}
