@@ -75,6 +75,11 @@ func Write(w io.Writer, entries []Entry, opts WriteOptions) (WriteStats, error) 
 	if err := p.run(workers); err != nil {
 		return st, err
 	}
+	for i, ls := range links {
+		if ls.owner == i && es[i].SHA256 != ls.sum {
+			return st, fmt.Errorf("%s: content changed while the image was written; rebuild", es[i].Path)
+		}
+	}
 	for i := range es {
 		if es[i].Type != TypeRegular {
 			continue
@@ -257,9 +262,10 @@ func sizeChanged(e *Entry, n int64) error {
 	return fmt.Errorf("%s: %d bytes when read, the load plan says %d: the file changed since the pilot run; re-run the pilot (dlbundle trace) or rebuild", e.Path, n, e.Size)
 }
 
-// packer turns entries into compressed frames: one goroutine reads sources in
-// load order and cuts frames, workers compress them, and run writes them out
-// in order, recording each object's frames.
+// packer turns entries into compressed frames: one goroutine walks the
+// entries in load order and cuts frames (workers read small files themselves),
+// workers compress them, and run writes them out in order, recording each
+// object's frames.
 type packer struct {
 	es    []Entry
 	links map[int]*linkSet
@@ -272,13 +278,17 @@ type packer struct {
 }
 
 // frameJob is one data frame: raw is the cpio bytes, usize the content bytes.
+// A job with hdr set is a whole small object that the worker reads itself
+// (so that reading and hashing the many small files run on all cores).
 type frameJob struct {
 	raw    []byte
 	comp   []byte
 	owner  int // entry index whose Frames this frame extends, or -1
 	usize  int64
 	ready  chan struct{}
-	inSize int64 // content bytes read for it (progress)
+	inSize int64  // content bytes read for it (progress)
+	hdr    []byte // read es[owner] in the worker, after this cpio header
+	err    error
 }
 
 func (p *packer) run(workers int) error {
@@ -290,6 +300,12 @@ func (p *packer) run(workers int) error {
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
+				if j.hdr != nil {
+					if j.raw, j.err = p.readSmall(j.owner, j.hdr); j.err != nil {
+						close(j.ready)
+						continue
+					}
+				}
 				j.comp = p.enc.EncodeAll(j.raw, getBuf(len(j.raw)/2+64))
 				putBuf(j.raw)
 				j.raw = nil
@@ -326,6 +342,11 @@ func (p *packer) run(workers int) error {
 	for j := range ordered {
 		<-j.ready
 		if werr != nil {
+			continue
+		}
+		if j.err != nil {
+			werr = j.err
+			close(stop)
 			continue
 		}
 		off := p.out.n
@@ -426,9 +447,13 @@ func (p *packer) produce(emit func(*frameJob) bool) error {
 				if ls != nil {
 					ls.ino, nlink = p.ino, uint64(ls.names)
 				}
-				err = p.object(i, cpioInfo(e, p.ino, nlink, e.Size), emit)
-				if err == nil && ls != nil && e.SHA256 != ls.sum {
-					err = fmt.Errorf("%s: content changed while the image was written; rebuild", e.Path)
+				info := cpioInfo(e, p.ino, nlink, e.Size)
+				if e.Size <= maxFrameContent {
+					if !emit(&frameJob{owner: i, usize: e.Size, inSize: e.Size, hdr: cpioHeader(info)}) {
+						return errStopped
+					}
+				} else {
+					err = p.object(i, info, emit)
 				}
 			}
 		}
@@ -494,6 +519,33 @@ func (p *packer) object(i int, info cpio.Info, emit func(*frameJob) bool) error 
 		}
 	}
 	return nil
+}
+
+// readSmall reads object es[i] (one frame) into a buffer after hdr, checks
+// its size, hashes it and pads the member.
+func (p *packer) readSmall(i int, hdr []byte) ([]byte, error) {
+	e := &p.es[i]
+	f, err := os.Open(sourcePath(e))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", e.Path, err)
+	}
+	defer f.Close()
+	n := len(hdr) + int(e.Size)
+	buf := getBuf(n + 4)[:n+1] // one byte more: a file that grew reads into it
+	copy(buf, hdr)
+	m, err := io.ReadFull(f, buf[len(hdr):])
+	switch {
+	case err == nil: // n+1 bytes: longer than planned
+		return nil, sizeChanged(e, e.Size+1+countRest(f))
+	case err != io.ErrUnexpectedEOF && err != io.EOF:
+		return nil, fmt.Errorf("reading %s: %w", e.Path, err)
+	case int64(m) != e.Size:
+		return nil, sizeChanged(e, int64(m))
+	}
+	buf = buf[:n]
+	sum := sha256.Sum256(buf[len(hdr):])
+	e.SHA256 = hex.EncodeToString(sum[:])
+	return append(buf, make([]byte, round4(e.Size)-e.Size)...), nil
 }
 
 // checkEmpty fails when a file planned as empty has content now.
