@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"syscall"
 	"testing"
 
@@ -171,13 +170,4 @@ func setFooterVersion(img []byte, v uint32) []byte {
 	out := append([]byte(nil), img...)
 	binary.LittleEndian.PutUint32(out[len(out)-footerPayloadSize+8:], v)
 	return out
-}
-
-func sortedNames(es []Entry) []string {
-	var n []string
-	for _, e := range es {
-		n = append(n, e.Path)
-	}
-	sort.Strings(n)
-	return n
 }
