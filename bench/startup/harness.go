@@ -219,8 +219,6 @@ func (b *bench) run(ctx context.Context, res *Results) error {
 	if err := b.calibrate(ctx); err != nil {
 		return err
 	}
-	res.Calibrations = append(res.Calibrations, b.cal) // updated below when dlbundle runs
-	calIdx := len(res.Calibrations) - 1
 	b.logf("%s: service time %v (ideal %v, native with a free server %v = %.1fx ideal, %d metadata ops/rank)",
 		name, b.cal.Service, b.cal.Ideal.Round(time.Microsecond), b.cal.NativeFree.Round(time.Microsecond),
 		ratio(b.cal.NativeFree, b.cal.Ideal), b.cal.OpsPerRank)
@@ -232,8 +230,8 @@ func (b *bench) run(ctx context.Context, res *Results) error {
 			b.logf("%s: dlbundle modes skipped: %v", name, err)
 			dlb = false
 		}
-		res.Calibrations[calIdx] = b.cal
 	}
+	res.Calibrations = append(res.Calibrations, b.cal)
 	for _, n := range b.opts.Ranks {
 		res.Rows = append(res.Rows, b.measure(ctx, ModeNative, n, b.native))
 		res.Rows = append(res.Rows, b.measure(ctx, ModeIdeal, n, b.ideal))
