@@ -267,3 +267,39 @@ func TestTopPathsNamesWhatWasLookedUp(t *testing.T) {
 		t.Errorf("after Reset: %+v", top)
 	}
 }
+
+// failDirEnv makes TestHelperFailsWhileMounted mount there and fail.
+const failDirEnv = "SLOWFS_TEST_FAIL_MOUNTPOINT"
+
+// TestHelperFailsWhileMounted is run only as a child of
+// TestUnmountedEvenWhenATestFails.
+func TestHelperFailsWhileMounted(t *testing.T) {
+	mnt := os.Getenv(failDirEnv)
+	if mnt == "" {
+		return // not a child run: nothing to do
+	}
+	src := t.TempDir()
+	slowfstest.Mount(t, src, mnt, slowfs.Costs{})
+	t.Fatal("failing on purpose while mounted")
+}
+
+func TestUnmountedEvenWhenATestFails(t *testing.T) {
+	mnt := t.TempDir()
+	skipWithoutFUSE(t)
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestHelperFailsWhileMounted$", "-test.count=1")
+	cmd.Env = append(os.Environ(), failDirEnv+"="+mnt)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "failing on purpose while mounted") {
+		t.Fatalf("the child test did not fail as planned: %v\n%s", err, out)
+	}
+	if slowfs.Mounted(mnt) {
+		_ = slowfs.ForceUnmount(mnt)
+		t.Errorf("a failed test left its mount at %s behind", mnt)
+	}
+}
+
+// skipWithoutFUSE skips (the only acceptable skip) where FUSE cannot be mounted.
+func skipWithoutFUSE(t *testing.T) {
+	t.Helper()
+	slowfstest.Mount(t, t.TempDir(), t.TempDir(), slowfs.Costs{})
+}
