@@ -16,10 +16,11 @@ def run(cmd):
     env = dict(kv.split("=", 1) for kv in cmd["env"])
     t = time.perf_counter_ns()
     pid = os.posix_spawn(cmd["path"], cmd["argv"], env)
-    _, status = os.waitpid(pid, 0)
+    _, status, ru = os.wait4(pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit("command failed: %r" % cmd)
-    return (time.perf_counter_ns() - t) / 1e6
+    # wall time, and CPU time (user + system: less sensitive to other load)
+    return (time.perf_counter_ns() - t) / 1e6, (ru.ru_utime + ru.ru_stime) * 1e3
 
 
 rounds = int(sys.argv[1])
@@ -32,14 +33,21 @@ for _ in range(5):  # warm-up
         run(argv)
 times = {name: [] for name, _ in cmds}
 ratios = {name: [] for name, _ in cmds}
+cpus = {name: [] for name, _ in cmds}
+cpu_ratios = {name: [] for name, _ in cmds}
+first = cmds[0][0]
 for r in range(rounds):
     order = cmds[r % len(cmds):] + cmds[:r % len(cmds)]
     got = {name: run(argv) for name, argv in order}
     for name, _ in cmds:
-        times[name].append(got[name])
-        ratios[name].append(got[name] / got[cmds[0][0]])
-print("| command | median [ms] | min [ms] | median ratio to %s (same round) |" % cmds[0][0], file=out)
-print("|---|---:|---:|---:|", file=out)
+        times[name].append(got[name][0])
+        ratios[name].append(got[name][0] / got[first][0])
+        cpus[name].append(got[name][1])
+        cpu_ratios[name].append(got[name][1] / max(got[first][1], 1e-3))
+print("| command | wall median [ms] | wall min [ms] | wall ratio to %s | CPU median [ms] | CPU ratio to %s |"
+      % (first, first), file=out)
+print("|---|---:|---:|---:|---:|---:|", file=out)
 for name, _ in cmds:
-    print("| %s | %.1f | %.1f | %.3f |" % (name, statistics.median(times[name]), min(times[name]),
-                                           statistics.median(ratios[name])), file=out)
+    print("| %s | %.1f | %.1f | %.3f | %.1f | %.3f |" % (
+        name, statistics.median(times[name]), min(times[name]), statistics.median(ratios[name]),
+        statistics.median(cpus[name]), statistics.median(cpu_ratios[name])), file=out)
