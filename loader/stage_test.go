@@ -329,3 +329,50 @@ func FuzzDigestDirName(f *testing.F) {
 		}
 	})
 }
+
+// The stager is killed while other ranks wait for it: one of the waiters
+// takes over (its flock succeeds once the kernel drops the dead one's), stages
+// from scratch, and every waiter gets the complete stage.
+func TestStageWaitersTakeOverFromKilledStager(t *testing.T) {
+	h := newHelperSetup(t, 20, 5*time.Millisecond)
+	stager := h.command()
+	if err := stager.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until it is materializing, then start the waiters.
+	for deadline := time.Now().Add(10 * time.Second); h.materializeRuns(t) == 0; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the stager never started materializing")
+		}
+	}
+	const waiters = 4
+	outs := make([]string, waiters)
+	errs := make([]error, waiters)
+	var wg sync.WaitGroup
+	for i := range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := h.command().Output()
+			outs[i], errs[i] = strings.TrimSpace(string(out)), err
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	stager.Process.Signal(syscall.SIGKILL)
+	stager.Wait()
+	wg.Wait()
+
+	stages, temps := h.published(t)
+	if len(stages) != 1 || len(temps) != 0 {
+		t.Fatalf("stages %v, temp dirs %v; want one stage and none", stages, temps)
+	}
+	checkComplete(t, stages[0], h.files, h.data)
+	for i := range waiters {
+		if errs[i] != nil || outs[i] != stages[0] {
+			t.Errorf("waiter %d: %v, used %q; want %s", i, errs[i], outs[i], stages[0])
+		}
+	}
+	if n := h.materializeRuns(t); n != 2 {
+		t.Errorf("%d materialize runs; want 2 (the killed stager, then one waiter)", n)
+	}
+}
