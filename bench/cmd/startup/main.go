@@ -38,7 +38,18 @@ func main() {
 	startup.MaybeRunGate() // ranks start as this binary behind a gate
 	def := loadtest.Default()
 	var c cli
-	kong.Parse(&c, kong.Description("Start-up at width: native vs ideal vs dlbundle exec on a contended shared file system (slowfs)."),
+	kong.Parse(&c, kong.Description(`Start-up at width: native vs ideal vs dlbundle exec on a contended shared file system.
+
+Builds each scenario's app tree inside the source directory of slowfs (a FUSE
+file system whose metadata operations queue on one server), then for every
+rank count starts that many ranks at the same instant in four modes: native
+(from the mount), ideal (a tmpfs copy), dlbundle-cold (dlbundle exec, empty
+stage dir) and dlbundle-warm (stage reused). Writes results.csv, startup.svg
+and startup.md to --out. Needs root, or fusermount3 (package fuse3).
+
+    startup                                     # what make bench-startup runs
+    startup --ranks 1,4 --scenarios python      # a quick look
+    startup --service 200us --dlbundle ''       # fixed service time, no dlbundle`),
 		kong.Vars{"libs": fmt.Sprint(def.Libs), "datakib": fmt.Sprint(def.DataKiB)})
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "startup:", err)
