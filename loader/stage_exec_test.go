@@ -455,3 +455,19 @@ func checkStagesMatch(t *testing.T, stage string, want []image.Entry) int {
 	}
 	return len(stages)
 }
+
+// DLBUNDLE_STAGE_DIR chooses the stage dir as --stage-dir does; the image may
+// be given relative to the working directory.
+func TestExecStageDirFromEnvironment(t *testing.T) {
+	p := newProbeImage(t)
+	stage := filepath.Join(p.work, "envstage")
+	cmd := exec.Command(dlbundleCLI(t), "exec", filepath.Base(p.image), "--", p.original)
+	cmd.Dir, cmd.Env = p.work, append(cleanEnv(p.work), "DLBUNDLE_STAGE_DIR="+stage)
+	out, err := cmd.CombinedOutput()
+	if err != nil || field(string(out), "argv0") != p.original {
+		t.Fatalf("exec with DLBUNDLE_STAGE_DIR: %v\n%s", err, out)
+	}
+	if stages, _ := filepath.Glob(filepath.Join(stage, "sha256-*")); len(stages) != 1 {
+		t.Fatalf("DLBUNDLE_STAGE_DIR=%s not used: stages there %v", stage, stages)
+	}
+}
