@@ -31,8 +31,8 @@ func (im *Image) decodeFrame(o, k int, comp, dst []byte) (content, buf []byte, e
 	// Capacity bounds the output (WithDecodeAllCapLimit: a larger frame is an
 	// error); the slack lets the decoder use its fast block copies.
 	const slack = 64
-	if int64(cap(dst)) < want+slack {
-		dst = make([]byte, 0, want+slack)
+	if int64(cap(dst)) < want+slack { // grow geometrically: few allocations per worker
+		dst = make([]byte, 0, max(want+slack, 2*int64(cap(dst)), 256<<10))
 	}
 	out, err := im.dec.DecodeAll(comp, dst[:0:want+slack])
 	if err != nil {

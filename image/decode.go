@@ -76,7 +76,7 @@ func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink
 
 	// A fixed set of read buffers bounds memory and lets the reader run
 	// ahead of the decompressors by a few frames only.
-	free := make(chan []byte, 3*workers)
+	free := make(chan []byte, 2*workers+1)
 	for range cap(free) {
 		free <- nil
 	}
@@ -88,9 +88,7 @@ func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// Sized for a full frame at once: growing it frame by frame
-			// allocated (and zeroed) tens of MB per extraction.
-			raw := make([]byte, 0, maxFrameContent+64<<10)
+			var raw []byte // grows to the largest frame (decodeFrame)
 			for t := range tasks {
 				if ctx.Err() != nil {
 					free <- t.comp
@@ -151,7 +149,7 @@ func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink
 					return context.Cause(ctx)
 				}
 				if int64(cap(comp)) < f.CSize {
-					comp = make([]byte, max(f.CSize, 1<<20))
+					comp = make([]byte, max(f.CSize, 2*int64(cap(comp)), 256<<10))
 				}
 				comp = comp[:f.CSize]
 				if _, err := io.ReadFull(br, comp); err != nil {
