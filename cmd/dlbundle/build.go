@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/image/registry"
 	"github.com/dlbundle/dlbundle/internal/version"
 	"github.com/dlbundle/dlbundle/squash"
 )
@@ -30,6 +32,8 @@ type BuildCmd struct {
 	Exclude      []string `sep:"none" placeholder:"PREFIX" help:"Never bundle paths under PREFIX; they stay on the file system (e.g. --exclude /opt/site-config). Repeatable."`
 	AllowChanged bool     `help:"Bundle files that changed since the pilot as they are now, instead of leaving them out."`
 	DryRun       bool     `name:"dry-run" help:"Write no image: list the plan (entry, type, kind, size, path) and the summary, to try --include/--exclude."`
+	Push         string   `placeholder:"REF" help:"After writing the image, push it to an OCI registry as [oci://]REGISTRY/REPO:TAG (as 'dlbundle push' does) and print the pinned reference."`
+	Insecure     bool     `help:"With --push: talk plain http to the registry (a lab registry without TLS)."`
 
 	summary io.Writer // where the summary goes; nil means stdout (tests, benchmarks)
 }
@@ -127,6 +131,28 @@ func (c *BuildCmd) Run() error {
 		return err
 	}
 	printBuildSummary(summary, c.Output, paths, plan, stats, warnings)
+	if c.Push != "" {
+		return c.push()
+	}
+	return nil
+}
+
+// push uploads the finished image, as `dlbundle push` does.
+func (c *BuildCmd) push() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	flags := RegistryFlags{Insecure: c.Insecure, Timeout: 30 * time.Second}
+	opts := flags.options("push " + c.Output)
+	d, err := registry.Push(ctx, c.Output, c.Push, opts)
+	finishProgress(opts)
+	if err != nil {
+		return fmt.Errorf("image %s was written, but the push failed: %w (retry with 'dlbundle push %s %s')", c.Output, err, c.Output, c.Push)
+	}
+	pinned, err := registry.Pin(c.Push, d)
+	if err != nil {
+		return err
+	}
+	fmt.Println(registry.Scheme + pinned)
 	return nil
 }
 
