@@ -393,7 +393,11 @@ func TestExecSIGKILLWhileStaging(t *testing.T) {
 		if err != nil || !st.Mode().IsRegular() || total > 48<<20 {
 			continue
 		}
-		entries = append(entries, image.Entry{Path: l, Type: image.TypeRegular, Mode: 0o100644, Size: st.Size(),
+		mode := uint32(0o100644)
+		if len(entries)%3 == 0 {
+			mode = 0o100750 // modes are the image's, whatever the source's
+		}
+		entries = append(entries, image.Entry{Path: l, Type: image.TypeRegular, Mode: mode, Size: st.Size(),
 			MtimeNS: st.ModTime().UnixNano(), Order: len(entries)})
 		total += st.Size()
 	}
@@ -440,7 +444,8 @@ func TestExecSIGKILLWhileStaging(t *testing.T) {
 }
 
 // checkStagesMatch fails unless every published stage holds every regular
-// entry of the image whole (size and sha256), and returns how many there are.
+// entry of the image whole (sha256), with its mode and mtime, and returns how
+// many stages there are.
 func checkStagesMatch(t *testing.T, stage string, want []image.Entry) int {
 	t.Helper()
 	stages, _ := filepath.Glob(filepath.Join(stage, "sha256-*"))
@@ -450,6 +455,11 @@ func checkStagesMatch(t *testing.T, stage string, want []image.Entry) int {
 			sum := sha256.Sum256(data)
 			if err != nil || hex.EncodeToString(sum[:]) != e.SHA256 {
 				t.Fatalf("published stage %s serves %s partial or wrong (%d of %d bytes, %v)", s, e.Path, len(data), e.Size, err)
+			}
+			// Staged files keep mode and mtime (Python checks .pyc against the source's mtime).
+			st, err := os.Stat(filepath.Join(s, "root", e.Path))
+			if err != nil || uint32(st.Mode().Perm()) != e.Mode&0o777 || st.ModTime().UnixNano() != e.MtimeNS {
+				t.Fatalf("staged %s: mode %v mtime %v; want %#o and %v (%v)", e.Path, st.Mode(), st.ModTime(), e.Mode&0o777, time.Unix(0, e.MtimeNS), err)
 			}
 		}
 	}
