@@ -153,8 +153,9 @@ func glibcInternalHint(report []string) string {
 	for _, r := range report {
 		if strings.Contains(r, "/usr/lib/locale/") || strings.Contains(r, "/gconv/") || strings.Contains(r, "locale.alias") {
 			return "\n(locale, gconv and locale.alias files are opened by glibc internally (__open_nocancel), " +
-				"out of reach of LD_PRELOAD: either build leaves them out of the image (external) or exec points " +
-				"glibc at the stage (LOCPATH, GCONV_PATH), visibly to the app)"
+				"out of reach of LD_PRELOAD: build should leave them out of the image (external; /usr is " +
+				"node-local on most clusters). Pointing LOCPATH at the stage is no fix: glibc then also " +
+				"probes the default path, an operation the native run does not make.)"
 		}
 	}
 	return ""
