@@ -404,3 +404,36 @@ func TestCpioHeaderMatchesURoot(t *testing.T) {
 		}
 	}
 }
+
+// Names that are not UTF-8 cannot be stored in the JSON TOC: they are left
+// out with a warning instead of being silently renamed.
+func TestNonUTF8NamesLeftOut(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "lib\xff.so")
+	if err := os.WriteFile(bad, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(dir, "good.so")
+	os.WriteFile(good, []byte("y"), 0o644)
+	var warnings []string
+	es := []Entry{entryFor(t, dir), entryFor(t, bad), entryFor(t, good)}
+	img, _ := writeImage(t, withParents(t, es), WriteOptions{Warn: func(m string) { warnings = append(warnings, m) }})
+	im, err := openBytes(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := im.Lookup(good); !ok {
+		t.Fatal("good.so missing")
+	}
+	if _, ok := im.Lookup(dir); ok {
+		t.Fatal("the directory whose listing holds a non-UTF-8 name was kept")
+	}
+	for _, e := range im.Entries() {
+		if strings.Contains(e.Path, "\ufffd") || strings.Contains(e.Path, "lib") && strings.HasPrefix(e.Path, dir+"/lib") {
+			t.Fatalf("non-UTF-8 path stored as %q", e.Path)
+		}
+	}
+	if len(warnings) != 2 {
+		t.Fatalf("warnings %q: want one for the file and one for its directory", warnings)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/u-root/u-root/pkg/cpio"
@@ -52,8 +53,7 @@ func Write(w io.Writer, entries []Entry, opts WriteOptions) (WriteStats, error) 
 	if level < 1 || level > 22 {
 		return st, fmt.Errorf("zstd level %d out of range; use 1..19", level)
 	}
-	es := make([]Entry, len(entries))
-	copy(es, entries)
+	es := representable(entries, opts.Warn)
 	if err := prepareEntries(es, opts.Warn); err != nil {
 		return st, err
 	}
@@ -126,6 +126,39 @@ func encoderFor(level, workers int) (*zstd.Encoder, error) {
 	}
 	encoders[key] = e
 	return e, nil
+}
+
+// representable copies the entries that a JSON table of contents can hold:
+// Linux names are bytes, JSON strings are UTF-8 (encoding/json would silently
+// replace invalid bytes, and the image would name another file). The others
+// are left out with a warning: lookups of a path the image does not know go
+// to the file system.
+func representable(entries []Entry, warn func(string)) []Entry {
+	es := make([]Entry, 0, len(entries))
+	for _, e := range entries {
+		bad := ""
+		switch {
+		case !utf8.ValidString(e.Path):
+			bad = "its path"
+		case !utf8.ValidString(e.Target):
+			bad = "its symlink target"
+		default:
+			for _, d := range e.Listing {
+				if !utf8.ValidString(d.Name) {
+					bad = fmt.Sprintf("the name %q in its listing", d.Name)
+					break
+				}
+			}
+		}
+		if bad != "" {
+			if warn != nil {
+				warn(fmt.Sprintf("%q: %s is not valid UTF-8, which the image's JSON table of contents cannot hold; left out (lookups of it go to the file system)", e.Path, bad))
+			}
+			continue
+		}
+		es = append(es, e)
+	}
+	return es
 }
 
 // prepareEntries checks the writer's input and normalises it in place: load
