@@ -184,6 +184,7 @@ func printSummary(w io.Writer, s *inspectSummary, top int) {
 	}
 	fmt.Fprintf(w, "\ncontent    %s raw, %s compressed data (%.1f%%), %s stored once for several paths\n",
 		imgBytes(s.RawBytes), imgBytes(s.DataBytes), 100*ratio, imgBytes(s.DedupedBytes))
+	fmt.Fprintf(w, "index      %s (table of contents and footer)\n", imgBytes(s.Size-s.DataBytes))
 
 	fmt.Fprintf(w, "\n%-14s %7s %12s %12s\n", "kind", "objects", "raw", "compressed")
 	kinds := make([]string, 0, len(s.ByKind))
