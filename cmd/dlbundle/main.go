@@ -5,6 +5,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -53,7 +54,9 @@ func main() {
 	if err == nil {
 		return
 	}
-	if e, ok := err.(exitError); ok {
+	// kong wraps the error Run returns, so look through the chain.
+	var e exitError
+	if errors.As(err, &e) {
 		os.Exit(e.code)
 	}
 	fmt.Fprintf(os.Stderr, "dlbundle %s: %v\n", ctx.Command(), err)
