@@ -61,3 +61,37 @@ func TestBuildPushFailureKeepsImage(t *testing.T) {
 		t.Errorf("the built image is gone after a failed push: %v", serr)
 	}
 }
+
+// inspect oci://REF reads the table of contents from the registry by range
+// requests and shows the same summary as for the local file.
+func TestInspectRegistryRef(t *testing.T) {
+	addr, _ := registrytest.StartDistribution(t)
+	dir := t.TempDir()
+	t.Chdir(dir)
+	data := filepath.Join(dir, "app", "data.bin")
+	os.MkdirAll(filepath.Dir(data), 0o755)
+	os.WriteFile(data, bytes.Repeat([]byte("x"), 5000), 0o644)
+	writeTestTrace(t, "dlbundle.trace", data)
+	ref := "oci://" + addr + "/apps/inspected:v1"
+	if err := (&BuildCmd{Output: "app.dlimg", Level: 3, Include: []string{filepath.Join(dir, "app")}, Push: ref}).Run(); err != nil {
+		t.Fatal(err)
+	}
+	local, remote := &InspectCmd{Image: "app.dlimg"}, &InspectCmd{Image: ref}
+	lim, err := local.open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	rim, err := remote.open()
+	if err != nil {
+		t.Fatalf("inspect %s: %v", ref, err)
+	}
+	defer rim.Close()
+	if lim.TOCDigest() != rim.TOCDigest() || len(lim.Entries()) != len(rim.Entries()) {
+		t.Fatalf("registry TOC %s (%d entries) differs from the file's %s (%d entries)",
+			rim.TOCDigest(), len(rim.Entries()), lim.TOCDigest(), len(lim.Entries()))
+	}
+	if _, ok := rim.Lookup(data); !ok {
+		t.Errorf("%s not found in the TOC read from the registry", data)
+	}
+}

@@ -1,22 +1,27 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/image/registry"
 )
 
 // InspectCmd summarises or lists an image.
 type InspectCmd struct {
-	Image string `arg:"" type:"existingfile" help:"Image file (.dlimg)."`
-	List  bool   `short:"l" help:"List every entry in load order: order, type, kind, size, compressed size, path."`
-	JSON  bool   `help:"Print JSON instead of text (with --list: the entries too)."`
-	Top   int    `default:"10" help:"How many of the largest objects and missing paths to show."`
+	Image    string `arg:"" help:"Image file (.dlimg), or a registry reference oci://REGISTRY/REPO:TAG (or @sha256:...): only the manifest, footer and table of contents are fetched."`
+	Insecure bool   `help:"With an oci:// reference: talk plain http to the registry (a lab registry without TLS)."`
+	List     bool   `short:"l" help:"List every entry in load order: order, type, kind, size, compressed size, path."`
+	JSON     bool   `help:"Print JSON instead of text (with --list: the entries too)."`
+	Top      int    `default:"10" help:"How many of the largest objects and missing paths to show."`
 }
 
 // Help is shown by `dlbundle inspect --help`.
@@ -64,7 +69,7 @@ type inspectSummary struct {
 
 // Run prints the summary or the listing.
 func (c *InspectCmd) Run() error {
-	im, err := image.OpenFile(c.Image)
+	im, err := c.open()
 	if err != nil {
 		return err
 	}
@@ -84,6 +89,24 @@ func (c *InspectCmd) Run() error {
 	}
 	printSummary(os.Stdout, s, c.Top)
 	return nil
+}
+
+// open opens a local image file, or reads an image's table of contents from a
+// registry by range requests (no bulk download).
+func (c *InspectCmd) open() (*image.Image, error) {
+	if !registry.IsRef(c.Image) {
+		return image.OpenFile(c.Image)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	info, err := registry.Inspect(ctx, c.Image, registry.Options{Insecure: c.Insecure})
+	if err != nil {
+		return nil, err
+	}
+	if info.Image == nil {
+		return nil, fmt.Errorf("%s: the registry does not serve byte ranges, so the table of contents cannot be read without the whole image (%v); use 'dlbundle pull %s -o app.dlimg' and inspect the file", c.Image, info.TOCError, c.Image)
+	}
+	return info.Image, nil
 }
 
 // compressed is the bytes of e's frames in the image.
