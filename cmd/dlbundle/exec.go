@@ -106,21 +106,18 @@ func (c *ExecCmd) stage(ctx context.Context) (*loader.Staged, error) {
 // execApp replaces this process with argv. find maps argv[0] to the file to
 // execute; argv[0] itself is passed unchanged. If that fails, the exit status
 // is a shell's: 127 for a command not found, 126 for one that cannot run.
-// (os.Exit here: kong wraps the errors that Run returns, so main would not
-// see an exitError.)
 func execApp(argv []string, find func(string) (string, error), env []string) error {
 	path, err := find(argv[0])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "dlbundle exec: %v\n", err)
-		os.Exit(127)
+		return exitError{127}
 	}
 	err = unix.Exec(path, argv, env)
 	fmt.Fprintf(os.Stderr, "dlbundle exec: %s: %v\n", argv[0], err)
 	if errors.Is(err, unix.ENOENT) {
-		os.Exit(127)
+		return exitError{127}
 	}
-	os.Exit(126)
-	return nil
+	return exitError{126}
 }
 
 // findCommand finds cmd as execvp would, asking the stage before the file
