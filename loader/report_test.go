@@ -40,15 +40,25 @@ func TestReportFromShim(t *testing.T) {
 			t.Fatalf("cat under the shim: %v %q", err, out)
 		}
 	}
+	// dash ends with _exit (no destructors): it must report all the same.
+	dash := exec.Command("/bin/dash", "-c", "test -e "+filepath.Join(tree, "etc", "conf"))
+	dash.Env = env
+	if out, err := dash.CombinedOutput(); err != nil {
+		t.Fatalf("dash under the shim: %v %q", err, out)
+	}
 	f, err := os.Open(report)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	rs, bad, err := ReadReports(f)
-	if err != nil || bad != 0 || len(rs) != 3 {
-		t.Fatalf("ReadReports: %d reports, %d bad, %v; want 3, 0", len(rs), bad, err)
+	if err != nil || bad != 0 || len(rs) != 4 {
+		t.Fatalf("ReadReports: %d reports, %d bad, %v; want 4 (3 cat, 1 dash), 0", len(rs), bad, err)
 	}
+	if last := rs[3]; !strings.HasSuffix(last.Exe, "dash") || last.Answered == 0 {
+		t.Errorf("dash's report = %+v; want its own line with the answered stat", last)
+	}
+	rs = rs[:3]
 	s := Summarize(rs)
 	if s.Answered < 3 {
 		t.Errorf("answered %d, want >= 3 (one open of etc/conf per process)", s.Answered)

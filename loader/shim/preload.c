@@ -787,6 +787,16 @@ static int exec_search(const char *file, char *const argv[], char *const envp[])
 int execvp(const char *file, char *const argv[]) { return exec_search(file, argv, environ); }
 int execvpe(const char *file, char *const argv[], char *const envp[]) { return exec_search(file, argv, envp); }
 
+/* _exit, _Exit: processes that end this way (dash, os._exit, children after
+ * fork) skip destructors; write their report first. */
+void _exit(int status)
+{
+	report_write();
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
+}
+void _Exit(int status) { _exit(status); }
+
 /* dlinfo(RTLD_DI_ORIGIN): ld.so computed the origin of an object loaded from
  * the stage from its staged name; show the original directory. */
 int dlinfo(void *handle, int request, void *arg)

@@ -18,10 +18,12 @@ static uint64_t counts[3];
 static uint64_t path_hash[MAX_PATHS * 2]; /* open-addressing set of seen passed-through paths */
 static char paths[MAX_PATHS][PATH_SLOT];
 static uint32_t npaths, dropped;
+static pid_t report_pid; /* the process whose counts these are */
 
 /* After fork the child starts counting afresh (the parent reports its own). */
 static void report_child_reset(void)
 {
+	report_pid = getpid();
 	memset(counts, 0, sizeof counts);
 	memset(path_hash, 0, sizeof path_hash);
 	npaths = dropped = 0;
@@ -32,6 +34,7 @@ void report_init(void)
 	const char *f = getenv("DLBUNDLE_REPORT");
 	if (!f || !f[0] || strlen(f) >= sizeof report_file) return;
 	strcpy(report_file, f);
+	report_pid = getpid();
 	pthread_atfork(NULL, NULL, report_child_reset);
 }
 
@@ -73,11 +76,15 @@ static size_t put_json_string(char *out, size_t cap, size_t o, const char *s)
 	return o;
 }
 
-/* One JSON line per process: {"pid","exe","answered","missing","passed","passed_paths","dropped"}. */
-__attribute__((destructor)) static void report_write(void)
+/* One JSON line per process: {"pid","exe","answered","missing","passed","passed_paths","dropped"}.
+ * Written by the destructor (exit) or by _exit (below). A vfork child shares
+ * the parent's memory and counts: it does not report (its pid differs). */
+__attribute__((destructor)) void report_write(void)
 {
 	static char line[MAX_PATHS * (PATH_SLOT + 4) + 8192];
-	if (!report_file[0]) return;
+	static int reported;
+	if (!report_file[0] || (pid_t)syscall(SYS_getpid) != report_pid || reported) return;
+	reported = 1;
 	char exe[DLB_PATH_MAX];
 	long en = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, sizeof exe - 1);
 	exe[en > 0 ? en : 0] = 0;

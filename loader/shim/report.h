@@ -14,5 +14,6 @@ enum { REPORT_ANSWERED, REPORT_MISSING, REPORT_PASSED };
 
 void report_init(void);
 void report_count(int kind, const char *passed_path);
+void report_write(void); /* at exit; also called by our _exit */
 
 #endif
