@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -102,5 +103,31 @@ func TestPreloadNeedsOnlyOldGlibc(t *testing.T) {
 	}
 	if len(syms) == 0 {
 		t.Fatal("preload.so imports no symbols: not the object we built")
+	}
+}
+
+// TestShimWithoutStage: a child that kept LD_PRELOAD/LD_AUDIT but lost
+// DLBUNDLE_STAGE (or whose stage is gone) runs natively, without a word.
+func TestShimWithoutStage(t *testing.T) {
+	dir := t.TempDir()
+	if err := writeShim(filepath.Join(dir, "shim")); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(dir, "f")
+	if err := os.WriteFile(f, []byte("native\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, stage := range []string{"", filepath.Join(dir, "gone")} {
+		env := []string{"PATH=/usr/bin:/bin", "LD_AUDIT=" + filepath.Join(dir, "shim", shimAuditName),
+			"LD_PRELOAD=" + filepath.Join(dir, "shim", shimPreload)}
+		if stage != "" {
+			env = append(env, EnvStage+"="+stage)
+		}
+		cmd := exec.Command("/bin/sh", "-c", "cat "+f+"; ls "+dir+" >/dev/null; test -e "+f+"/x || echo ok")
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil || string(out) != "native\nok\n" {
+			t.Errorf("stage %q: %v, output %q; want the native output and nothing else", stage, err, out)
+		}
 	}
 }
