@@ -44,7 +44,9 @@ func skipWithoutFUSE(t *testing.T) {
 func buildDlbundle(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "dlbundle")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/dlbundle/dlbundle/cmd/dlbundle")
+	// -trimpath and CGO_ENABLED=0 as in the Makefile, so the packages `make`
+	// compiled come from the build cache.
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "github.com/dlbundle/dlbundle/cmd/dlbundle")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building dlbundle: %v\n%s", err, out)
