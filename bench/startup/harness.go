@@ -111,6 +111,7 @@ type Calibration struct {
 type Results struct {
 	Date         time.Time
 	Machine      string
+	Load         [2]string // /proc/loadavg (1-minute) at start and end: how shared the machine was
 	Options      Options
 	Calibrations []Calibration
 	Rows         []Row
@@ -120,6 +121,8 @@ type Results struct {
 // their rows; an error is returned only when nothing can be measured.
 func Run(ctx context.Context, opts Options) (*Results, error) {
 	res := &Results{Date: time.Now().UTC(), Machine: machine(), Options: opts}
+	res.Load[0] = loadAverage()
+	defer func() { res.Load[1] = loadAverage() }()
 	logf := func(format string, a ...any) {
 		if opts.Log != nil {
 			fmt.Fprintf(opts.Log, format+"\n", a...)
@@ -419,6 +422,14 @@ func machine() string {
 		}
 	}
 	return fmt.Sprintf("Linux %s, %d CPUs (%s)", strings.TrimSpace(string(kernel)), runtime.NumCPU(), cpu)
+}
+
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b) + " ?")[0]
 }
 
 // rowsOf returns the rows of one scenario and mode, by rank count.
