@@ -128,6 +128,7 @@ func (b *builder) place(x *use) {
 		// Node-local: say that it exists (external entry), never bundle it.
 		if w := b.fs.resolve(x.path, false); w.err == nil && existed {
 			if v, _ := b.rules.Match(w.final.path); v != Bundle {
+				b.addBundleableChain(w) // e.g. /usr/share/locale above locale.alias
 				b.addNodeLocal(w.final)
 			}
 		}
@@ -303,10 +304,27 @@ func (b *builder) add(e image.Entry) *image.Entry {
 // that the loader can answer every lookup along it.
 func (b *builder) addChain(w walk) {
 	for _, n := range w.chain {
-		if n.isSymlink() {
-			b.addSymlink(n)
-		} else {
-			b.addDir(n)
+		b.addWayNode(n)
+	}
+}
+
+// addWayNode adds a directory or symlink met on the way to a path.
+func (b *builder) addWayNode(n *node) {
+	if n.isSymlink() {
+		b.addSymlink(n)
+	} else {
+		b.addDir(n)
+	}
+}
+
+// addBundleableChain adds the directories and symlinks on the way to a
+// node-local file that the rules allow to bundle (none for /etc/x; /usr/share
+// and /usr/share/locale for /usr/share/locale/locale.alias), so that every
+// entry's bundleable ancestors are directory entries.
+func (b *builder) addBundleableChain(w walk) {
+	for _, n := range w.chain {
+		if v, _ := b.rules.Match(n.path); v == Bundle {
+			b.addWayNode(n)
 		}
 	}
 }

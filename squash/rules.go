@@ -38,6 +38,28 @@ var defaultRules = []rule{
 	{prefix: "/tmp", verdict: Skip, reason: ReasonTempDir},
 	{prefix: "/var/tmp", verdict: Skip, reason: ReasonTempDir},
 	{prefix: "/etc", verdict: Exclude, reason: ReasonEtc},
+	// glibc opens its locale data and iconv configuration with internal
+	// calls (__open_nocancel) that no LD_PRELOAD shim can see, so bundling
+	// them would save nothing: the ranks read them natively anyway. They
+	// are system files, node-local on compute nodes like /etc.
+	{prefix: "/usr/lib/locale", verdict: Exclude, reason: ReasonGlibcInternal},
+	{prefix: "/usr/share/locale/locale.alias", verdict: Exclude, reason: ReasonGlibcInternal},
+}
+
+// gconvConfigDirs are where glibc's iconv looks for gconv-modules and its
+// cache (Debian multiarch and the RHEL/SUSE layouts); the modules themselves
+// are dlopen'ed through ld.so and stay bundled.
+var gconvConfigDirs = []string{
+	"/usr/lib/x86_64-linux-gnu/gconv", "/usr/lib/aarch64-linux-gnu/gconv",
+	"/usr/lib/powerpc64le-linux-gnu/gconv", "/usr/lib64/gconv", "/usr/lib/gconv",
+}
+
+func init() {
+	for _, d := range gconvConfigDirs {
+		for _, f := range []string{"gconv-modules", "gconv-modules.cache", "gconv-modules.d"} {
+			defaultRules = append(defaultRules, rule{prefix: d + "/" + f, verdict: Exclude, reason: ReasonGlibcInternal})
+		}
+	}
 }
 
 var pseudoFS = []string{"/proc", "/sys", "/dev"}
