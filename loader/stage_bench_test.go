@@ -33,6 +33,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/image/registry"
 )
 
 var (
@@ -93,7 +94,7 @@ func BenchmarkStageCold(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		if _, err := Stage(context.Background(), StageRequest{Dir: dir, Open: OpenImage(img, dir, MaterializeOptions{})}); err != nil {
+		if _, err := Stage(context.Background(), StageRequest{Dir: dir, Open: OpenImage(img, dir, MaterializeOptions{}, registry.Options{})}); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()
@@ -159,7 +160,7 @@ func BenchmarkStageVsDecodeAll(b *testing.B) {
 			b.Fatal(err)
 		}
 		t0 := time.Now()
-		if _, err := Stage(context.Background(), StageRequest{Dir: dir, Open: OpenImage(img, dir, MaterializeOptions{})}); err != nil {
+		if _, err := Stage(context.Background(), StageRequest{Dir: dir, Open: OpenImage(img, dir, MaterializeOptions{}, registry.Options{})}); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()

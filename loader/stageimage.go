@@ -24,8 +24,9 @@ func (s imageStage) Materialize(ctx context.Context, dir string) error {
 // OpenImage returns the StageRequest.Open function for an image reference: a
 // file path, or an oci:// reference whose blob is first fetched (by the
 // staging rank only) into stageDir and deleted once staged. opts.Progress,
-// if set, sees the download and then the extraction.
-func OpenImage(ref, stageDir string, opts MaterializeOptions) func(context.Context) (StageImage, func() error, error) {
+// if set, sees the download and then the extraction; reg says how to talk to
+// the registry (--insecure, timeouts).
+func OpenImage(ref, stageDir string, opts MaterializeOptions, reg registry.Options) func(context.Context) (StageImage, func() error, error) {
 	return func(ctx context.Context) (StageImage, func() error, error) {
 		path, cleanup := ref, func() {}
 		if registry.IsRef(ref) {
@@ -36,7 +37,7 @@ func OpenImage(ref, stageDir string, opts MaterializeOptions) func(context.Conte
 			}
 			f.Close()
 			path, cleanup = f.Name(), func() { os.Remove(f.Name()) }
-			if _, err := registry.Fetch(ctx, ref, path, registry.Options{Progress: opts.Progress}); err != nil {
+			if _, err := registry.Fetch(ctx, ref, path, withProgress(reg, opts.Progress)); err != nil {
 				cleanup()
 				return nil, nil, err
 			}
@@ -48,4 +49,9 @@ func OpenImage(ref, stageDir string, opts MaterializeOptions) func(context.Conte
 		}
 		return imageStage{im: im, opts: opts}, func() error { defer cleanup(); return im.Close() }, nil
 	}
+}
+
+func withProgress(reg registry.Options, progress func(done, total int64)) registry.Options {
+	reg.Progress = progress
+	return reg
 }

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dlbundle/dlbundle/image/registry"
 	"github.com/dlbundle/dlbundle/loader"
 )
 
@@ -24,6 +25,7 @@ type ExecCmd struct {
 	Debug    bool   `help:"Log every lookup decision of the shim (sets DLBUNDLE_DEBUG=1)."`
 	Fallback bool   `help:"If the image cannot be staged (corrupt, no space, refused stage dir), warn and run the app natively instead of failing."`
 	Workers  int    `placeholder:"N" help:"Decompression workers for staging (default: all cores)."`
+	Insecure bool   `help:"With an oci:// image: talk plain http to the registry (a lab registry without TLS; localhost and 127.0.0.1 use http anyway)."`
 
 	Image   string   `arg:"" name:"image" help:"The image: a file (app.dlimg) or oci://REGISTRY/REPO:TAG or oci://REGISTRY/REPO@sha256:DIGEST."`
 	Command []string `arg:"" name:"command" passthrough:"" help:"The app and its arguments, after --."`
@@ -90,7 +92,7 @@ func (c *ExecCmd) stage(ctx context.Context) (*loader.Staged, error) {
 	if tty {
 		opts.Progress = progressPrinter(c.Image)
 	}
-	req := loader.StageRequest{Dir: dir, Alias: alias, Open: loader.OpenImage(ref, dir, opts)}
+	req := loader.StageRequest{Dir: dir, Alias: alias, Open: loader.OpenImage(ref, dir, opts, registry.Options{Insecure: c.Insecure})}
 	if tty {
 		req.OnWait = func() {
 			fmt.Fprintf(os.Stderr, "dlbundle exec: waiting for another process staging into %s\n", dir)
