@@ -42,6 +42,9 @@ func Materialize(ctx context.Context, src Source, dir string, opts MaterializeOp
 	if err := relativizeSymlinks(root, entries); err != nil {
 		return err
 	}
+	if err := mirrorListedDirs(root, entries); err != nil {
+		return err
+	}
 	if err := writeListings(filepath.Join(dir, stageListDir), entries); err != nil {
 		return err
 	}
@@ -78,6 +81,31 @@ func relativizeSymlinks(root string, entries []image.Entry) error {
 		}
 		if err := os.Rename(tmp, link); err != nil {
 			return fmt.Errorf("materialize: symlink %s: %w", link, err)
+		}
+	}
+	return nil
+}
+
+// mirrorListedDirs creates an empty directory in the staged tree for every
+// directory name in a bundled directory's listing that the image does not
+// bundle (e.g. an existing but unused tls/ or glibc-hwcaps/ below a library
+// directory). ld.so stats the directory of a failed candidate to decide
+// whether to search it again; with LD_LIBRARY_PATH mapped to the stage (see
+// ShimEnv) it stats the staged copy, which must then exist where the
+// original exists, or later searches would skip a directory they search natively.
+func mirrorListedDirs(root string, entries []image.Entry) error {
+	for _, e := range entries {
+		if e.Type != image.TypeDir {
+			continue
+		}
+		for _, c := range e.Listing {
+			if c.Type != image.TypeDir || c.Name == "" || c.Name == "." || c.Name == ".." || strings.Contains(c.Name, "/") {
+				continue // invalid names are refused by writeListings
+			}
+			err := os.Mkdir(filepath.Join(root, e.Path, c.Name), 0o755)
+			if err != nil && !errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("materialize: directory %s: %w", filepath.Join(e.Path, c.Name), err)
+			}
 		}
 	}
 	return nil
@@ -131,6 +159,10 @@ const (
 	EnvStage  = "DLBUNDLE_STAGE"
 	EnvReport = "DLBUNDLE_REPORT"
 	EnvDebug  = "DLBUNDLE_DEBUG"
+	// EnvNativeEnv holds the app's own LD_LIBRARY_PATH entry verbatim
+	// ("LD_LIBRARY_PATH=..."), when ShimEnv maps it to the stage: the preload
+	// puts it back into environ before main.
+	EnvNativeEnv = "DLBUNDLE_NATIVE_ENV"
 )
 
 // ShimEnv returns environ with the loader set for the published stage at
@@ -153,12 +185,27 @@ func ShimEnv(stageDir string, environ []string, opts EnvOptions) []string {
 	if opts.Debug {
 		set[EnvDebug] = "1"
 	}
+	native, hasLLP := nativeLibraryPath(environ)
+	if hasLLP {
+		if mapped := mapLibraryPath(stageDir, native); mapped != native {
+			set["LD_LIBRARY_PATH"] = mapped
+			set[EnvNativeEnv] = "LD_LIBRARY_PATH=" + native
+		}
+	}
 	out := make([]string, 0, len(environ)+len(set))
 	for _, kv := range environ {
 		k, v, _ := strings.Cut(kv, "=")
+		if k == EnvNativeEnv {
+			continue // ours (an exec under exec): set again below, or dropped
+		}
 		nv, ok := set[k]
 		if !ok {
 			out = append(out, kv)
+			continue
+		}
+		if k == "LD_LIBRARY_PATH" {
+			out = append(out, k+"="+nv) // in place: the app may walk environ
+			delete(set, k)
 			continue
 		}
 		if k == "LD_AUDIT" || k == "LD_PRELOAD" {
@@ -172,12 +219,69 @@ func ShimEnv(stageDir string, environ []string, opts EnvOptions) []string {
 		}
 		set[k] = nv
 	}
-	for _, k := range []string{"LD_AUDIT", "LD_PRELOAD", EnvStage, EnvReport, EnvDebug} {
+	for _, k := range []string{"LD_AUDIT", "LD_PRELOAD", EnvStage, EnvReport, EnvDebug, EnvNativeEnv} {
 		if v, ok := set[k]; ok {
 			out = append(out, k+"="+v)
 		}
 	}
 	return out
+}
+
+// nativeLibraryPath returns the app's own LD_LIBRARY_PATH from environ: under
+// an exec that was itself started by the shim, the value in environ is mapped
+// to the outer stage, and that mapping is taken off again.
+func nativeLibraryPath(environ []string) (string, bool) {
+	var llp, oldStage string
+	has := false
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "LD_LIBRARY_PATH":
+			llp, has = v, true
+		case EnvStage:
+			oldStage = v
+		}
+	}
+	if !has || oldStage == "" {
+		return llp, has
+	}
+	prefix := filepath.Join(oldStage, stageRootDir)
+	dirs := strings.Split(llp, ":")
+	for i, d := range dirs {
+		if strings.HasPrefix(d, prefix+"/") {
+			dirs[i] = strings.TrimPrefix(d, prefix)
+		}
+	}
+	return strings.Join(dirs, ":"), true
+}
+
+// mapLibraryPath maps every LD_LIBRARY_PATH entry that names a directory the
+// stage bundles to its staged copy (stage root + the entry as given). ld.so
+// then makes its own probes of those directories and their hwcaps
+// subdirectories (it stats the directory of a failed candidate, a call no
+// audit module sees) on the node-local stage instead of the shared file
+// system; the audit module maps each candidate back to its original for the
+// table lookup and l_name. Entries that are relative, empty, hold dynamic
+// string tokens ($ORIGIN) or are not bundled directories stay as they are.
+func mapLibraryPath(stageDir, llp string) string {
+	if llp == "" || strings.Contains(llp, ";") {
+		return llp // ';' also separates entries for ld.so: leave such values alone
+	}
+	tab, err := os.ReadFile(filepath.Join(stageDir, stageTable))
+	if err != nil {
+		return llp
+	}
+	root := filepath.Join(stageDir, stageRootDir)
+	dirs := strings.Split(llp, ":")
+	for i, d := range dirs {
+		if !strings.HasPrefix(d, "/") || strings.Contains(d, "$") {
+			continue
+		}
+		if _, typ, ok := resolveEntry(tab, filepath.Clean(d)); ok && typ == tabDir {
+			dirs[i] = root + d
+		}
+	}
+	return strings.Join(dirs, ":")
 }
 
 // StagedPath tells whether the command path original (absolute, or relative
@@ -205,9 +309,21 @@ func StagedPath(stageDir, original string) (string, bool) {
 // like the shim's resolver) and returns the bundled regular file it names.
 // Anything the table cannot decide is "not bundled".
 func resolveInTable(tab []byte, p string) (string, bool) {
+	final, typ, ok := resolveEntry(tab, p)
+	return final, ok && typ == tabReg
+}
+
+// resolveEntry follows the table's symlinks along p and returns the bundled
+// regular file or directory it names with its table type; ok is false when
+// the table cannot decide (or p names anything else).
+func resolveEntry(tab []byte, p string) (final string, typ uint8, ok bool) {
 	rest := strings.Split(strings.TrimPrefix(p, "/"), "/")
 	var out []string // resolved components
 	links := 0
+	last := uint8(0)
+	if t, _, found := tableLookup(tab, "/"); found {
+		last = t
+	}
 	for len(rest) > 0 {
 		c := rest[0]
 		rest = rest[1:]
@@ -218,25 +334,27 @@ func resolveInTable(tab []byte, p string) (string, bool) {
 			if len(out) > 0 {
 				// Only a directory the table knows may be popped.
 				if typ, _, ok := tableLookup(tab, "/"+strings.Join(out, "/")); !ok || typ != tabDir {
-					return "", false
+					return "", 0, false
 				}
 				out = out[:len(out)-1]
+				last = tabDir
 			}
 			continue
 		}
 		out = append(out, c)
 		cur := "/" + strings.Join(out, "/")
 		typ, _, ok := tableLookup(tab, cur)
+		last = typ
 		switch {
 		case !ok || typ == tabExternal:
 			if len(rest) == 0 {
-				return "", false
+				return "", 0, false
 			}
 		case typ == tabReg:
-			return cur, len(rest) == 0
+			return cur, tabReg, len(rest) == 0
 		case typ == tabSymlink:
 			if links++; links > 40 {
-				return "", false
+				return "", 0, false
 			}
 			t, _ := tableTarget(tab, cur)
 			out = out[:len(out)-1]
@@ -244,11 +362,15 @@ func resolveInTable(tab []byte, p string) (string, bool) {
 				out = nil
 			}
 			rest = append(strings.Split(t, "/"), rest...)
+			last = tabSymlink
 		case typ == tabMissing:
-			return "", false
+			return "", 0, false
 		}
 	}
-	return "", false
+	if last != tabDir {
+		return "", 0, false
+	}
+	return "/" + strings.Join(out, "/"), tabDir, true
 }
 
 func isELF(p string) bool {

@@ -99,6 +99,67 @@ static void resolve_reals(void)
 	SHIM_FUNCS(RESOLVE)
 }
 
+/* ---- LD_LIBRARY_PATH: ld.so searches the stage, the app sees its own ----
+ *
+ * dlbundle exec maps each LD_LIBRARY_PATH entry that the image bundles as a
+ * directory to its staged copy (loader.ShimEnv), so that ld.so's own probes
+ * (the stat of a failed candidate's directory, which no audit module sees)
+ * stay on the node-local stage; the app's own entry is kept verbatim in
+ * DLBUNDLE_NATIVE_ENV. Before main we put that entry back into environ (a
+ * pointer swap: no allocation), and put the mapped one back into the
+ * environment of children that inherit the value unchanged. */
+extern char **environ;
+static char *llp_mapped; /* "LD_LIBRARY_PATH=<mapped>", as the kernel passed it */
+static char *llp_native; /* "LD_LIBRARY_PATH=<the app's own>", inside DLBUNDLE_NATIVE_ENV */
+
+/* mapped_from tells whether cur (a value) is native (a value) with the stage
+ * root put in front of some entries: only then was cur made by ShimEnv from
+ * native, and not set by a parent process after it. */
+static int mapped_from(const char *cur, const char *native, const char *root, size_t root_len)
+{
+	for (;;) {
+		if (root_len && !strncmp(cur, root, root_len) && cur[root_len] == '/') cur += root_len;
+		while (*cur && *cur != ':' && *cur == *native) { cur++; native++; }
+		if (*cur != *native) return 0;
+		if (!*cur) return 1;
+		cur++; native++; /* both at ':' */
+	}
+}
+
+static void restore_native_env(void)
+{
+	char *n = getenv("DLBUNDLE_NATIVE_ENV");
+	if (!n || strncmp(n, "LD_LIBRARY_PATH=", 16) != 0 || !environ) return;
+	for (char **e = environ; *e; e++) {
+		if (strncmp(*e, "LD_LIBRARY_PATH=", 16) != 0) continue;
+		if (*e != n && mapped_from(*e + 16, n + 16, stage_root, stage_root_len)) {
+			llp_mapped = *e;
+			llp_native = n;
+			*e = n;
+		}
+		return;
+	}
+}
+
+/* env_for_child: the number of entries of envp, and whether it holds the
+ * app's own LD_LIBRARY_PATH (unchanged) that env_mapped then swaps back. */
+static int env_for_child(char *const envp[], size_t *n)
+{
+	int hit = 0;
+	*n = 0;
+	if (!llp_native || !envp) return 0;
+	for (; envp[*n]; (*n)++)
+		if (envp[*n] == llp_native || !strcmp(envp[*n], llp_native)) hit = 1;
+	return hit;
+}
+static char *const *env_mapped(char *const envp[], char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		v[i] = envp[i] == llp_native || !strcmp(envp[i], llp_native) ? llp_mapped : envp[i];
+	v[n] = NULL;
+	return v;
+}
+
 /* shim_init maps the table (one open, one mmap, one close: no fd is kept).
  * It runs as a constructor, but other libraries' constructors may call us
  * first, so every entry point calls ensure_init(). Two threads racing here do
@@ -126,6 +187,7 @@ static void shim_init(void)
 		}
 		if (fd >= 0) syscall(SYS_close, fd);
 	}
+	restore_native_env();
 	report_init();
 	__atomic_store_n(&init_done, 1, __ATOMIC_RELEASE);
 }
@@ -732,14 +794,17 @@ static const char *exec_target(const char *fn, const char *path, char *sp, size_
 	return path;
 }
 
-extern char **environ;
-
 int execve(const char *path, char *const argv[], char *const envp[])
 {
 	char sp[DLB_PATH_MAX + 1024];
 	int err;
 	const char *t = exec_target("execve", path, sp, sizeof sp, &err);
 	if (!t) return set_errno(err);
+	size_t n;
+	if (env_for_child(envp, &n)) {
+		char *v[n + 1]; /* on the stack: this runs in vfork children */
+		return real_execve(t, argv, env_mapped(envp, v, n));
+	}
 	return real_execve(t, argv, envp);
 }
 int execv(const char *path, char *const argv[]) { return execve(path, argv, environ); }
@@ -837,16 +902,20 @@ int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *
 	int err;
 	const char *t = exec_target("posix_spawn", path, sp, sizeof sp, &err);
 	if (!t) return err;
+	size_t n;
+	if (env_for_child(envp, &n)) {
+		char *v[n + 1];
+		return real_posix_spawn(pid, t, fa, attr, argv, env_mapped(envp, v, n));
+	}
 	return real_posix_spawn(pid, t, fa, attr, argv, envp);
 }
 
 /* posix_spawnp: walk PATH through the table; the first bundled ELF wins, a
  * known-missing candidate is skipped, and the first one the table cannot
  * decide hands the whole search to libc (which then repeats it natively). */
-int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
-		 const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+static int spawnp_search(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+			 const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	ensure_init();
 	if (!file || !file[0] || strchr(file, '/') || !table)
 		return strchr(file ? file : "", '/') ? posix_spawn(pid, file, fa, attr, argv, envp)
 						      : real_posix_spawnp(pid, file, fa, attr, argv, envp);
@@ -869,4 +938,16 @@ int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t 
 		p = e + 1;
 	}
 	return real_posix_spawnp(pid, file, fa, attr, argv, envp);
+}
+
+int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+		 const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	ensure_init();
+	size_t n;
+	if (env_for_child(envp, &n)) {
+		char *v[n + 1];
+		return spawnp_search(pid, file, fa, attr, argv, env_mapped(envp, v, n));
+	}
+	return spawnp_search(pid, file, fa, attr, argv, envp);
 }

@@ -1,0 +1,161 @@
+package loader
+
+// LD_LIBRARY_PATH under `dlbundle exec`: ld.so stats the directory of every
+// failed candidate (each LD_LIBRARY_PATH entry and its hwcaps subdirectories)
+// itself, out of reach of the audit module. ShimEnv therefore maps bundled
+// entries to the stage and the preload puts the app's own value back before
+// main. This test runs a real program through trace -> build -> exec under
+// strace and asserts that nothing below its tree is looked up at all, while
+// the program (and a child it execs) sees what it sees natively.
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const ldpathProgram = `#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int foo(void);
+static const char *who;
+static int phdr(struct dl_phdr_info *i, size_t size, void *data)
+{
+	(void)size; (void)data;
+	printf("%s phdr=%s\n", who, i->dlpi_name);
+	return 0;
+}
+int main(int argc, char **argv)
+{
+	who = argc > 1 ? argv[1] : "main";
+	const char *llp = getenv("LD_LIBRARY_PATH");
+	printf("%s LD_LIBRARY_PATH=%s\n", who, llp ? llp : "(unset)");
+	void *h = dlopen("libbar.so", RTLD_NOW);
+	if (!h) { printf("%s dlopen: %s\n", who, dlerror()); return 1; }
+	int (*bar)(void) = (int (*)(void))dlsym(h, "bar");
+	Dl_info di;
+	if (dladdr((void *)foo, &di)) printf("%s dladdr foo=%s\n", who, di.dli_fname);
+	if (dladdr((void *)bar, &di)) printf("%s dladdr bar=%s\n", who, di.dli_fname);
+	char origin[4096];
+	if (dlinfo(h, RTLD_DI_ORIGIN, origin) == 0) printf("%s origin bar=%s\n", who, origin);
+	printf("%s foo+bar=%d\n", who, foo() + bar());
+	fflush(stdout);
+	dl_iterate_phdr(phdr, NULL);
+	fflush(stdout);
+	if (argc > 1 && !strcmp(argv[1], "parent")) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			char *args[] = {argv[0], "child", NULL};
+			execv(argv[0], args);
+			_exit(127);
+		}
+		int st;
+		waitpid(pid, &st, 0);
+		printf("parent child-status=%d\n", st);
+	}
+	return 0;
+}
+`
+
+func TestExecLibraryPathZeroOperationsOnTree(t *testing.T) {
+	for _, tool := range []string{"strace", "gcc"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is needed (make deps installs it): %v", tool, err)
+		}
+	}
+	bin := dlbundleCLI(t)
+	dir := t.TempDir()
+	tree := filepath.Join(dir, "tree")
+	libdir := filepath.Join(tree, "lib", "x86_64-linux-gnu")
+	// tls/ exists but holds nothing: ld.so probes it, natively finds the
+	// directory, and must find it in the stage as well.
+	for _, d := range []string{filepath.Join(tree, "bin"), filepath.Join(libdir, "tls")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srcs := map[string]string{"foo.c": "int foo(void) { return 40; }\n", "bar.c": "int bar(void) { return 2; }\n", "app.c": ldpathProgram}
+	for name, src := range srcs {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gcc := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("gcc", append([]string{"-O1", "-Wl,--no-as-needed"}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("gcc %v: %v\n%s", args, err, out)
+		}
+	}
+	gcc("-shared", "-fPIC", "-o", filepath.Join(libdir, "libfoo.so"), filepath.Join(dir, "foo.c"))
+	gcc("-shared", "-fPIC", "-o", filepath.Join(libdir, "libbar.so"), filepath.Join(dir, "bar.c"))
+	// No RPATH/RUNPATH: libfoo.so (DT_NEEDED) and libbar.so (dlopen) are
+	// found through LD_LIBRARY_PATH only.
+	app := filepath.Join(tree, "bin", "app")
+	gcc("-o", app, filepath.Join(dir, "app.c"), "-L"+libdir, "-lfoo", "-ldl")
+
+	env := append(cleanEnv(dir), "LD_LIBRARY_PATH="+libdir)
+	cmd := []string{app, "parent"}
+	runIn(t, dir, env, bin, append([]string{"trace", "--"}, cmd...)...)
+	runIn(t, dir, env, bin, "build", "-o", "app.dlimg", "--include", tree)
+	execArgs := append([]string{bin, "exec", "--stage-dir", filepath.Join(dir, "stage"), filepath.Join(dir, "app.dlimg"), "--"}, cmd...)
+	runIn(t, dir, env, execArgs[0], execArgs[1:]...) // stage (cold)
+
+	underTree := func(name string, args ...string) (out string, n int, report []string) {
+		log := filepath.Join(dir, name+".strace")
+		out = runIn(t, dir, env, "strace", append([]string{"-f", "-qq", "-y", "-s", "4096",
+			"-e", "trace=%file,getdents64", "-o", log}, args...)...)
+		for p, lines := range straceOps(t, log, dir) {
+			if p == tree || strings.HasPrefix(p, tree+"/") {
+				n += len(lines)
+				report = append(report, p+"\n        e.g. "+lines[0])
+			}
+		}
+		sort.Strings(report)
+		return out, n, report
+	}
+	native, nNative, _ := underTree("native", cmd...)
+	if nNative == 0 {
+		t.Fatal("natively the program made no operation below its tree: the check is broken")
+	}
+	warm, n, report := underTree("exec", execArgs...)
+	t.Logf("operations below the tree: native %d, exec (warm) %d", nNative, n)
+	if n != 0 {
+		t.Errorf("under exec %d system calls still looked up paths below %s:\n%s", n, tree, strings.Join(report, "\n"))
+	}
+
+	// The same view natively and under exec, in the program and in its child:
+	// LD_LIBRARY_PATH, dladdr, dlinfo origin and dl_iterate_phdr names. The
+	// shim's own objects show in dl_iterate_phdr (docs/loader.md): the preload
+	// and the libdl.so.2 it needs, when the program does not load that itself.
+	nativeLines := map[string]bool{}
+	for _, l := range strings.Split(native, "\n") {
+		nativeLines[l] = true
+	}
+	withoutShim := func(out string) []string {
+		var keep []string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasSuffix(l, "/shim/preload.so") || strings.HasSuffix(l, "/libdl.so.2") && !nativeLines[l] {
+				continue
+			}
+			keep = append(keep, l)
+		}
+		return keep
+	}
+	for _, want := range []string{"parent LD_LIBRARY_PATH=" + libdir, "child LD_LIBRARY_PATH=" + libdir,
+		"child dladdr bar=" + filepath.Join(libdir, "libbar.so"), "parent child-status=0"} {
+		if !strings.Contains(native, want+"\n") {
+			t.Fatalf("native output lacks %q:\n%s", want, native)
+		}
+	}
+	if got, want := strings.Join(withoutShim(warm), "\n"), strings.Join(withoutShim(native), "\n"); got != want {
+		t.Errorf("the program sees a different world under exec:\nnative:\n%s\nexec:\n%s", want, got)
+	}
+}
