@@ -82,7 +82,12 @@ func TestExecLibraryPathZeroOperationsOnTree(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	srcs := map[string]string{"foo.c": "int foo(void) { return 40; }\n", "bar.c": "int bar(void) { return 2; }\n", "app.c": ldpathProgram}
+	// libfoo.so's constructor runs before the preload's: it must see the
+	// app's LD_LIBRARY_PATH too.
+	foo := "#include <stdio.h>\n#include <stdlib.h>\nint foo(void) { return 40; }\n" +
+		"__attribute__((constructor)) static void init(void) { const char *v = getenv(\"LD_LIBRARY_PATH\"); " +
+		"printf(\"constructor LD_LIBRARY_PATH=%s\\n\", v ? v : \"(unset)\"); fflush(stdout); }\n"
+	srcs := map[string]string{"foo.c": foo, "bar.c": "int bar(void) { return 2; }\n", "app.c": ldpathProgram}
 	for name, src := range srcs {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
 			t.Fatal(err)
@@ -149,7 +154,7 @@ func TestExecLibraryPathZeroOperationsOnTree(t *testing.T) {
 		}
 		return keep
 	}
-	for _, want := range []string{"parent LD_LIBRARY_PATH=" + libdir, "child LD_LIBRARY_PATH=" + libdir,
+	for _, want := range []string{"constructor LD_LIBRARY_PATH=" + libdir, "parent LD_LIBRARY_PATH=" + libdir, "child LD_LIBRARY_PATH=" + libdir,
 		"child dladdr bar=" + filepath.Join(libdir, "libbar.so"), "parent child-status=0"} {
 		if !strings.Contains(native, want+"\n") {
 			t.Fatalf("native output lacks %q:\n%s", want, native)

@@ -160,9 +160,12 @@ const (
 	EnvReport = "DLBUNDLE_REPORT"
 	EnvDebug  = "DLBUNDLE_DEBUG"
 	// EnvNativeEnv holds the app's own LD_LIBRARY_PATH entry verbatim
-	// ("LD_LIBRARY_PATH=..."), when ShimEnv maps it to the stage: the preload
-	// puts it back into environ before main.
+	// ("LD_LIBRARY_PATH=..."), when ShimEnv maps it to the stage, and
+	// EnvMappedEnv the mapped entry: the shim points environ at the app's
+	// entry before any constructor runs, and passes the mapped one on to
+	// children that inherit the app's value.
 	EnvNativeEnv = "DLBUNDLE_NATIVE_ENV"
+	EnvMappedEnv = "DLBUNDLE_MAPPED_ENV"
 )
 
 // ShimEnv returns environ with the loader set for the published stage at
@@ -190,12 +193,13 @@ func ShimEnv(stageDir string, environ []string, opts EnvOptions) []string {
 		if mapped := mapLibraryPath(stageDir, native); mapped != native {
 			set["LD_LIBRARY_PATH"] = mapped
 			set[EnvNativeEnv] = "LD_LIBRARY_PATH=" + native
+			set[EnvMappedEnv] = "LD_LIBRARY_PATH=" + mapped
 		}
 	}
 	out := make([]string, 0, len(environ)+len(set))
 	for _, kv := range environ {
 		k, v, _ := strings.Cut(kv, "=")
-		if k == EnvNativeEnv {
+		if k == EnvNativeEnv || k == EnvMappedEnv {
 			continue // ours (an exec under exec): set again below, or dropped
 		}
 		nv, ok := set[k]
@@ -219,7 +223,7 @@ func ShimEnv(stageDir string, environ []string, opts EnvOptions) []string {
 		}
 		set[k] = nv
 	}
-	for _, k := range []string{"LD_AUDIT", "LD_PRELOAD", EnvStage, EnvReport, EnvDebug, EnvNativeEnv} {
+	for _, k := range []string{"LD_AUDIT", "LD_PRELOAD", EnvStage, EnvReport, EnvDebug, EnvNativeEnv, EnvMappedEnv} {
 		if v, ok := set[k]; ok {
 			out = append(out, k+"="+v)
 		}

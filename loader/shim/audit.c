@@ -20,6 +20,7 @@ static char root[PREFIX_MAX];     /* $DLBUNDLE_STAGE/root */
 static size_t root_len;
 static char staged[DLB_PATH_MAX]; /* the answer of the last la_objsearch */
 static int debug;
+static int native_env; /* DLBUNDLE_NATIVE_ENV is set: see restore_native_env */
 
 /* gcc may emit calls to these for struct copies and loops even in freestanding code. */
 void *memcpy(void *d, const void *s, size_t n) __attribute__((visibility("hidden")));
@@ -68,6 +69,8 @@ static void read_environ(void)
 				}
 			} else if (dlb_memeq(kv, "DLBUNDLE_DEBUG=1", 17)) {
 				debug = 1;
+			} else if (dlb_memeq(kv, "DLBUNDLE_NATIVE_ENV=", 20)) {
+				native_env = 1;
 			}
 			start = i + 1;
 		}
@@ -76,6 +79,67 @@ static void read_environ(void)
 		else { for (size_t i = start; i < have; i++) buf[i - start] = buf[i]; have -= start; }
 	}
 	dlb_sys(DLB_SYS_close, fd, 0, 0);
+}
+
+/* ---- LD_LIBRARY_PATH: the app sees its own value from the start ----
+ *
+ * loader.ShimEnv maps LD_LIBRARY_PATH entries to the stage (so that ld.so's
+ * own directory probes stay node-local) and passes the app's entry verbatim in
+ * DLBUNDLE_NATIVE_ENV, the mapped one in DLBUNDLE_MAPPED_ENV. ld.so has kept a
+ * pointer to the mapped value's string when it parsed its variables (before
+ * loading audit modules), so the environ slot can be pointed at the app's
+ * entry now, before any library constructor can read it. The initial stack is
+ * found through /proc/self/stat (startstack is &argc) and checked against the
+ * kernel's argv/env string areas; on any mismatch (e.g. ld.so run as a
+ * command, which moves argv) nothing is changed and the preload does the swap
+ * in its constructor instead. */
+static unsigned long parse_ul(const char *s)
+{
+	unsigned long v = 0;
+	while (*s >= '0' && *s <= '9') v = v * 10 + (unsigned long)(*s++ - '0');
+	return v;
+}
+
+static void restore_native_env(void)
+{
+	char b[4096];
+	long fd = dlb_sys(DLB_SYS_openat, -100, "/proc/self/stat", 02000000);
+	if (fd < 0) return;
+	long n = dlb_sys(DLB_SYS_read, fd, b, sizeof b - 1);
+	dlb_sys(DLB_SYS_close, fd, 0, 0);
+	if (n <= 0) return;
+	b[n] = 0;
+	char *p = 0; /* after the last ')': comm may hold anything */
+	for (long i = 0; i < n; i++) if (b[i] == ')') p = b + i + 1;
+	if (!p) return;
+	unsigned long startstack = 0, arg_start = 0, env_start = 0, env_end = 0;
+	for (int field = 3; *p; field++) {
+		while (*p == ' ') p++;
+		if (field == 28) startstack = parse_ul(p);
+		if (field == 48) arg_start = parse_ul(p);
+		if (field == 50) env_start = parse_ul(p);
+		if (field == 51) env_end = parse_ul(p);
+		while (*p && *p != ' ') p++;
+	}
+	if (!startstack || !env_start || env_end <= env_start) return;
+	long argc = *(long *)startstack;
+	char **argv = (char **)(startstack + sizeof(long));
+	if (argc < 0 || argc > (1L << 24) || (argc > 0 && (unsigned long)argv[0] != arg_start) || argv[argc])
+		return;
+	char **llp = 0, *native = 0, *mapped = 0;
+	for (char **e = argv + argc + 1; *e; e++) {
+		unsigned long a = (unsigned long)*e;
+		if (a < env_start || a >= env_end) return; /* not the kernel's layout */
+		if (!llp && dlb_memeq(*e, "LD_LIBRARY_PATH=", 16)) llp = e;
+		else if (!native && dlb_memeq(*e, "DLBUNDLE_NATIVE_ENV=LD_LIBRARY_PATH=", 36)) native = *e + 20;
+		else if (!mapped && dlb_memeq(*e, "DLBUNDLE_MAPPED_ENV=LD_LIBRARY_PATH=", 36)) mapped = *e + 20;
+	}
+	if (!llp || !native || !mapped) return;
+	size_t l = dlb_strlen(mapped);
+	if (dlb_strlen(*llp) == l && dlb_memeq(*llp, mapped, l)) {
+		*llp = native;
+		say("environ", "LD_LIBRARY_PATH", native + 16);
+	}
 }
 
 static void map_table(void)
@@ -111,6 +175,7 @@ unsigned int la_version(unsigned int version)
 {
 	read_environ();
 	if (root_len) map_table();
+	if (native_env) restore_native_env();
 	return version <= 2 ? version : 2;
 }
 

@@ -104,36 +104,26 @@ static void resolve_reals(void)
  * dlbundle exec maps each LD_LIBRARY_PATH entry that the image bundles as a
  * directory to its staged copy (loader.ShimEnv), so that ld.so's own probes
  * (the stat of a failed candidate's directory, which no audit module sees)
- * stay on the node-local stage; the app's own entry is kept verbatim in
- * DLBUNDLE_NATIVE_ENV. Before main we put that entry back into environ (a
- * pointer swap: no allocation), and put the mapped one back into the
- * environment of children that inherit the value unchanged. */
+ * stay on the node-local stage. DLBUNDLE_NATIVE_ENV holds the app's own entry
+ * verbatim, DLBUNDLE_MAPPED_ENV the mapped one. The audit module already
+ * points environ's slot at the app's entry before any constructor runs
+ * (audit.c); this is the fallback. Children that inherit the app's value
+ * unchanged get the mapped one back (env_mapped). Pointer swaps only: no
+ * allocation. */
 extern char **environ;
-static char *llp_mapped; /* "LD_LIBRARY_PATH=<mapped>", as the kernel passed it */
+static char *llp_mapped; /* "LD_LIBRARY_PATH=<mapped>", inside DLBUNDLE_MAPPED_ENV */
 static char *llp_native; /* "LD_LIBRARY_PATH=<the app's own>", inside DLBUNDLE_NATIVE_ENV */
-
-/* mapped_from tells whether cur (a value) is native (a value) with the stage
- * root put in front of some entries: only then was cur made by ShimEnv from
- * native, and not set by a parent process after it. */
-static int mapped_from(const char *cur, const char *native, const char *root, size_t root_len)
-{
-	for (;;) {
-		if (root_len && !strncmp(cur, root, root_len) && cur[root_len] == '/') cur += root_len;
-		while (*cur && *cur != ':' && *cur == *native) { cur++; native++; }
-		if (*cur != *native) return 0;
-		if (!*cur) return 1;
-		cur++; native++; /* both at ':' */
-	}
-}
 
 static void restore_native_env(void)
 {
-	char *n = getenv("DLBUNDLE_NATIVE_ENV");
-	if (!n || strncmp(n, "LD_LIBRARY_PATH=", 16) != 0 || !environ) return;
+	char *n = getenv("DLBUNDLE_NATIVE_ENV"), *m = getenv("DLBUNDLE_MAPPED_ENV");
+	if (!n || !m || strncmp(n, "LD_LIBRARY_PATH=", 16) != 0 || strncmp(m, "LD_LIBRARY_PATH=", 16) != 0 || !environ)
+		return;
 	for (char **e = environ; *e; e++) {
 		if (strncmp(*e, "LD_LIBRARY_PATH=", 16) != 0) continue;
-		if (*e != n && mapped_from(*e + 16, n + 16, stage_root, stage_root_len)) {
-			llp_mapped = *e;
+		/* Anything else was set by a parent after dlbundle exec: leave it. */
+		if (*e == n || !strcmp(*e, m)) {
+			llp_mapped = m;
 			llp_native = n;
 			*e = n;
 		}
