@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -75,9 +76,11 @@ func TestExecLibraryPathZeroOperationsOnTree(t *testing.T) {
 	dir := t.TempDir()
 	tree := filepath.Join(dir, "tree")
 	libdir := filepath.Join(tree, "lib", "x86_64-linux-gnu")
-	// tls/ exists but holds nothing: ld.so probes it, natively finds the
-	// directory, and must find it in the stage as well.
-	for _, d := range []string{filepath.Join(tree, "bin"), filepath.Join(libdir, "tls")} {
+	// tls/ and glibc-hwcaps/ exist but hold nothing: ld.so probes them,
+	// natively finds the directories, and must find them in the stage as
+	// well; cmake/ is a directory ld.so never looks at.
+	for _, d := range []string{filepath.Join(tree, "bin"), filepath.Join(libdir, "tls"),
+		filepath.Join(libdir, "glibc-hwcaps"), filepath.Join(libdir, "cmake", "sub")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -162,5 +165,51 @@ func TestExecLibraryPathZeroOperationsOnTree(t *testing.T) {
 	}
 	if got, want := strings.Join(withoutShim(warm), "\n"), strings.Join(withoutShim(native), "\n"); got != want {
 		t.Errorf("the program sees a different world under exec:\nnative:\n%s\nexec:\n%s", want, got)
+	}
+}
+
+// ShimEnv maps exactly the LD_LIBRARY_PATH entries that name directories the
+// stage bundles (through symlinks too), in place, keeps the app's value and
+// the mapped one for the shim, and undoes an outer mapping when dlbundle exec
+// runs under itself.
+func TestShimEnvMapsBundledLibraryPath(t *testing.T) {
+	dir := t.TempDir()
+	tree := filepath.Join(dir, "tree")
+	for _, d := range []string{"lib", "other"} {
+		if err := os.MkdirAll(filepath.Join(tree, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(tree, "lib", "libx.so"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("lib", filepath.Join(tree, "libl")); err != nil {
+		t.Fatal(err)
+	}
+	entries := append(treeEntries(t, filepath.Join(tree, "lib")), fsEntry(t, filepath.Join(tree, "libl")))
+	stage := stageEntries(t, dir, entries)
+	root := filepath.Join(stage, "root")
+
+	llp := strings.Join([]string{tree + "/lib", "rel/lib", tree + "/other", tree + "/libl", "$ORIGIN/../lib", "", tree + "/lib/libx.so"}, ":")
+	mapped := strings.Join([]string{root + tree + "/lib", "rel/lib", tree + "/other", root + tree + "/libl", "$ORIGIN/../lib", "", tree + "/lib/libx.so"}, ":")
+	env := ShimEnv(stage, []string{"A=1", "LD_LIBRARY_PATH=" + llp, "B=2"}, EnvOptions{})
+	if env[1] != "LD_LIBRARY_PATH="+mapped {
+		t.Errorf("LD_LIBRARY_PATH slot = %q\nwant %q", env[1], "LD_LIBRARY_PATH="+mapped)
+	}
+	for _, want := range []string{EnvNativeEnv + "=LD_LIBRARY_PATH=" + llp, EnvMappedEnv + "=LD_LIBRARY_PATH=" + mapped} {
+		if !slices.Contains(env, want) {
+			t.Errorf("ShimEnv = %q; lacks %q", env, want)
+		}
+	}
+	// dlbundle exec started by an app under dlbundle exec: the same result.
+	if again := ShimEnv(stage, env, EnvOptions{}); !slices.Equal(again, env) {
+		t.Errorf("ShimEnv under itself = %q\nwant %q", again, env)
+	}
+	// Nothing to map: no DLBUNDLE_*_ENV either.
+	for _, v := range []string{tree + "/other", tree + "/lib;" + tree + "/other"} {
+		env := ShimEnv(stage, []string{"LD_LIBRARY_PATH=" + v}, EnvOptions{})
+		if env[0] != "LD_LIBRARY_PATH="+v || strings.Contains(strings.Join(env, "\n"), EnvNativeEnv) {
+			t.Errorf("ShimEnv with LD_LIBRARY_PATH=%s = %q; want it untouched", v, env)
+		}
 	}
 }
