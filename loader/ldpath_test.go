@@ -205,6 +205,11 @@ func TestShimEnvMapsBundledLibraryPath(t *testing.T) {
 	if again := ShimEnv(stage, env, EnvOptions{}); !slices.Equal(again, env) {
 		t.Errorf("ShimEnv under itself = %q\nwant %q", again, env)
 	}
+	// ... and under another stage that bundles none of it: the app's value.
+	other := ShimEnv(filepath.Join(dir, "no-such-stage"), env, EnvOptions{})
+	if other[1] != "LD_LIBRARY_PATH="+llp || strings.Contains(strings.Join(other, "\n"), EnvNativeEnv) {
+		t.Errorf("ShimEnv under another stage = %q; want LD_LIBRARY_PATH=%s and no %s", other, llp, EnvNativeEnv)
+	}
 	// Nothing to map: no DLBUNDLE_*_ENV either.
 	for _, v := range []string{tree + "/other", tree + "/lib;" + tree + "/other"} {
 		env := ShimEnv(stage, []string{"LD_LIBRARY_PATH=" + v}, EnvOptions{})

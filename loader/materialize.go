@@ -190,8 +190,9 @@ func ShimEnv(stageDir string, environ []string, opts EnvOptions) []string {
 	}
 	native, hasLLP := nativeLibraryPath(environ)
 	if hasLLP {
-		if mapped := mapLibraryPath(stageDir, native); mapped != native {
-			set["LD_LIBRARY_PATH"] = mapped
+		mapped := mapLibraryPath(stageDir, native)
+		set["LD_LIBRARY_PATH"] = mapped // also takes an outer stage's mapping off
+		if mapped != native {
 			set[EnvNativeEnv] = "LD_LIBRARY_PATH=" + native
 			set[EnvMappedEnv] = "LD_LIBRARY_PATH=" + mapped
 		}
@@ -249,7 +250,7 @@ func nativeLibraryPath(environ []string) (string, bool) {
 	if !has || oldStage == "" {
 		return llp, has
 	}
-	prefix := filepath.Join(oldStage, stageRootDir)
+	prefix := oldStage + "/" + stageRootDir // as the shim forms it
 	dirs := strings.Split(llp, ":")
 	for i, d := range dirs {
 		if strings.HasPrefix(d, prefix+"/") {
@@ -275,7 +276,7 @@ func mapLibraryPath(stageDir, llp string) string {
 	if err != nil {
 		return llp
 	}
-	root := filepath.Join(stageDir, stageRootDir)
+	root := stageDir + "/" + stageRootDir // as the shim forms it from DLBUNDLE_STAGE
 	dirs := strings.Split(llp, ":")
 	for i, d := range dirs {
 		if !strings.HasPrefix(d, "/") || strings.Contains(d, "$") {
