@@ -11,4 +11,5 @@ STARTUP_FLAGS ?=
 
 .PHONY: bench-startup
 bench-startup: build
-	$(GO) run ./bench/cmd/startup --out docs/bench --dlbundle $(BIN) $(STARTUP_FLAGS)
+	# Static launcher: the ranks' LD_LIBRARY_PATH must not make its own ld.so search the tree.
+	CGO_ENABLED=0 $(GO) run ./bench/cmd/startup --out docs/bench --dlbundle $(BIN) $(STARTUP_FLAGS)
