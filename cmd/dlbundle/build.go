@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/image/registry"
 	"github.com/dlbundle/dlbundle/internal/version"
@@ -114,11 +112,11 @@ func (c *BuildCmd) Run() error {
 		return err
 	}
 	defer out.abort()
-	bar := newBuildBar(os.Stderr)
+	bar := newProgress("building")
 	bw := bufio.NewWriterSize(out.f, 1<<20)
 	stats, err := image.Write(bw, plan.Entries, image.WriteOptions{
 		Level: c.Level, Workers: c.Workers, Pilots: plan.Pilots, Build: info,
-		Progress: bar.update, Warn: warn,
+		Progress: bar.callback(), Warn: warn,
 	})
 	bar.finish()
 	if err == nil {
@@ -142,9 +140,9 @@ func (c *BuildCmd) push() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	flags := RegistryFlags{Insecure: c.Insecure, Timeout: 30 * time.Second}
-	opts := flags.options("push " + c.Output)
+	opts, bar := flags.options("push " + c.Output)
 	d, err := registry.Push(ctx, c.Output, c.Push, opts)
-	finishProgress(opts)
+	bar.finish()
 	if err != nil {
 		return fmt.Errorf("image %s was written, but the push failed: %w (retry with 'dlbundle push %s %s')", c.Output, err, c.Output, c.Push)
 	}
@@ -257,39 +255,6 @@ func (a *partialImage) abort() {
 	}
 }
 
-// buildBar draws on stderr only when it is a terminal.
-type buildBar struct {
-	f    *os.File
-	on   bool
-	last time.Time
-	drew bool
-}
-
-func newBuildBar(f *os.File) *buildBar {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return &buildBar{f: f, on: err == nil}
-}
-
-func (p *buildBar) update(done, total int64) {
-	if !p.on || total <= 0 || (time.Since(p.last) < 100*time.Millisecond && done < total) {
-		return
-	}
-	p.last = time.Now()
-	const width = 30
-	n := int(done * width / total)
-	fmt.Fprintf(p.f, "\rbuilding [%s%s] %3d%% %s / %s", strings.Repeat("#", n), strings.Repeat(" ", width-n),
-		done*100/total, buildMiB(done), buildMiB(total))
-	p.drew = true
-}
-
-func (p *buildBar) finish() {
-	if p.drew {
-		fmt.Fprint(p.f, "\r\033[K")
-	}
-}
-
-func buildMiB(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
-
 // printPlan lists a plan's entries in load order, then what a build of it
 // would hold (--dry-run).
 func printPlan(w io.Writer, traces []string, plan *squash.Plan) {
@@ -304,7 +269,7 @@ func printPlan(w io.Writer, traces []string, plan *squash.Plan) {
 	}
 	fmt.Fprintf(w, "plan from %d trace(s) (%d events, %d paths); no image written (--dry-run)\n",
 		len(traces), plan.Report.Events, plan.Report.Paths)
-	printPlanSummary(w, plan, fmt.Sprintf("content: %s to compress", buildMiB(raw)))
+	printPlanSummary(w, plan, fmt.Sprintf("content: %s to compress", humanBytes(raw)))
 }
 
 func printBuildSummary(w io.Writer, output string, traces []string, plan *squash.Plan, st image.WriteStats, warnings int) {
@@ -314,7 +279,7 @@ func printBuildSummary(w io.Writer, output string, traces []string, plan *squash
 		ratio = float64(st.RawBytes) / float64(st.StoredBytes)
 	}
 	printPlanSummary(w, plan, fmt.Sprintf("content: %s raw, %s image (%.2fx), %s stored once for several paths",
-		buildMiB(st.RawBytes), buildMiB(st.StoredBytes), ratio, buildMiB(st.DedupedBytes)))
+		humanBytes(st.RawBytes), humanBytes(st.StoredBytes), ratio, humanBytes(st.DedupedBytes)))
 	if warnings > 0 {
 		fmt.Fprintf(w, "  %d warning(s), see above\n", warnings)
 	}
@@ -349,7 +314,7 @@ func printPlanSummary(w io.Writer, plan *squash.Plan, content string) {
 		return ks[i] < ks[j]
 	})
 	for _, k := range ks {
-		fmt.Fprintf(w, "  %-13s %5d files %10s\n", k, kinds[k], buildMiB(kindBytes[k]))
+		fmt.Fprintf(w, "  %-13s %5d files %10s\n", k, kinds[k], humanBytes(kindBytes[k]))
 	}
 	fmt.Fprintln(w, "  "+content)
 	rep := plan.Report

@@ -8,7 +8,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -87,11 +86,10 @@ func (c *ExecCmd) stage(ctx context.Context) (*loader.Staged, error) {
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", c.Image, err)
 	}
-	tty := stderrIsTerminal()
-	opts := loader.MaterializeOptions{Workers: c.Workers}
-	if tty {
-		opts.Progress = progressPrinter(c.Image)
-	}
+	tty := isTerminal(os.Stderr)
+	bar := newProgress("dlbundle exec: staging " + c.Image)
+	defer bar.finish()
+	opts := loader.MaterializeOptions{Workers: c.Workers, Progress: bar.callback()}
 	req := loader.StageRequest{Dir: dir, Alias: alias, Open: loader.OpenImage(ref, dir, opts, registry.Options{Insecure: c.Insecure})}
 	if tty {
 		req.OnWait = func() {
@@ -178,28 +176,4 @@ func findNative(cmd string) (string, error) {
 func isExecutable(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && st.Mode().IsRegular() && unix.Access(path, unix.X_OK) == nil
-}
-
-func stderrIsTerminal() bool {
-	_, err := unix.IoctlGetTermios(int(os.Stderr.Fd()), unix.TCGETS)
-	return err == nil
-}
-
-// progressPrinter shows staging progress on one terminal line.
-func progressPrinter(name string) func(done, total int64) {
-	var mu sync.Mutex // in case extraction reports from several workers
-	last := int64(-1)
-	return func(done, total int64) {
-		mu.Lock()
-		defer mu.Unlock()
-		pct := int64(100)
-		if total > 0 {
-			pct = done * 100 / total
-		}
-		if pct == last {
-			return
-		}
-		last = pct
-		fmt.Fprintf(os.Stderr, "\rdlbundle exec: staging %s: %3d%% of %d MiB", name, pct, total>>20)
-	}
 }

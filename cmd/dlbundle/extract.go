@@ -5,11 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/dlbundle/dlbundle/image"
 )
@@ -49,11 +46,8 @@ func (c *ExtractCmd) Run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	opts := image.ExtractOptions{Workers: c.Workers}
-	var bar *imgProgress
-	if imgIsTerminal(os.Stderr) {
-		bar = &imgProgress{label: "extracting", start: time.Now()}
-		opts.Progress = bar.update
-	}
+	bar := newProgress("extracting")
+	opts.Progress = bar.callback()
 	start := time.Now()
 	err = im.Extract(ctx, c.Dir, opts)
 	bar.finish()
@@ -72,56 +66,6 @@ func (c *ExtractCmd) Run() error {
 		}
 	}
 	fmt.Printf("extracted %d files (%s) and %d symlinks into %s in %.2fs\n",
-		files, imgBytes(bytes), links, c.Dir, time.Since(start).Seconds())
+		files, humanBytes(bytes), links, c.Dir, time.Since(start).Seconds())
 	return nil
-}
-
-// imgProgress redraws one line on stderr at most 10 times a second. A nil
-// *imgProgress does nothing (not a terminal).
-type imgProgress struct {
-	label       string
-	start, last time.Time
-	drawn       bool
-}
-
-func (p *imgProgress) update(done, total int64) {
-	now := time.Now()
-	if done < total && now.Sub(p.last) < 100*time.Millisecond {
-		return
-	}
-	p.last, p.drawn = now, true
-	pct := 100.0
-	if total > 0 {
-		pct = 100 * float64(done) / float64(total)
-	}
-	const width = 30
-	n := min(int(pct/100*width), width)
-	rate := float64(done) / max(now.Sub(p.start).Seconds(), 1e-3)
-	fmt.Fprintf(os.Stderr, "\r%s [%s%s] %s / %s %3.0f%% %s/s \x1b[K", p.label,
-		strings.Repeat("=", n), strings.Repeat(" ", width-n), imgBytes(done), imgBytes(total), pct, imgBytes(int64(rate)))
-}
-
-func (p *imgProgress) finish() {
-	if p != nil && p.drawn {
-		fmt.Fprintln(os.Stderr)
-	}
-}
-
-// imgBytes formats n as B, KiB, MiB or GiB.
-func imgBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
-// imgIsTerminal reports whether f is a terminal (progress is drawn only there).
-func imgIsTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }

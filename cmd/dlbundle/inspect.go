@@ -165,7 +165,7 @@ func summarise(name string, im *image.Image) *inspectSummary {
 }
 
 func printSummary(w io.Writer, s *inspectSummary, top int) {
-	fmt.Fprintf(w, "image      %s (%s)\n", s.Image, imgBytes(s.Size))
+	fmt.Fprintf(w, "image      %s (%s)\n", s.Image, humanBytes(s.Size))
 	fmt.Fprintf(w, "identity   %s\n", s.Digest)
 	for _, p := range s.Pilots {
 		var h struct {
@@ -206,8 +206,8 @@ func printSummary(w io.Writer, s *inspectSummary, top int) {
 		ratio = float64(s.DataBytes) / float64(s.RawBytes)
 	}
 	fmt.Fprintf(w, "\ncontent    %s raw, %s compressed data (%.1f%%), %s stored once for several paths\n",
-		imgBytes(s.RawBytes), imgBytes(s.DataBytes), 100*ratio, imgBytes(s.DedupedBytes))
-	fmt.Fprintf(w, "index      %s (table of contents and footer)\n", imgBytes(s.Size-s.DataBytes))
+		humanBytes(s.RawBytes), humanBytes(s.DataBytes), 100*ratio, humanBytes(s.DedupedBytes))
+	fmt.Fprintf(w, "index      %s (table of contents and footer)\n", humanBytes(s.Size-s.DataBytes))
 
 	fmt.Fprintf(w, "\n%-14s %7s %12s %12s\n", "kind", "objects", "raw", "compressed")
 	kinds := make([]string, 0, len(s.ByKind))
@@ -217,7 +217,7 @@ func printSummary(w io.Writer, s *inspectSummary, top int) {
 	sort.Slice(kinds, func(a, b int) bool { return s.ByKind[kinds[a]].RawBytes > s.ByKind[kinds[b]].RawBytes })
 	for _, k := range kinds {
 		st := s.ByKind[k]
-		fmt.Fprintf(w, "%-14s %7d %12s %12s\n", k, st.Count, imgBytes(st.RawBytes), imgBytes(st.Compressed))
+		fmt.Fprintf(w, "%-14s %7d %12s %12s\n", k, st.Count, humanBytes(st.RawBytes), humanBytes(st.Compressed))
 	}
 	if len(s.Largest) > 0 {
 		fmt.Fprintf(w, "\nlargest objects\n")
@@ -225,7 +225,7 @@ func printSummary(w io.Writer, s *inspectSummary, top int) {
 			if i == top {
 				break
 			}
-			fmt.Fprintf(w, "  %10s  %10s  %-12s %s\n", imgBytes(o.Size), imgBytes(o.Compressed), o.Kind, o.Path)
+			fmt.Fprintf(w, "  %10s  %10s  %-12s %s\n", humanBytes(o.Size), humanBytes(o.Compressed), o.Kind, o.Path)
 		}
 	}
 	fmt.Fprintf(w, "\nmissing paths (known not to exist): %d\n", len(s.Missing))

@@ -43,9 +43,9 @@ func (c *PullCmd) Run() error {
 	} else if fi, err := os.Stat(out); err == nil && fi.IsDir() {
 		out = filepath.Join(out, defaultPullName(c.Ref))
 	}
-	opts := c.options("pull " + out)
+	opts, bar := c.options("pull " + out)
 	d, err := registry.Fetch(ctx, c.Ref, out, opts)
-	finishProgress(opts)
+	bar.finish()
 	if err != nil {
 		return err
 	}

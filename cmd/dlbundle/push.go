@@ -5,11 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/dlbundle/dlbundle/image/registry"
 )
@@ -21,12 +18,14 @@ type RegistryFlags struct {
 	Quiet    bool          `short:"q" help:"No progress bar."`
 }
 
-func (f RegistryFlags) options(label string) registry.Options {
-	o := registry.Options{Insecure: f.Insecure, Timeout: f.Timeout}
-	if !f.Quiet && isTerminal(os.Stderr) {
-		o.Progress = newProgressBar(label).update
+// options returns the registry options and the progress bar they draw (nil
+// with --quiet or off a terminal).
+func (f RegistryFlags) options(label string) (registry.Options, *progressBar) {
+	var bar *progressBar
+	if !f.Quiet {
+		bar = newProgress(label)
 	}
-	return o
+	return registry.Options{Insecure: f.Insecure, Timeout: f.Timeout, Progress: bar.callback()}, bar
 }
 
 // PushCmd uploads an image to an OCI registry.
@@ -55,9 +54,9 @@ run exactly this image even if the tag moves later.`
 func (c *PushCmd) Run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opts := c.options("push " + c.Image)
+	opts, bar := c.options("push " + c.Image)
 	d, err := registry.Push(ctx, c.Image, c.Ref, opts)
-	finishProgress(opts)
+	bar.finish()
 	if err != nil {
 		return err
 	}
@@ -67,48 +66,4 @@ func (c *PushCmd) Run() error {
 	}
 	fmt.Println(registry.Scheme + pinned)
 	return nil
-}
-
-// progressBar draws one self-overwriting line on stderr, at most 10 times
-// a second.
-type progressBar struct {
-	label string
-	start time.Time
-	last  time.Time
-	drawn bool
-}
-
-func newProgressBar(label string) *progressBar {
-	return &progressBar{label: label, start: time.Now()}
-}
-
-func (p *progressBar) update(done, total int64) {
-	now := time.Now()
-	if done < total && now.Sub(p.last) < 100*time.Millisecond {
-		return
-	}
-	p.last, p.drawn = now, true
-	pct := 100.0
-	if total > 0 {
-		pct = 100 * float64(done) / float64(total)
-	}
-	const width = 30
-	n := int(pct / 100 * width)
-	rate := float64(done) / max(now.Sub(p.start).Seconds(), 1e-3)
-	fmt.Fprintf(os.Stderr, "\r%s [%s%s] %s / %s %3.0f%% %s/s \x1b[K", p.label,
-		strings.Repeat("=", n), strings.Repeat(" ", width-n), mib(float64(done)), mib(float64(total)), pct, mib(rate))
-}
-
-// finishProgress ends the progress line, if one was drawn.
-func finishProgress(o registry.Options) {
-	if o.Progress != nil {
-		fmt.Fprintln(os.Stderr)
-	}
-}
-
-func mib(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
-
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }
