@@ -1,7 +1,6 @@
 package squash
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -11,10 +10,6 @@ import (
 // The test binary doubles as the tracer's stub (what `dlbundle __trace-stub`
 // does), so that real pilot runs need no built dlbundle.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 2 && os.Args[1] == trace.StubVerb {
-		code, err := trace.StubMain(os.Args[3:])
-		fmt.Fprintf(os.Stderr, "dlbundle trace: %v\n", err)
-		os.Exit(code)
-	}
+	trace.BecomeStubIfAsked()
 	os.Exit(m.Run())
 }

@@ -16,11 +16,7 @@ import (
 //	trace.test __deny-ptrace OUT -- CMD ARGS  the same under a seccomp filter that refuses ptrace
 //	                                          with EPERM (as a container without CAP_SYS_PTRACE does)
 func TestMain(m *testing.M) {
-	if len(os.Args) > 2 && os.Args[1] == StubVerb {
-		code, err := StubMain(os.Args[3:])
-		fmt.Fprintf(os.Stderr, "dlbundle trace: %v\n", err)
-		os.Exit(code)
-	}
+	BecomeStubIfAsked()
 	if len(os.Args) > 2 && os.Args[1] == "__trace-stub-thread" {
 		os.Exit(stubFromThread(os.Args[3:]))
 	}

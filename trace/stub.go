@@ -99,3 +99,15 @@ func ResolveCommand(name string) (path string, code int, err error) {
 	}
 	return "", ExitNotFound, fmt.Errorf("%s: %v", name, err)
 }
+
+// BecomeStubIfAsked turns the running program into the stub when it was
+// started as `PROGRAM __trace-stub -- CMD ARGS` (and then never returns).
+// Test binaries of packages that run real pilots call it first in TestMain,
+// so that they need no built dlbundle.
+func BecomeStubIfAsked() {
+	if len(os.Args) > 2 && os.Args[1] == StubVerb {
+		code, err := StubMain(os.Args[3:])
+		fmt.Fprintf(os.Stderr, "dlbundle trace: %v\n", err)
+		os.Exit(code)
+	}
+}

@@ -20,11 +20,7 @@ import (
 // TestMain lets the test binary act as the tracer's stub (`dlbundle
 // __trace-stub`), so that the benchmarks can run a real pilot.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 2 && os.Args[1] == trace.StubVerb {
-		code, err := trace.StubMain(os.Args[3:])
-		fmt.Fprintf(os.Stderr, "dlbundle trace: %v\n", err)
-		os.Exit(code)
-	}
+	trace.BecomeStubIfAsked()
 	os.Exit(m.Run())
 }
 
