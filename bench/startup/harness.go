@@ -1,7 +1,3 @@
-// Package startup is the start-up-at-width benchmark: it serves application
-// trees from slowfs (a contended shared file system), starts N ranks at the
-// same instant and measures native runs against the ideal (the same tree on
-// tmpfs) and dlbundle exec (cold: the first rank stages; warm: stage reused).
 package startup
 
 import (
