@@ -228,18 +228,17 @@ func printSummary(w io.Writer, s *inspectSummary, top int) {
 			fmt.Fprintf(w, "  %10s  %10s  %-12s %s\n", humanBytes(o.Size), humanBytes(o.Compressed), o.Kind, o.Path)
 		}
 	}
-	fmt.Fprintf(w, "\nmissing paths (known not to exist): %d\n", len(s.Missing))
-	for i, p := range s.Missing {
+	fmt.Fprintln(w)
+	printPaths(w, "missing paths (known not to exist)", s.Missing, top)
+	printPaths(w, "directories with complete listings", s.Directories, top)
+}
+
+// printPaths prints a titled count and the first top paths.
+func printPaths(w io.Writer, title string, paths []string, top int) {
+	fmt.Fprintf(w, "%s: %d\n", title, len(paths))
+	for i, p := range paths {
 		if i == top {
-			fmt.Fprintf(w, "  ... %d more (--list)\n", len(s.Missing)-top)
-			break
-		}
-		fmt.Fprintf(w, "  %s\n", p)
-	}
-	fmt.Fprintf(w, "directories with complete listings: %d\n", len(s.Directories))
-	for i, p := range s.Directories {
-		if i == top {
-			fmt.Fprintf(w, "  ... %d more (--list)\n", len(s.Directories)-top)
+			fmt.Fprintf(w, "  ... %d more (--list)\n", len(paths)-top)
 			break
 		}
 		fmt.Fprintf(w, "  %s\n", p)
