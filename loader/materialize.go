@@ -179,7 +179,7 @@ func ShimEnv(stageDir string, environ []string, opts EnvOptions) []string {
 		EnvStage:     stageDir,
 	}
 	if opts.Report != "" {
-		if abs, err := filepath.Abs(opts.Report); err == nil {
+		if abs, err := AbsPath(opts.Report); err == nil { // no stat of the (shared) cwd
 			set[EnvReport] = abs
 		} else {
 			set[EnvReport] = opts.Report
@@ -295,7 +295,7 @@ func mapLibraryPath(stageDir, llp string) string {
 // the stage resolve as the originals do). Scripts are not redirected: their
 // interpreter would see the staged path in argv.
 func StagedPath(stageDir, original string) (string, bool) {
-	abs, err := filepath.Abs(original)
+	abs, err := AbsPath(original)
 	if err != nil {
 		return "", false
 	}
