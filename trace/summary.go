@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
+
+	"github.com/dlbundle/dlbundle/internal/units"
 )
 
 // recorder writes events and keeps the figures of the end-of-run summary.
@@ -73,7 +75,7 @@ func (s *stats) print(w io.Writer, out string, exit int, wall time.Duration) {
 	}
 	fmt.Fprintf(w, "dlbundle trace: wrote %s (exit status %d, %.2fs)\n", out, exit, wall.Seconds())
 	fmt.Fprintf(w, "  %d processes, %d events, %d files opened (%s), %d missing paths looked up\n",
-		s.processes, s.events, len(s.files), humanBytes(bytes), len(s.missing))
+		s.processes, s.events, len(s.files), units.Bytes(bytes), len(s.missing))
 	type dc struct {
 		dir string
 		n   int
@@ -97,16 +99,4 @@ func (s *stats) print(w io.Writer, out string, exit int, wall time.Duration) {
 	for _, d := range top {
 		fmt.Fprintf(w, "  %7d  %s\n", d.n, d.dir)
 	}
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }

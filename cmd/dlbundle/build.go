@@ -16,6 +16,7 @@ import (
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/image/registry"
+	"github.com/dlbundle/dlbundle/internal/units"
 	"github.com/dlbundle/dlbundle/internal/version"
 	"github.com/dlbundle/dlbundle/squash"
 )
@@ -269,7 +270,7 @@ func printPlan(w io.Writer, traces []string, plan *squash.Plan) {
 	}
 	fmt.Fprintf(w, "plan from %d trace(s) (%d events, %d paths); no image written (--dry-run)\n",
 		len(traces), plan.Report.Events, plan.Report.Paths)
-	printPlanSummary(w, plan, fmt.Sprintf("content: %s to compress", humanBytes(raw)))
+	printPlanSummary(w, plan, fmt.Sprintf("content: %s to compress", units.Bytes(raw)))
 }
 
 func printBuildSummary(w io.Writer, output string, traces []string, plan *squash.Plan, st image.WriteStats, warnings int) {
@@ -279,7 +280,7 @@ func printBuildSummary(w io.Writer, output string, traces []string, plan *squash
 		ratio = float64(st.RawBytes) / float64(st.StoredBytes)
 	}
 	printPlanSummary(w, plan, fmt.Sprintf("content: %s raw, %s image (%.2fx), %s stored once for several paths",
-		humanBytes(st.RawBytes), humanBytes(st.StoredBytes), ratio, humanBytes(st.DedupedBytes)))
+		units.Bytes(st.RawBytes), units.Bytes(st.StoredBytes), ratio, units.Bytes(st.DedupedBytes)))
 	if warnings > 0 {
 		fmt.Fprintf(w, "  %d warning(s), see above\n", warnings)
 	}
@@ -314,7 +315,7 @@ func printPlanSummary(w io.Writer, plan *squash.Plan, content string) {
 		return ks[i] < ks[j]
 	})
 	for _, k := range ks {
-		fmt.Fprintf(w, "  %-13s %5d files %10s\n", k, kinds[k], humanBytes(kindBytes[k]))
+		fmt.Fprintf(w, "  %-13s %5d files %10s\n", k, kinds[k], units.Bytes(kindBytes[k]))
 	}
 	fmt.Fprintln(w, "  "+content)
 	rep := plan.Report

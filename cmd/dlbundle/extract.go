@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/units"
 )
 
 // ExtractCmd materialises an image's tree in a directory.
@@ -66,6 +67,6 @@ func (c *ExtractCmd) Run() error {
 		}
 	}
 	fmt.Printf("extracted %d files (%s) and %d symlinks into %s in %.2fs\n",
-		files, humanBytes(bytes), links, c.Dir, time.Since(start).Seconds())
+		files, units.Bytes(bytes), links, c.Dir, time.Since(start).Seconds())
 	return nil
 }

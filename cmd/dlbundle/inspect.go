@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/image/registry"
+	"github.com/dlbundle/dlbundle/internal/units"
 )
 
 // InspectCmd summarises or lists an image.
@@ -165,7 +166,7 @@ func summarise(name string, im *image.Image) *inspectSummary {
 }
 
 func printSummary(w io.Writer, s *inspectSummary, top int) {
-	fmt.Fprintf(w, "image      %s (%s)\n", s.Image, humanBytes(s.Size))
+	fmt.Fprintf(w, "image      %s (%s)\n", s.Image, units.Bytes(s.Size))
 	fmt.Fprintf(w, "identity   %s\n", s.Digest)
 	for _, p := range s.Pilots {
 		var h struct {
@@ -206,8 +207,8 @@ func printSummary(w io.Writer, s *inspectSummary, top int) {
 		ratio = float64(s.DataBytes) / float64(s.RawBytes)
 	}
 	fmt.Fprintf(w, "\ncontent    %s raw, %s compressed data (%.1f%%), %s stored once for several paths\n",
-		humanBytes(s.RawBytes), humanBytes(s.DataBytes), 100*ratio, humanBytes(s.DedupedBytes))
-	fmt.Fprintf(w, "index      %s (table of contents and footer)\n", humanBytes(s.Size-s.DataBytes))
+		units.Bytes(s.RawBytes), units.Bytes(s.DataBytes), 100*ratio, units.Bytes(s.DedupedBytes))
+	fmt.Fprintf(w, "index      %s (table of contents and footer)\n", units.Bytes(s.Size-s.DataBytes))
 
 	fmt.Fprintf(w, "\n%-14s %7s %12s %12s\n", "kind", "objects", "raw", "compressed")
 	kinds := make([]string, 0, len(s.ByKind))
@@ -217,7 +218,7 @@ func printSummary(w io.Writer, s *inspectSummary, top int) {
 	sort.Slice(kinds, func(a, b int) bool { return s.ByKind[kinds[a]].RawBytes > s.ByKind[kinds[b]].RawBytes })
 	for _, k := range kinds {
 		st := s.ByKind[k]
-		fmt.Fprintf(w, "%-14s %7d %12s %12s\n", k, st.Count, humanBytes(st.RawBytes), humanBytes(st.Compressed))
+		fmt.Fprintf(w, "%-14s %7d %12s %12s\n", k, st.Count, units.Bytes(st.RawBytes), units.Bytes(st.Compressed))
 	}
 	if len(s.Largest) > 0 {
 		fmt.Fprintf(w, "\nlargest objects\n")
@@ -225,7 +226,7 @@ func printSummary(w io.Writer, s *inspectSummary, top int) {
 			if i == top {
 				break
 			}
-			fmt.Fprintf(w, "  %10s  %10s  %-12s %s\n", humanBytes(o.Size), humanBytes(o.Compressed), o.Kind, o.Path)
+			fmt.Fprintf(w, "  %10s  %10s  %-12s %s\n", units.Bytes(o.Size), units.Bytes(o.Compressed), o.Kind, o.Path)
 		}
 	}
 	fmt.Fprintln(w)

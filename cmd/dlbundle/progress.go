@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlbundle/dlbundle/internal/units"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -57,7 +59,7 @@ func (p *progressBar) update(done, total int64) {
 	n := min(max(int(pct/100*width), 0), width)
 	rate := float64(done) / max(now.Sub(p.start).Seconds(), 1e-3)
 	fmt.Fprintf(os.Stderr, "\r%s [%s%s] %s / %s %3.0f%% %s/s \x1b[K", p.label,
-		strings.Repeat("=", n), strings.Repeat(" ", width-n), humanBytes(done), humanBytes(total), pct, humanBytes(int64(rate)))
+		strings.Repeat("=", n), strings.Repeat(" ", width-n), units.Bytes(done), units.Bytes(total), pct, units.Bytes(int64(rate)))
 }
 
 // finish ends the line if one was drawn.
@@ -70,19 +72,6 @@ func (p *progressBar) finish() {
 	if p.drawn {
 		fmt.Fprintln(os.Stderr)
 	}
-}
-
-// humanBytes formats n as B, KiB, MiB or GiB.
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 // isTerminal reports whether f is a terminal.
