@@ -11,34 +11,65 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// jobIDVars are the environment variables through which batch systems and MPI
-// launchers give every rank of a job the same job id, in order of preference.
-var jobIDVars = []string{
-	"SLURM_JOB_ID",            // Slurm
-	"PBS_JOBID",               // PBS Pro, Torque
-	"FLUX_JOB_ID",             // Flux
-	"LSB_JOBID",               // IBM LSF
-	"COBALT_JOBID",            // Cobalt
-	"OMPI_MCA_ess_base_jobid", // Open MPI's mpirun (outside a batch system)
-	"PMIX_NAMESPACE",          // any PMIx launcher (prterun, Open MPI 5)
+// launchIDVars name ONE launch of an MPI launcher (every rank of one mpirun
+// or prterun shares it, the next launch gets another), nearest the process
+// first. Inside a batch job they are what tells two launches apart: mpirun's
+// ranks inherit SLURM_JOB_ID of the batch step, which has no SLURM_STEP_ID.
+var launchIDVars = []string{
+	"PMIX_NAMESPACE",          // any PMIx launcher: Open MPI 4/5, prterun, srun --mpi=pmix
+	"OMPI_MCA_ess_base_jobid", // Open MPI's mpirun without PMIx in the environment
 }
 
-// JobID returns the batch job id of this process and the variable it came
-// from, or "", "" outside a job. Under Slurm the job step is part of it: a
-// job script may rebuild the image between two sruns, and each step then
+// batchIDVars are the environment variables through which batch systems give
+// every rank of a job the same job id, in order of preference.
+var batchIDVars = []string{
+	"SLURM_JOB_ID", // Slurm (with SLURM_STEP_ID: every srun is a step)
+	"PBS_JOBID",    // PBS Pro, Torque
+	"FLUX_JOB_ID",  // Flux
+	"LSB_JOBID",    // IBM LSF
+	"COBALT_JOBID", // Cobalt
+}
+
+// JobID returns the id of this launch and the variables it came from, or
+// "", "" outside a job. It is made of the launch id of the launcher nearest
+// the process (PMIx namespace or Open MPI job id, if any) and the batch job
+// id; under Slurm the job step is part of it. So every launch inside an
+// allocation (each srun step, each mpirun in the batch script) gets its own
+// id: a job script may rebuild the image between two launches, and each then
 // reads the image once per node again (reusing the stage if it is unchanged).
+// All ranks of one launch on one node share these variables, because they
+// share the launcher daemon that started them.
 func JobID(getenv func(string) string) (id, source string) {
-	for _, v := range jobIDVars {
-		if id := getenv(v); id != "" {
-			if v == "SLURM_JOB_ID" {
-				if step := getenv("SLURM_STEP_ID"); step != "" {
-					id += "." + step
+	var ids, sources []string
+	add := func(vars []string, step bool) {
+		for _, v := range vars {
+			val := getenv(v)
+			if val == "" {
+				continue
+			}
+			if step && v == "SLURM_JOB_ID" {
+				if s := getenv("SLURM_STEP_ID"); s != "" {
+					val += "." + s
 				}
 			}
-			return id, v
+			ids, sources = append(ids, val), append(sources, v)
+			return
 		}
 	}
-	return "", ""
+	add(launchIDVars, false)
+	add(batchIDVars, true)
+	return strings.Join(ids, "/"), strings.Join(sources, "+")
+}
+
+// BatchJobID is the batch system's job id without step or launch (the
+// allocation, as an epilog sees it), or "".
+func BatchJobID(getenv func(string) string) string {
+	for _, v := range batchIDVars {
+		if val := getenv(v); val != "" {
+			return val
+		}
+	}
+	return ""
 }
 
 // StageAlias names an image for the stage's by-path index without reading it,
@@ -68,7 +99,29 @@ func StageAlias(ref string, getenv func(string) string) (string, error) {
 		}
 		fmt.Fprintf(h, "file\x00%d\x00%d\x00%d.%d\x00%d", st.Dev, st.Ino, st.Mtim.Sec, st.Mtim.Nsec, st.Size)
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	key := hex.EncodeToString(h.Sum(nil))
+	if job := BatchJobID(getenv); job != "" {
+		key = AliasJobPrefix(job) + key
+	}
+	return key, nil
+}
+
+// AliasJobPrefix starts the alias names written inside batch job id, so that
+// an epilog can remove the aliases of a finished job (dlbundle gc --job ID)
+// without knowing which images it ran. The id comes from the environment:
+// only [A-Za-z0-9._-] is kept (no '/' can escape by-path/), and its length
+// is bounded.
+func AliasJobPrefix(id string) string {
+	b := []byte(id)
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	return "job-" + string(b) + "."
 }
 
 func isOCIRef(ref string) bool { return strings.HasPrefix(ref, "oci://") }

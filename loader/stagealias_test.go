@@ -107,3 +107,65 @@ func TestStageLaterRanksDoNotTouchImage(t *testing.T) {
 		t.Fatalf("%d materialize runs; want 1", n)
 	}
 }
+
+// TestJobIDNearestLauncher: every launch inside one allocation gets its own
+// id. mpirun's ranks inside an sbatch script inherit the batch step's
+// SLURM_JOB_ID without SLURM_STEP_ID; two mpiruns in one script used to share
+// the key, so the second ran the stage of an image rebuilt in between.
+func TestJobIDNearestLauncher(t *testing.T) {
+	batch := []string{"SLURM_JOB_ID", "12", "SLURM_PROCID", "0"}
+	mpirun1 := envOf(append(batch, "OMPI_MCA_ess_base_jobid", "3811049473", "PMIX_NAMESPACE", "3811049473")...)
+	mpirun2 := envOf(append(batch, "OMPI_MCA_ess_base_jobid", "3811049474", "PMIX_NAMESPACE", "3811049474")...)
+	id1, src1 := JobID(mpirun1)
+	id2, _ := JobID(mpirun2)
+	if id1 == id2 {
+		t.Fatalf("two mpirun launches in one batch job share the id %q", id1)
+	}
+	if src1 != "PMIX_NAMESPACE+SLURM_JOB_ID" || id1 != "3811049473/12" {
+		t.Errorf("id %q from %q", id1, src1)
+	}
+	// srun --mpi=pmix: the PMIx namespace names the step; steps differ.
+	s0, _ := JobID(envOf("SLURM_JOB_ID", "12", "SLURM_STEP_ID", "0", "PMIX_NAMESPACE", "slurm.pmix.12.0"))
+	s1, _ := JobID(envOf("SLURM_JOB_ID", "12", "SLURM_STEP_ID", "1", "PMIX_NAMESPACE", "slurm.pmix.12.1"))
+	if s0 == s1 {
+		t.Error("two srun steps share an id")
+	}
+	// Open MPI without PMIx in the environment still gets its own id.
+	o1, _ := JobID(envOf("SLURM_JOB_ID", "12", "OMPI_MCA_ess_base_jobid", "1"))
+	o2, _ := JobID(envOf("SLURM_JOB_ID", "12", "OMPI_MCA_ess_base_jobid", "2"))
+	if o1 == o2 {
+		t.Error("two Open MPI launches share an id")
+	}
+	if k1, _ := StageAlias("/no/such/app.dlimg", mpirun1); k1 == "" || k1 == func() string { k, _ := StageAlias("/no/such/app.dlimg", mpirun2); return k }() {
+		t.Error("two mpirun launches in one batch job share the stage alias")
+	}
+	if id, src := JobID(envOf("OMPI_COMM_WORLD_RANK", "1")); id != "" || src != "" {
+		t.Errorf("a rank variable alone is no job: %q %q", id, src)
+	}
+}
+
+// TestAliasJobPrefix: aliases written inside a job start with its batch id,
+// made safe for a file name, so that gc --job can find them.
+func TestAliasJobPrefix(t *testing.T) {
+	k, err := StageAlias("/no/such/app.dlimg", envOf("SLURM_JOB_ID", "42", "SLURM_STEP_ID", "3"))
+	if err != nil || !strings.HasPrefix(k, "job-42.") || len(k) != len("job-42.")+64 {
+		t.Fatalf("alias %q, %v", k, err)
+	}
+	for in, want := range map[string]string{
+		"123.pbs-server": "job-123.pbs-server.",
+		"../../etc":      "job-.._.._etc.",
+		"a/b c":          "job-a_b_c.",
+	} {
+		if got := AliasJobPrefix(in); got != want {
+			t.Errorf("AliasJobPrefix(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if p := AliasJobPrefix(strings.Repeat("9", 500)); len(p) != len("job-.")+64 {
+		t.Errorf("prefix not bounded: %d bytes", len(p))
+	}
+	img := filepath.Join(t.TempDir(), "app.dlimg")
+	os.WriteFile(img, []byte("x"), 0o644)
+	if k, _ := StageAlias(img, envOf()); strings.Contains(k, "job-") || len(k) != 64 {
+		t.Errorf("alias outside a job %q", k)
+	}
+}

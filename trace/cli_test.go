@@ -80,10 +80,11 @@ func TestUnwritableOutput(t *testing.T) {
 }
 
 // TestRankSuffix: under a launcher each rank writes its own file and the
-// header names the rank; the first variable set wins.
+// header names the rank; the launcher nearest the process wins (mpirun in an
+// sbatch script: its ranks inherit the batch step's SLURM_PROCID=0).
 func TestRankSuffix(t *testing.T) {
 	dir := t.TempDir()
-	env := map[string]string{"PMI_RANK": "5", "OMPI_COMM_WORLD_RANK": "9"}
+	env := map[string]string{"SLURM_PROCID": "0", "PMIX_RANK": "5", "OMPI_COMM_WORLD_RANK": "5"}
 	res, err := Run(Options{Command: []string{"/bin/true"}, Output: filepath.Join(dir, "app.trace"), Quiet: true,
 		Stub: testStub(), Getenv: func(k string) string { return env[k] }})
 	if err != nil {

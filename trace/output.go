@@ -19,9 +19,11 @@ import (
 // DefaultOutput is where a trace goes without -o.
 const DefaultOutput = "dlbundle.trace"
 
-// rankVars are the launcher variables that carry this process's rank, in the
-// order they are consulted.
-var rankVars = []string{"SLURM_PROCID", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "FLUX_TASK_RANK"}
+// rankVars are the launcher variables that carry this process's rank, the
+// launcher nearest the process first: an MPI launcher started inside a batch
+// step (mpirun in an sbatch script) passes its ranks the batch step's
+// SLURM_PROCID (0 for all of them) along with their own rank.
+var rankVars = []string{"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "FLUX_TASK_RANK", "SLURM_PROCID"}
 
 // LauncherRank returns the rank set by a parallel launcher, or "".
 func LauncherRank(getenv func(string) string) string {

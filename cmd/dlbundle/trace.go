@@ -33,9 +33,12 @@ as one process: what the pilot loads is what gets bundled.
 
 Output: ./dlbundle.trace unless -o is given. It is written under a temporary
 name next to it and renamed when complete, so an earlier trace is replaced
-only by a complete one. Under a parallel launcher (SLURM_PROCID, PMI_RANK,
-OMPI_COMM_WORLD_RANK or FLUX_TASK_RANK set) ".RANK" is appended, so
+only by a complete one. Under a parallel launcher (OMPI_COMM_WORLD_RANK,
+PMIX_RANK, PMI_RANK, FLUX_TASK_RANK or SLURM_PROCID set; the first wins, so
+mpirun inside a Slurm job names its own ranks) ".RANK" is appended, so
 'srun -n 4 dlbundle trace -- ./app' writes dlbundle.trace.0 ... .3.
+Put the launcher outside: 'dlbundle trace -- srun ./app' would trace srun
+only (the ranks are started by slurmd) and is refused.
 
 The exit status is the app's (128+N if a signal N killed it; 127 if CMD is
 not found, 126 if it is not executable). SIGINT and SIGTERM are passed to the
@@ -50,7 +53,11 @@ Next: dlbundle build -o app.dlimg`
 
 // Run traces the command and exits with its status.
 func (c *TraceCmd) Run() error {
-	res, err := trace.Run(trace.Options{Command: stripDashDash(c.Command), Output: c.Output, Quiet: c.Quiet})
+	argv := stripDashDash(c.Command)
+	if err := refuseLauncher(argv); err != nil {
+		return err
+	}
+	res, err := trace.Run(trace.Options{Command: argv, Output: c.Output, Quiet: c.Quiet})
 	var ce *trace.CommandError
 	if errors.As(err, &ce) {
 		fmt.Fprintf(os.Stderr, "dlbundle trace: %v\n", ce)
