@@ -27,6 +27,12 @@ type Options struct {
 	Prolog, Epilog, TaskProlog string
 	// Conf lines appended to slurm.conf.
 	Conf []string
+	// MountShared, if set, mounts src (Dir/shared.src) at mnt (Shared) before
+	// the nodes start (their mount namespaces copy the host's mounts when
+	// created: a later mount would not reach them), e.g. slowfs to count
+	// what the jobs do on the shared file system. Stop calls the returned
+	// unmount after the daemons have ended.
+	MountShared func(src, mnt string) (unmount func() error, err error)
 }
 
 // Cluster is a running cluster.
@@ -37,6 +43,8 @@ type Cluster struct {
 	Nodes   []string // node names: node1 ... nodeK
 	procs   []*proc
 	nodePID map[string]int
+	nodeNS  map[string]string // node -> its mount namespace ("mnt:[4026532...]")
+	unmount func() error
 }
 
 // proc is a daemon Start started; done is closed when it has exited.
@@ -89,7 +97,7 @@ func Start(opt Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c = &Cluster{Dir: dir, Shared: filepath.Join(dir, "shared"), Conf: filepath.Join(dir, "slurm.conf"), nodePID: map[string]int{}}
+	c = &Cluster{Dir: dir, Shared: filepath.Join(dir, "shared"), Conf: filepath.Join(dir, "slurm.conf"), nodePID: map[string]int{}, nodeNS: map[string]string{}}
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("%w\n%s", err, c.Logs())
@@ -102,6 +110,15 @@ func Start(opt Options) (c *Cluster, err error) {
 			return c, err
 		}
 		os.Chmod(d, 0o755) // munge must reach its socket, jobs their files
+	}
+	if opt.MountShared != nil {
+		src := filepath.Join(dir, "shared.src")
+		if err := os.Mkdir(src, 0o755); err != nil {
+			return c, err
+		}
+		if c.unmount, err = opt.MountShared(src, c.Shared); err != nil {
+			return c, err
+		}
 	}
 	sock, err := c.startMunge()
 	if err != nil {
@@ -297,6 +314,13 @@ func (c *Cluster) waitIdle(timeout time.Duration) error {
 			}
 		}
 		if idle == len(c.Nodes) {
+			// The nodes have unshared by now: remember their namespaces,
+			// so that Stop can end what runs in them and only that.
+			for n, pid := range c.nodePID {
+				if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid)); err == nil {
+					c.nodeNS[n] = ns
+				}
+			}
 			return nil
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -354,9 +378,25 @@ func (c *Cluster) Logs() string {
 	return b.String()
 }
 
-// Stop ends the daemons Start started (TERM, then KILL after 5 s), and only
-// those, and removes Dir.
+// Stop cancels the cluster's jobs, ends the daemons Start started (TERM,
+// then KILL after 5 s) and whatever still runs in the nodes' mount
+// namespaces (job processes left behind: they would keep a copy of the
+// shared mount alive), and only those; then it unmounts Shared and removes
+// Dir.
 func (c *Cluster) Stop() {
+	if len(c.procs) > 0 {
+		// Every job of this cluster (SLURM_CONF is ours) belongs to us.
+		if u, err := user.Current(); err == nil {
+			c.Command("scancel", "--full", "--quiet", "--user", u.Username).Run()
+		}
+		for i := 0; i < 50; i++ {
+			out, err := c.Command("squeue", "-h").Output()
+			if err != nil || strings.TrimSpace(string(out)) == "" {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		p := c.procs[i]
 		p.cmd.Process.Signal(syscall.SIGTERM)
@@ -367,5 +407,42 @@ func (c *Cluster) Stop() {
 			<-p.done
 		}
 	}
+	c.killInNodeNamespaces()
+	if c.unmount != nil {
+		done := make(chan error, 1)
+		go func() { done <- c.unmount() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "cluster: unmount %s: %v (left in place; %s not removed)\n", c.Shared, err, c.Dir)
+				return
+			}
+		case <-time.After(15 * time.Second):
+			fmt.Fprintf(os.Stderr, "cluster: unmount %s did not finish within 15 s (a process still uses it); %s not removed\n", c.Shared, c.Dir)
+			return
+		}
+	}
 	os.RemoveAll(c.Dir)
+}
+
+// killInNodeNamespaces SIGKILLs every process in a mount namespace of one of
+// this cluster's nodes: they were all started by its slurmd.
+func (c *Cluster) killInNodeNamespaces() {
+	if len(c.nodeNS) == 0 {
+		return
+	}
+	ours := map[string]bool{}
+	for _, ns := range c.nodeNS {
+		ours[ns] = true
+	}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		if ns, err := os.Readlink("/proc/" + p.Name() + "/ns/mnt"); err == nil && ours[ns] {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }

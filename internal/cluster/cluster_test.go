@@ -1,40 +1,109 @@
 package cluster
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dlbundle/dlbundle/internal/slowfs"
 )
 
-var shared *Cluster
+// The package's tests share one cluster (start-up is the slow part) whose
+// Shared directory is a slowfs mount, so that they can count what the jobs
+// do on the "parallel file system". tools holds what is installed on every
+// node but not on the shared file system: dlbundle and the Slurm scripts.
+var (
+	shared *Cluster
+	sfs    *slowfs.FS
+	tools  string
+	dlb    string // the dlbundle binary
+)
 
-// TestMain starts one cluster for every test of the package (start-up is
-// the slow part) and stops it at the end.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared != nil {
-		shared.Stop()
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		os.Exit(1)
 	}
 	os.Exit(code)
 }
 
-// get returns the package's cluster, starting it on first use.
-func get(t *testing.T) *Cluster {
-	t.Helper()
-	if shared == nil {
-		c, err := Start(Options{Nodes: 3})
-		if err != nil {
-			t.Fatal(err)
-		}
-		shared = c
+func run(m *testing.M) (int, error) {
+	if err := Check(); err != nil {
+		return 0, err
 	}
-	return shared
+	var err error
+	// Not under /tmp: every fake node has its own /tmp.
+	tools, err = os.MkdirTemp("/var/tmp", "dlbundle-cluster-tools-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(tools)
+	os.Chmod(tools, 0o755)
+	dlb = filepath.Join(tools, "dlbundle")
+	build := exec.Command("go", "build", "-trimpath", "-o", dlb, "../../cmd/dlbundle")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("go build ./cmd/dlbundle: %v\n%s", err, out)
+	}
+	opt, err := jobScripts()
+	if err != nil {
+		return 0, err
+	}
+	opt.Nodes = 3
+	opt.MountShared = func(src, mnt string) (func() error, error) {
+		if err := os.Mkdir(mnt, 0o755); err != nil && !os.IsExist(err) {
+			return nil, err
+		}
+		f, err := slowfs.Mount(src, mnt, slowfs.Costs{})
+		if err != nil {
+			return nil, err
+		}
+		f.RecordPaths(true)
+		sfs = f
+		return f.Unmount, nil
+	}
+	shared, err = Start(opt)
+	if err != nil {
+		return 0, err
+	}
+	defer shared.Stop()
+	return m.Run(), nil
+}
+
+// jobScripts configures the examples/jobs Prolog, Epilog and TaskProlog, run
+// unchanged: slurmd runs them with an empty environment, so a site's wrapper
+// (here: one line) says where dlbundle is installed.
+func jobScripts() (Options, error) {
+	var opt Options
+	for _, s := range []struct {
+		field *string
+		name  string
+	}{{&opt.Prolog, "prolog.sh"}, {&opt.Epilog, "epilog.sh"}, {&opt.TaskProlog, "taskprolog.sh"}} {
+		script, err := filepath.Abs(filepath.Join("..", "..", "examples", "jobs", s.name))
+		if err != nil {
+			return opt, err
+		}
+		if _, err := os.Stat(script); err != nil {
+			return opt, err
+		}
+		wrapper := filepath.Join(tools, s.name)
+		body := fmt.Sprintf("#!/bin/sh\nDLBUNDLE=%s exec %s \"$@\"\n", dlb, script)
+		if err := os.WriteFile(wrapper, []byte(body), 0o755); err != nil {
+			return opt, err
+		}
+		*s.field = wrapper
+	}
+	return opt, nil
 }
 
 // TestFakeNodesHavePrivateShm: srun reaches every node, and a file written to
 // /dev/shm by a task on one node is invisible on the others.
 func TestFakeNodesHavePrivateShm(t *testing.T) {
-	c := get(t)
+	c := shared
 	out, err := c.Command("srun", "-N3", "--ntasks-per-node=1", "-l", "sh", "-c",
 		`echo $SLURMD_NODENAME > /dev/shm/mark.$SLURM_PROCID; ls /dev/shm | tr '\n' ' '`).CombinedOutput()
 	if err != nil {
@@ -49,7 +118,6 @@ func TestFakeNodesHavePrivateShm(t *testing.T) {
 			t.Errorf("a node sees another node's /dev/shm: %q", l)
 		}
 	}
-	// The host's /dev/shm has none of them.
 	if m, _ := os.ReadDir("/dev/shm"); len(m) > 0 {
 		for _, e := range m {
 			if strings.HasPrefix(e.Name(), "mark.") {
