@@ -32,11 +32,11 @@ func DefaultStageDir() string {
 
 // ResolveStageDir returns the stage directory to use: flag, then environment, then default.
 func ResolveStageDir(flag string) string {
-	if flag != "" {
-		return flag
+	if flag == "" {
+		flag = os.Getenv(StageDirEnv)
 	}
-	if env := os.Getenv(StageDirEnv); env != "" {
-		return env
+	if flag != "" {
+		return ExpandStageDir(flag, os.Getenv) // %u %j %n %h %t: stagepattern.go
 	}
 	return DefaultStageDir()
 }
