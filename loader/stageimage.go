@@ -2,8 +2,11 @@ package loader
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/image/registry"
@@ -43,6 +46,11 @@ func OpenImage(ref, stageDir string, opts MaterializeOptions, reg registry.Optio
 			}
 		}
 		im, err := image.OpenFile(path)
+		if errors.Is(err, fs.ErrNotExist) && !registry.IsRef(ref) {
+			if s := consumedStage(stageDir, ref); s != nil { // consume.go
+				return consumedImage{filepath.Base(s.Dir)}, func() error { return nil }, nil
+			}
+		}
 		if err != nil {
 			cleanup()
 			return nil, nil, err // names the image and what is wrong

@@ -27,6 +27,9 @@ type CLI struct {
 	Report  ReportCmd  `cmd:"" help:"Summarise DLBUNDLE_REPORT files written by exec'd apps."`
 	Push    PushCmd    `cmd:"" help:"Push an image to an OCI registry."`
 	Pull    PullCmd    `cmd:"" help:"Pull an image from an OCI registry."`
+	Stage   StageCmd   `cmd:"" help:"Stage an image on this node without running anything (prolog)."`
+	Gc      GcCmd      `cmd:"" help:"Remove this node's stages that no running process uses (epilog)."`
+	Ls      LsCmd      `cmd:"" help:"List this node's stages: size, last use, in use."`
 
 	// Internal: the stub that installs the seccomp filter and execs the traced app.
 	TraceStub TraceStubCmd `cmd:"" name:"__trace-stub" hidden:""`

@@ -421,3 +421,72 @@ func TestTraceOfLauncherRefused(t *testing.T) {
 		t.Error("a trace was written")
 	}
 }
+
+// TestPrologEpilogTaskProlog runs examples/jobs/{prolog,epilog,taskprolog}.sh
+// as the cluster's Prolog, Epilog and TaskProlog: a job that names its image
+// in --comment finds it staged on every node before its first step; the
+// tasks get DLBUNDLE_STAGE_DIR from the TaskProlog; when the job ends, the
+// Epilog removes the job's aliases and keeps the stage (within --keep).
+func TestPrologEpilogTaskProlog(t *testing.T) {
+	p := newProbe(t, "prolog")
+	out := batch(t, fmt.Sprintf(`srun -n3 --ntasks-per-node=1 sh -c 'echo "pre $SLURMD_NODENAME $(ls -d /dev/shm/dlbundle-0/sha256-* | wc -l) dir=$DLBUNDLE_STAGE_DIR"'
+srun --ntasks-per-node=2 %s exec %s -- %s
+echo job=$SLURM_JOB_ID`, dlb, p.image[1], p.original), "-N3", "--ntasks-per-node=2", "--comment=dlbundle:"+p.image[1])
+	if strings.Count(out, " 1 dir=/dev/shm/dlbundle-%U") != 3 {
+		t.Errorf("want the image staged by the Prolog on all 3 nodes before the first step, and the TaskProlog's stage dir:\n%s", out)
+	}
+	ranks(t, out, 6, 1, p)
+	job := ""
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(l, "job="); ok {
+			job = v
+		}
+	}
+	// The Epilog runs when the job has ended on each node.
+	deadline := time.Now().Add(20 * time.Second)
+	for _, n := range shared.Nodes {
+		for {
+			aliases, _ := shared.OnNode(n, "sh", "-c", "ls /dev/shm/dlbundle-0/by-path/ 2>/dev/null").Output()
+			if !strings.Contains(string(aliases), "job-"+job+".") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the Epilog left the aliases of job %s: %s", n, job, aliases)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if s := stagesOn(t, n, "/dev/shm/dlbundle-0"); len(s) != 1 {
+			t.Errorf("%s: stages %v after the Epilog; want the one stage kept (--keep 4G)", n, s)
+		}
+	}
+}
+
+// TestSbcastConsume: the image reaches the nodes by sbcast (one read of the
+// shared file system for the whole job), a first step stages it and removes
+// the node-local copy (--consume: one copy per node), and later steps that
+// name the copy's path run from the stage.
+func TestSbcastConsume(t *testing.T) {
+	p := newProbe(t, "sbcast")
+	st, err := os.Stat(p.image[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sfs.Reset()
+	out := batch(t, fmt.Sprintf(`sbcast %[1]s /tmp/app.dlimg
+srun -n3 --ntasks-per-node=1 %[2]s stage --consume --stage-dir /dev/shm/t-sbcast /tmp/app.dlimg
+srun -n3 --ntasks-per-node=1 sh -c 'test -e /tmp/app.dlimg && echo "$SLURMD_NODENAME copy-left" || echo "$SLURMD_NODENAME copy-gone"'
+srun -n6 --ntasks-per-node=2 %[2]s exec --stage-dir /dev/shm/t-sbcast /tmp/app.dlimg -- %[3]s
+srun -n3 --ntasks-per-node=1 %[2]s exec --stage-dir /dev/shm/t-sbcast /tmp/app.dlimg -- %[3]s`, p.image[1], dlb, p.original), "-N3", "--ntasks-per-node=2")
+	if strings.Count(out, "copy-gone") != 3 || strings.Count(out, "staged /tmp/app.dlimg") != 3 {
+		t.Errorf("want the image staged and its copy removed on 3 nodes:\n%s", out)
+	}
+	ranks(t, out, 9, 1, p)
+	if b := sfs.Stats().BytesRead; b == 0 || b > uint64(st.Size())*3/2 {
+		t.Errorf("the job read %d bytes of the shared file system; want one read of the %d-byte image in all", b, st.Size())
+	}
+	for _, n := range shared.Nodes {
+		if s := stagesOn(t, n, "/dev/shm/t-sbcast"); len(s) != 1 {
+			t.Errorf("%s has stages %v, want one", n, s)
+		}
+	}
+}

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/dlbundle/dlbundle/internal/units"
+	"github.com/dlbundle/dlbundle/loader"
+)
+
+// LsCmd lists the node's stages.
+type LsCmd struct {
+	StageDir string `name:"stage-dir" placeholder:"DIR" env:"DLBUNDLE_STAGE_DIR" help:"Stage directory (default as for exec)."`
+}
+
+// Run lists the stages, most recently used first.
+func (c *LsCmd) Run() error {
+	dir, err := loader.OpenStageDir(loader.ResolveStageDir(c.StageDir))
+	if err != nil {
+		return err
+	}
+	stages, err := loader.ListStages(dir)
+	if err != nil {
+		return err
+	}
+	var total int64
+	fmt.Printf("%-16s %10s  %-20s %s\n", "STAGE", "SIZE", "LAST USE", "IN USE BY")
+	for _, s := range stages {
+		total += s.Size
+		use := "-"
+		if len(s.InUse) > 0 {
+			use = fmt.Sprintf("%d processes (pid %d ...)", len(s.InUse), s.InUse[0])
+		}
+		fmt.Printf("%-16s %10s  %-20s %s\n", s.Name[:16], units.Bytes(s.Size), s.LastUse.Format(time.DateTime), use)
+	}
+	fmt.Fprintf(os.Stdout, "%d stages, %s in %s\n", len(stages), units.Bytes(total), dir)
+	return nil
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/dlbundle/dlbundle/loader"
+)
+
+// StageCmd stages an image on this node without running anything: in a
+// Prolog, or in a first `srun --ntasks-per-node=1` step.
+type StageCmd struct {
+	StageDir string `name:"stage-dir" placeholder:"DIR" env:"DLBUNDLE_STAGE_DIR" help:"Node-local directory for staged images, as for exec (patterns %u %U %j %n %h %t)."`
+	Consume  bool   `help:"The image is a node-local copy (sbcast): remove it once staged, so the node keeps one copy; later execs in this job that name the same path find the stage."`
+	Workers  int    `placeholder:"N" help:"Decompression workers (default: all cores)."`
+	Insecure bool   `help:"With an oci:// image: plain http to the registry."`
+	Quiet    bool   `short:"q" help:"Print nothing on success."`
+
+	Image string `arg:"" name:"image" help:"The image: a file or an oci:// reference."`
+}
+
+// Help is shown by 'dlbundle stage --help'.
+func (c *StageCmd) Help() string {
+	return `Stages IMAGE into the node's stage dir exactly as the first rank of
+'dlbundle exec' would (same lock, same stage), and exits. Use it to move the
+image read and decompression out of the job's start-up:
+
+  Prolog (as the job's user):     dlbundle stage /lustre/me/app.dlimg
+  first step of a job script:     srun --ntasks-per-node=1 dlbundle stage /lustre/me/app.dlimg
+  with sbcast (one read of the shared file system in all):
+    sbcast /lustre/me/app.dlimg /tmp/app.dlimg
+    srun --ntasks-per-node=1 dlbundle stage --consume /tmp/app.dlimg
+    srun dlbundle exec /tmp/app.dlimg -- ./myapp
+
+See examples/jobs and docs/exec.md.`
+}
+
+// Run stages the image.
+func (c *StageCmd) Run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	e := &ExecCmd{StageDir: c.StageDir, Workers: c.Workers, Insecure: c.Insecure, Image: c.Image}
+	s, err := e.stage(ctx)
+	if err != nil {
+		return err
+	}
+	if c.Consume {
+		ref, err := loader.AbsImageRef(c.Image)
+		if err != nil {
+			return err
+		}
+		if err := loader.ConsumeImage(filepath.Dir(s.Dir), ref, s, os.Getenv); err != nil {
+			return err
+		}
+	}
+	if !c.Quiet {
+		how := "already staged"
+		if s.Materialized {
+			how = "staged"
+		}
+		fmt.Printf("%s %s: %s\n", how, c.Image, s.Dir)
+	}
+	return nil
+}

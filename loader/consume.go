@@ -1,0 +1,64 @@
+package loader
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// A node-local copy of the image (sbcast, srun --bcast-like copies, a
+// prolog's download) is needed only until it is staged: ConsumeImage removes
+// it and leaves a record, so that the node holds one copy (the stage), and
+// the job's later launches that name the same path find the stage through
+// the record instead of failing on the missing file (OpenImage). The record
+// is a by-path alias keyed on the path and the batch job: it never outlives
+// its meaning (gc --job removes it), and a later job that copies a new image
+// to the same path reads that file.
+
+// ConsumedKey is the alias name of the record of a consumed image.
+func ConsumedKey(ref string, getenv func(string) string) (string, error) {
+	job := BatchJobID(getenv)
+	if job == "" {
+		return "", fmt.Errorf("--consume: %w; the record of a consumed copy lasts for one job (stage without --consume outside a job)", ErrNoJob)
+	}
+	h := sha256.Sum256([]byte("dlbundle-consumed-v1\x00" + ref + "\x00" + job))
+	return AliasJobPrefix(job) + "consumed-" + hex.EncodeToString(h[:]), nil
+}
+
+// ConsumeImage records that the image at ref is staged in s and removes the
+// file. The caller has staged it.
+func ConsumeImage(stageDir, ref string, s *Staged, getenv func(string) string) error {
+	key, err := ConsumedKey(ref, getenv)
+	if err != nil {
+		return err
+	}
+	if err := writeAlias(stageDir, key, filepath.Base(s.Dir)); err != nil {
+		return err
+	}
+	if err := os.Remove(ref); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("--consume: remove the staged copy %s: %w", ref, err)
+	}
+	return nil
+}
+
+// consumedStage returns the stage recorded for a consumed image, or nil.
+func consumedStage(stageDir, ref string) *Staged {
+	key, err := ConsumedKey(ref, os.Getenv)
+	if err != nil {
+		return nil
+	}
+	return lookupAlias(stageDir, key)
+}
+
+// consumedImage stands for a consumed image whose stage is published: Stage
+// finds sha256-<hex> and never materializes.
+type consumedImage struct{ name string }
+
+func (c consumedImage) Digest() string { return strings.Replace(c.name, "-", ":", 1) }
+func (c consumedImage) Materialize(context.Context, string) error {
+	return fmt.Errorf("the stage %s of a consumed image was removed; copy the image to the node again", c.name)
+}

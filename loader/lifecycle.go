@@ -1,0 +1,246 @@
+package loader
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// StageInfo describes one published stage of a stage directory.
+type StageInfo struct {
+	Name    string    // sha256-<hex>
+	Size    int64     // bytes of its files (on tmpfs: memory)
+	LastUse time.Time // newest of: published, an alias written to it (a job's first rank)
+	InUse   []int     // PIDs of processes that map a file of it or run with it as DLBUNDLE_STAGE
+	Aliases []string  // names in by-path/ that point at it
+}
+
+// ListStages lists the published stages of dir, most recently used first.
+func ListStages(dir string) ([]StageInfo, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*StageInfo{}
+	var out []*StageInfo
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "sha256-") {
+			continue
+		}
+		s := &StageInfo{Name: e.Name()}
+		if fi, err := e.Info(); err == nil {
+			s.LastUse = fi.ModTime()
+		}
+		s.Size = treeSize(filepath.Join(dir, e.Name()))
+		byName[s.Name] = s
+		out = append(out, s)
+	}
+	aliases, _ := os.ReadDir(filepath.Join(dir, aliasDirName))
+	for _, a := range aliases {
+		target, err := os.Readlink(filepath.Join(dir, aliasDirName, a.Name()))
+		if err != nil {
+			continue
+		}
+		if s := byName[filepath.Base(target)]; s != nil {
+			s.Aliases = append(s.Aliases, a.Name())
+			if fi, err := a.Info(); err == nil && fi.ModTime().After(s.LastUse) {
+				s.LastUse = fi.ModTime()
+			}
+		}
+	}
+	users := stageUsers(dir)
+	for _, s := range out {
+		s.InUse = users[s.Name]
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].LastUse.After(out[j].LastUse) })
+	res := make([]StageInfo, len(out))
+	for i, s := range out {
+		res[i] = *s
+	}
+	return res, nil
+}
+
+func treeSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// stageUsers maps stage names to the processes that use them: a process
+// uses a stage if a file of it is mapped (/proc/PID/maps: the shim, the
+// table, libraries, the executable) or if its environment names it
+// (DLBUNDLE_STAGE=, inherited by every child, also a script interpreter
+// that maps nothing from the stage yet). Processes whose files cannot be
+// read (other users, when not root) cannot use this user's stage dir.
+func stageUsers(dir string) map[string][]int {
+	users := map[string][]int{}
+	prefix := []byte(dir + "/sha256-")
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid := 0
+		if _, err := fmt.Sscan(p.Name(), &pid); err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		seen := map[string]bool{}
+		for _, f := range []string{"maps", "environ"} {
+			data, err := os.ReadFile(filepath.Join("/proc", p.Name(), f))
+			if err != nil {
+				continue
+			}
+			for rest := data; ; {
+				i := bytes.Index(rest, prefix)
+				if i < 0 {
+					break
+				}
+				rest = rest[i+len(prefix)-len("sha256-"):]
+				end := bytes.IndexAny(rest, "/\x00\n ")
+				if end < 0 {
+					end = len(rest)
+				}
+				name := string(rest[:end])
+				rest = rest[end:]
+				if !seen[name] {
+					seen[name] = true
+					users[name] = append(users[name], pid)
+				}
+			}
+		}
+	}
+	return users
+}
+
+// GCOptions say what gc may remove.
+type GCOptions struct {
+	// Job: remove the aliases written inside this batch job (its epilog).
+	Job string
+	// Keep: keep unused stages, most recently used first, up to this many
+	// bytes in total (0: keep none).
+	Keep int64
+	// OlderThan: remove only unused stages not used for this long.
+	OlderThan time.Duration
+	// Grace: never remove a stage used (published or aliased) this recently,
+	// because a rank that found it through its alias without the lock may be
+	// about to exec from it. Default 1 minute.
+	Grace time.Duration
+	// DryRun: decide, report, remove nothing.
+	DryRun bool
+}
+
+// GCResult says what gc removed (or, with DryRun, would remove).
+type GCResult struct {
+	Stages  []StageInfo
+	Freed   int64
+	Aliases int
+	Kept    []StageInfo // unused stages kept by Keep, OlderThan or Grace
+	InUse   []StageInfo
+}
+
+// GC removes the stages of dir that no running process uses, within
+// opts, and the aliases of a finished job and those left dangling. It holds
+// the stage lock throughout, so no exec stages meanwhile; a stage is first
+// renamed to tmp.* (a rank that reads its alias from then on finds nothing
+// and stages anew under the lock) and then deleted.
+func GC(ctx context.Context, dir string, opts GCOptions) (*GCResult, error) {
+	if opts.Grace == 0 {
+		opts.Grace = time.Minute
+	}
+	lock, err := lockStage(ctx, filepath.Join(dir, stageLockName), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.unlock()
+	if !opts.DryRun {
+		if err := removeStaleTemps(dir); err != nil {
+			return nil, err
+		}
+	}
+	res := &GCResult{}
+	aliasDir := filepath.Join(dir, aliasDirName)
+	if opts.Job != "" {
+		prefix := AliasJobPrefix(opts.Job)
+		aliases, _ := os.ReadDir(aliasDir)
+		for _, a := range aliases {
+			if strings.HasPrefix(a.Name(), prefix) {
+				res.Aliases++
+				if !opts.DryRun {
+					// Keep the job's use of the stage as its last use.
+					if fi, err := a.Info(); err == nil {
+						if t, err := os.Readlink(filepath.Join(aliasDir, a.Name())); err == nil {
+							touchIfOlder(filepath.Join(dir, filepath.Base(t)), fi.ModTime())
+						}
+					}
+					os.Remove(filepath.Join(aliasDir, a.Name()))
+				}
+			}
+		}
+	}
+	stages, err := ListStages(dir)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	var kept int64
+	for _, s := range stages { // most recently used first
+		switch {
+		case len(s.InUse) > 0:
+			res.InUse = append(res.InUse, s)
+			continue
+		case now.Sub(s.LastUse) < opts.Grace,
+			opts.OlderThan > 0 && now.Sub(s.LastUse) < opts.OlderThan,
+			kept+s.Size <= opts.Keep:
+			kept += s.Size
+			res.Kept = append(res.Kept, s)
+			continue
+		}
+		res.Stages = append(res.Stages, s)
+		res.Freed += s.Size
+		if opts.DryRun {
+			continue
+		}
+		for _, a := range s.Aliases {
+			os.Remove(filepath.Join(aliasDir, a))
+		}
+		tmp := filepath.Join(dir, "tmp.gc-"+randomName())
+		if err := os.Rename(filepath.Join(dir, s.Name), tmp); err != nil {
+			return res, fmt.Errorf("remove stage %s: %w", s.Name, err)
+		}
+		if err := removeTree(tmp); err != nil {
+			return res, fmt.Errorf("remove stage %s: %w", s.Name, err)
+		}
+	}
+	// Aliases whose stage is gone (removed by hand or above) serve nothing.
+	aliases, _ := os.ReadDir(aliasDir)
+	for _, a := range aliases {
+		t, err := os.Readlink(filepath.Join(aliasDir, a.Name()))
+		if err == nil && !isDir(filepath.Join(dir, filepath.Base(t))) {
+			res.Aliases++
+			if !opts.DryRun {
+				os.Remove(filepath.Join(aliasDir, a.Name()))
+			}
+		}
+	}
+	return res, nil
+}
+
+func touchIfOlder(path string, t time.Time) {
+	if fi, err := os.Lstat(path); err == nil && fi.ModTime().Before(t) {
+		os.Chtimes(path, t, t)
+	}
+}
+
+// ErrNoJob is returned by ConsumeImage outside a batch job.
+var ErrNoJob = errors.New("not inside a batch job")
