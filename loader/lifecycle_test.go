@@ -1,0 +1,135 @@
+package loader
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// fakeStage publishes a stage of size bytes named by hex digit d, last used
+// age ago, with an alias.
+func fakeStage(t *testing.T, dir string, d string, size int, age time.Duration, alias string) string {
+	t.Helper()
+	name := "sha256-" + strings.Repeat(d, 64)
+	if err := os.MkdirAll(filepath.Join(dir, name, "usr", "lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name, "usr", "lib", "libx.so"), make([]byte, size), 0o555); err != nil {
+		t.Fatal(err)
+	}
+	// Staged trees keep the image's modes: a read-only directory must not stop gc.
+	os.Chmod(filepath.Join(dir, name, "usr", "lib"), 0o555)
+	if err := writeAlias(dir, alias, name); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-age)
+	os.Chtimes(filepath.Join(dir, name), old, old)
+	ts := []unix.Timespec{unix.NsecToTimespec(old.UnixNano()), unix.NsecToTimespec(old.UnixNano())}
+	unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(dir, aliasDirName, alias), ts, unix.AT_SYMLINK_NOFOLLOW)
+	return name
+}
+
+// TestGCRemovesUnusedKeepsInUse: gc never removes a stage a running process
+// uses (here through DLBUNDLE_STAGE in its environment), removes unused ones
+// beyond --keep, honours the grace time, and removes the aliases of a
+// finished job and dangling ones.
+func TestGCRemovesUnusedKeepsInUse(t *testing.T) {
+	dir, err := OpenStageDir(filepath.Join(t.TempDir(), "stages"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inUse := fakeStage(t, dir, "a", 1000, time.Hour, "job-7.aaa")
+	oldest := fakeStage(t, dir, "b", 3000, 3*time.Hour, "job-6.bbb")
+	recent := fakeStage(t, dir, "c", 2000, 2*time.Hour, "job-8.ccc")
+	fresh := fakeStage(t, dir, "d", 500, time.Second, "job-9.ddd")
+	os.Symlink("../sha256-"+strings.Repeat("e", 64), filepath.Join(dir, aliasDirName, "dangling"))
+
+	user := exec.Command("/bin/sleep", "30")
+	user.Env = []string{"DLBUNDLE_STAGE=" + filepath.Join(dir, inUse)}
+	if err := user.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { user.Process.Kill(); user.Wait() }()
+
+	stages, err := ListStages(dir)
+	if err != nil || len(stages) != 4 {
+		t.Fatalf("ls: %v %v", stages, err)
+	}
+	for _, s := range stages {
+		if (s.Name == inUse) != (len(s.InUse) == 1 && s.InUse[0] == user.Process.Pid) {
+			t.Errorf("%s in use by %v", s.Name, s.InUse)
+		}
+		if s.Name == oldest && s.Size != 3000 {
+			t.Errorf("size %d", s.Size)
+		}
+	}
+	if stages[0].Name != fresh || stages[3].Name != oldest {
+		t.Errorf("not most recently used first: %v", stages)
+	}
+
+	// Dry run removes nothing.
+	if res, err := GC(context.Background(), dir, GCOptions{Job: "7", Keep: 2500, DryRun: true}); err != nil || len(res.Stages) != 1 {
+		t.Fatalf("dry run: %+v %v", res, err)
+	}
+	if !isDir(filepath.Join(dir, oldest)) {
+		t.Fatal("dry run removed a stage")
+	}
+	res, err := GC(context.Background(), dir, GCOptions{Job: "7", Keep: 2500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{inUse: true, oldest: false, recent: true, fresh: true} {
+		if isDir(filepath.Join(dir, name)) != want {
+			t.Errorf("%s present=%v, want %v (%+v)", name[:8], !want, want, res)
+		}
+	}
+	for alias, want := range map[string]bool{"job-7.aaa": false, "job-6.bbb": false, "job-8.ccc": true, "dangling": false} {
+		_, err := os.Lstat(filepath.Join(dir, aliasDirName, alias))
+		if (err == nil) != want {
+			t.Errorf("alias %s present=%v, want %v", alias, err == nil, want)
+		}
+	}
+	// Without --keep every unused stage past the grace time goes; in use stays.
+	if _, err := GC(context.Background(), dir, GCOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if isDir(filepath.Join(dir, recent)) || !isDir(filepath.Join(dir, inUse)) || !isDir(filepath.Join(dir, fresh)) {
+		t.Error("gc without --keep: want recent removed, in-use and fresh (grace) kept")
+	}
+	if _, err := GC(context.Background(), dir, GCOptions{OlderThan: 2 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if !isDir(filepath.Join(dir, inUse)) {
+		t.Error("--older-than removed a stage in use")
+	}
+}
+
+// TestGCWaitsForStager: gc takes the stage lock, so it never removes a
+// stage while an exec is staging or publishing.
+func TestGCWaitsForStager(t *testing.T) {
+	dir, err := OpenStageDir(filepath.Join(t.TempDir(), "stages"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := lockStage(context.Background(), filepath.Join(dir, stageLockName), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := GC(context.Background(), dir, GCOptions{}); done <- err }()
+	select {
+	case err := <-done:
+		t.Fatalf("gc ran while the stage lock was held: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	l.unlock()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
