@@ -215,7 +215,7 @@ func newPartialImage(target string) (*partialImage, error) {
 	if st, err := os.Stat(target); err == nil && st.IsDir() {
 		return nil, fmt.Errorf("-o %s is a directory; name the image file, e.g. -o %s", target, filepath.Join(target, "app.dlimg"))
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(target)+".tmp-*")
+	f, err := createImageFile(dir, "."+filepath.Base(target)+".tmp-*", os.Stderr) // stripe.go: Lustre striping
 	if err != nil {
 		return nil, fmt.Errorf("cannot write the image beside %s: %v; choose a writable -o", target, err)
 	}
