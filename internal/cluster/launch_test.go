@@ -461,32 +461,72 @@ echo job=$SLURM_JOB_ID`, dlb, p.image[1], p.original), "-N3", "--ntasks-per-node
 	}
 }
 
-// TestSbcastConsume: the image reaches the nodes by sbcast (one read of the
-// shared file system for the whole job), a first step stages it and removes
-// the node-local copy (--consume: one copy per node), and later steps that
-// name the copy's path run from the stage.
-func TestSbcastConsume(t *testing.T) {
+// example runs examples/jobs/NAME with sbatch (its #SBATCH lines are
+// overridden by args), exporting env, waits for the job to end, and returns
+// its output and job id.
+func example(t *testing.T, name string, env []string, args ...string) (out, job string) {
+	t.Helper()
+	script, err := filepath.Abs(filepath.Join("..", "..", "examples", "jobs", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	outFile := filepath.Join(shared.Shared, strings.ReplaceAll(t.Name(), "/", "_")+".out")
+	os.Remove(outFile)
+	cmd := shared.Command("sbatch", append(append([]string{"--parsable", "-o", outFile, "--export=ALL"}, args...), script)...)
+	cmd.Env = append(cmd.Env, env...)
+	r := runCmd(t, cmd)
+	if r.code != 0 {
+		t.Fatalf("sbatch %s: %s", name, r.out)
+	}
+	job = strings.TrimSpace(r.out)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		state, _ := shared.Command("squeue", "-h", "-t", "all", "-j", job, "-o", "%T").Output()
+		st := strings.TrimSpace(string(state))
+		if st == "" || st == "COMPLETED" || st == "FAILED" || st == "CANCELLED" || st == "TIMEOUT" || st == "NODE_FAIL" {
+			if st != "" && st != "COMPLETED" {
+				b, _ := os.ReadFile(outFile)
+				t.Fatalf("job %s (%s) ended %s:\n%s", job, name, st, b)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s (%s) did not end within 60 s (%s)", job, name, st)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b, _ := os.ReadFile(outFile)
+	return string(b), job
+}
+
+// TestSlurmExample runs examples/jobs/slurm.sbatch: every rank starts from
+// its node's stage and the report finds nothing missing.
+func TestSlurmExample(t *testing.T) {
+	p := newProbe(t, "example")
+	out, _ := example(t, "slurm.sbatch", []string{"DLBUNDLE=" + dlb, "IMAGE=" + p.image[1], "APP=" + p.original + " ok"}, "-N3", "--ntasks-per-node=2")
+	ranks(t, out, 6, 1, p)
+}
+
+// TestSbcastExample runs examples/jobs/sbcast.sbatch: the image reaches the
+// nodes by sbcast (one read of the shared file system for the whole job), a
+// first step stages it and removes the node-local copy (--consume: one copy
+// per node), and the ranks of the next step, naming the copy's path, run from
+// the stage.
+func TestSbcastExample(t *testing.T) {
 	p := newProbe(t, "sbcast")
 	st, err := os.Stat(p.image[1])
 	if err != nil {
 		t.Fatal(err)
 	}
 	sfs.Reset()
-	out := batch(t, fmt.Sprintf(`sbcast %[1]s /tmp/app.dlimg
-srun -n3 --ntasks-per-node=1 %[2]s stage --consume --stage-dir /dev/shm/t-sbcast /tmp/app.dlimg
-srun -n3 --ntasks-per-node=1 sh -c 'test -e /tmp/app.dlimg && echo "$SLURMD_NODENAME copy-left" || echo "$SLURMD_NODENAME copy-gone"'
-srun -n6 --ntasks-per-node=2 %[2]s exec --stage-dir /dev/shm/t-sbcast /tmp/app.dlimg -- %[3]s
-srun -n3 --ntasks-per-node=1 %[2]s exec --stage-dir /dev/shm/t-sbcast /tmp/app.dlimg -- %[3]s`, p.image[1], dlb, p.original), "-N3", "--ntasks-per-node=2")
-	if strings.Count(out, "copy-gone") != 3 || strings.Count(out, "staged /tmp/app.dlimg") != 3 {
-		t.Errorf("want the image staged and its copy removed on 3 nodes:\n%s", out)
-	}
-	ranks(t, out, 9, 1, p)
+	out, job := example(t, "sbcast.sbatch", []string{"DLBUNDLE=" + dlb, "IMAGE=" + p.image[1], "APP=" + p.original}, "-N3", "--ntasks-per-node=2")
+	ranks(t, out, 6, 1, p)
 	if b := sfs.Stats().BytesRead; b == 0 || b > uint64(st.Size())*3/2 {
 		t.Errorf("the job read %d bytes of the shared file system; want one read of the %d-byte image in all", b, st.Size())
 	}
 	for _, n := range shared.Nodes {
-		if s := stagesOn(t, n, "/dev/shm/t-sbcast"); len(s) != 1 {
-			t.Errorf("%s has stages %v, want one", n, s)
+		if err := shared.OnNode(n, "test", "-e", "/tmp/dlbundle-"+job+".dlimg").Run(); err == nil {
+			t.Errorf("%s keeps the sbcast copy next to the stage", n)
 		}
 	}
 }
