@@ -343,7 +343,10 @@ func (c *Cluster) Env(env []string) []string {
 func (c *Cluster) Command(name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(name, args...)
 	cmd.Env = c.Env(os.Environ())
-	cmd.Dir = c.Shared
+	// Not Shared: when this process serves Shared (MountShared: FUSE), a
+	// child that enters it between fork and exec deadlocks with the server
+	// (Go's fork holds syscall.ForkLock until the child has exec'd).
+	cmd.Dir = c.Dir
 	return cmd
 }
 
