@@ -2,6 +2,7 @@ package squash
 
 import (
 	"encoding/binary"
+	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,6 +38,23 @@ func TestSymlinksAlongOpenedPathsAreKept(t *testing.T) {
 	}
 	dir := wantEntry(t, plan, root+"/usr/lib", image.TypeDir)
 	want := []image.DirEntry{{Name: "libfoo.so.1", Type: image.TypeSymlink}, {Name: "libfoo.so.1.2.3", Type: image.TypeRegular}, {Name: "unused.so", Type: image.TypeRegular}}
+	// Every listed name carries the d_ino the directory read returned,
+	// which is the name's own st_ino here (no mount points).
+	for i := range want {
+		var st unix.Stat_t
+		if err := unix.Lstat(root+"/usr/lib/"+want[i].Name, &st); err != nil {
+			t.Fatal(err)
+		}
+		want[i].Ino = st.Ino
+	}
+	var dst unix.Stat_t
+	if err := unix.Lstat(root+"/usr/lib", &dst); err != nil {
+		t.Fatal(err)
+	}
+	if dir.DirSize != dst.Size || dir.Blocks != dst.Blocks || dir.AtimeNS != unix.TimespecToNsec(dst.Atim) || dir.AtimeNS == 0 {
+		t.Errorf("directory attributes dir_size %d blocks %d atime %d, lstat says %d %d %d",
+			dir.DirSize, dir.Blocks, dir.AtimeNS, dst.Size, dst.Blocks, unix.TimespecToNsec(dst.Atim))
+	}
 	if !slices.Equal(dir.Listing, want) {
 		t.Errorf("listing %v, want %v", dir.Listing, want)
 	}
