@@ -10,12 +10,17 @@ package loader
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dlbundle/dlbundle/image"
 )
@@ -80,7 +85,45 @@ func buildProbeTree(t *testing.T, root string) string {
 			t.Fatal(err)
 		}
 	}
+	// A name hard-linked natively (nlink 2; the stage holds two files), and
+	// a directory larger than one block (st_size 16384 or more on ext4).
+	if err := os.Link(filepath.Join(T, "data/hello.txt"), filepath.Join(T, "data/hard.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(T, "data/big"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200; i++ {
+		name := fmt.Sprintf("%03d-a-name-long-enough-to-fill-more-than-one-directory-block", i)
+		if err := os.WriteFile(filepath.Join(T, "data/big", name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	futureAtimes(t, T)
 	return T
+}
+
+// futureAtimes sets every access time below (and of) dir to an hour from
+// now: with relatime (the default mount option), a read moves atime only
+// when it is not newer than mtime and ctime, so the native run's own reads
+// leave the atimes the image recorded, and both runs can print them.
+func futureAtimes(t *testing.T, dir string) {
+	t.Helper()
+	at := time.Now().Add(time.Hour).UnixNano()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		ts := []unix.Timespec{unix.NsecToTimespec(at), st.Mtim}
+		return unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // probeEnv is the fixed environment the probes run in.

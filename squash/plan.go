@@ -413,7 +413,7 @@ func (b *builder) addDir(n *node) *image.Entry {
 		}
 		return nil
 	}
-	listing, err := readListing(n.path)
+	listing, err := ReadListing(n.path)
 	if err != nil {
 		b.warn("cannot list %s (%v): not in the image, its lookups will go to the file system", n.path, err)
 		return nil
@@ -467,9 +467,9 @@ func nameList(names []string) string {
 	return strings.Join(names, ", ")
 }
 
-// readListing reads a directory's names, types and d_ino with getdents(2)
+// ReadListing reads a directory's names, types and d_ino with getdents(2)
 // (os.ReadDir has no inode numbers), sorted by name, opened with O_NOATIME.
-func readListing(dir string) ([]image.DirEntry, error) {
+func ReadListing(dir string) ([]image.DirEntry, error) {
 	f, err := image.OpenSource(dir)
 	if err != nil {
 		var pe *fs.PathError
