@@ -323,3 +323,66 @@ func TestConformance(t *testing.T) {
 		t.Errorf("the shim answered only %d lookups from the table", answered)
 	}
 }
+
+// TestReadYourWrites: a process that writes into a bundled directory (create,
+// rewrite through a symlink, unlink, mkdir, rename, symlink, dirfd-relative
+// and cwd-relative calls, truncate, utime, chmod) sees its writes, and so do
+// its children however they are started; a directory it did not write into
+// is still answered from the table. The probe runs under the shim first
+// (on the tree the image was built from), then natively; it puts the names
+// and contents back at the end.
+func TestReadYourWrites(t *testing.T) {
+	root := t.TempDir()
+	W := filepath.Join(root, "w")
+	files := map[string]string{"d/data.txt": "original\n", "d/old.txt": "old\n", "d/sub/x": "x\n",
+		"d/sub/trunc": "truncate me\n", "other/y.txt": "y\n"}
+	for rel, content := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(W, rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(W, rel), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("data.txt", filepath.Join(W, "d/lnk")); err != nil {
+		t.Fatal(err)
+	}
+	var entries []image.Entry
+	for _, e := range treeEntries(t, W) {
+		if e.Path == W || strings.HasPrefix(e.Path, W+"/") {
+			entries = append(entries, e)
+		}
+	}
+	stage := stageEntries(t, root, entries)
+	base := probeEnv(root)
+	report := filepath.Join(root, "report.jsonl")
+	abs, err := filepath.Abs("testdata/writes.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := []string{"/usr/bin/python3", "-I", "-B", abs, W}
+	shim := runProbe(t, "", argv, ShimEnv(stage, base, EnvOptions{Report: report}))
+	native := runProbe(t, "", argv, base)
+	diffLines(t, "writes probe", native, shim)
+	if !strings.Contains(native, "created new.txt True") {
+		t.Fatalf("the probe did not run as expected:\n%s", native)
+	}
+
+	// The shim answered what it could: lookups in the untouched directory
+	// were answered, and the written directory went to the file system.
+	rs := readReport(t, report)
+	sawDirty := false
+	for _, r := range rs {
+		for _, p := range r.PassedPaths {
+			if strings.HasPrefix(p, W+"/other") {
+				t.Errorf("%s: lookup of %s in a directory nobody wrote into passed through", r.Exe, p)
+			}
+			if p == W+"/d/newdir/moved.txt" {
+				sawDirty = true
+			}
+		}
+	}
+	if !sawDirty {
+		t.Errorf("no process looked up %s/d/newdir/moved.txt on the file system: %+v", W, rs)
+	}
+}

@@ -630,10 +630,12 @@ static int do_open(const char *fn, int dirfd, const char **pp, char *canon, int 
 	ensure_init();
 	if (!path) return 0;
 	if (wants_maps(path) && !(flags & WRITE_FLAGS)) { *rc = serve_maps(path, flags); return 1; }
-	if (flags & WRITE_FLAGS) {
+	if (flags & WRITE_FLAGS & ~O_DIRECTORY) {
 		/* The file system changes here: later lookups go to it. O_CREAT|O_EXCL
 		 * and O_NOFOLLOW do not follow a symlink in the last component. */
-		if ((flags & O_TMPFILE) != O_TMPFILE) /* an unnamed file changes no directory */
+		/* glibc's __O_TMPFILE includes O_DIRECTORY: a plain directory open
+		 * is no write, nor is an unnamed file (O_TMPFILE). */
+		if ((flags & O_TMPFILE) != O_TMPFILE && (flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND)))
 			mark_written(dirfd, path, !(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL));
 		return 0;
 	}
