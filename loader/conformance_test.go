@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,9 @@ import (
 
 	"github.com/dlbundle/dlbundle/image"
 )
+
+// quoted finds the first string argument of an strace line.
+var quoted = regexp.MustCompile(`"([^"]*)"`)
 
 // buildProbeTree compiles the C fixtures into a fresh tree and adds the
 // Python packages and data files the probes look at.
@@ -301,6 +305,57 @@ func TestConformance(t *testing.T) {
 		}
 		shim := runProbe(t, py, argv, shimEnv)
 		diffLines(t, "Python probe", native, shim)
+	})
+
+	// Paths relative to a working directory outside the image, with ".."
+	// over it, and through bundled symlinks: no system call on the tree
+	// (getcwd and chdir name it but ask no file system).
+	t.Run("strace", func(t *testing.T) {
+		if _, err := exec.LookPath("strace"); err != nil {
+			t.Fatal("strace is needed (make deps)")
+		}
+		py, _ := StagedPath(stage, "/usr/bin/python3")
+		for _, argv := range [][]string{
+			{staged, "relpaths", T},
+			{py, "-I", "-B", "-c", "import os, sys; sys.path[:0] = ['../../tree/py']; import pkg.mod; " +
+				"print(os.path.realpath('../../tree/lib/link-to-probe.so'), os.path.exists('../../tree/py/../data/hello.txt'))"},
+			{py, "-I", "-B", "../../tree/py/pkg/mod.py"},
+		} {
+			// Not below root: strace runs under the shim too, and a file it
+			// writes into a bundled directory makes that directory dirty
+			// (read-your-writes) for the traced children.
+			log := filepath.Join(t.TempDir(), "strace.log")
+			args := append([]string{"-f", "-qq", "-e", "trace=%file", "-o", log, "--"}, argv...)
+			cmd := exec.Command("strace", args...)
+			cmd.Env, cmd.Dir = shimEnv, filepath.Join(root, "outside", "sub")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%v: %v\n%s", argv, err, out)
+			}
+			b, err := os.ReadFile(log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var calls []string
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(l, "getcwd(") || strings.Contains(l, "chdir(") || strings.Contains(l, "execve(") ||
+					strings.Contains(l, stage+"/") {
+					continue
+				}
+				// the call's path, made absolute and cleaned (for detection)
+				if m := quoted.FindStringSubmatch(l); m != nil {
+					p := m[1]
+					if !filepath.IsAbs(p) {
+						p = filepath.Join(root, "outside", "sub", p)
+					}
+					if p = filepath.Clean(p); p == T || strings.HasPrefix(p, T+"/") {
+						calls = append(calls, l)
+					}
+				}
+			}
+			if len(calls) > 0 {
+				t.Errorf("%v made %d calls on the tree:\n%s", argv[1:], len(calls), strings.Join(calls, "\n"))
+			}
+		}
 	})
 
 	// The report proves the shim answered: every process wrote a line, the

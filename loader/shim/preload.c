@@ -53,6 +53,8 @@ static int dirty_is(const char *p, size_t n, uint64_t h);
 #define DLB_DIRTY(p, n, h) (__atomic_load_n(&dirty_n, __ATOMIC_ACQUIRE) && dirty_is(p, n, h))
 #define DLB_DIRTY_ANY() (__atomic_load_n(&dirty_n, __ATOMIC_ACQUIRE) != 0)
 #define DLB_DIRTY_ALL() __atomic_load_n(&dirty_all, __ATOMIC_ACQUIRE)
+static int cwd_prefix(const char *p, size_t n);
+#define DLB_REALDIR(p, n) cwd_prefix(p, n)
 #include "table.h"
 #include "report.h"
 
@@ -147,6 +149,7 @@ static void fd_note(int fd, const struct dlb_entry *e);
 static void dir_note(DIR *d, const struct dlb_entry *e);
 static void fstat_fix(int fd, struct stat *st);
 static const struct dlb_entry *fd_staged(int fd, const struct stat *st);
+static int rp_walk(const char *path, char *res, int *native, char *first);
 static dev_t stage_dev;
 
 /* glibc < 2.33 exports only the versioned __xstat family (compat symbols in
@@ -839,6 +842,25 @@ char *realpath(const char *path, char *resolved)
 	char canon[DLB_PATH_MAX];
 	struct dlb_res r;
 	if (!path) return real_realpath(path, resolved);
+	ensure_init();
+	if (table) {
+		/* The table decides each component it knows; only the others are
+		 * asked of the file system (libc's realpath would readlink all). */
+		int native = 0;
+		char first[DLB_PATH_MAX];
+		int e = rp_walk(path, canon, &native, first);
+		if (e >= 0) {
+			if (native) { report_count(REPORT_PASSED, first); debug_log("pass", "realpath", path, first); }
+			else if (e) { report_count(REPORT_MISSING, NULL); debug_log("missing", "realpath", path, 0); }
+			else { report_count(REPORT_ANSWERED, NULL); debug_log("bundled", "realpath", path, canon); }
+			if (e) { errno = e; return NULL; }
+			size_t n = strlen(canon);
+			if (n >= PATH_MAX) { errno = ENAMETOOLONG; return NULL; }
+			if (!resolved && !(resolved = malloc(n + 1))) return NULL;
+			memcpy(resolved, canon, n + 1);
+			return resolved;
+		}
+	}
 	switch (lookup("realpath", AT_FDCWD, &path, 1, canon, &r)) {
 	case DLB_BUNDLED:
 		if (r.len >= PATH_MAX) break;
@@ -1392,3 +1414,160 @@ int fstat(int fd, struct stat *st)
 int fstat64(int fd, struct stat64 *st) { return fstat(fd, (struct stat *)st); }
 int __fxstat(int ver, int fd, struct stat *st) { (void)ver; return fstat(fd, st); }
 int __fxstat64(int ver, int fd, struct stat64 *st) { (void)ver; return fstat(fd, (struct stat *)st); }
+
+/* ---- realpath: component by component, the table first ----
+ *
+ * res is always canonical (real directories, no symlinks): it starts at "/"
+ * or at getcwd's answer, so ".." pops it. Each next component is looked up
+ * in the table as res + "/" + name (a real path); the table answers
+ * directories, files, symlinks (their text), missing names and names absent
+ * from a bundled directory's complete listing; an external entry whose mode
+ * says directory or regular file exists as such. Only components the table
+ * cannot decide (outside the image, external symlinks or unknown types, or
+ * below a directory this process wrote into) cost an lstat (and a readlink)
+ * on the file system; *native counts them. Returns 0 (res filled), a
+ * positive errno, or -1 when it cannot (the caller uses libc's). */
+static int rp_walk(const char *path, char *res, int *native, char *first)
+{
+	char rest[DLB_PATH_MAX], tmp[DLB_PATH_MAX];
+	size_t rn = strlen(path), on, p = 0;
+	int links = 0;
+	*native = 0;
+	if (rn == 0) return ENOENT;
+	if (rn >= DLB_PATH_MAX) return -1;
+	memcpy(rest, path, rn + 1);
+	if (path[0] == '/') { on = 0; }
+	else {
+		long n = syscall(SYS_getcwd, res, DLB_PATH_MAX);
+		if (n <= 1 || res[0] != '/') return -1;
+		on = (size_t)n - 1;
+		if (on == 1) on = 0; /* "/" */
+	}
+	/* The stage is never looked up through the table (see lookup). */
+	if (stage_root_len > 5) {
+		res[on] = 0;
+		size_t sl = stage_root_len - 5;
+		if ((on >= sl && !memcmp(res, stage_root, sl)) || (!strncmp(path, stage_root, sl) && (path[sl] == '/' || !path[sl])))
+			return -1;
+	}
+	const struct dlb_entry *cur = on ? dlb_lookup(table, res, on) : dlb_lookup(table, "/", 1);
+	int outside = 0; /* below a directory the process wrote into: the file system decides */
+	if (on && dirty_covered(res, on)) outside = 1;
+	if (!on && __atomic_load_n(&dirty_all, __ATOMIC_ACQUIRE)) outside = 1;
+	for (;;) {
+		while (p < rn && rest[p] == '/') p++;
+		if (p >= rn) break;
+		size_t q = p;
+		while (q < rn && rest[q] != '/') q++;
+		size_t cn = q - p, after = q;
+		while (after < rn && rest[after] == '/') after++;
+		int more = after < rn, slash_after = q < rn;
+		if (cn == 1 && rest[p] == '.') { p = q; continue; }
+		if (cn == 2 && rest[p] == '.' && rest[p + 1] == '.') {
+			while (on > 0 && res[on - 1] != '/') on--;
+			if (on > 0) on--;
+			cur = on ? dlb_lookup(table, res, on) : dlb_lookup(table, "/", 1);
+			p = q;
+			continue;
+		}
+		if (on + 1 + cn >= DLB_PATH_MAX) return ENAMETOOLONG;
+		const struct dlb_entry *parent = cur;
+		res[on] = '/';
+		memcpy(res + on + 1, rest + p, cn);
+		size_t nn = on + 1 + cn;
+		res[nn] = 0;
+		if (!outside && dirty_covered(res, nn)) outside = 1;
+		const struct dlb_entry *e = outside ? NULL : dlb_lookup(table, res, nn);
+		unsigned type = 0; /* S_IFMT of the component, 0: ask the file system */
+		if (e) {
+			switch (e->type) {
+			case DLB_MISSING: return ENOENT;
+			case DLB_DIR: type = S_IFDIR; break;
+			case DLB_REG: type = S_IFREG; break;
+			case DLB_SYMLINK: type = S_IFLNK; break;
+			case DLB_EXTERNAL:
+				if ((e->mode & S_IFMT) == S_IFDIR || (e->mode & S_IFMT) == S_IFREG) type = e->mode & S_IFMT;
+				break;
+			}
+		} else if (!outside && parent && parent->type == DLB_DIR) {
+			return ENOENT; /* absent from a complete listing */
+		} else if (!outside) {
+			/* A prefix outside the image (e.g. /home above a bundled tree):
+			 * when a deeper component as written is a table key, these are
+			 * real directories (keys are real paths) and need no lstat. */
+			size_t tn = nn, tp = q;
+			for (;;) {
+				while (tp < rn && rest[tp] == '/') tp++;
+				size_t tq = tp;
+				while (tq < rn && rest[tq] != '/') tq++;
+				if (tq == tp || (tq - tp == 1 && rest[tp] == '.') || (tq - tp == 2 && rest[tp] == '.' && rest[tp + 1] == '.'))
+					break;
+				if (tn + 1 + (tq - tp) >= DLB_PATH_MAX) break;
+				res[tn] = '/';
+				memcpy(res + tn + 1, rest + tp, tq - tp);
+				if (dirty_covered(res, tn + 1 + (tq - tp))) break;
+				if (dlb_lookup(table, res, tn + 1 + (tq - tp))) {
+					on = tn; /* the key's component is looked up next, as usual */
+					cur = NULL;
+					p = tp;
+					break;
+				}
+				tn += 1 + (tq - tp);
+				tp = tq;
+			}
+			if (p == tp && on == tn) continue;
+		}
+		if (!type) {
+			struct stat st;
+			if (!(*native)++) memcpy(first, res, nn + 1); /* for the report: what reached the file system */
+			long rc = syscall(SYS_newfstatat, AT_FDCWD, res, &st, AT_SYMLINK_NOFOLLOW);
+			if (rc < 0) return errno;
+			type = st.st_mode & S_IFMT;
+			e = NULL;
+		}
+		if (type == S_IFLNK) {
+			if (++links > 40) return ELOOP;
+			size_t tn;
+			if (e && e->type == DLB_SYMLINK) {
+				tn = e->target_len;
+				if (tn >= sizeof tmp) return ENAMETOOLONG;
+				memcpy(tmp, dlb_str(table, e->target), tn);
+			} else {
+				++*native;
+				long n = syscall(SYS_readlinkat, AT_FDCWD, res, tmp, sizeof tmp - 1);
+				if (n < 0) return errno;
+				tn = (size_t)n;
+			}
+			if (tn == 0) return ENOENT;
+			size_t an = rn - q;
+			if (tn + an >= sizeof tmp) return ENAMETOOLONG;
+			memcpy(tmp + tn, rest + q, an);
+			tmp[tn + an] = 0;
+			memcpy(rest, tmp, tn + an + 1);
+			rn = tn + an;
+			p = 0;
+			if (tmp[0] == '/') on = 0;
+			cur = on ? dlb_lookup(table, res, on) : dlb_lookup(table, "/", 1);
+			if (outside && !dirty_covered(res, on)) outside = on == 0 && __atomic_load_n(&dirty_all, __ATOMIC_ACQUIRE);
+			continue;
+		}
+		if (type != S_IFDIR && (more || slash_after)) return ENOTDIR;
+		on = nn;
+		cur = e;
+		p = q;
+	}
+	if (on == 0) { res[0] = '/'; res[1] = 0; }
+	else res[on] = 0;
+	return 0;
+}
+
+/* cwd_prefix: p[0:n] is the working directory or one of its ancestors
+ * (getcwd: one local system call, asked only for ".." over a component the
+ * table does not know). */
+static int cwd_prefix(const char *p, size_t n)
+{
+	char cwd[DLB_PATH_MAX];
+	long k = syscall(SYS_getcwd, cwd, sizeof cwd);
+	if (k <= 1 || cwd[0] != '/' || (size_t)k - 1 < n) return 0;
+	return !memcmp(cwd, p, n) && (cwd[n] == '/' || cwd[n] == 0);
+}

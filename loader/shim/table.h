@@ -111,6 +111,13 @@ static inline const struct dlb_entry *dlb_lookup(const void *base, const char *p
 #define DLB_DIRTY_ANY() 0
 #define DLB_DIRTY_ALL() 0
 #endif
+/* DLB_REALDIR(p, n): p[0:n] is known to be a real directory (preload.c: the
+ * working directory or one of its ancestors, which getcwd names without
+ * symlinks), so ".." over it pops it even where the table does not know it
+ * (Python joins relative sys.path entries to getcwd() lexically). */
+#ifndef DLB_REALDIR
+#define DLB_REALDIR(p, n) 0
+#endif
 
 /* Outcomes of resolving a path against the table. */
 enum { DLB_UNKNOWN = 0, DLB_BUNDLED = 1, DLB_KNOWN_ERR = 2 };
@@ -164,6 +171,7 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 	char rest[DLB_PATH_MAX], tmp[DLB_PATH_MAX];
 	size_t rn = dlb_strlen(in), on = 0, p = 0;
 	size_t kd = 0; /* out[0:kd] is made of real directories (from the known prefix) */
+	size_t xd = 0; /* out[0:xd] ends with an external entry the table knows is a directory */
 	int links = 0;
 	r->rewritten = 0;
 	r->len = 0;
@@ -207,8 +215,9 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 			 * Popping a component the table does not know could be wrong
 			 * (natively it may be a symlink): leave that to the kernel,
 			 * unless it is one of the known real directories. */
-			if (on > 0 && on > kd && (!cur || cur->type != DLB_DIR))
+			if (on > 0 && on > kd && on != xd && (!cur || cur->type != DLB_DIR) && !DLB_REALDIR(out, on))
 				return dlb_unknown(r, out, on, rest + p, rn - p, 1, links);
+			xd = 0;
 			while (on > 0 && out[on - 1] != '/') on--;
 			if (on > 0) on--;
 			if (kd > on) kd = on;
@@ -248,6 +257,10 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 			 * format has nothing below a non-directory): walk through it as
 			 * a prefix outside the image. */
 			if (is_last) return dlb_unknown(r, out, on, rest + q, rn - q, 0, links);
+			/* Its mode says directory (a listing's d_type, or lstat at
+			 * build): ".." right after it pops it, as the kernel would
+			 * (its table path is a real path: no symlink above it). */
+			if ((cur->mode & 0170000) == 0040000) xd = on;
 			cur = NULL;
 			p = q;
 			continue;
