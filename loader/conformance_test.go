@@ -441,3 +441,63 @@ func TestReadYourWrites(t *testing.T) {
 		t.Errorf("no process looked up %s/d/newdir/moved.txt on the file system: %+v", W, rs)
 	}
 }
+
+// TestReadYourWritesOverflow: writes into more directories than the shim's
+// fixed dirty table holds (64) make every lookup go to the file system, so
+// what the process sees stays exact; the report shows that a directory no
+// one wrote into is then passed through too (the documented rule).
+func TestReadYourWritesOverflow(t *testing.T) {
+	root := t.TempDir()
+	W := filepath.Join(root, "w")
+	for i := 0; i < 70; i++ {
+		d := filepath.Join(W, fmt.Sprintf("d%02d", i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "f"), []byte("f\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var entries []image.Entry
+	for _, e := range treeEntries(t, W) {
+		if e.Path == W || strings.HasPrefix(e.Path, W+"/") {
+			entries = append(entries, e)
+		}
+	}
+	stage := stageEntries(t, root, entries)
+	base := probeEnv(root)
+	report := filepath.Join(root, "report.jsonl")
+	code := `import os, sys
+W = sys.argv[1]
+def look(tag):
+    print(tag, [(os.path.exists("%s/d%02d/new" % (W, i)), os.path.exists("%s/d%02d/f" % (W, i))) for i in range(70)])
+look("before")
+for i in range(int(sys.argv[2])):
+    with open("%s/d%02d/new" % (W, i), "w") as f:
+        f.write("n")
+look("after")
+out = os.popen("test -e %s/d00/new && test -e %s/d65/new && echo child-sees-writes" % (W, W)).read()
+print("child", out.strip())
+print("untouched", os.path.exists(W + "/d69/f"), os.path.exists(W + "/d69/nope"))
+for i in range(int(sys.argv[2])):
+    os.unlink("%s/d%02d/new" % (W, i))
+`
+	argv := []string{"/usr/bin/python3", "-I", "-B", "-c", code, W, "66"}
+	shim := runProbe(t, "", argv, ShimEnv(stage, base, EnvOptions{Report: report}))
+	native := runProbe(t, "", argv, base)
+	diffLines(t, "overflow probe", native, shim)
+	if !strings.Contains(native, "child child-sees-writes") {
+		t.Fatalf("probe output:\n%s", native)
+	}
+	passed := false
+	for _, r := range readReport(t, report) {
+		for _, p := range r.PassedPaths {
+			if p == W+"/d69/nope" {
+				passed = true
+			}
+		}
+	}
+	if !passed {
+		t.Errorf("after 66 written directories, %s/d69/nope was still answered from the table; the overflow rule says pass through", W)
+	}
+}
