@@ -1427,6 +1427,12 @@ int __fxstat64(int ver, int fd, struct stat64 *st) { (void)ver; return fstat(fd,
  * below a directory this process wrote into) cost an lstat (and a readlink)
  * on the file system; *native counts them. Returns 0 (res filled), a
  * positive errno, or -1 when it cannot (the caller uses libc's). */
+static int in_stage(const char *p, size_t n)
+{
+	size_t sl = stage_root_len > 5 ? stage_root_len - 5 : 0;
+	return sl && n >= sl && !memcmp(p, stage_root, sl) && (n == sl || p[sl] == '/');
+}
+
 static int rp_walk(const char *path, char *res, int *native, char *first)
 {
 	char rest[DLB_PATH_MAX], tmp[DLB_PATH_MAX];
@@ -1476,6 +1482,10 @@ static int rp_walk(const char *path, char *res, int *native, char *first)
 		memcpy(res + on + 1, rest + p, cn);
 		size_t nn = on + 1 + cn;
 		res[nn] = 0;
+		/* Into the stage (e.g. /proc/self/exe of a staged executable): its
+		 * directories may be absent from listings taken before it existed;
+		 * libc's realpath and strip_stage answer that. */
+		if (in_stage(res, nn)) return -1;
 		if (!outside && dirty_covered(res, nn)) outside = 1;
 		const struct dlb_entry *e = outside ? NULL : dlb_lookup(table, res, nn);
 		unsigned type = 0; /* S_IFMT of the component, 0: ask the file system */

@@ -208,6 +208,9 @@ static void self(void)
 	char b[4096];
 	ssize_t n = readlink("/proc/self/exe", b, sizeof b);
 	printf("exe: %.*s\n", (int)(n < 0 ? 0 : n), b);
+	char *rp = realpath("/proc/self/exe", NULL); /* through /proc into the stage: the original */
+	printf("realpath exe: %s\n", rp ? rp : err(errno));
+	free(rp);
 	Dl_info info;
 	if (dladdr((void *)probe_lib_where, &info)) printf("dladdr: %s\n", info.dli_fname);
 	printf("lib: %d\n", probe_lib_where());
