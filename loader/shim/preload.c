@@ -1136,7 +1136,15 @@ static int dirty_append(const char *p, size_t n)
 static void dirty_add(const char *p, size_t n)
 {
 	if (n == 0 || p[0] != '/' || dirty_covered(p, n)) return;
-	while (__atomic_exchange_n(&dirty_lock, 1, __ATOMIC_ACQUIRE)) {}
+	/* The lock is held for a few stores; a signal handler that writes
+	 * while its thread holds it would spin forever: after a while, give up
+	 * and make everything dirty (always correct). */
+	for (long spins = 0; __atomic_exchange_n(&dirty_lock, 1, __ATOMIC_ACQUIRE); spins++) {
+		if (spins > 100000000) {
+			__atomic_store_n(&dirty_all, 1, __ATOMIC_RELEASE);
+			return;
+		}
+	}
 	int at = -1;
 	if (!(n == 1) && !memchr(p, '\n', n) && dirty_n < DIRTY_MAX) at = dirty_append(p, n);
 	if (at >= 0) {
