@@ -442,6 +442,42 @@ func TestReadYourWrites(t *testing.T) {
 	}
 }
 
+// TestReadYourWritesC: the C entry points Python does not use (creat,
+// renameat2, symlinkat, linkat, mknodat, mkfifoat, futimesat, lutimes,
+// fchownat, fopen for writing, unlinkat), with a dirfd; a child started by
+// system() sees the writes.
+func TestReadYourWritesC(t *testing.T) {
+	root := t.TempDir()
+	W := filepath.Join(root, "w")
+	for rel, content := range map[string]string{"d/data.txt": "data\n", "d/old.txt": "old\n", "d/sub/x": "x\n"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(W, rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(W, rel), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(root, "writes")
+	if out, err := exec.Command("gcc", "-O1", "-o", bin, "testdata/writes.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	var entries []image.Entry
+	for _, e := range treeEntries(t, W) {
+		if e.Path == W || strings.HasPrefix(e.Path, W+"/") {
+			entries = append(entries, e)
+		}
+	}
+	stage := stageEntries(t, root, entries)
+	base := probeEnv(root)
+	argv := []string{bin, filepath.Join(W, "d")}
+	shim := runProbe(t, "", argv, ShimEnv(stage, base, EnvOptions{}))
+	native := runProbe(t, "", argv, base)
+	diffLines(t, "C writes probe", native, shim)
+	if !strings.Contains(native, "child-sees-writes") || !strings.Contains(native, "written c-fifo: mode=10600") {
+		t.Fatalf("the probe did not run as expected:\n%s", native)
+	}
+}
+
 // TestReadYourWritesOverflow: writes into more directories than the shim's
 // fixed dirty table holds (64) make every lookup go to the file system, so
 // what the process sees stays exact; the report shows that a directory no
