@@ -1464,6 +1464,15 @@ static int rp_walk(const char *path, char *res, int *native, char *first)
 		if ((on >= sl && !memcmp(res, stage_root, sl)) || (!strncmp(path, stage_root, sl) && (path[sl] == '/' || !path[sl])))
 			return -1;
 	}
+	if (!on) {
+		/* Fast: the whole path decided by the resolver (a clean bundled
+		 * path is one lookup), as every other call does. */
+		struct dlb_res r;
+		switch (dlb_resolve(table, path, 1, res, &r)) {
+		case DLB_BUNDLED: return 0;
+		case DLB_KNOWN_ERR: return r.err;
+		}
+	}
 	const struct dlb_entry *cur = on ? dlb_lookup(table, res, on) : dlb_lookup(table, "/", 1);
 	int outside = 0; /* below a directory the process wrote into: the file system decides */
 	if (on && dirty_covered(res, on)) outside = 1;
