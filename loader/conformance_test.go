@@ -457,9 +457,11 @@ func TestReadYourWritesC(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bin := filepath.Join(root, "writes")
-	if out, err := exec.Command("gcc", "-O1", "-o", bin, "testdata/writes.c").CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
+	bin, lib := filepath.Join(root, "writes"), filepath.Join(root, "libwritten.so")
+	for _, args := range [][]string{{"-o", bin, "testdata/writes.c", "-ldl"}, {"-shared", "-fPIC", "-o", lib, "testdata/libdep.c"}} {
+		if out, err := exec.Command("gcc", append([]string{"-O1"}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("gcc %v: %v\n%s", args, err, out)
+		}
 	}
 	var entries []image.Entry
 	for _, e := range treeEntries(t, W) {
@@ -469,11 +471,12 @@ func TestReadYourWritesC(t *testing.T) {
 	}
 	stage := stageEntries(t, root, entries)
 	base := probeEnv(root)
-	argv := []string{bin, filepath.Join(W, "d")}
+	argv := []string{bin, filepath.Join(W, "d"), lib}
 	shim := runProbe(t, "", argv, ShimEnv(stage, base, EnvOptions{}))
 	native := runProbe(t, "", argv, base)
 	diffLines(t, "C writes probe", native, shim)
-	if !strings.Contains(native, "child-sees-writes") || !strings.Contains(native, "written c-fifo: mode=10600") {
+	if !strings.Contains(native, "child-sees-writes") || !strings.Contains(native, "written c-fifo: mode=10600") ||
+		!strings.Contains(native, "dlopen written: ok 23") {
 		t.Fatalf("the probe did not run as expected:\n%s", native)
 	}
 }

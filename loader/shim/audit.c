@@ -11,6 +11,16 @@
 #define _GNU_SOURCE
 #include <link.h>
 #include "rawsys.h"
+
+/* Read-your-writes (docs/loader.md): the preload keeps the directories the
+ * process wrote into in the string environ's DLBUNDLE_DIRTY slot points at
+ * (its live copy, updated in place); the resolver leaves paths at or below
+ * them to the kernel, so dlopen of a library the process wrote finds it. */
+static char **dirty_slot; /* that slot of the initial environment array, or NULL */
+static int audit_dirty(const char *p, size_t n);
+#define DLB_DIRTY(p, n, h) audit_dirty(p, n)
+#define DLB_DIRTY_ANY() (dirty_slot && *dirty_slot && (*dirty_slot)[15])
+#define DLB_DIRTY_ALL() 0 /* "/" is an entry that covers every prefix */
 #include "table.h"
 
 #define PREFIX_MAX 1024
@@ -100,18 +110,21 @@ static unsigned long parse_ul(const char *s)
 	return v;
 }
 
-static void restore_native_env(void)
+/* initial_env returns the environment array on the initial stack (the one
+ * environ points at until the app calls setenv), checked against the
+ * kernel's argv/env string areas, or NULL. */
+static char **initial_env(void)
 {
 	char b[4096];
 	long fd = dlb_sys(DLB_SYS_openat, -100, "/proc/self/stat", 02000000);
-	if (fd < 0) return;
+	if (fd < 0) return 0;
 	long n = dlb_sys(DLB_SYS_read, fd, b, sizeof b - 1);
 	dlb_sys(DLB_SYS_close, fd, 0, 0);
-	if (n <= 0) return;
+	if (n <= 0) return 0;
 	b[n] = 0;
 	char *p = 0; /* after the last ')': comm may hold anything */
 	for (long i = 0; i < n; i++) if (b[i] == ')') p = b + i + 1;
-	if (!p) return;
+	if (!p) return 0;
 	unsigned long startstack = 0, arg_start = 0, env_start = 0, env_end = 0;
 	for (int field = 3; *p; field++) {
 		while (*p == ' ') p++;
@@ -121,15 +134,22 @@ static void restore_native_env(void)
 		if (field == 51) env_end = parse_ul(p);
 		while (*p && *p != ' ') p++;
 	}
-	if (!startstack || !env_start || env_end <= env_start) return;
+	if (!startstack || !env_start || env_end <= env_start) return 0;
 	long argc = *(long *)startstack;
 	char **argv = (char **)(startstack + sizeof(long));
 	if (argc < 0 || argc > (1L << 24) || (argc > 0 && (unsigned long)argv[0] != arg_start) || argv[argc])
-		return;
-	char **llp = 0, *native = 0, *mapped = 0;
+		return 0;
 	for (char **e = argv + argc + 1; *e; e++) {
 		unsigned long a = (unsigned long)*e;
-		if (a < env_start || a >= env_end) return; /* not the kernel's layout */
+		if (a < env_start || a >= env_end) return 0; /* not the kernel's layout */
+	}
+	return argv + argc + 1;
+}
+
+static void restore_native_env(char **env)
+{
+	char **llp = 0, *native = 0, *mapped = 0;
+	for (char **e = env; e && *e; e++) {
 		if (!llp && dlb_memeq(*e, "LD_LIBRARY_PATH=", 16)) llp = e;
 		else if (!native && dlb_memeq(*e, "DLBUNDLE_NATIVE_ENV=LD_LIBRARY_PATH=", 36)) native = *e + 20;
 		else if (!mapped && dlb_memeq(*e, "DLBUNDLE_MAPPED_ENV=LD_LIBRARY_PATH=", 36)) mapped = *e + 20;
@@ -175,7 +195,10 @@ unsigned int la_version(unsigned int version)
 {
 	read_environ();
 	if (root_len) map_table();
-	if (native_env) restore_native_env();
+	char **env = table ? initial_env() : 0;
+	if (native_env) restore_native_env(env);
+	for (char **e = env; e && *e; e++)
+		if (dlb_memeq(*e, "DLBUNDLE_DIRTY=", 15)) dirty_slot = e;
 	return version <= 2 ? version : 2;
 }
 
@@ -238,4 +261,20 @@ unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie)
 		n[i] = 0;
 	}
 	return 0; /* no symbol binding callbacks: they would slow every call */
+}
+
+/* audit_dirty: p[0:n] is one of the directories in DLBUNDLE_DIRTY (as the
+ * preload keeps it: newline-separated), or that set holds "/" (everything). */
+static int audit_dirty(const char *p, size_t n)
+{
+	const char *s = dirty_slot ? *dirty_slot : 0;
+	if (!s || !dlb_memeq(s, "DLBUNDLE_DIRTY=", 15)) return 0;
+	for (s += 15; *s;) {
+		const char *e = s;
+		while (*e && *e != '\n') e++;
+		size_t l = (size_t)(e - s);
+		if ((l == 1 && s[0] == '/') || (l == n && dlb_memeq(s, p, n))) return 1;
+		s = *e ? e + 1 : e;
+	}
+	return 0;
 }

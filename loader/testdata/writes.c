@@ -1,11 +1,13 @@
 /* writes.c — read-your-writes probe for the C entry points Python does not
  * use (creat, renameat2, symlinkat, linkat, mknodat, mkfifoat, lutimes,
- * futimesat, fchownat, fopen for writing, unlinkat with AT_REMOVEDIR): writes
+ * futimesat, fchownat, fopen for writing, unlinkat with AT_REMOVEDIR), and
+ * dlopen of a library it wrote there (argv[2]: a library to copy): writes
  * into the bundled directory argv[1] and prints what the process and a child
  * then observe. Output natively and under the shim must be byte-identical;
  * the tree's names and contents are put back at the end. */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -81,6 +83,24 @@ int main(int argc, char **argv)
 	lutimes(p, tv);
 	fchownat(dfd, "old.txt", getuid(), getgid(), AT_SYMLINK_NOFOLLOW);
 	show("written");
+	/* A library written at run time (a JIT or build cache), then dlopen'ed:
+	 * ld.so's search (the audit object) must see it too. */
+	if (argc > 2) {
+		FILE *in = fopen(argv[2], "rb");
+		snprintf(p, sizeof p, "%s/c-lib.so", D);
+		FILE *out = fopen(p, "wb");
+		char buf[65536];
+		size_t k;
+		while (in && out && (k = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, k, out);
+		if (in) fclose(in);
+		if (out) fclose(out);
+		void *h = dlopen(p, RTLD_NOW);
+		int (*fn)(void) = h ? (int (*)(void))dlsym(h, "probe_dep_value") : NULL;
+		Dl_info info;
+		printf("dlopen written: %s %d %s\n", h ? "ok" : dlerror(), fn ? fn() : -1,
+		       fn && dladdr((void *)fn, &info) ? info.dli_fname : "-");
+		unlink(p);
+	}
 	fflush(stdout);
 	snprintf(q, sizeof q, "test -e %s/c-dir/inner && test -p %s/c-fifo && echo child-sees-writes", D, D);
 	printf("child: %d\n", system(q));
