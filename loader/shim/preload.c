@@ -1235,8 +1235,8 @@ static void mark_written(int dirfd, const char *path, int follow_last)
 		else if (an == 1) dirty_add("/", 1);
 		return;
 	}
-	abs[slash > 1 ? slash - 1 : 1] = 0; /* the directory part */
 	char save = *last;
+	abs[slash > 1 ? slash - 1 : 1] = 0; /* the directory part ("/" for "/name") */
 	int rc = dlb_resolve_known(table, abs, known < slash ? known : 0, 1, canon, &r);
 	if (rc == DLB_BUNDLED && r.ent->type == DLB_DIR) dirty_add(canon, r.len);
 	if (slash > 1) abs[slash - 1] = '/';
