@@ -1458,12 +1458,7 @@ static int rp_walk(const char *path, char *res, int *native, char *first)
 		if (on == 1) on = 0; /* "/" */
 	}
 	/* The stage is never looked up through the table (see lookup). */
-	if (stage_root_len > 5) {
-		res[on] = 0;
-		size_t sl = stage_root_len - 5;
-		if ((on >= sl && !memcmp(res, stage_root, sl)) || (!strncmp(path, stage_root, sl) && (path[sl] == '/' || !path[sl])))
-			return -1;
-	}
+	if ((on && in_stage(res, on)) || in_stage(path, rn)) return -1;
 	if (!on) {
 		/* Fast: the whole path decided by the resolver (a clean bundled
 		 * path is one lookup), as every other call does. */
