@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -157,6 +159,11 @@ func (r *Results) WriteDemoSummary(w io.Writer, svgPath string) {
 		}
 		p("  %-9s %s natively, %s with dlbundle (+ %s to read its %s image once per node at 1 GB/s)\n",
 			c.Scenario+":", human(pr.NativeMDS), human(pr.DlbundleMDS), human(pr.ImageReads), mib(uint64(c.ImageBytes)))
+	}
+	// Times need the CPUs; operation counts do not.
+	if load, err := strconv.ParseFloat(r.Load[0], 64); err == nil && load > float64(runtime.NumCPU()) {
+		p("\nNote: the machine was busy before the demo started (load average %s on %d CPUs): the times\n", r.Load[0], runtime.NumCPU())
+		p("are noisy, run it again on a quiet machine; the operation counts do not depend on load.\n")
 	}
 	p("\nPicture: %s\n", svgPath)
 	if err := r.failure(); err != nil {

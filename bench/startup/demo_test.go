@@ -93,3 +93,19 @@ func TestDemoSmoke(t *testing.T) {
 		t.Errorf("%s not written: %v", DemoCSV, err)
 	}
 }
+
+// On a busy machine the screen says that its times are noisy.
+func TestDemoSummaryWarnsOfABusyMachine(t *testing.T) {
+	r := synthetic()
+	for _, tc := range []struct {
+		load string
+		warn bool
+	}{{"0.10", false}, {"1000.00", true}, {"?", false}} {
+		r.Load[0] = tc.load
+		var b bytes.Buffer
+		r.WriteDemoSummary(&b, "demo.svg")
+		if got := strings.Contains(b.String(), "the machine was busy"); got != tc.warn {
+			t.Errorf("load %s: warning shown %v, want %v", tc.load, got, tc.warn)
+		}
+	}
+}
