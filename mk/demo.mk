@@ -8,9 +8,11 @@ DEMO_TARGETS += demo-startup
 APT_PACKAGES += gcc python3 fuse3
 DEMO_OUT ?= bin/demo
 
-# After the registry demo, so that the summary is the last screen.
-demo-startup: $(BIN) demo-registry
-	# Static launcher: the ranks' LD_LIBRARY_PATH must not make its own ld.so search the tree.
+# After every other demo target (expanded once all mk/*.mk are read), so that
+# the summary is the last screen. Static launcher (CGO_ENABLED=0): the ranks'
+# LD_LIBRARY_PATH must not make its own ld.so search the tree.
+.SECONDEXPANSION:
+demo-startup: $(BIN) $$(filter-out demo-startup,$$(DEMO_TARGETS))
 	@CGO_ENABLED=0 $(GO) run ./bench/cmd/demo --out $(DEMO_OUT) --dlbundle $(BIN)
 
 # make bench-stage: cold staging throughput vs raw zstd DecodeAll of the same
