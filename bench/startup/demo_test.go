@@ -72,6 +72,11 @@ func TestDemoSmoke(t *testing.T) {
 		if !ok1 || !ok2 || nat.MetaOps == 0 || warm.MetaOps >= nat.MetaOps {
 			t.Errorf("N=%d: native %d metadata ops, warm %d: want warm < native", n, nat.MetaOps, warm.MetaOps)
 		}
+		// Warm means staged before: at N=2 there is no measured cold run, so
+		// the harness must have staged unmeasured; a warm rank reads no image.
+		if img := res.Calibrations[0].ImageBytes; img == 0 || warm.BytesRead >= uint64(img)/2 {
+			t.Errorf("N=%d warm: read %d bytes of a %d-byte image from the shared tree: it staged, so it was not warm", n, warm.BytesRead, img)
+		}
 	}
 	summary, err := os.ReadFile(filepath.Join(out, DemoSummary))
 	if err != nil || string(summary) != screen.String() {
