@@ -32,3 +32,19 @@ func writeShim(dir string) error {
 	}
 	return nil
 }
+
+// stageDirMax is the longest stage directory whose stages the shim can use:
+// DLBUNDLE_STAGE (<dir>/sha256-<64 hex>) may be at most DLB_STAGE_MAX (1000,
+// loader/shim/table.h) bytes, the size of the shim's fixed buffers.
+const stageDirMax = 1000 - len("/sha256-") - 64
+
+// checkStagePath refuses a stage directory too long for the shim, which
+// would otherwise run the app with the shim inactive (reading the original
+// files) after staging.
+func checkStagePath(dir string) error {
+	if len(dir) > stageDirMax {
+		return fmt.Errorf("stage dir %.60s... is %d bytes long; the loader shim accepts at most %d; use a shorter --stage-dir",
+			dir, len(dir), stageDirMax)
+	}
+	return nil
+}

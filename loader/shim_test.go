@@ -14,7 +14,7 @@ import (
 )
 
 // shimSources are hashed into shim/sources.sha256 by shim/build.sh, in this order.
-var shimSources = []string{"build.sh", "audit.c", "preload.c", "report.c", "report.h", "table.h", "rawsys.h"}
+var shimSources = []string{"build.sh", "audit.c", "preload.c", "report.c", "report.h", "reportfmt.h", "table.h", "rawsys.h"}
 
 // TestShimObjectsUpToDate fails when the C sources changed but the committed
 // objects were not regenerated (`go generate ./loader/`), as with bpf2go.

@@ -27,4 +27,4 @@ $CC $CFLAGS -shared -fvisibility=default -Wl,--no-as-needed -Wl,-z,now \
   -o preload.so preload.c report.c "$stub/libdl.so.2"
 strip --strip-unneeded audit.so preload.so
 # The digest of the sources, checked by TestShimObjectsUpToDate.
-cat build.sh audit.c preload.c report.c report.h table.h rawsys.h | sha256sum | cut -d' ' -f1 > sources.sha256
+cat build.sh audit.c preload.c report.c report.h reportfmt.h table.h rawsys.h | sha256sum | cut -d' ' -f1 > sources.sha256

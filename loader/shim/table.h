@@ -10,6 +10,9 @@
 #include <stddef.h>
 
 #define DLB_PATH_MAX 4096
+/* The longest DLBUNDLE_STAGE the shim accepts (its fixed buffers hold the
+ * stage plus "/root" and a name; loader.checkStagePath refuses longer ones). */
+#define DLB_STAGE_MAX 1000
 
 enum { DLB_REG = 1, DLB_DIR = 2, DLB_SYMLINK = 3, DLB_MISSING = 4, DLB_EXTERNAL = 5 };
 enum { DLB_FLAG_ELF_EXEC = 1 };
@@ -106,7 +109,7 @@ enum { DLB_UNKNOWN = 0, DLB_BUNDLED = 1, DLB_KNOWN_ERR = 2 };
 
 struct dlb_res {
 	const struct dlb_entry *ent; /* BUNDLED: the final entry (reg, dir, or symlink when not followed) */
-	int err;                     /* KNOWN_ERR: ENOENT, ENOTDIR or ELOOP (positive errno) */
+	int err;                     /* KNOWN_ERR: ENOENT, ENOTDIR, ELOOP or ENAMETOOLONG (positive errno) */
 	size_t len;                  /* BUNDLED: length of out, the canonical original path */
 	int rewritten;               /* UNKNOWN: out holds an equivalent path with the table's symlinks substituted */
 };
@@ -131,6 +134,8 @@ static inline int dlb_unknown(struct dlb_res *r, char *out, size_t on, const cha
 #define DLB_ENOENT 2
 #define DLB_ENOTDIR 20
 #define DLB_ELOOP 40
+#define DLB_ENAMETOOLONG 36
+#define DLB_NAME_MAX 255
 
 /* dlb_resolve resolves the absolute path in against the table the way the
  * kernel would against the original file system, component by component:
@@ -202,7 +207,12 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 		on += 1 + cn;
 		cur = dlb_lookup_h(base, out, on, oh);
 		if (!cur) {
-			if (parent && parent->type == DLB_DIR) { r->err = DLB_ENOENT; return DLB_KNOWN_ERR; }
+			if (parent && parent->type == DLB_DIR) {
+				/* The file system's lookup refuses a name longer than
+				 * NAME_MAX before it searches the directory. */
+				r->err = cn > DLB_NAME_MAX ? DLB_ENAMETOOLONG : DLB_ENOENT;
+				return DLB_KNOWN_ERR;
+			}
 			/* A prefix outside the image (e.g. /home above a bundled tree):
 			 * keep walking, deeper components may be entries (the table keys
 			 * are the paths as the app used them). */

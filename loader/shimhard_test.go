@@ -1,0 +1,333 @@
+package loader
+
+// The shim's C at its edges (issue 10): hostile paths in the report, more
+// supplementary groups than a fixed array holds, over-long names, a huge
+// environment entry, async-signal safety of _exit. Each test compares with
+// what the kernel and libc do natively where there is a native answer.
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/dlbundle/dlbundle/image"
+)
+
+// hardTree builds a tree with the hard probe (testdata/hard.c) and stages it
+// without the tree's ancestors (like conformance: the temp dirs above the
+// tree are outside the image, so lookups there pass through). The temp dirs
+// are made world-traversable for the tests that run as another user.
+type hardFixture struct {
+	root, tree, stage, probe, staged string
+}
+
+func newHardFixture(t *testing.T) *hardFixture {
+	t.Helper()
+	root := t.TempDir()
+	for d := root; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	T := filepath.Join(root, "tree")
+	for _, d := range []string{"bin", "d", "outside"} {
+		if err := os.MkdirAll(filepath.Join(T, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	probe := filepath.Join(T, "bin", "hard")
+	if out, err := exec.Command("gcc", "-O1", "-o", probe, "testdata/hard.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc hard.c: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(T, "f"), []byte("f\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var entries []image.Entry
+	for _, e := range treeEntries(t, T) {
+		if strings.HasPrefix(e.Path, T) {
+			entries = append(entries, e)
+		}
+	}
+	stage := stageEntries(t, root, entries)
+	if err := os.Chmod(stage, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	staged, ok := StagedPath(stage, probe)
+	if !ok {
+		t.Fatalf("StagedPath(%s) = not bundled", probe)
+	}
+	return &hardFixture{root: root, tree: T, stage: stage, probe: probe, staged: staged}
+}
+
+func (f *hardFixture) run(t *testing.T, env []string, cred *syscall.Credential, args ...string) (stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(f.probe, args...)
+	if strings.Contains(strings.Join(env, "\n"), EnvStage+"=") {
+		cmd.Path = f.staged // as dlbundle exec runs a bundled executable
+	}
+	cmd.Env, cmd.Dir = env, "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("hard %v: %v\n%s%s", args, err, o.String(), e.String())
+	}
+	return o.String(), e.String()
+}
+
+// TestReportHostilePaths: ~300 distinct passed-through paths full of
+// characters JSON must escape (and some longer than 255 bytes) once overran
+// the report's line buffer (ASan: global-buffer-overflow) and wrote an
+// invalid line with a garbage "dropped". The line must be valid JSON, list
+// each path exactly (or count it in dropped), and drop only what it lacks.
+func TestReportHostilePaths(t *testing.T) {
+	f := newHardFixture(t)
+	report := filepath.Join(f.root, "report.jsonl")
+	env := ShimEnv(f.stage, probeEnv(f.root), EnvOptions{Report: report})
+	const n = 600
+	dir := filepath.Join(f.root, "outside-the-image")
+	f.run(t, env, nil, "pass", dir, "600")
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("report has %d lines, want 1:\n%.2000s", len(lines), b)
+	}
+	if !json.Valid([]byte(lines[0])) {
+		t.Fatalf("report line is not valid JSON:\n%.3000s", lines[0])
+	}
+	var r ProcessReport
+	if err := json.Unmarshal([]byte(lines[0]), &r); err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, p := range r.PassedPaths {
+		if listed[p] {
+			t.Errorf("path listed twice: %q", p)
+		}
+		listed[p] = true
+	}
+	mine := 0
+	for p := range listed {
+		if strings.HasPrefix(p, dir+"/") {
+			mine++
+			if !strings.HasSuffix(p, "-") && !strings.ContainsAny(p, "\"\\") {
+				t.Errorf("listed path %q is not one the probe used", p)
+			}
+		}
+	}
+	// The probe's paths are distinct: those not listed must be counted.
+	if mine+r.Dropped < n {
+		t.Errorf("%d of the probe's %d paths listed, %d dropped: %d unaccounted for", mine, n, r.Dropped, n-mine-r.Dropped)
+	}
+	if r.Dropped > n-mine+16 {
+		t.Errorf("dropped = %d, but only %d of the probe's paths are not listed", r.Dropped, n-mine)
+	}
+	if int64(len(r.PassedPaths)) > r.Passed {
+		t.Errorf("%d paths listed but %d passed", len(r.PassedPaths), r.Passed)
+	}
+	// Byte-exact: the first path (i = 0, 1000 bytes) round-trips, with its
+	// control characters and its non-UTF-8 byte (JSON has no raw bytes: it
+	// becomes U+FFFD, as Go's own encoder writes it).
+	want := []byte(dir + "/q\"b\\s\x01\x1f\t\xff\xc3\xa9-0-")
+	for o := len(want); o < 1000; {
+		want = append(want, "\"\\\n\x7f"[o%4])
+		o++
+		if o%100 == 0 {
+			want = append(want, '/')
+			o++
+		}
+	}
+	wantStr := strings.ToValidUTF8(string(want), "\uFFFD")
+	if !listed[wantStr] && r.Dropped == 0 {
+		t.Errorf("path 0 not listed exactly; want %q", wantStr)
+	}
+}
+
+// TestAccessManyGroups: access() of a bundled file readable through its
+// group only, by a user whose 300th supplementary group is that group
+// (getgroups into a fixed array of 256 missed it: EACCES where the kernel
+// says yes). Runs as nobody with 300 groups (the test runs as root).
+func TestAccessManyGroups(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run a process with 300 supplementary groups")
+	}
+	f := newHardFixture(t)
+	const gid = 51299
+	file := filepath.Join(f.tree, "d", "grp")
+	if err := os.WriteFile(file, []byte("g\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(file, 0, gid); err != nil {
+		t.Fatal(err)
+	}
+	// A stage of its own: the file must be in the image.
+	var entries []image.Entry
+	for _, e := range treeEntries(t, f.tree) {
+		if strings.HasPrefix(e.Path, f.tree) {
+			entries = append(entries, e)
+		}
+	}
+	dir := filepath.Join(f.root, "s2")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stage := stageEntries(t, dir, entries)
+	// A stage belongs to the user who runs the app (nobody, here).
+	err := filepath.WalkDir(stage, func(p string, d os.DirEntry, err error) error {
+		if err == nil {
+			err = os.Lchown(p, 65534, 65534)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.stage = stage
+	f.staged, _ = StagedPath(stage, f.probe)
+	var groups []uint32
+	for g := uint32(gid - 299); g <= gid; g++ {
+		groups = append(groups, g)
+	}
+	for _, c := range []struct {
+		name string
+		cred *syscall.Credential
+	}{
+		{"300 groups", &syscall.Credential{Uid: 65534, Gid: 65534, Groups: groups}},
+		{"not in the group", &syscall.Credential{Uid: 65534, Gid: 65534, Groups: groups[:299]}},
+		{"3 groups", &syscall.Credential{Uid: 65534, Gid: 65534, Groups: groups[297:]}},
+	} {
+		native, _ := f.run(t, probeEnv(f.root), c.cred, "access", file)
+		report := filepath.Join(f.root, "report-"+strings.ReplaceAll(c.name, " ", "-"))
+		shim, _ := f.run(t, ShimEnv(f.stage, probeEnv(f.root), EnvOptions{Report: report}), c.cred, "access", file)
+		if native != shim {
+			t.Errorf("%s: native:\n%sshim:\n%s", c.name, native, shim)
+		}
+	}
+}
+
+// TestNameTooLong: a component longer than NAME_MAX (255) in a bundled
+// directory is ENAMETOOLONG, as the kernel says, not ENOENT; elsewhere the
+// kernel's order of checks holds (ENOTDIR below a file, ENOENT below a
+// missing directory).
+func TestNameTooLong(t *testing.T) {
+	f := newHardFixture(t)
+	long := strings.Repeat("n", 256)
+	env := ShimEnv(f.stage, probeEnv(f.root), EnvOptions{})
+	for _, p := range []string{
+		filepath.Join(f.tree, "d", long),
+		filepath.Join(f.tree, "d", long, "x"),
+		filepath.Join(f.tree, long),
+		filepath.Join(f.tree, "f", long),
+		filepath.Join(f.tree, "nope", long),
+		filepath.Join(f.tree, "d", strings.Repeat("m", 255)),
+		filepath.Join(f.tree, "d", "..", long),
+	} {
+		native, _ := f.run(t, probeEnv(f.root), nil, "name", p)
+		shim, _ := f.run(t, env, nil, "name", p)
+		if native != shim {
+			t.Errorf("%s...: native:\n%sshim:\n%s", p[:len(f.tree)+8], native, shim)
+		}
+	}
+}
+
+// TestAuditHugeEnvironmentEntry: the audit module reads /proc/self/environ
+// in 64 KiB pieces; an entry longer than that must be skipped whole, not
+// parsed from its middle (where "DLBUNDLE_STAGE=/elsewhere" could sit).
+func TestAuditHugeEnvironmentEntry(t *testing.T) {
+	f := newHardFixture(t)
+	big := "BIG=" + strings.Repeat("x", 65535-4) + "DLBUNDLE_STAGE=/bogus-stage"
+	for _, pos := range []string{"first", "last"} {
+		env := ShimEnv(f.stage, probeEnv(f.root), EnvOptions{Debug: true})
+		if pos == "first" {
+			env = append([]string{big}, env...)
+		} else {
+			env = append(env, big)
+		}
+		_, stderr := f.run(t, env, nil, "name", filepath.Join(f.tree, "f"))
+		if strings.Contains(stderr, "bogus-stage") {
+			t.Errorf("%s: the audit module took DLBUNDLE_STAGE from inside another variable's value:\n%.500s", pos, stderr)
+		}
+		if !strings.Contains(stderr, "dlbundle[audit]: ") {
+			t.Errorf("%s: the audit module is not active:\n%.500s", pos, stderr)
+		}
+	}
+}
+
+// TestShimExitIsAsyncSignalSafe: _exit writes the report, and _exit may be
+// called from a signal handler or a forked child of a threaded process, so
+// it must not use stdio's formatters (snprintf takes locale state and is not
+// async-signal-safe). testdata/snoop.c, preloaded before the shim, reports
+// any call made after the probe announced its _exit.
+func TestShimExitIsAsyncSignalSafe(t *testing.T) {
+	f := newHardFixture(t)
+	snoop := filepath.Join(f.root, "snoop.so")
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O1", "-o", snoop, "testdata/snoop.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc snoop.c: %v\n%s", err, out)
+	}
+	report := filepath.Join(f.root, "report.jsonl")
+	env := ShimEnv(f.stage, probeEnv(f.root), EnvOptions{Report: report})
+	for i, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "LD_PRELOAD="); ok {
+			env[i] = "LD_PRELOAD=" + snoop + ":" + v
+		}
+	}
+	_, stderr := f.run(t, env, nil, "exit")
+	if strings.Contains(stderr, "called in _exit") {
+		t.Errorf("the shim's _exit is not async-signal-safe:\n%s", stderr)
+	}
+	rs := readReport(t, report)
+	if len(rs) != 1 {
+		t.Fatalf("report has %d lines, want 1 (from _exit)", len(rs))
+	}
+}
+
+// TestExecRefusesTooLongStageDir: the shim's buffers hold a stage path of up
+// to 1000 bytes; with a longer one it was silently inactive (the app read
+// the original files). exec refuses such a stage dir before the app starts;
+// a process given such a DLBUNDLE_STAGE directly says so on stderr.
+func TestExecRefusesTooLongStageDir(t *testing.T) {
+	p := newProbeImage(t)
+	long := p.work
+	for len(long) <= stageDirMax {
+		long = filepath.Join(long, strings.Repeat("s", 200))
+	}
+	out, stderr, _, state := runCLI(t, cleanEnv(p.work), "exec", "--stage-dir", long, p.image, "--", p.original)
+	if state.Success() || strings.Contains(out, "argv0=") {
+		t.Fatalf("exec with a %d-byte stage dir ran the app:\nstdout: %s\nstderr: %s", len(long), out, stderr)
+	}
+	if !strings.Contains(stderr, "use a shorter --stage-dir") {
+		t.Errorf("the error does not say what to do:\n%s", stderr)
+	}
+	// The longest accepted stage dir works, with the shim active.
+	ok := p.work
+	for len(ok) < stageDirMax {
+		ok = filepath.Join(ok, strings.Repeat("s", min(200, stageDirMax-len(ok)-1)))
+	}
+	if len(ok) != stageDirMax {
+		t.Fatalf("built a %d-byte stage dir, want %d", len(ok), stageDirMax)
+	}
+	out, stderr, _, state = runCLI(t, cleanEnv(p.work), "exec", "--stage-dir", ok, p.image, "--", p.original)
+	if !state.Success() || field(out, "exe") != p.original {
+		t.Fatalf("exec with a %d-byte stage dir: %v\nstdout: %s\nstderr: %s", len(ok), state, out, stderr)
+	}
+
+	f := newHardFixture(t)
+	env := ShimEnv(f.stage, probeEnv(f.root), EnvOptions{})
+	for i, kv := range env {
+		if strings.HasPrefix(kv, EnvStage+"=") {
+			env[i] = EnvStage + "=/" + strings.Repeat("x", 1000)
+		}
+	}
+	_, stderr = f.run(t, env, nil, "name", filepath.Join(f.tree, "f"))
+	if !strings.Contains(stderr, "DLBUNDLE_STAGE is longer than 1000 bytes; the shim is inactive") {
+		t.Errorf("an unusable DLBUNDLE_STAGE went unsaid; stderr:\n%s", stderr)
+	}
+}
