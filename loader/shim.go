@@ -1,10 +1,13 @@
 package loader
 
 import (
+	"debug/elf"
 	_ "embed"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
 )
 
 // The C shim (loader/shim/*.c) is compiled by `go generate ./loader/` and the
@@ -20,17 +23,85 @@ var shimAuditObject []byte
 //go:embed shim/preload.so
 var shimPreloadObject []byte
 
+//go:embed shim/preload-2.34.so
+var shimPreload234Object []byte
+
+// shimObjects are the files of <stage>/shim.
+var shimObjects = map[string][]byte{
+	shimAuditName:  shimAuditObject,
+	shimPreload:    shimPreloadObject,
+	shimPreload234: shimPreload234Object,
+}
+
 // writeShim writes the shim objects into dir (created).
 func writeShim(dir string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return fmt.Errorf("materialize: %w", err)
 	}
-	for name, obj := range map[string][]byte{shimAuditName: shimAuditObject, shimPreload: shimPreloadObject} {
+	for name, obj := range shimObjects {
 		if err := os.WriteFile(filepath.Join(dir, name), obj, 0o555); err != nil {
 			return fmt.Errorf("materialize: write shim: %w", err)
 		}
 	}
 	return nil
+}
+
+// preloadFor names the preload object for this node in the stage's shim
+// directory. Two builds exist (loader/shim/build.sh): preload.so loads on
+// glibc 2.17 and later but needs libdl.so.2, which every process then loads
+// (an object the app did not ask for: a file opened per process, an extra
+// entry in dl_iterate_phdr); preload-2.34.so needs only libc.so.6, where
+// glibc 2.34 and later define dlsym. A stage written by an older dlbundle
+// has only preload.so.
+func preloadFor(shimDir string) string {
+	if libcHasDlsym() {
+		if _, err := os.Lstat(filepath.Join(shimDir, shimPreload234)); err == nil {
+			return shimPreload234
+		}
+	}
+	return shimPreload
+}
+
+// libcHasDlsym tells whether the node's libc.so.6 is glibc 2.34 or later,
+// i.e. defines symbol version GLIBC_2.34 (dlsym moved into libc then). The
+// libc is the one next to the dynamic linker that the kernel loads for
+// dynamically linked programs of this architecture (glibc installs the two
+// together: /lib64/ld-linux-x86-64.so.2 -> /usr/lib64/ or
+// /lib/x86_64-linux-gnu/, with libc.so.6). Anything unexpected: false, the
+// build that loads everywhere. Node-local system files only, read once.
+var libcHasDlsym = sync.OnceValue(func() bool { return libcDefines(dynamicLinker(), "GLIBC_2.34") })
+
+func dynamicLinker() string {
+	switch runtime.GOARCH {
+	case "arm64":
+		return "/lib/ld-linux-aarch64.so.1"
+	default:
+		return "/lib64/ld-linux-x86-64.so.2"
+	}
+}
+
+// libcDefines reports whether the libc.so.6 beside the dynamic linker
+// interp defines the symbol version ver.
+func libcDefines(interp, ver string) bool {
+	ld, err := filepath.EvalSymlinks(interp)
+	if err != nil {
+		return false
+	}
+	f, err := elf.Open(filepath.Join(filepath.Dir(ld), "libc.so.6"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	vs, err := f.DynamicVersions()
+	if err != nil {
+		return false
+	}
+	for _, v := range vs {
+		if v.Name == ver {
+			return true
+		}
+	}
+	return false
 }
 
 // stageDirMax is the longest stage directory whose stages the shim can use:

@@ -8,6 +8,7 @@ package loader
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -330,4 +331,87 @@ func TestExecRefusesTooLongStageDir(t *testing.T) {
 	if !strings.Contains(stderr, "DLBUNDLE_STAGE is longer than 1000 bytes; the shim is inactive") {
 		t.Errorf("an unusable DLBUNDLE_STAGE went unsaid; stderr:\n%s", stderr)
 	}
+}
+
+// TestExecBringsNoLibdl (issue 9): on glibc >= 2.34, where dlsym is in libc,
+// the shim must not make the app's processes load libdl.so.2: under dlbundle
+// exec, no open of it, and dl_iterate_phdr shows the app's own objects plus
+// exactly the shim's two.
+func TestExecBringsNoLibdl(t *testing.T) {
+	out, err := exec.Command("getconf", "GNU_LIBC_VERSION").Output()
+	if err != nil {
+		t.Fatalf("getconf GNU_LIBC_VERSION: %v", err)
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(string(out), "glibc %d.%d", &major, &minor); err != nil {
+		t.Fatalf("getconf GNU_LIBC_VERSION = %q: %v", out, err)
+	}
+	if major == 2 && minor < 34 {
+		t.Skipf("glibc %d.%d has dlsym in libdl only", major, minor)
+	}
+	if !libcHasDlsym() {
+		t.Fatalf("glibc %d.%d, but libcHasDlsym() = false (libc beside %s)", major, minor, dynamicLinker())
+	}
+	f := newHardFixture(t)
+	orig := "/opt/dlbundle-test-nolibdl-" + filepath.Base(f.root) + "/bin/hard"
+	st, err := os.Stat(f.probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := filepath.Join(f.root, "hard.dlimg")
+	w, err := os.Create(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := image.Write(w, []image.Entry{{Path: orig, Type: image.TypeRegular, Mode: 0o100755, Size: st.Size(),
+		MtimeNS: st.ModTime().UnixNano(), Kind: image.KindELFExec, SourcePath: f.probe}}, image.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	stageDir := filepath.Join(f.root, "stages")
+	args := []string{"exec", "--stage-dir", stageDir, img, "--", orig, "objects"}
+	if o, e, _, state := runCLI(t, cleanEnv(f.root), args...); !state.Success() {
+		t.Fatalf("dlbundle exec: %v\n%s%s", state, o, e)
+	}
+	log := filepath.Join(f.root, "strace.log")
+	cmd := exec.Command("strace", append([]string{"-f", "-qq", "-e", "trace=%file", "-o", log, dlbundleCLI(t)}, args...)...)
+	cmd.Env = cleanEnv(f.root)
+	shim, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("strace dlbundle exec: %v", err)
+	}
+	trace, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(trace), "libdl.so") {
+		t.Errorf("a process under exec opened libdl:\n%s", grepLines(string(trace), "libdl.so"))
+	}
+	native := runIn(t, "/", cleanEnv(f.root), f.probe, "objects")
+	var own, rest []string
+	for _, l := range strings.Split(strings.TrimSuffix(string(shim), "\n"), "\n") {
+		if strings.HasPrefix(l, stageDir+"/") && strings.Contains(l, "/shim/") {
+			own = append(own, filepath.Base(l))
+		} else {
+			rest = append(rest, l)
+		}
+	}
+	// audit.so lives in a link namespace of its own, which glibc 2.36's
+	// dl_iterate_phdr does not list; a glibc that lists it is accepted.
+	if got := strings.Join(own, " "); got != shimPreload234 && got != shimPreload234+" "+shimAuditName {
+		t.Errorf("the shim's objects in dl_iterate_phdr: %q, want %s (and %s)", got, shimPreload234, shimAuditName)
+	}
+	if got := strings.Join(rest, "\n") + "\n"; got != native {
+		t.Errorf("dl_iterate_phdr under exec minus the shim's objects:\n%s\nnatively:\n%s", got, native)
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
