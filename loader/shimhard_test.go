@@ -25,9 +25,10 @@ import (
 // are made world-traversable for the tests that run as another user.
 type hardFixture struct {
 	root, tree, stage, probe, staged string
+	san                              *sanitizer // nil: the committed shim objects
 }
 
-func newHardFixture(t *testing.T) *hardFixture {
+func newHardFixture(t *testing.T, san *sanitizer) *hardFixture {
 	t.Helper()
 	root := t.TempDir()
 	for d := root; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
@@ -62,7 +63,10 @@ func newHardFixture(t *testing.T) *hardFixture {
 	if !ok {
 		t.Fatalf("StagedPath(%s) = not bundled", probe)
 	}
-	return &hardFixture{root: root, tree: T, stage: stage, probe: probe, staged: staged}
+	if san != nil {
+		san.install(t, stage)
+	}
+	return &hardFixture{root: root, tree: T, stage: stage, probe: probe, staged: staged, san: san}
 }
 
 func (f *hardFixture) run(t *testing.T, env []string, cred *syscall.Credential, args ...string) (stdout, stderr string) {
@@ -72,6 +76,9 @@ func (f *hardFixture) run(t *testing.T, env []string, cred *syscall.Credential, 
 		cmd.Path = f.staged // as dlbundle exec runs a bundled executable
 	}
 	cmd.Env, cmd.Dir = env, "/"
+	if f.san != nil {
+		cmd.Env = f.san.env(env)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
@@ -86,8 +93,10 @@ func (f *hardFixture) run(t *testing.T, env []string, cred *syscall.Credential, 
 // the report's line buffer (ASan: global-buffer-overflow) and wrote an
 // invalid line with a garbage "dropped". The line must be valid JSON, list
 // each path exactly (or count it in dropped), and drop only what it lacks.
-func TestReportHostilePaths(t *testing.T) {
-	f := newHardFixture(t)
+func TestReportHostilePaths(t *testing.T) { testReportHostilePaths(t, nil) }
+
+func testReportHostilePaths(t *testing.T, san *sanitizer) {
+	f := newHardFixture(t, san)
 	report := filepath.Join(f.root, "report.jsonl")
 	env := ShimEnv(f.stage, probeEnv(f.root), EnvOptions{Report: report})
 	const n = 600
@@ -156,11 +165,13 @@ func TestReportHostilePaths(t *testing.T) {
 // group only, by a user whose 300th supplementary group is that group
 // (getgroups into a fixed array of 256 missed it: EACCES where the kernel
 // says yes). Runs as nobody with 300 groups (the test runs as root).
-func TestAccessManyGroups(t *testing.T) {
+func TestAccessManyGroups(t *testing.T) { testAccessManyGroups(t, nil) }
+
+func testAccessManyGroups(t *testing.T, san *sanitizer) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run a process with 300 supplementary groups")
 	}
-	f := newHardFixture(t)
+	f := newHardFixture(t, san)
 	const gid = 51299
 	file := filepath.Join(f.tree, "d", "grp")
 	if err := os.WriteFile(file, []byte("g\n"), 0o640); err != nil {
@@ -181,6 +192,9 @@ func TestAccessManyGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	stage := stageEntries(t, dir, entries)
+	if san != nil {
+		san.install(t, stage)
+	}
 	// A stage belongs to the user who runs the app (nobody, here).
 	err := filepath.WalkDir(stage, func(p string, d os.DirEntry, err error) error {
 		if err == nil {
@@ -218,8 +232,10 @@ func TestAccessManyGroups(t *testing.T) {
 // directory is ENAMETOOLONG, as the kernel says, not ENOENT; elsewhere the
 // kernel's order of checks holds (ENOTDIR below a file, ENOENT below a
 // missing directory).
-func TestNameTooLong(t *testing.T) {
-	f := newHardFixture(t)
+func TestNameTooLong(t *testing.T) { testNameTooLong(t, nil) }
+
+func testNameTooLong(t *testing.T, san *sanitizer) {
+	f := newHardFixture(t, san)
 	long := strings.Repeat("n", 256)
 	env := ShimEnv(f.stage, probeEnv(f.root), EnvOptions{})
 	for _, p := range []string{
@@ -242,8 +258,10 @@ func TestNameTooLong(t *testing.T) {
 // TestAuditHugeEnvironmentEntry: the audit module reads /proc/self/environ
 // in 64 KiB pieces; an entry longer than that must be skipped whole, not
 // parsed from its middle (where "DLBUNDLE_STAGE=/elsewhere" could sit).
-func TestAuditHugeEnvironmentEntry(t *testing.T) {
-	f := newHardFixture(t)
+func TestAuditHugeEnvironmentEntry(t *testing.T) { testAuditHugeEnvironmentEntry(t, nil) }
+
+func testAuditHugeEnvironmentEntry(t *testing.T, san *sanitizer) {
+	f := newHardFixture(t, san)
 	big := "BIG=" + strings.Repeat("x", 65535-4) + "DLBUNDLE_STAGE=/bogus-stage"
 	for _, pos := range []string{"first", "last"} {
 		env := ShimEnv(f.stage, probeEnv(f.root), EnvOptions{Debug: true})
@@ -268,7 +286,7 @@ func TestAuditHugeEnvironmentEntry(t *testing.T) {
 // async-signal-safe). testdata/snoop.c, preloaded before the shim, reports
 // any call made after the probe announced its _exit.
 func TestShimExitIsAsyncSignalSafe(t *testing.T) {
-	f := newHardFixture(t)
+	f := newHardFixture(t, nil)
 	snoop := filepath.Join(f.root, "snoop.so")
 	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O1", "-o", snoop, "testdata/snoop.c").CombinedOutput(); err != nil {
 		t.Fatalf("gcc snoop.c: %v\n%s", err, out)
@@ -320,7 +338,7 @@ func TestExecRefusesTooLongStageDir(t *testing.T) {
 		t.Fatalf("exec with a %d-byte stage dir: %v\nstdout: %s\nstderr: %s", len(ok), state, out, stderr)
 	}
 
-	f := newHardFixture(t)
+	f := newHardFixture(t, nil)
 	env := ShimEnv(f.stage, probeEnv(f.root), EnvOptions{})
 	for i, kv := range env {
 		if strings.HasPrefix(kv, EnvStage+"=") {
@@ -352,7 +370,7 @@ func TestExecBringsNoLibdl(t *testing.T) {
 	if !libcHasDlsym() {
 		t.Fatalf("glibc %d.%d, but libcHasDlsym() = false (libc beside %s)", major, minor, dynamicLinker())
 	}
-	f := newHardFixture(t)
+	f := newHardFixture(t, nil)
 	orig := "/opt/dlbundle-test-nolibdl-" + filepath.Base(f.root) + "/bin/hard"
 	st, err := os.Stat(f.probe)
 	if err != nil {
@@ -414,4 +432,19 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestShimSanitized runs the conformance probes and the edge tests above
+// with the shim built with AddressSanitizer and UndefinedBehaviorSanitizer
+// (shim/build.sh --sanitize, built once here): any report fails the run (the
+// report goes to the probe's output, which must equal the native one, and
+// the sanitizers' exit status is not 0). audit.so gets UBSan only (see
+// sanitizedShim).
+func TestShimSanitized(t *testing.T) {
+	san := sanitizedShim(t)
+	t.Run("conformance", func(t *testing.T) { runConformance(t, san) })
+	t.Run("report", func(t *testing.T) { testReportHostilePaths(t, san) })
+	t.Run("groups", func(t *testing.T) { testAccessManyGroups(t, san) })
+	t.Run("names", func(t *testing.T) { testNameTooLong(t, san) })
+	t.Run("environ", func(t *testing.T) { testAuditHugeEnvironmentEntry(t, san) })
 }

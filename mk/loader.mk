@@ -4,7 +4,7 @@
 #                      (= go generate ./loader/; commit the objects)
 #   make bench-loader  warm-start overhead under the shim vs native -> docs/bench/loader.md
 
-APT_PACKAGES  += gcc python3 python3-numpy dash strace hyperfine
+APT_PACKAGES  += gcc python3 python3-numpy dash strace hyperfine libasan8 libubsan1
 BENCH_TARGETS += bench-loader
 
 .PHONY: shim bench-loader
