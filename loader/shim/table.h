@@ -66,12 +66,19 @@ static inline int dlb_check(const void *base, size_t len)
 		return 0;
 	if (h->nbuckets == 0 || (h->nbuckets & (h->nbuckets - 1)) || h->nentries >= h->nbuckets)
 		return 0;
-	if (h->buckets + 4ull * h->nbuckets > len || h->entries + 96ull * h->nentries > len || (h->entries & 7))
+	/* Written so that no sum can wrap (offsets come from the file). */
+	if (h->buckets > len || 4ull * h->nbuckets > len - h->buckets || (h->buckets & 3))
+		return 0;
+	if (h->entries > len || 96ull * h->nentries > len - h->entries || (h->entries & 7))
 		return 0;
 	const uint32_t *b = (const uint32_t *)((const char *)base + h->buckets);
 	const struct dlb_entry *e = (const struct dlb_entry *)((const char *)base + h->entries);
-	for (uint32_t i = 0; i < h->nbuckets; i++)
+	uint32_t empty = 0; /* a probe sequence ends at an empty bucket: there must be one */
+	for (uint32_t i = 0; i < h->nbuckets; i++) {
 		if (b[i] > h->nentries) return 0;
+		empty += b[i] == 0;
+	}
+	if (!empty) return 0;
 	for (uint32_t i = 0; i < h->nentries; i++) {
 		if ((uint64_t)e[i].path + e[i].path_len >= len || (uint64_t)e[i].target + e[i].target_len >= len)
 			return 0;
