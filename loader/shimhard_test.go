@@ -246,11 +246,12 @@ func testNameTooLong(t *testing.T, san *sanitizer) {
 		filepath.Join(f.tree, "nope", long),
 		filepath.Join(f.tree, "d", strings.Repeat("m", 255)),
 		filepath.Join(f.tree, "d", "..", long),
+		"/proc/self/fd/999", // (readlink of /proc links goes through the shim: errno as native)
 	} {
 		native, _ := f.run(t, probeEnv(f.root), nil, "name", p)
 		shim, _ := f.run(t, env, nil, "name", p)
 		if native != shim {
-			t.Errorf("%s...: native:\n%sshim:\n%s", p[:len(f.tree)+8], native, shim)
+			t.Errorf("%.60s...: native:\n%sshim:\n%s", p, native, shim)
 		}
 	}
 }

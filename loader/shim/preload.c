@@ -693,7 +693,7 @@ static ssize_t proc_readlink(int dirfd, const char *path, char *buf, size_t size
 {
 	char tmp[DLB_PATH_MAX + 1024];
 	long n = syscall(SYS_readlinkat, dirfd, path, tmp, sizeof tmp);
-	if (n < 0) return set_errno((int)-n);
+	if (n < 0) return -1; /* syscall() has set errno */
 	size_t l = strip_stage(tmp, (size_t)n);
 	if (l > size) l = size;
 	memcpy(buf, tmp, l);

@@ -4,7 +4,7 @@
  *                       '"', '\', control characters, bytes >= 0x80, some longer
  *                       than 255 bytes in total (they pass through the shim)
  *   hard access PATH    access(PATH, R_OK) and euidaccess: "0" or the errno name
- *   hard name PATH      stat, lstat, open, access of PATH: the result of each
+ *   hard name PATH      stat, lstat, open, access, readlink of PATH: the result of each
  *   hard exit           _exit(0) right after setting DLB_IN_EXIT=1 (see snoop.c)
  *   hard objects        the names dl_iterate_phdr shows, one a line
  */
@@ -67,6 +67,8 @@ int main(int argc, char **argv)
 		printf("lstat %s\n", res(lstat(argv[2], &st)));
 		printf("open %s\n", res(open(argv[2], O_RDONLY)));
 		printf("access %s\n", res(access(argv[2], F_OK)));
+		char b[64];
+		printf("readlink %s\n", res((int)readlink(argv[2], b, sizeof b)));
 		return 0;
 	}
 	if (!strcmp(argv[1], "exit")) {
