@@ -16,7 +16,7 @@
  * cost nothing. */
 #define MAX_PATHS 512
 #define ARENA (256u << 10)
-#define SEEN_MAX 16384
+#define SEEN_MAX 4096
 #define LINE_CAP (512u << 10)
 
 static char report_file[DLB_PATH_MAX];
@@ -26,7 +26,7 @@ static struct slot {
 	uint32_t off, len1; /* len1 = length + 1, stored last: 0 while a thread still copies */
 } slots[MAX_PATHS];
 static char arena[ARENA];
-static uint32_t nslots;
+static uint32_t nslots, nseen;
 static uint64_t arena_used;
 static uint64_t dropped;
 static pid_t report_pid; /* the process whose counts these are */
@@ -36,9 +36,12 @@ static void report_child_reset(void)
 {
 	report_pid = (pid_t)syscall(SYS_getpid);
 	memset(counts, 0, sizeof counts);
-	memset(seen, 0, sizeof seen);
-	memset(slots, 0, sizeof slots);
-	nslots = arena_used = 0;
+	if (nseen) { /* (untouched .bss stays unwritten: no page faults per fork) */
+		memset(seen, 0, sizeof seen);
+		memset(slots, 0, sizeof slots);
+	}
+	nslots = nseen = 0;
+	arena_used = 0;
 	dropped = 0;
 }
 
@@ -83,6 +86,7 @@ void report_count(int kind, const char *p)
 		if (cur == h) return; /* seen */
 		if (cur != 0) continue;
 		if (__atomic_compare_exchange_n(&seen[i], &cur, h, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+			__atomic_fetch_add(&nseen, 1, __ATOMIC_RELAXED);
 			keep(p, n);
 			return;
 		}
@@ -99,15 +103,16 @@ void report_count(int kind, const char *p)
  * counts: it does not report (its pid differs). */
 __attribute__((destructor)) void report_write(void)
 {
-	static char line[LINE_CAP];
+	/* Static, not on the stack: _exit may run on a small signal stack.
+	 * One writer per process (reported). */
+	static char line[LINE_CAP], exe[DLB_PATH_MAX];
+	static const char *ps[MAX_PATHS];
+	static size_t ls[MAX_PATHS];
 	static int reported;
 	if (!report_file[0] || (pid_t)syscall(SYS_getpid) != report_pid) return;
 	if (__atomic_exchange_n(&reported, 1, __ATOMIC_ACQ_REL)) return;
-	char exe[DLB_PATH_MAX];
 	long en = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, sizeof exe - 1);
 	if (en < 0) en = 0;
-	const char *ps[MAX_PATHS];
-	size_t ls[MAX_PATHS];
 	uint32_t n = __atomic_load_n(&nslots, __ATOMIC_ACQUIRE);
 	if (n > MAX_PATHS) n = MAX_PATHS;
 	for (uint32_t i = 0; i < n; i++) {
