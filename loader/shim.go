@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
 )
 
 // The C shim (loader/shim/*.c) is compiled by `go generate ./loader/` and the
@@ -53,23 +52,36 @@ func writeShim(dir string) error {
 // entry in dl_iterate_phdr); preload-2.34.so needs only libc.so.6, where
 // glibc 2.34 and later define dlsym. A stage written by an older dlbundle
 // has only preload.so.
-func preloadFor(shimDir string) string {
-	if libcHasDlsym() {
-		if _, err := os.Lstat(filepath.Join(shimDir, shimPreload234)); err == nil {
-			return shimPreload234
-		}
+func preloadFor(stageDir string) string {
+	if _, err := os.Lstat(filepath.Join(stageDir, stageShimDir, shimPreload234)); err != nil {
+		return shimPreload
+	}
+	if libcDefines(libcPath(stageDir), "GLIBC_2.34") {
+		return shimPreload234
 	}
 	return shimPreload
 }
 
-// libcHasDlsym tells whether the node's libc.so.6 is glibc 2.34 or later,
-// i.e. defines symbol version GLIBC_2.34 (dlsym moved into libc then). The
-// libc is the one next to the dynamic linker that the kernel loads for
-// dynamically linked programs of this architecture (glibc installs the two
-// together: /lib64/ld-linux-x86-64.so.2 -> /usr/lib64/ or
-// /lib/x86_64-linux-gnu/, with libc.so.6). Anything unexpected: false, the
-// build that loads everywhere. Node-local system files only, read once.
-var libcHasDlsym = sync.OnceValue(func() bool { return libcDefines(dynamicLinker(), "GLIBC_2.34") })
+// libcPath returns the libc.so.6 the app's processes will use: the one
+// beside the dynamic linker that the kernel loads for this architecture's
+// programs (glibc installs the two together, and they must be of one glibc
+// version). When the image bundles it, ld.so is answered with the staged
+// copy, so that copy is read (node-local; no operation on the original);
+// else the node's own.
+func libcPath(stageDir string) string {
+	ld := dynamicLinker()
+	if tab, err := os.ReadFile(filepath.Join(stageDir, stageTable)); err == nil {
+		if final, ok := resolveInTable(tab, ld); ok {
+			if libc, ok := resolveInTable(tab, filepath.Join(filepath.Dir(final), "libc.so.6")); ok {
+				return filepath.Join(stageDir, stageRootDir, libc)
+			}
+		}
+	}
+	if real, err := filepath.EvalSymlinks(ld); err == nil {
+		return filepath.Join(filepath.Dir(real), "libc.so.6")
+	}
+	return ""
+}
 
 func dynamicLinker() string {
 	switch runtime.GOARCH {
@@ -80,14 +92,11 @@ func dynamicLinker() string {
 	}
 }
 
-// libcDefines reports whether the libc.so.6 beside the dynamic linker
-// interp defines the symbol version ver.
-func libcDefines(interp, ver string) bool {
-	ld, err := filepath.EvalSymlinks(interp)
-	if err != nil {
-		return false
-	}
-	f, err := elf.Open(filepath.Join(filepath.Dir(ld), "libc.so.6"))
+// libcDefines reports whether the shared object libc defines the symbol
+// version ver (false if it cannot be read: then the build that loads
+// everywhere is used).
+func libcDefines(libc, ver string) bool {
+	f, err := elf.Open(libc)
 	if err != nil {
 		return false
 	}

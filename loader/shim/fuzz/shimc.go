@@ -73,8 +73,8 @@ type Table struct {
 }
 
 func NewTable(b []byte) *Table { return &Table{C.CBytes(b), len(b)} }
-func (t *Table) Free()        { C.free(t.p) }
-func (t *Table) Check() bool  { return C.check(t.p, C.size_t(t.len)) != 0 }
+func (t *Table) Free()         { C.free(t.p) }
+func (t *Table) Check() bool   { return C.check(t.p, C.size_t(t.len)) != 0 }
 
 // Lookup returns the index of the entry for exactly p, or -1.
 func (t *Table) Lookup(p string) int {
