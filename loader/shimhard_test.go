@@ -207,9 +207,12 @@ func testAccessManyGroups(t *testing.T, san *sanitizer) {
 	}
 	f.stage = stage
 	f.staged, _ = StagedPath(stage, f.probe)
-	var groups []uint32
+	var groups, many []uint32
 	for g := uint32(gid - 299); g <= gid; g++ {
 		groups = append(groups, g)
+	}
+	for g := uint32(gid - 1099); g <= gid; g++ { // more than the shim reads onto its stack
+		many = append(many, g)
 	}
 	for _, c := range []struct {
 		name string
@@ -218,6 +221,8 @@ func testAccessManyGroups(t *testing.T, san *sanitizer) {
 		{"300 groups", &syscall.Credential{Uid: 65534, Gid: 65534, Groups: groups}},
 		{"not in the group", &syscall.Credential{Uid: 65534, Gid: 65534, Groups: groups[:299]}},
 		{"3 groups", &syscall.Credential{Uid: 65534, Gid: 65534, Groups: groups[297:]}},
+		{"1100 groups", &syscall.Credential{Uid: 65534, Gid: 65534, Groups: many}},
+		{"1099 groups, not in the group", &syscall.Credential{Uid: 65534, Gid: 65534, Groups: many[:1099]}},
 	} {
 		native, _ := f.run(t, probeEnv(f.root), c.cred, "access", file)
 		report := filepath.Join(f.root, "report-"+strings.ReplaceAll(c.name, " ", "-"))
