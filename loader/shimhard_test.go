@@ -101,7 +101,7 @@ func testReportHostilePaths(t *testing.T, san *sanitizer) {
 	env := ShimEnv(f.stage, probeEnv(f.root), EnvOptions{Report: report})
 	const n = 600
 	dir := filepath.Join(f.root, "outside-the-image")
-	f.run(t, env, nil, "pass", dir, "600")
+	f.run(t, env, nil, "pass", dir, fmt.Sprint(n))
 	b, err := os.ReadFile(report)
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +156,7 @@ func testReportHostilePaths(t *testing.T, san *sanitizer) {
 		}
 	}
 	wantStr := strings.ToValidUTF8(string(want), "\uFFFD")
-	if !listed[wantStr] && r.Dropped == 0 {
+	if !listed[wantStr] { // (the first of the probe's paths: kept whatever else is dropped)
 		t.Errorf("path 0 not listed exactly; want %q", wantStr)
 	}
 }
