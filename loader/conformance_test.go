@@ -205,7 +205,78 @@ func readReport(t *testing.T, p string) []reportLine {
 	return rs
 }
 
-func TestConformance(t *testing.T) {
+func TestConformance(t *testing.T) { runConformance(t, nil) }
+
+// sanitizer is a sanitized build of the shim objects and the environment
+// it needs.
+type sanitizer struct {
+	dir     string // audit.so, preload.so, preload-2.34.so built by build.sh --sanitize
+	libasan string
+}
+
+// sanitizedShim builds the sanitized objects. An LD_PRELOAD object built
+// with ASan needs the ASan runtime first in the initial library list (else
+// the runtime aborts: "ASan runtime does not come first"), so env preloads
+// libasan before the shim; audit.so links against nothing and gets UBSan in
+// trap mode (no runtime), not ASan.
+func sanitizedShim(t *testing.T) *sanitizer {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("sh", "shim/build.sh", "--sanitize", dir).CombinedOutput(); err != nil {
+		t.Fatalf("shim/build.sh --sanitize: %v\n%s", err, out)
+	}
+	out, err := exec.Command("gcc", "-print-file-name=libasan.so").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	libasan, err := filepath.EvalSymlinks(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("libasan (gcc -print-file-name=libasan.so): %v", err)
+	}
+	return &sanitizer{dir: dir, libasan: libasan}
+}
+
+// install replaces the stage's shim objects with the sanitized ones.
+func (s *sanitizer) install(t *testing.T, stage string) {
+	t.Helper()
+	for name := range shimObjects {
+		b, err := os.ReadFile(filepath.Join(s.dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(stage, stageShimDir, name)
+		if err := os.Remove(dst); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o555); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// env puts the ASan runtime first and makes every sanitizer report fatal.
+// Native runs get it too: the runtime changes what the probes see (its
+// dlopen interceptor makes dlopen by name search the runtime's RUNPATH,
+// not the caller's), so native and shim runs differ only by the shim.
+// Leak checking is off: the probes' interpreters (python3) leak at exit by
+// design, and the shim allocates nothing to leak.
+func (s *sanitizer) env(env []string) []string {
+	out := make([]string, 0, len(env)+3)
+	preload := false
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "LD_PRELOAD="); ok {
+			kv, preload = "LD_PRELOAD="+s.libasan+":"+v, true
+		}
+		out = append(out, kv)
+	}
+	if !preload {
+		out = append(out, "LD_PRELOAD="+s.libasan)
+	}
+	return append(out, "ASAN_OPTIONS=detect_leaks=0:exitcode=66:halt_on_error=1",
+		"UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=67")
+}
+
+func runConformance(t *testing.T, san *sanitizer) {
 	if _, err := exec.LookPath("gcc"); err != nil {
 		t.Fatal("gcc is needed to build the probe (make deps)")
 	}
@@ -231,6 +302,13 @@ func TestConformance(t *testing.T) {
 	base := probeEnv(home)
 	report := filepath.Join(root, "report.jsonl")
 	shimEnv := ShimEnv(stage, base, EnvOptions{Report: report})
+	withShim := func(env []string) []string { return env }
+	if san != nil {
+		san.install(t, stage)
+		withShim = san.env
+		shimEnv = withShim(shimEnv)
+	}
+	nativeEnv := withShim(base)
 
 	probe := filepath.Join(T, "bin", "probe")
 	staged, ok := StagedPath(stage, probe)
@@ -239,18 +317,28 @@ func TestConformance(t *testing.T) {
 	}
 
 	t.Run("C", func(t *testing.T) {
-		native := runProbe(t, "", []string{probe, "full", T}, base)
+		native := runProbe(t, "", []string{probe, "full", T}, nativeEnv)
 		shim := runProbe(t, staged, []string{probe, "full", T}, shimEnv)
 		diffLines(t, "C probe", native, shim)
 		if strings.Contains(shim, "audit interface") || strings.Contains(shim, "ERROR: ld.so") {
 			t.Errorf("ld.so complained about the shim:\n%s", shim)
 		}
 	})
+	// The build for glibc 2.17+ (preload.so, with libdl.so.2), which exec
+	// picks on older nodes, answers the same.
+	t.Run("C-preload.so", func(t *testing.T) {
+		env := make([]string, len(shimEnv))
+		for i, kv := range shimEnv {
+			env[i] = strings.Replace(kv, "/"+shimPreload234, "/"+shimPreload, 1)
+		}
+		native := runProbe(t, "", []string{probe, "full", T}, nativeEnv)
+		diffLines(t, "C probe with preload.so", native, runProbe(t, staged, []string{probe, "full", T}, env))
+	})
 	// ld.so accepted the audit object (la_version) and it answered the
 	// search: the RUNPATH candidate in a missing directory was skipped
 	// without a syscall, the bundled one served from the stage.
 	t.Run("audit", func(t *testing.T) {
-		env := ShimEnv(stage, base, EnvOptions{Debug: true})
+		env := withShim(ShimEnv(stage, base, EnvOptions{Debug: true}))
 		out := runProbe(t, staged, []string{probe, "helper", T}, env)
 		for _, want := range []string{
 			"dlbundle[audit]: missing " + T + "/bin/../nolib/libprobe.so",
@@ -292,13 +380,13 @@ func TestConformance(t *testing.T) {
 			}
 			return string(out)
 		}
-		diffLines(t, "random paths", run("", base), run(staged, shimEnv))
+		diffLines(t, "random paths", run("", nativeEnv), run(staged, shimEnv))
 	})
 	t.Run("Python", func(t *testing.T) {
 		argv := []string{"/usr/bin/python3", "-I", "-B", "testdata/probe.py", T}
 		abs, _ := filepath.Abs("testdata/probe.py")
 		argv[3] = abs
-		native := runProbe(t, "", argv, base)
+		native := runProbe(t, "", argv, nativeEnv)
 		py, ok := StagedPath(stage, "/usr/bin/python3")
 		if !ok {
 			t.Fatal("StagedPath(/usr/bin/python3) = not bundled")

@@ -180,7 +180,7 @@ func ShimEnv(stageDir string, environ []string, opts EnvOptions) []string {
 	shim := filepath.Join(stageDir, stageShimDir)
 	set := map[string]string{
 		"LD_AUDIT":   filepath.Join(shim, shimAuditName),
-		"LD_PRELOAD": filepath.Join(shim, shimPreload),
+		"LD_PRELOAD": filepath.Join(shim, preloadFor(stageDir)),
 		EnvStage:     stageDir,
 	}
 	if opts.Report != "" {

@@ -27,6 +27,7 @@ static int audit_dirty(const char *p, size_t n);
 
 static const void *table;         /* the mmap-ed lookup table, or NULL: do nothing */
 static char root[PREFIX_MAX];     /* $DLBUNDLE_STAGE/root */
+_Static_assert(DLB_STAGE_MAX + 6 <= PREFIX_MAX, "root holds DLBUNDLE_STAGE/root");
 static size_t root_len;
 static char staged[DLB_PATH_MAX]; /* the answer of the last la_objsearch */
 static int debug;
@@ -56,36 +57,44 @@ static void say(const char *a, const char *b, const char *c)
 /* The environment as the kernel passed it, read from /proc/self/environ: the
  * audit object has no libc and so no getenv, and ld.so calls la_version
  * before anything else. One open, a few reads, one close; no fd is kept. */
+static void environ_entry(const char *kv, size_t len)
+{
+	if (len > 15 && dlb_memeq(kv, "DLBUNDLE_STAGE=", 15)) {
+		size_t l = len - 15;
+		if (l <= DLB_STAGE_MAX) { /* longer: inactive (the preload says so on stderr) */
+			dlb_memcpy(root, kv + 15, l);
+			dlb_memcpy(root + l, "/root", 6);
+			root_len = l + 5;
+		}
+	} else if (len == 16 && dlb_memeq(kv, "DLBUNDLE_DEBUG=1", 16)) {
+		debug = 1;
+	} else if (len >= 20 && dlb_memeq(kv, "DLBUNDLE_NATIVE_ENV=", 20)) {
+		native_env = 1;
+	}
+}
+
 static void read_environ(void)
 {
 	static char buf[65536];
 	long fd = dlb_sys(DLB_SYS_openat, -100, "/proc/self/environ", 02000000 /* O_CLOEXEC */);
 	if (fd < 0) return;
 	size_t have = 0;
+	int skipping = 0; /* inside an entry longer than buf: none of it is ours */
 	for (;;) {
-		long n = dlb_sys(DLB_SYS_read, fd, buf + have, sizeof buf - 1 - have);
+		long n = dlb_sys(DLB_SYS_read, fd, buf + have, sizeof buf - have);
 		if (n <= 0) break;
 		have += (size_t)n;
 		size_t start = 0;
 		for (size_t i = 0; i < have; i++) {
 			if (buf[i] != 0) continue;
-			const char *kv = buf + start;
-			if (dlb_memeq(kv, "DLBUNDLE_STAGE=", 15)) {
-				size_t l = i - start - 15;
-				if (l > 0 && l + 5 < PREFIX_MAX) {
-					dlb_memcpy(root, kv + 15, l);
-					dlb_memcpy(root + l, "/root", 6);
-					root_len = l + 5;
-				}
-			} else if (dlb_memeq(kv, "DLBUNDLE_DEBUG=1", 17)) {
-				debug = 1;
-			} else if (dlb_memeq(kv, "DLBUNDLE_NATIVE_ENV=", 20)) {
-				native_env = 1;
-			}
+			if (!skipping) environ_entry(buf + start, i - start);
+			skipping = 0;
 			start = i + 1;
 		}
-		/* keep the unfinished entry; one longer than the buffer is skipped */
-		if (start == 0 && have == sizeof buf - 1) have = 0;
+		/* Keep the unfinished entry. One that fills the whole buffer is
+		 * skipped to its end: read from its middle, a value such as
+		 * "...DLBUNDLE_STAGE=/x" would look like an entry of its own. */
+		if (start == 0 && have == sizeof buf) { skipping = 1; have = 0; }
 		else { for (size_t i = start; i < have; i++) buf[i - start] = buf[i]; have -= start; }
 	}
 	dlb_sys(DLB_SYS_close, fd, 0, 0);

@@ -245,7 +245,15 @@ static void shim_init(void)
 	debug_on = dbg && dbg[0] == '1';
 	const char *dd = getenv("DLBUNDLE_DEBUG_DIR");
 	if (dd && strlen(dd) < sizeof debug_dir) strcpy(debug_dir, dd);
-	if (stage && stage[0] == '/' && strlen(stage) + 8 < sizeof stage_root) {
+	if (stage && strlen(stage) > DLB_STAGE_MAX) {
+		/* dlbundle exec refuses such a stage dir; say why nothing is answered. */
+		static const char msg[] = "dlbundle: DLBUNDLE_STAGE is longer than 1000 bytes; the shim is "
+					  "inactive and this process reads the original files (use a shorter --stage-dir)\n";
+		syscall(SYS_write, 2, msg, sizeof msg - 1);
+		stage = NULL;
+	}
+	_Static_assert(DLB_STAGE_MAX + 8 < sizeof stage_root, "stage_root holds DLBUNDLE_STAGE/root");
+	if (stage && stage[0] == '/') {
 		stage_root_len = (size_t)snprintf(stage_root, sizeof stage_root, "%s/root", stage);
 		stage_list_len = (size_t)snprintf(stage_list, sizeof stage_list, "%s/list", stage);
 		char path[1100];
@@ -505,7 +513,11 @@ int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *s
 /* ---- access ---- */
 
 /* access_check answers from the table's mode and owner what the kernel would
- * for the original file: root passes R/W, and X when any x bit is set (or a dir). */
+ * for the original file: root passes R/W, and X when any x bit is set (or a dir).
+ * Returns 0, -1 (errno set) or ACCESS_UNDECIDED: the caller then passes the
+ * call through, so that the kernel decides. */
+#define ACCESS_UNDECIDED (-2)
+#define GROUPS_ON_STACK 1024 /* Linux allows 65536 supplementary groups */
 static int access_check(const struct dlb_entry *e, int mode, int effective)
 {
 	if (mode == F_OK) return 0;
@@ -521,8 +533,13 @@ static int access_check(const struct dlb_entry *e, int mode, int effective)
 	else {
 		int in_group = gid == e->gid;
 		if (!in_group) {
-			gid_t groups[256];
-			int n = getgroups(256, groups);
+			/* Any number of groups, no allocation: ask for the count, read
+			 * them onto the stack; with more than GROUPS_ON_STACK (or if
+			 * they changed in between: EINVAL) the kernel decides. */
+			int n = getgroups(0, NULL);
+			if (n < 0 || n > GROUPS_ON_STACK) return ACCESS_UNDECIDED;
+			gid_t groups[n ? n : 1];
+			if (n && (n = getgroups(n, groups)) < 0) return ACCESS_UNDECIDED;
 			for (int i = 0; i < n; i++) if (groups[i] == e->gid) in_group = 1;
 		}
 		bits = in_group ? (m >> 3) & 7 : m & 7;
@@ -536,7 +553,9 @@ static int do_access(const char *fn, int dirfd, const char **pp, char *canon, in
 {
 	struct dlb_res r;
 	switch (lookup(fn, dirfd, pp, !(flags & AT_SYMLINK_NOFOLLOW), canon, &r)) {
-	case DLB_BUNDLED: *rc = access_check(r.ent, mode, flags & AT_EACCESS); return 1;
+	case DLB_BUNDLED:
+		*rc = access_check(r.ent, mode, flags & AT_EACCESS);
+		return *rc != ACCESS_UNDECIDED;
 	case DLB_KNOWN_ERR: *rc = set_errno(r.err); return 1;
 	}
 	return 0;
@@ -652,11 +671,14 @@ static int do_open(const char *fn, int dirfd, const char **pp, char *canon, int 
 		/* The staged copy belongs to us; the original may not be readable by
 		 * us: answer EACCES as the original would (only files without the
 		 * world-read bit need the check, and its getuid calls). */
-		if (!(r.ent->mode & 04) && access_check(r.ent, R_OK, 1) != 0) { *rc = -1; return 1; }
+		if (!(r.ent->mode & 04)) {
+			int a = access_check(r.ent, R_OK, 1);
+			if (a == ACCESS_UNDECIDED) return 0;
+			if (a != 0) { *rc = -1; return 1; }
+		}
 		if (staged(sp, sizeof sp, canon, r.len) != 0) return 0;
-		*rc = (int)syscall(SYS_openat, AT_FDCWD, sp, flags, 0);
-		if (*rc < 0) { errno = -*rc; *rc = -1; }
-		else fd_note(*rc, r.ent);
+		*rc = (int)syscall(SYS_openat, AT_FDCWD, sp, flags, 0); /* syscall(): -1 and errno on error */
+		if (*rc >= 0) fd_note(*rc, r.ent);
 		return 1;
 	case DLB_KNOWN_ERR:
 		*rc = set_errno(r.err);
@@ -795,7 +817,7 @@ static ssize_t proc_readlink(int dirfd, const char *path, char *buf, size_t size
 {
 	char tmp[DLB_PATH_MAX + 1024];
 	long n = syscall(SYS_readlinkat, dirfd, path, tmp, sizeof tmp);
-	if (n < 0) return set_errno((int)-n);
+	if (n < 0) return -1; /* syscall() has set errno */
 	size_t l = strip_stage(tmp, (size_t)n);
 	if (l > size) l = size;
 	memcpy(buf, tmp, l);

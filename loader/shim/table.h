@@ -10,6 +10,9 @@
 #include <stddef.h>
 
 #define DLB_PATH_MAX 4096
+/* The longest DLBUNDLE_STAGE the shim accepts (its fixed buffers hold the
+ * stage plus "/root" and a name; loader.checkStagePath refuses longer ones). */
+#define DLB_STAGE_MAX 1000
 
 enum { DLB_REG = 1, DLB_DIR = 2, DLB_SYMLINK = 3, DLB_MISSING = 4, DLB_EXTERNAL = 5 };
 enum { DLB_FLAG_ELF_EXEC = 1, DLB_FLAG_BLOCKS = 2 /* blocks holds the source's st_blocks */ };
@@ -63,12 +66,19 @@ static inline int dlb_check(const void *base, size_t len)
 		return 0;
 	if (h->nbuckets == 0 || (h->nbuckets & (h->nbuckets - 1)) || h->nentries >= h->nbuckets)
 		return 0;
-	if (h->buckets + 4ull * h->nbuckets > len || h->entries + 96ull * h->nentries > len || (h->entries & 7))
+	/* Written so that no sum can wrap (offsets come from the file). */
+	if (h->buckets > len || 4ull * h->nbuckets > len - h->buckets || (h->buckets & 3))
+		return 0;
+	if (h->entries > len || 96ull * h->nentries > len - h->entries || (h->entries & 7))
 		return 0;
 	const uint32_t *b = (const uint32_t *)((const char *)base + h->buckets);
 	const struct dlb_entry *e = (const struct dlb_entry *)((const char *)base + h->entries);
-	for (uint32_t i = 0; i < h->nbuckets; i++)
+	uint32_t empty = 0; /* a probe sequence ends at an empty bucket: there must be one */
+	for (uint32_t i = 0; i < h->nbuckets; i++) {
 		if (b[i] > h->nentries) return 0;
+		empty += b[i] == 0;
+	}
+	if (!empty) return 0;
 	for (uint32_t i = 0; i < h->nentries; i++) {
 		if ((uint64_t)e[i].path + e[i].path_len >= len || (uint64_t)e[i].target + e[i].target_len >= len)
 			return 0;
@@ -124,7 +134,7 @@ enum { DLB_UNKNOWN = 0, DLB_BUNDLED = 1, DLB_KNOWN_ERR = 2 };
 
 struct dlb_res {
 	const struct dlb_entry *ent; /* BUNDLED: the final entry (reg, dir, or symlink when not followed) */
-	int err;                     /* KNOWN_ERR: ENOENT, ENOTDIR or ELOOP (positive errno) */
+	int err;                     /* KNOWN_ERR: ENOENT, ENOTDIR, ELOOP or ENAMETOOLONG (positive errno) */
 	size_t len;                  /* BUNDLED: length of out, the canonical original path;
 	                                KNOWN_ERR ENOENT: of out up to the absent name */
 	int rewritten;               /* UNKNOWN: out holds an equivalent path with the table's symlinks substituted */
@@ -150,6 +160,8 @@ static inline int dlb_unknown(struct dlb_res *r, char *out, size_t on, const cha
 #define DLB_ENOENT 2
 #define DLB_ENOTDIR 20
 #define DLB_ELOOP 40
+#define DLB_ENAMETOOLONG 36
+#define DLB_NAME_MAX 255
 
 /* dlb_resolve resolves the absolute path in against the table the way the
  * kernel would against the original file system, component by component:
@@ -238,7 +250,13 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 		if (q <= known && kd == on - 1 - cn) kd = on;
 		cur = dlb_lookup_h(base, out, on, oh);
 		if (!cur) {
-			if (parent && parent->type == DLB_DIR) { r->err = DLB_ENOENT; r->len = on; return DLB_KNOWN_ERR; }
+			if (parent && parent->type == DLB_DIR) {
+				/* The file system's lookup refuses a name longer than
+				 * NAME_MAX before it searches the directory. */
+				r->err = cn > DLB_NAME_MAX ? DLB_ENAMETOOLONG : DLB_ENOENT;
+				r->len = on;
+				return DLB_KNOWN_ERR;
+			}
 			/* A prefix outside the image (e.g. /home above a bundled tree):
 			 * keep walking, deeper components may be entries (the table keys
 			 * are the paths as the app used them). */
