@@ -106,35 +106,44 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	res.ImageBytes = st.Size()
 	fsys.SetCosts(o.Costs)
 
-	ranks := o.Nodes * o.Ranks
 	scripts := map[string]string{
 		ModeNative: fmt.Sprintf("srun %s", app),
 		ModeExec:   fmt.Sprintf("srun %s exec --stage-dir /dev/shm/bench-$SLURM_JOB_ID %s -- %s", o.Dlbundle, img, app),
 		ModeSbcast: fmt.Sprintf(`sbcast --force %[2]s /tmp/app-$SLURM_JOB_ID.dlimg
-srun --ntasks=%[4]d --ntasks-per-node=1 %[1]s stage -q --consume --stage-dir /dev/shm/bench-$SLURM_JOB_ID /tmp/app-$SLURM_JOB_ID.dlimg
-srun %[1]s exec --stage-dir /dev/shm/bench-$SLURM_JOB_ID /tmp/app-$SLURM_JOB_ID.dlimg -- %[3]s`, o.Dlbundle, img, app, o.Nodes),
+srun --ntasks=$SLURM_JOB_NUM_NODES --ntasks-per-node=1 %[1]s stage -q --consume --stage-dir /dev/shm/bench-$SLURM_JOB_ID /tmp/app-$SLURM_JOB_ID.dlimg
+srun %[1]s exec --stage-dir /dev/shm/bench-$SLURM_JOB_ID /tmp/app-$SLURM_JOB_ID.dlimg -- %[3]s`, o.Dlbundle, img, app),
 	}
 	for _, mode := range []string{ModeNative, ModeExec, ModeSbcast} {
 		row := Row{Mode: mode}
-		var times []time.Duration
-		for run := 0; run < o.Runs; run++ {
-			fsys.Reset()
-			d, out, err := job(ctx, c, scripts[mode], o.Nodes, o.Ranks)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %v\n%s", mode, err, out)
+		// One node, then all: what grows with the nodes and what a job pays once.
+		var ops, bytes [2]uint64
+		for i, nodes := range []int{1, o.Nodes} {
+			var times []time.Duration
+			for run := 0; run < o.Runs; run++ {
+				fsys.Reset()
+				d, out, err := job(ctx, c, scripts[mode], nodes, o.Ranks)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %v\n%s", mode, err, out)
+				}
+				if n := strings.Count(out, "loadtest ok"); n != nodes*o.Ranks {
+					return nil, fmt.Errorf("%s: %d of %d ranks reported success:\n%s", mode, n, nodes*o.Ranks, out)
+				}
+				s := fsys.Stats()
+				ops[i], bytes[i] = s.MetadataOps(), s.BytesRead
+				times = append(times, d)
+				logf("%s, %d nodes x %d ranks, run %d: %v, %d metadata ops, %d bytes", mode, nodes, o.Ranks, run+1, d.Round(time.Millisecond), ops[i], bytes[i])
 			}
-			if n := strings.Count(out, "loadtest ok"); n != ranks {
-				return nil, fmt.Errorf("%s: %d of %d ranks reported success:\n%s", mode, n, ranks, out)
-			}
-			s := fsys.Stats()
-			row.MetaOps, row.Bytes = s.MetadataOps(), s.BytesRead
-			times = append(times, d)
-			logf("%s, %d nodes x %d ranks, run %d: %v, %d metadata ops, %d bytes", mode, o.Nodes, o.Ranks, run+1, d.Round(time.Millisecond), row.MetaOps, row.Bytes)
+			row.Time = median(times) // the last: all nodes
 		}
-		row.Time = median(times)
+		row.MetaOps, row.Bytes = ops[1], bytes[1]
+		k := float64(o.Nodes - 1)
+		row.OpsPerNode = (float64(ops[1]) - float64(ops[0])) / k
+		row.BytesPerNode = (float64(bytes[1]) - float64(bytes[0])) / k
+		row.FixedOps = uint64(max(0, float64(ops[0])-row.OpsPerNode))
+		row.FixedBytes = uint64(max(0, float64(bytes[0])-row.BytesPerNode))
+		row.OpsPerNode, row.BytesPerNode = max(0, row.OpsPerNode), max(0, row.BytesPerNode)
 		res.Rows = append(res.Rows, row)
 	}
-	project(res)
 	return res, nil
 }
 
@@ -142,7 +151,8 @@ srun %[1]s exec --stage-dir /dev/shm/bench-$SLURM_JOB_ID /tmp/app-$SLURM_JOB_ID.
 // returns the time between its first and last line (the steps alone, not
 // sbatch's scheduling) and its output.
 func job(ctx context.Context, c *cluster.Cluster, script string, nodes, m int) (time.Duration, string, error) {
-	dir, err := os.MkdirTemp(c.Shared, "job-")
+	// Not in Shared: the job's script and output are not the app's traffic.
+	dir, err := os.MkdirTemp(c.Dir, "job-")
 	if err != nil {
 		return 0, "", err
 	}
@@ -184,32 +194,6 @@ func stamp(text, key string) float64 {
 		}
 	}
 	return 0
-}
-
-// project splits each mode's counts into what grows with the nodes and what
-// is paid once per job: native and dlbundle pay per node (native per rank,
-// i.e. per node x M); sbcast reads the image once per job, and its ranks
-// make the same per-node operations as dlbundle's apart from that read.
-func project(r *Results) {
-	k := float64(r.Opts.Nodes)
-	for i := range r.Rows {
-		row := &r.Rows[i]
-		switch row.Mode {
-		case ModeSbcast:
-			// The image is read once (by sbcast); what remains is per node.
-			row.FixedBytes = uint64(r.ImageBytes)
-			rest := float64(row.Bytes) - float64(r.ImageBytes)
-			if rest < 0 {
-				rest = 0
-			}
-			row.BytesPerNode = rest / k
-			row.FixedOps = 0
-			row.OpsPerNode = float64(row.MetaOps) / k
-		default:
-			row.OpsPerNode = float64(row.MetaOps) / k
-			row.BytesPerNode = float64(row.Bytes) / k
-		}
-	}
 }
 
 // At returns the projected metadata operations and bytes of a job of n nodes.
