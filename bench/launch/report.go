@@ -26,6 +26,8 @@ func (r *Results) Markdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nProjection: each mode ran on 1 node and on %d; the difference is what every further node adds, "+
 		"the rest is paid once per job (e.g. sbcast's one read of the image). At %d nodes: fixed + %d x per node. "+
+		"Bytes: the fake nodes share one page cache, so a mode whose bytes grow with the nodes is projected with "+
+		"what ONE node reads (a real node reads the whole image or app itself). "+
 		"Busy times are operations times the service times above, on one metadata queue and one data queue "+
 		"(one MDS, one OST: a wide stripe divides the data time). Times on this machine are noisy (2 CPUs shared); "+
 		"operation and byte counts are exact.\n\n", o.Nodes, projectNode, projectNode)

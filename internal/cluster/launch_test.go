@@ -185,8 +185,11 @@ func TestSrunOneStagingPerNode(t *testing.T) {
 	if len(nodes) != 3 {
 		t.Errorf("ranks ran on %v, want 3 nodes", nodes)
 	}
-	if ops, bytes := imageOps(img), sfs.Stats().BytesRead; ops != 3*perNodeOps || bytes != 3*perNodeBytes {
-		t.Errorf("3 nodes x 4 ranks: %d metadata ops and %d bytes on the image; want 3 x (%d, %d): one read per node",
+	// Operations are exact; bytes at most three times one node's, because the
+	// fake nodes share one page cache (a node may read pages another just
+	// fetched).
+	if ops, bytes := imageOps(img), sfs.Stats().BytesRead; ops != 3*perNodeOps || bytes > 3*perNodeBytes || bytes < perNodeBytes {
+		t.Errorf("3 nodes x 4 ranks: %d metadata ops and %d bytes on the image; want 3 x %d ops and 1-3 x %d bytes: one read per node",
 			ops, bytes, perNodeOps, perNodeBytes)
 	}
 	for _, n := range shared.Nodes {
