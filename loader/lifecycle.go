@@ -134,7 +134,7 @@ type GCOptions struct {
 	OlderThan time.Duration
 	// Grace: never remove a stage used (published or aliased) this recently,
 	// because a rank that found it through its alias without the lock may be
-	// about to exec from it. Default 1 minute.
+	// about to exec from it (the CLI's default: 1 minute).
 	Grace time.Duration
 	// DryRun: decide, report, remove nothing.
 	DryRun bool
@@ -155,9 +155,6 @@ type GCResult struct {
 // renamed to tmp.* (a rank that reads its alias from then on finds nothing
 // and stages anew under the lock) and then deleted.
 func GC(ctx context.Context, dir string, opts GCOptions) (*GCResult, error) {
-	if opts.Grace == 0 {
-		opts.Grace = time.Minute
-	}
 	lock, err := lockStage(ctx, filepath.Join(dir, stageLockName), nil)
 	if err != nil {
 		return nil, err

@@ -74,13 +74,13 @@ func TestGCRemovesUnusedKeepsInUse(t *testing.T) {
 	}
 
 	// Dry run removes nothing.
-	if res, err := GC(context.Background(), dir, GCOptions{Job: "7", Keep: 2500, DryRun: true}); err != nil || len(res.Stages) != 1 {
+	if res, err := GC(context.Background(), dir, GCOptions{Job: "7", Keep: 2500, DryRun: true, Grace: time.Minute}); err != nil || len(res.Stages) != 1 {
 		t.Fatalf("dry run: %+v %v", res, err)
 	}
 	if !isDir(filepath.Join(dir, oldest)) {
 		t.Fatal("dry run removed a stage")
 	}
-	res, err := GC(context.Background(), dir, GCOptions{Job: "7", Keep: 2500})
+	res, err := GC(context.Background(), dir, GCOptions{Job: "7", Keep: 2500, Grace: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestGCRemovesUnusedKeepsInUse(t *testing.T) {
 		}
 	}
 	// Without --keep every unused stage past the grace time goes; in use stays.
-	if _, err := GC(context.Background(), dir, GCOptions{}); err != nil {
+	if _, err := GC(context.Background(), dir, GCOptions{Grace: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	if isDir(filepath.Join(dir, recent)) || !isDir(filepath.Join(dir, inUse)) || !isDir(filepath.Join(dir, fresh)) {

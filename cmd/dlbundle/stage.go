@@ -43,6 +43,11 @@ See examples/jobs and docs/exec.md.`
 func (c *StageCmd) Run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if c.Consume { // refuse before staging, not after
+		if _, err := loader.ConsumedKey(c.Image, os.Getenv); err != nil {
+			return err
+		}
+	}
 	e := &ExecCmd{StageDir: c.StageDir, Workers: c.Workers, Insecure: c.Insecure, Image: c.Image}
 	s, err := e.stage(ctx)
 	if err != nil {
