@@ -56,6 +56,9 @@ func FuzzOpen(f *testing.F) {
 	f.Add(img[:len(img)-1])
 	f.Add(setFooterVersion(img, 9))
 	f.Add([]byte{})
+	for _, h := range hostileStreams { // issue 10: stream and TOC disagree
+		f.Add(readHostile(f, h.file))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		im, err := openBytes(b)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path"
 	"sort"
@@ -288,7 +289,9 @@ func checkContent(e *Entry) error {
 	}
 	var sum, next int64
 	for k, f := range e.Frames {
-		if f.Offset < 0 || f.CSize <= 0 || f.CSize > maxFrameUSize*2 || f.USize < 0 || f.USize > maxFrameUSize {
+		// Offset+CSize must not overflow: a frame at 2^63-8 would otherwise
+		// "end" before the data end (checkFrames).
+		if f.Offset < 0 || f.CSize <= 0 || f.CSize > maxFrameUSize*2 || f.Offset > math.MaxInt64-f.CSize || f.USize < 0 || f.USize > maxFrameUSize {
 			return fmt.Errorf("frame %d (off %d csize %d usize %d) out of range", k, f.Offset, f.CSize, f.USize)
 		}
 		if k > 0 && f.Offset != next {
