@@ -58,6 +58,13 @@ func OpenFile(p string) (*Image, error) {
 	return im, nil
 }
 
+// ReadError wraps a failure of the reader itself (I/O, a registry that does
+// not serve byte ranges), as opposed to an image that is corrupt.
+type ReadError struct{ Err error }
+
+func (e *ReadError) Error() string { return e.Err.Error() }
+func (e *ReadError) Unwrap() error { return e.Err }
+
 // Open validates the footer, the TOC digest and every entry of the image in r.
 func Open(r io.ReaderAt, size int64) (*Image, error) {
 	if size < footerSize {
@@ -65,7 +72,7 @@ func Open(r io.ReaderAt, size int64) (*Image, error) {
 	}
 	fb := make([]byte, footerSize)
 	if _, err := r.ReadAt(fb, size-footerSize); err != nil {
-		return nil, fmt.Errorf("reading image footer: %w", err)
+		return nil, fmt.Errorf("reading image footer: %w", &ReadError{err})
 	}
 	ft, err := parseFooter(fb, size)
 	if err != nil {
@@ -73,7 +80,7 @@ func Open(r io.ReaderAt, size int64) (*Image, error) {
 	}
 	frame := make([]byte, ft.TOCLength)
 	if _, err := r.ReadAt(frame, ft.TOCOffset); err != nil {
-		return nil, fmt.Errorf("reading table of contents: %w", err)
+		return nil, fmt.Errorf("reading table of contents: %w", &ReadError{err})
 	}
 	if binary.LittleEndian.Uint32(frame) != tocFrameMagic || int64(binary.LittleEndian.Uint32(frame[4:])) != ft.TOCLength-skippableHeaderSize {
 		return nil, fmt.Errorf("no table-of-contents frame at offset %d (corrupt image)", ft.TOCOffset)
