@@ -34,6 +34,10 @@ type Image struct {
 // maxEntries bounds the entries a reader accepts (hostile images).
 const maxEntries = 5_000_000
 
+// maxFrameRatio is the most a zstd frame can expand (128 KiB per 4-byte RLE
+// block); a legitimate frame of zeros reaches about 30,000 (level 19).
+const maxFrameRatio = 1 << 15
+
 // OpenFile opens and validates the image at path; Close closes the file.
 func OpenFile(p string) (*Image, error) {
 	f, err := os.Open(p)
@@ -300,6 +304,13 @@ func checkContent(e *Entry) error {
 		// "end" before the data end (checkFrames).
 		if f.Offset < 0 || f.CSize <= 0 || f.CSize > maxFrameUSize*2 || f.Offset > math.MaxInt64-f.CSize || f.USize < 0 || f.USize > maxFrameUSize {
 			return fmt.Errorf("frame %d (off %d csize %d usize %d) out of range", k, f.Offset, f.CSize, f.USize)
+		}
+		// A zstd block decodes to at most 128 KiB and takes at least 4 bytes
+		// (an RLE block): no frame expands more than 32768 times. A TOC that
+		// says otherwise declares content the frames cannot hold, to make
+		// staging reserve (or a reader expect) what the image is not.
+		if f.USize > f.CSize*maxFrameRatio {
+			return fmt.Errorf("frame %d declares %d bytes from %d compressed (a ratio over %d, which zstd cannot reach; corrupt or hostile image)", k, f.USize, f.CSize, maxFrameRatio)
 		}
 		if k > 0 && f.Offset != next {
 			return fmt.Errorf("frame %d at %d does not follow the previous frame (ends at %d)", k, f.Offset, next)

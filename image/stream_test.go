@@ -223,3 +223,19 @@ func TestOpenRefusesOverflowingFrameOffset(t *testing.T) {
 		wantOpenError(t, "frame offset", bad, c.want)
 	}
 }
+
+// A frame declaring more content than zstd can expand it to is refused at
+// Open: the declared sizes are what staging checks against free space.
+func TestOpenRefusesImpossibleFrameRatio(t *testing.T) {
+	img := fuzzImage(t)
+	bad := rewriteTOC(t, img, func(tc *toc) {
+		for i := range tc.Entries {
+			if e := &tc.Entries[i]; len(e.Frames) == 1 {
+				e.Frames[0].USize = e.Frames[0].CSize*maxFrameRatio + 1
+				e.Size = e.Frames[0].USize
+				return
+			}
+		}
+	})
+	wantOpenError(t, "frame ratio", bad, "ratio")
+}
