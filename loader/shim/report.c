@@ -99,7 +99,7 @@ __attribute__((destructor)) void report_write(void)
 		o = put_json_string(line, sizeof line, o, paths[i]);
 	}
 	o += (size_t)snprintf(line + o, sizeof line - o, "],\"dropped\":%u}\n", dropped);
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, report_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, report_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0) return;
 	syscall(SYS_write, fd, line, o);
 	syscall(SYS_close, fd);
