@@ -43,7 +43,11 @@ var (
 func dlbundleCLI(t testing.TB) string {
 	t.Helper()
 	dlbundleOnce.Do(func() {
-		dir := filepath.Join(os.TempDir(), fmt.Sprintf("dlbundle-test-cli-%d", os.Getuid()))
+		// One per user and checkout: worktrees of the same repository
+		// testing at the same time must not run each other's build.
+		wd, _ := os.Getwd()
+		sum := sha256.Sum256([]byte(wd))
+		dir := filepath.Join(os.TempDir(), fmt.Sprintf("dlbundle-test-cli-%d-%x", os.Getuid(), sum[:4]))
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			dlbundleErr = err
 			return

@@ -60,14 +60,26 @@ func TestExecStalledRegistryOnePullPerNode(t *testing.T) {
 	const ranks = 4
 	codes, stderrs := make([]int, ranks), make([]string, ranks)
 	var wg sync.WaitGroup
+	first := make(chan struct{})
 	for i := range ranks {
 		if i == 1 {
-			for requests.Load() == 0 { // rank 0 is stalled in the registry
-				time.Sleep(10 * time.Millisecond)
+		wait: // until rank 0 is stalled in the registry (or has ended)
+			for requests.Load() == 0 {
+				select {
+				case <-first:
+					break wait
+				case <-time.After(10 * time.Millisecond):
+				}
 			}
 		}
 		wg.Add(1)
-		go func() { defer wg.Done(); codes[i], stderrs[i] = run("2", true) }()
+		go func() {
+			defer wg.Done()
+			codes[i], stderrs[i] = run("2", true)
+			if i == 0 {
+				close(first)
+			}
+		}()
 	}
 	wg.Wait()
 	elsewhere := 0
