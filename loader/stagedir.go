@@ -101,14 +101,17 @@ func refuseStageDir(dir, why string) error {
 		ErrUnsafeStageDir, dir, why)
 }
 
-// checkAncestors checks every directory from / down to parent (symlinks
+// checkAncestors checks every directory below / down to parent (symlinks
 // resolved): owned by root or the user, and not writable by group or others
 // unless sticky (then others cannot rename what they do not own, and the
-// next component is checked for its owner in turn).
+// next component is checked for its owner in turn). / itself is not looked
+// at: no one can rename it, and where others could write into it they could
+// replace /lib and every library on the node anyway (and an image bundles
+// /: a stat of it would be an operation on a bundled path at every exec).
 func checkAncestors(dir, parent string) error {
 	uid := uint32(os.Getuid())
 	p := parent
-	for {
+	for p != "/" {
 		var st unix.Stat_t
 		if err := unix.Lstat(p, &st); err != nil {
 			return fmt.Errorf("stage dir %s: %w; use --stage-dir", dir, err)
@@ -121,11 +124,9 @@ func checkAncestors(dir, parent string) error {
 		case st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0:
 			return refuseStageDir(dir, fmt.Sprintf("lies below %s, which has mode %#o (writable by others and not sticky: they could swap the stage dir)", p, st.Mode&0o7777))
 		}
-		if p == "/" {
-			return nil
-		}
 		p = filepath.Dir(p)
 	}
+	return nil
 }
 
 // checkStageDir refuses a stage directory that someone else could write
