@@ -114,7 +114,10 @@ func (c *ExecCmd) stage(ctx context.Context) (*loader.Staged, error) {
 // notifySignals returns a context that SIGTERM and SIGINT cancel, and stop,
 // which restores their default action and returns the signal that came
 // before, if any. signal.NotifyContext cannot tell that: its stop cancels the
-// context too, and a signal still in flight when it is called is lost.
+// context too. A signal after stop takes its default action (it kills exec,
+// or, pending at execve, the app before it runs); one the runtime caught in
+// the microseconds before stop but relays after it would be lost: Go has no
+// way to block signals across that step.
 func notifySignals() (context.Context, func() os.Signal) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigc := make(chan os.Signal, 1)
