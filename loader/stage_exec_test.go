@@ -38,16 +38,13 @@ var (
 
 // dlbundleCLI builds the CLI once per test binary with the flags make uses
 // (CGO_ENABLED=0, -trimpath), so that after make it only relinks. It goes to
-// one fixed place per user (replaced atomically by each run), so test runs
-// leave no pile of temp dirs behind.
+// one fixed place per user and source tree (replaced atomically by each
+// run), so test runs leave no pile of temp dirs behind, and runs from other
+// checkouts (git worktrees) do not replace it with their own build.
 func dlbundleCLI(t testing.TB) string {
 	t.Helper()
 	dlbundleOnce.Do(func() {
-		// One per user and checkout: worktrees of the same repository
-		// testing at the same time must not run each other's build.
-		wd, _ := os.Getwd()
-		sum := sha256.Sum256([]byte(wd))
-		dir := filepath.Join(os.TempDir(), fmt.Sprintf("dlbundle-test-cli-%d-%x", os.Getuid(), sum[:4]))
+		dir := filepath.Join(os.TempDir(), fmt.Sprintf("dlbundle-test-cli-%d", os.Getuid()))
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			dlbundleErr = err
 			return
@@ -59,7 +56,9 @@ func dlbundleCLI(t testing.TB) string {
 			dlbundleErr = errorString("go build ./cmd/dlbundle: " + err.Error() + "\n" + string(out))
 			return
 		}
-		dlbundleBin = filepath.Join(dir, "dlbundle")
+		wd, _ := os.Getwd()
+		sum := sha256.Sum256([]byte(wd))
+		dlbundleBin = filepath.Join(dir, "dlbundle-"+hex.EncodeToString(sum[:6]))
 		dlbundleErr = os.Rename(tmp, dlbundleBin)
 	})
 	if dlbundleErr != nil {
