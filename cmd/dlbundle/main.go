@@ -40,17 +40,36 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 
 func main() {
 	var cli CLI
-	ctx := kong.Parse(&cli,
+	parser, err := kong.New(&cli,
 		kong.Name("dlbundle"),
 		kong.Description("Bundle what an HPC application loads at start-up into one image, "+
 			"and serve every rank from a node-local copy of it.\n\n"+
 			"  dlbundle trace -- ./myapp          # pilot run, writes ./dlbundle.trace\n"+
 			"  dlbundle build -o app.dlimg        # pack the traced objects\n"+
-			"  dlbundle exec app.dlimg -- ./myapp # in the job script, every rank"),
-		kong.UsageOnError(),
+			"  dlbundle exec app.dlimg -- ./myapp # in the job script, every rank\n\n"+
+			"Exit status: 0 done, 1 failed, 2 usage error (nothing was done); "+
+			"exec and trace exit with the app's status, verify documents its own."),
 		kong.Vars{"version": version.Version},
 	)
-	err := ctx.Run()
+	if err != nil {
+		panic(err) // the CLI struct is wrong: a bug, not a usage error
+	}
+	cl := splitCommandLine(parser.Model, os.Args[1:])
+	head := cl.head
+	if cl.cut {
+		head = append(head, "--") // kong requires the command argument; setCommand fills it
+	}
+	ctx, err := parser.Parse(head)
+	if err != nil {
+		reportUsage(ctx, err)
+	}
+	if cl.cut {
+		setCommand(ctx, cl)
+	}
+	if err := missingCommand(ctx); err != nil {
+		reportUsage(ctx, err)
+	}
+	err = ctx.Run()
 	if err == nil {
 		return
 	}
@@ -59,8 +78,12 @@ func main() {
 	if errors.As(err, &e) {
 		os.Exit(e.code)
 	}
-	fmt.Fprintf(os.Stderr, "dlbundle %s: %v\n", ctx.Command(), err)
-	os.Exit(1)
+	var u usageError
+	if errors.As(err, &u) {
+		reportUsage(ctx, u)
+	}
+	fmt.Fprintf(os.Stderr, "dlbundle %s: %v\n", verbName(ctx), err)
+	os.Exit(exitFailure)
 }
 
 // stripDashDash removes the leading "--" that kong keeps in passthrough args.
