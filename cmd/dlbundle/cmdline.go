@@ -25,6 +25,25 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
+// parse parses args (os.Args[1:]) as kong would, in time linear in their
+// number (splitCommandLine). A usage error comes with the context reached,
+// for reportUsage.
+func parse(parser *kong.Kong, args []string) (*kong.Context, error) {
+	cl := splitCommandLine(parser.Model, args)
+	head := cl.head
+	if cl.cut {
+		head = append(head, "--") // kong requires the command argument; setCommand fills it
+	}
+	ctx, err := parser.Parse(head)
+	if err != nil {
+		return ctx, err
+	}
+	if cl.cut {
+		setCommand(ctx, cl)
+	}
+	return ctx, missingCommand(ctx)
+}
+
 // commandLine is os.Args[1:] split for kong.
 type commandLine struct {
 	head    []string // what kong parses: the verb, its flags and its own arguments

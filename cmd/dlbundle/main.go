@@ -38,35 +38,29 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-func main() {
-	var cli CLI
-	parser, err := kong.New(&cli,
+// newParser is dlbundle's kong parser for cli; tests add options (kong.Exit).
+func newParser(cli *CLI, options ...kong.Option) (*kong.Kong, error) {
+	return kong.New(cli, append([]kong.Option{
 		kong.Name("dlbundle"),
-		kong.Description("Bundle what an HPC application loads at start-up into one image, "+
-			"and serve every rank from a node-local copy of it.\n\n"+
-			"  dlbundle trace -- ./myapp          # pilot run, writes ./dlbundle.trace\n"+
-			"  dlbundle build -o app.dlimg        # pack the traced objects\n"+
-			"  dlbundle exec app.dlimg -- ./myapp # in the job script, every rank\n\n"+
-			"Exit status: 0 done, 1 failed, 2 usage error (nothing was done); "+
+		kong.Description("Bundle what an HPC application loads at start-up into one image, " +
+			"and serve every rank from a node-local copy of it.\n\n" +
+			"  dlbundle trace -- ./myapp          # pilot run, writes ./dlbundle.trace\n" +
+			"  dlbundle build -o app.dlimg        # pack the traced objects\n" +
+			"  dlbundle exec app.dlimg -- ./myapp # in the job script, every rank\n\n" +
+			"Exit status: 0 done, 1 failed, 2 usage error (nothing was done); " +
 			"exec and trace exit with the app's status, verify documents its own."),
 		kong.Vars{"version": version.Version},
-	)
+	}, options...)...)
+}
+
+func main() {
+	var cli CLI
+	parser, err := newParser(&cli)
 	if err != nil {
 		panic(err) // the CLI struct is wrong: a bug, not a usage error
 	}
-	cl := splitCommandLine(parser.Model, os.Args[1:])
-	head := cl.head
-	if cl.cut {
-		head = append(head, "--") // kong requires the command argument; setCommand fills it
-	}
-	ctx, err := parser.Parse(head)
+	ctx, err := parse(parser, os.Args[1:])
 	if err != nil {
-		reportUsage(ctx, err)
-	}
-	if cl.cut {
-		setCommand(ctx, cl)
-	}
-	if err := missingCommand(ctx); err != nil {
 		reportUsage(ctx, err)
 	}
 	err = ctx.Run()
