@@ -16,21 +16,34 @@ import (
 	"github.com/dlbundle/dlbundle/image"
 )
 
-// parseWith parses args with dlbundle's parser, either through parse (the
-// split, linear path main uses) or with kong alone over the whole line.
-func parseWith(t *testing.T, args []string, split bool) (*CLI, error) {
+// parseWith parses args with dlbundle's parser, either as main does (one
+// verb's grammar, the command line split: parse) or with kong alone over
+// the whole CLI and the whole line, and returns the selected verb's struct.
+func parseWith(t *testing.T, args []string, split bool) (any, error) {
 	t.Helper()
-	var cli CLI
-	p, err := newParser(&cli, kong.Exit(func(int) { t.Fatalf("kong exited on %q", args) }))
+	exit := kong.Exit(func(int) { t.Fatalf("kong exited on %q", args) })
+	var (
+		p   *kong.Kong
+		ctx *kong.Context
+		err error
+	)
+	if split {
+		p, err = newParser(args, exit)
+	} else {
+		p, err = kong.New(&CLI{}, exit)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	if split {
-		_, err = parse(p, args)
+		ctx, err = parse(p, args)
 	} else {
-		_, err = p.Parse(args)
+		ctx, err = p.Parse(args)
 	}
-	return &cli, err
+	if err != nil {
+		return nil, err
+	}
+	return ctx.Selected().Target.Interface(), nil
 }
 
 // The split must not change what the command line means: every spelling of
@@ -63,7 +76,7 @@ func TestSplitCommandLineMatchesKong(t *testing.T) {
 			continue
 		}
 		if werr == nil && !reflect.DeepEqual(got, want) {
-			t.Errorf("%q:\nsplit %+v\nkong  %+v", line, *got, *want)
+			t.Errorf("%q:\nsplit %+v\nkong  %+v", line, got, want)
 		}
 	}
 }
@@ -72,8 +85,7 @@ func TestSplitCommandLineMatchesKong(t *testing.T) {
 // arguments only, whatever the length of the app's command line, and the
 // command arrives intact. (Not a timing test: it counts what kong is given.)
 func TestLongCommandLineIsNotParsedByKong(t *testing.T) {
-	var cli CLI
-	p, err := newParser(&cli)
+	p, err := kong.New(&CLI{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +115,42 @@ func run(t *testing.T, bin string, args ...string) (string, string, int) {
 		t.Fatal(err)
 	}
 	return out.String(), errb.String(), code
+}
+
+// Each verb's --help is the same from its own grammar (what main builds for
+// "dlbundle VERB ...") as from the whole CLI's.
+func TestOneVerbGrammarHelpIsTheWholeCLIs(t *testing.T) {
+	help := func(grammar any, args []string) string {
+		var out bytes.Buffer
+		p, err := kong.New(grammar, kong.Name("dlbundle"), kong.Writers(&out, &out), kong.Exit(func(int) { panic(&out) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		func() {
+			defer func() { recover() }()
+			p.Parse(args)
+		}()
+		return out.String()
+	}
+	n := 0
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[CLI]()) {
+		if _, ok := f.Tag.Lookup("cmd"); !ok {
+			continue
+		}
+		args := []string{commandName(f), "--help"}
+		if _, whole := grammarFor(args).(*CLI); whole {
+			t.Errorf("%s: no one-verb grammar (commandName %q does not match kong's name)", f.Name, args[0])
+			continue
+		}
+		one, all := help(grammarFor(args), args), help(&CLI{}, args)
+		if one != all || !strings.Contains(one, "Usage: dlbundle "+args[0]) {
+			t.Errorf("dlbundle %s --help differs:\none verb:\n%s\nwhole CLI:\n%s", args[0], one, all)
+		}
+		n++
+	}
+	if n < 9 {
+		t.Errorf("only %d verbs checked", n)
+	}
 }
 
 func TestUsageErrorsAreOneLineAndExit2(t *testing.T) {

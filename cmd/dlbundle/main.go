@@ -38,9 +38,10 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-// newParser is dlbundle's kong parser for cli; tests add options (kong.Exit).
-func newParser(cli *CLI, options ...kong.Option) (*kong.Kong, error) {
-	return kong.New(cli, append([]kong.Option{
+// newParser is dlbundle's kong parser for args (grammarFor); tests add
+// options (kong.Exit).
+func newParser(args []string, options ...kong.Option) (*kong.Kong, error) {
+	return kong.New(grammarFor(args), append([]kong.Option{
 		kong.Name("dlbundle"),
 		kong.Description("Bundle what an HPC application loads at start-up into one image, " +
 			"and serve every rank from a node-local copy of it.\n\n" +
@@ -54,8 +55,7 @@ func newParser(cli *CLI, options ...kong.Option) (*kong.Kong, error) {
 }
 
 func main() {
-	var cli CLI
-	parser, err := newParser(&cli)
+	parser, err := newParser(os.Args[1:])
 	if err != nil {
 		panic(err) // the CLI struct is wrong: a bug, not a usage error
 	}
