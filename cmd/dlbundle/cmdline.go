@@ -93,10 +93,12 @@ func parse(parser *kong.Kong, args []string) (*kong.Context, error) {
 
 // commandLine is os.Args[1:] split for kong.
 type commandLine struct {
-	head    []string // what kong parses: the verb, its flags and its own arguments
-	command []string // the app's command line of a passthrough verb, kong never sees it
-	cut     bool     // a passthrough verb: command was cut off head (maybe empty)
-	dashes  bool     // the cut was at "--" (kong keeps it at the front of the value)
+	head []string // what kong parses: the verb, its flags and its own arguments
+	// value is the passthrough argument's value as kong would set it: the
+	// app's command line, after the "--" that kong keeps (stripDashDash). It
+	// is a subslice of args, not a copy: 100,000 arguments cost nothing here.
+	value []string
+	cut   bool // a passthrough verb: value was cut off head (maybe empty)
 }
 
 // splitCommandLine cuts the app's command line off a passthrough verb's
@@ -153,8 +155,8 @@ func splitCommandLine(app *kong.Application, args []string) commandLine {
 			}
 		}
 	}
-	cut := func(at int, dashes bool) commandLine {
-		return commandLine{head: args[:at:at], command: args[at:], cut: true, dashes: dashes}
+	cut := func(at int) commandLine {
+		return commandLine{head: args[:at:at], value: args[at:], cut: true}
 	}
 	seen := 0
 	for i++; i < len(args); i++ {
@@ -162,22 +164,22 @@ func splitCommandLine(app *kong.Application, args []string) commandLine {
 		switch {
 		case a == "--":
 			if seen == own {
-				return commandLine{head: args[:i:i], command: args[i+1:], cut: true, dashes: true}
+				return commandLine{head: args[:i:i], value: args[i:], cut: true}
 			}
 			// "verb -- IMAGE CMD...": the rest is positional.
-			return cut(i+1+own-seen, false)
+			return cut(i + 1 + own - seen)
 		case strings.HasPrefix(a, "--"):
 			name, _, hasValue := strings.Cut(a[2:], "=")
 			takes, known := long[name]
 			if !known && seen == own {
-				return cut(i, false)
+				return cut(i)
 			}
 			if takes && !hasValue {
 				i++
 			}
 		case strings.HasPrefix(a, "-") && a != "-":
 			if _, known := short[rune(a[1])]; !known && seen == own {
-				return cut(i, false)
+				return cut(i)
 			}
 			for k, c := range a[1:] {
 				if short[c] {
@@ -189,7 +191,7 @@ func splitCommandLine(app *kong.Application, args []string) commandLine {
 			}
 		default:
 			if seen == own {
-				return cut(i, false)
+				return cut(i)
 			}
 			seen++
 		}
@@ -197,22 +199,16 @@ func splitCommandLine(app *kong.Application, args []string) commandLine {
 	// No command: kong still gets "--" so that "exec IMG" and "exec IMG --"
 	// read the same (missingCommand); a value flag at the end (i past the
 	// end) is kong's to report.
-	return cut(min(i, len(args)), false)
+	return cut(min(i, len(args)))
 }
 
 // setCommand stores the command cut off by splitCommandLine in the selected
-// verb's passthrough argument, as kong would have: "--" first when it was
-// given, which the verbs strip (stripDashDash).
+// verb's passthrough argument, as kong would have.
 func setCommand(kctx *kong.Context, cl commandLine) {
 	for _, p := range kctx.Selected().Positional {
-		if !p.Passthrough {
-			continue
+		if p.Passthrough {
+			p.Target.Set(reflect.ValueOf(cl.value))
 		}
-		v := make([]string, 0, len(cl.command)+1)
-		if cl.dashes {
-			v = append(v, "--")
-		}
-		p.Target.Set(reflect.ValueOf(append(v, cl.command...)))
 	}
 }
 

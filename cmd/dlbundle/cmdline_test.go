@@ -95,8 +95,8 @@ func TestLongCommandLineIsNotParsedByKong(t *testing.T) {
 			args = append(args, strconv.Itoa(i))
 		}
 		cl := splitCommandLine(p.Model, args)
-		if len(cl.head) != 4 || len(cl.command) != n+1 {
-			t.Fatalf("%d args: kong is given %d tokens (want 4), command %d (want %d)", n, len(cl.head), len(cl.command), n+1)
+		if len(cl.head) != 4 || len(cl.value) != n+2 || &cl.value[0] != &args[4] {
+			t.Fatalf("%d args: kong is given %d tokens (want 4), command %d (want %d, not copied)", n, len(cl.head), len(cl.value), n+2)
 		}
 	}
 }
