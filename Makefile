@@ -35,7 +35,7 @@ include $(sort $(wildcard mk/*.mk))
 build: $(BIN)
 $(BIN): FORCE
 	@mkdir -p $(dir $@)
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/dlbundle
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/dlbundle
 
 deps:
 	@missing=""; for p in $(sort $(APT_PACKAGES)); do \
