@@ -114,7 +114,9 @@ func goTest(r io.Reader, w io.Writer, c *counts) {
 				}
 				continue
 			}
-			out[key] = append(out[key], e.Output)
+			if !strings.HasPrefix(e.Output, "=== ") { // RUN, PAUSE, CONT, NAME
+				out[key] = append(out[key], e.Output)
+			}
 		case "pass":
 			if e.Test != "" {
 				c.Passed++
