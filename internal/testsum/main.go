@@ -192,7 +192,7 @@ func fuzz(r io.Reader, w io.Writer, c *counts) {
 			stat = m
 			continue // progress lines: only the last one matters, printed by done
 		}
-		if strings.HasPrefix(line, "fuzz: elapsed:") {
+		if strings.HasPrefix(line, "fuzz: elapsed:") || line == "PASS" {
 			continue
 		}
 		fmt.Fprintln(w, line)
