@@ -196,10 +196,12 @@ func splitCommandLine(app *kong.Application, args []string) commandLine {
 			seen++
 		}
 	}
+	if i > len(args) {
+		return all // a flag without its value at the end: kong's to report
+	}
 	// No command: kong still gets "--" so that "exec IMG" and "exec IMG --"
-	// read the same (missingCommand); a value flag at the end (i past the
-	// end) is kong's to report.
-	return cut(min(i, len(args)))
+	// read the same (missingCommand).
+	return cut(i)
 }
 
 // setCommand stores the command cut off by splitCommandLine in the selected

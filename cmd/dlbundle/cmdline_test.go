@@ -171,6 +171,7 @@ func TestUsageErrorsAreOneLineAndExit2(t *testing.T) {
 		{[]string{"trace"}, "dlbundle trace:", "no command to run"},
 		{[]string{"trace", "--"}, "dlbundle trace:", "no command to run"},
 		{[]string{"build", "--level"}, "dlbundle build:", "--level"},
+		{[]string{"exec", "--stage-dir"}, "dlbundle exec:", "--stage-dir: expected string value but got \"EOL\""},
 	} {
 		stdout, stderr, code := run(t, bin, c.args...)
 		verb := strings.TrimSuffix(strings.TrimPrefix(c.verb, "dlbundle "), ":")
