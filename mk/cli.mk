@@ -5,3 +5,10 @@ BENCH_TARGETS += bench-cli
 .PHONY: bench-cli
 bench-cli: build
 	$(GO) run ./internal/clibench -dlbundle $(BIN) -out docs/bench/cli.md
+
+# A short fuzz run of the command-line split after `go test`: main's linear
+# parse must agree with kong's own on every line kong accepts.
+TEST_AFTER += fuzz-cli
+.PHONY: fuzz-cli
+fuzz-cli:
+	$(GO) test -run '^$$' -fuzz '^FuzzSplitCommandLine$$' -fuzztime 10s ./cmd/dlbundle/

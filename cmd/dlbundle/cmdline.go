@@ -167,7 +167,10 @@ func splitCommandLine(app *kong.Application, args []string) commandLine {
 				return commandLine{head: args[:i:i], value: args[i:], cut: true}
 			}
 			// "verb -- IMAGE CMD...": the rest is positional.
-			return cut(i + 1 + own - seen)
+			if at := i + 1 + own - seen; at <= len(args) {
+				return cut(at)
+			}
+			return all // too few arguments: kong's to report
 		case strings.HasPrefix(a, "--"):
 			name, _, hasValue := strings.Cut(a[2:], "=")
 			takes, known := long[name]

@@ -164,6 +164,7 @@ func TestUsageErrorsAreOneLineAndExit2(t *testing.T) {
 		{[]string{"verify"}, "dlbundle verify:", `expected "<image>"`},
 		{[]string{"verify", "--nope", "x.dlimg"}, "dlbundle verify:", "unknown flag --nope"},
 		{[]string{"exec"}, "dlbundle exec:", `expected "<image>`},
+		{[]string{"exec", "--"}, "dlbundle exec:", `expected "<image>`},
 		{[]string{"exec", "img.dlimg"}, "dlbundle exec:", "no command to run"},
 		{[]string{"exec", "img.dlimg", "--"}, "dlbundle exec:", "no command to run"},
 		{[]string{"exec", "--bogus", "img.dlimg", "--", "/bin/true"}, "dlbundle exec:", "unknown flag --bogus"},
