@@ -51,7 +51,7 @@ func consumedStage(stageDir, ref string) *Staged {
 	if err != nil {
 		return nil
 	}
-	return lookupAlias(stageDir, key)
+	return lookupAlias(stageDir, key, nil) // Stage then checks the stage itself (MustHave)
 }
 
 // consumedImage stands for a consumed image whose stage is published: Stage

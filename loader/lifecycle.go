@@ -155,7 +155,7 @@ type GCResult struct {
 // renamed to tmp.* (a rank that reads its alias from then on finds nothing
 // and stages anew under the lock) and then deleted.
 func GC(ctx context.Context, dir string, opts GCOptions) (*GCResult, error) {
-	lock, err := lockStage(ctx, filepath.Join(dir, stageLockName), nil)
+	lock, _, err := lockStage(ctx, filepath.Join(dir, stageLockName), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +183,13 @@ func GC(ctx context.Context, dir string, opts GCOptions) (*GCResult, error) {
 					os.Remove(filepath.Join(aliasDir, a.Name()))
 				}
 			}
+		}
+	}
+	if opts.Job != "" && !opts.DryRun {
+		// The job's failure markers (stage.go) name its aliases.
+		failed, _ := filepath.Glob(filepath.Join(dir, failedPrefix+AliasJobPrefix(opts.Job)+"*"))
+		for _, f := range failed {
+			os.Remove(f)
 		}
 	}
 	stages, err := ListStages(dir)

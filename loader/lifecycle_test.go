@@ -117,7 +117,7 @@ func TestGCWaitsForStager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := lockStage(context.Background(), filepath.Join(dir, stageLockName), nil)
+	l, _, err := lockStage(context.Background(), filepath.Join(dir, stageLockName), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
