@@ -41,6 +41,27 @@ func ResolveStageDir(flag string) string {
 	return DefaultStageDir()
 }
 
+// OpenStageDirFor resolves the stage directory from the --stage-dir value
+// (flag, then DLBUNDLE_STAGE_DIR, then the default) and opens it
+// (OpenStageDir). A failure ends with advice that fits how the directory was
+// chosen: "use --stage-dir" only when the user chose none.
+func OpenStageDirFor(flag string) (string, error) {
+	chosen := flag != "" || os.Getenv(StageDirEnv) != ""
+	dir := ResolveStageDir(flag)
+	abs, err := OpenStageDir(dir)
+	if err != nil {
+		return "", stageDirAdvice(err, dir, chosen)
+	}
+	return abs, nil
+}
+
+func stageDirAdvice(err error, dir string, chosen bool) error {
+	if !chosen {
+		return fmt.Errorf("%w; use --stage-dir DIR (or %s) to stage elsewhere", err, StageDirEnv)
+	}
+	return fmt.Errorf("%w; %s was given by --stage-dir or %s: give another directory, one that only you can write (and whose ancestors only you or root can)", err, dir, StageDirEnv)
+}
+
 func isWritableTmpfs(dir string) bool {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil || st.Type != unix.TMPFS_MAGIC {
@@ -76,11 +97,11 @@ func OpenStageDir(dir string) (string, error) {
 		return "", err
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-		return "", fmt.Errorf("create parent of stage dir %s: %w; use --stage-dir", abs, err)
+		return "", fmt.Errorf("create parent of stage dir %s: %w", abs, err)
 	}
 	parent, err := filepath.EvalSymlinks(filepath.Dir(abs))
 	if err != nil {
-		return "", fmt.Errorf("stage dir %s: %w; use --stage-dir", abs, err)
+		return "", fmt.Errorf("stage dir %s: %w", abs, err)
 	}
 	abs = filepath.Join(parent, filepath.Base(abs))
 	if err := checkAncestors(abs, parent); err != nil {
@@ -88,7 +109,7 @@ func OpenStageDir(dir string) (string, error) {
 	}
 	// Mkdir, not MkdirAll: MkdirAll would follow a planted symlink silently.
 	if err := os.Mkdir(abs, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", fmt.Errorf("create stage dir %s: %w; use --stage-dir", abs, err)
+		return "", fmt.Errorf("create stage dir %s: %w", abs, err)
 	}
 	if err := checkStageDir(abs); err != nil {
 		return "", err
@@ -97,7 +118,7 @@ func OpenStageDir(dir string) (string, error) {
 }
 
 func refuseStageDir(dir, why string) error {
-	return fmt.Errorf("%w: stage dir %s %s; refusing (library injection risk); use --stage-dir",
+	return fmt.Errorf("%w: stage dir %s %s; refusing (library injection risk)",
 		ErrUnsafeStageDir, dir, why)
 }
 
@@ -114,7 +135,7 @@ func checkAncestors(dir, parent string) error {
 	for p != "/" {
 		var st unix.Stat_t
 		if err := unix.Lstat(p, &st); err != nil {
-			return fmt.Errorf("stage dir %s: %w; use --stage-dir", dir, err)
+			return fmt.Errorf("stage dir %s: %w", dir, err)
 		}
 		switch {
 		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
@@ -143,12 +164,12 @@ func checkStageDir(dir string) error {
 		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
 			return refuseStageDir(dir, "is not a directory")
 		}
-		return fmt.Errorf("stage dir %s: %w; use --stage-dir", dir, err)
+		return fmt.Errorf("stage dir %s: %w", dir, err)
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("stage dir %s: %w; use --stage-dir", dir, err)
+		return fmt.Errorf("stage dir %s: %w", dir, err)
 	}
 	switch {
 	case int(st.Uid) != os.Getuid():

@@ -63,10 +63,11 @@ func TestOpenStageDirRefusesHostileDirs(t *testing.T) {
 			if err := c.setup(p); err != nil {
 				t.Fatal(err)
 			}
-			_, err := OpenStageDir(p)
+			_, err := OpenStageDirFor(p)
 			if !errors.Is(err, ErrUnsafeStageDir) || !strings.Contains(err.Error(), c.want) ||
-				!strings.Contains(err.Error(), "use --stage-dir") {
-				t.Fatalf("OpenStageDir(%s) = %v; want a refusal saying %q and use --stage-dir", name, err, c.want)
+				!strings.Contains(err.Error(), p+" was given by --stage-dir") ||
+				strings.Contains(err.Error(), "use --stage-dir") {
+				t.Fatalf("OpenStageDirFor(%s) = %v; want a refusal saying %q and that the given dir must change (not \"use --stage-dir\", which was used)", name, err, c.want)
 			}
 		})
 	}
@@ -109,5 +110,19 @@ func TestResolveStageDir(t *testing.T) {
 	}
 	if !strings.HasPrefix(got, want) || !strings.HasSuffix(got, "-"+itoa(os.Getuid())) {
 		t.Errorf("default stage dir %s; want %s<uid>", got, want)
+	}
+}
+
+// Without a chosen directory the advice is to choose one; with one, it is to
+// choose another (issue 12: refusals said "use --stage-dir" to users who had).
+func TestStageDirAdvice(t *testing.T) {
+	base := refuseStageDir("/dev/shm/dlbundle-1000", "is owned by uid 1001, not 1000")
+	if got := stageDirAdvice(base, "/dev/shm/dlbundle-1000", false).Error(); !strings.HasSuffix(got, "; use --stage-dir DIR (or DLBUNDLE_STAGE_DIR) to stage elsewhere") {
+		t.Errorf("default dir: %q", got)
+	}
+	got := stageDirAdvice(base, "/scratch/s", true)
+	if !errors.Is(got, ErrUnsafeStageDir) || strings.Contains(got.Error(), "use --stage-dir") ||
+		!strings.Contains(got.Error(), "/scratch/s was given by --stage-dir or DLBUNDLE_STAGE_DIR: give another directory") {
+		t.Errorf("given dir: %q", got)
 	}
 }

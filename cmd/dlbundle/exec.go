@@ -81,7 +81,7 @@ func (c *ExecCmd) Run() error {
 
 // stage opens the stage dir and returns the published stage of the image.
 func (c *ExecCmd) stage(ctx context.Context) (*loader.Staged, error) {
-	dir, err := loader.OpenStageDir(loader.ResolveStageDir(c.StageDir))
+	dir, err := loader.OpenStageDirFor(c.StageDir)
 	if err != nil {
 		return nil, err
 	}

@@ -36,7 +36,7 @@ func (c *GcCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	dir, err := loader.OpenStageDir(loader.ResolveStageDir(c.StageDir))
+	dir, err := loader.OpenStageDirFor(c.StageDir)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,7 @@ type LsCmd struct {
 
 // Run lists the stages, most recently used first.
 func (c *LsCmd) Run() error {
-	dir, err := loader.OpenStageDir(loader.ResolveStageDir(c.StageDir))
+	dir, err := loader.OpenStageDirFor(c.StageDir)
 	if err != nil {
 		return err
 	}
