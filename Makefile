@@ -3,7 +3,7 @@
 #   make          build bin/dlbundle (static, CGO_ENABLED=0)
 #   make deps     install the Debian packages the tests and demo use (asks for root if missing)
 #   make test     every test (unit, integration with real programs, a short fuzz run)
-#   make demo     the whole cycle on a bundled example
+#   make demo     ~1 min: native vs dlbundle exec at 1 and 16 ranks on a contended FUSE file system
 #   make bench    benchmarks; results go to docs/benchmarks.md
 #
 # Each area of the tree adds its own targets in mk/<area>.mk and appends to the
