@@ -78,8 +78,15 @@ func pluginFixture(t *testing.T) (exe, lib string) {
 // traceRun traces command in-process and reads the trace back.
 func traceRun(t *testing.T, command ...string) (*Trace, *Result) {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "run.trace")
-	res, err := Run(Options{Command: command, Output: out, Quiet: true, Stub: testStub()})
+	return traceRunOpts(t, Options{Command: command})
+}
+
+// traceRunOpts is traceRun with options (Output, Quiet and Stub are set here).
+func traceRunOpts(t *testing.T, opts Options) (*Trace, *Result) {
+	t.Helper()
+	command := opts.Command
+	opts.Output, opts.Quiet, opts.Stub = filepath.Join(t.TempDir(), "run.trace"), true, testStub()
+	res, err := Run(opts)
 	if err != nil {
 		t.Fatalf("trace %v: %v", command, err)
 	}

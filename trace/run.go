@@ -26,12 +26,18 @@ type Options struct {
 	Stub []string
 	// Getenv reads launcher variables; nil means os.Getenv.
 	Getenv func(string) string
+	// NoPredict follows every filtered call to its exit instead of computing
+	// the outcome of stats and failing opens at entry (predict.go): slower,
+	// the reference the prediction is tested against.
+	NoPredict bool
 }
 
 // Result of a pilot run.
 type Result struct {
 	Exit   int    // the app's exit status (128+N when killed by signal N)
 	Output string // the trace file written
+	// Predicted counts the calls whose outcome the tracer computed at entry.
+	Predicted int64
 }
 
 // CommandError is a command that could not be started (not found, not
@@ -90,7 +96,7 @@ func Run(opts Options) (*Result, error) {
 	}
 	rec := newRecorder(w, stderr)
 
-	exit, err := traceCommand(stub, opts.Command, rec, start)
+	exit, predicted, err := traceCommand(stub, opts.Command, rec, start, opts.NoPredict)
 	if err != nil {
 		out.discard()
 		return nil, err
@@ -109,11 +115,11 @@ func Run(opts Options) (*Result, error) {
 	if !opts.Quiet {
 		rec.stats.print(stderr, outPath, exit, wall)
 	}
-	return &Result{Exit: exit, Output: outPath}, nil
+	return &Result{Exit: exit, Output: outPath, Predicted: predicted}, nil
 }
 
 // traceCommand starts the stub under ptrace and follows the app to its end.
-func traceCommand(stub, command []string, rec *recorder, start time.Time) (int, error) {
+func traceCommand(stub, command []string, rec *recorder, start time.Time, noPredict bool) (exit int, predicted int64, err error) {
 	// ptrace requests are accepted only from the thread that attached.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -134,9 +140,9 @@ func traceCommand(stub, command []string, rec *recorder, start time.Time) (int, 
 
 	if err := cmd.Start(); err != nil {
 		if errors.Is(err, syscall.EPERM) {
-			return 0, ptraceDenied(err)
+			return 0, 0, ptraceDenied(err)
 		}
-		return 0, fmt.Errorf("starting the trace stub %s: %v", stub[0], err)
+		return 0, 0, fmt.Errorf("starting the trace stub %s: %v", stub[0], err)
 	}
 	pid := cmd.Process.Pid
 	done := make(chan struct{})
@@ -144,10 +150,10 @@ func traceCommand(stub, command []string, rec *recorder, start time.Time) (int, 
 	go forwardSignals(fwd, done, pid, sigs)
 
 	t := &tracer{start: start, rec: rec, mainPid: pid, sigSeen: sigs,
-		tasks: map[int]*task{pid: {tgid: pid}}, listings: map[dirKey]*listing{}}
-	exit, err := t.loop()
+		tasks: map[int]*task{pid: {tgid: pid}}, listings: map[dirKey]*listing{}, exact: noPredict}
+	exit, err = t.loop()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	survivors, left := t.detachSurvivors(2 * time.Second)
 	if len(survivors) > 0 {
@@ -158,7 +164,7 @@ func traceCommand(stub, command []string, rec *recorder, start time.Time) (int, 
 	if left > 0 {
 		rec.warn("%d task(s) that outlived the app could not be detached; they are killed", left)
 	}
-	return exit, nil
+	return exit, t.predicted, nil
 }
 
 // ptraceDenied explains a refused ptrace and what to do about it.
