@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -203,27 +204,40 @@ func BenchmarkZstdDecodeAll(b *testing.B) {
 func BenchmarkStageVsDecodeAll(b *testing.B) {
 	img, raw := benchImage(b)
 	frames := imageFrames(b, img)
-	var stageNS, decodeNS int64
+	var stageNS, decodeNS, stageCPU, decodeCPU int64
 	for b.Loop() {
 		dir, err := OpenStageDir(filepath.Join(benchStageParent(b), "stage"))
 		if err != nil {
 			b.Fatal(err)
 		}
-		t0 := time.Now()
+		t0, c0 := time.Now(), cpuNS()
 		if _, err := Stage(context.Background(), StageRequest{Dir: dir, Open: OpenImage(img, dir, MaterializeOptions{}, registry.Options{})}); err != nil {
 			b.Fatal(err)
 		}
-		t1 := time.Now()
+		t1, c1 := time.Now(), cpuNS()
 		decodeAll(b, img, frames)
-		t2 := time.Now()
+		t2, c2 := time.Now(), cpuNS()
 		stageNS += t1.Sub(t0).Nanoseconds()
 		decodeNS += t2.Sub(t1).Nanoseconds()
+		stageCPU += c1 - c0
+		decodeCPU += c2 - c1
 		removeTree(dir)
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(raw)*n/float64(stageNS)*1e3, "stage-MB/s")
 	b.ReportMetric(float64(raw)*n/float64(decodeNS)*1e3, "decode-MB/s")
 	b.ReportMetric(100*float64(decodeNS)/float64(stageNS), "stage/decode-%")
+	// CPU time (user+sys of this process) per GB of content: what the two
+	// cost whatever else the machine runs.
+	b.ReportMetric(float64(stageCPU)/n/float64(raw)*1e3, "stage-CPU-ms/GB")
+	b.ReportMetric(float64(decodeCPU)/n/float64(raw)*1e3, "decode-CPU-ms/GB")
+}
+
+// cpuNS is the user+system CPU time of this process so far.
+func cpuNS() int64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 func imageFrames(b *testing.B, img string) []image.Frame {
