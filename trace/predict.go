@@ -25,7 +25,8 @@ import (
 // (contextCalls): from the first such call or difference on, the run follows
 // every call to its exit. Relative paths are resolved through
 // /proc/TID/cwd, which names the tracee's working directory even when it was
-// removed; paths relative to another directory fd are not predicted.
+// removed; paths relative to another directory fd are not predicted, nor
+// paths under /proc and /dev (callerDependent).
 //
 // What differs from catching the exit: the event's time is the call's entry,
 // and a file created or removed by another process between the tracer's call
@@ -44,7 +45,7 @@ const oTmpfileBit = 0x400000
 // predict fills in p's outcome when the tracer can compute it at entry.
 func (t *tracer) predict(tid int, p *pendingCall) bool {
 	raw := p.raw
-	if raw == "" || len(raw) > maxPredictPath {
+	if raw == "" || len(raw) > maxPredictPath || callerDependent(p.ev.Path) {
 		return false
 	}
 	host := raw
@@ -99,6 +100,15 @@ func (t *tracer) predict(tid int, p *pendingCall) bool {
 		p.ev.Err = errnoName(e)
 	}
 	return true
+}
+
+// callerDependent tells paths whose lookup depends on who looks: under /proc
+// ("self", "thread-self" name the tracer when it looks) and /dev (/dev/fd,
+// /dev/stdin link into /proc/self). A symlink elsewhere into /proc/self
+// (/etc/mtab) is followed by the tracer as itself; such paths are
+// node-local and never bundled.
+func callerDependent(p string) bool {
+	return p == "/proc" || p == "/dev" || strings.HasPrefix(p, "/proc/") || strings.HasPrefix(p, "/dev/")
 }
 
 // checkContext stops prediction when task tid does not see the file system

@@ -31,6 +31,8 @@ int main(int argc, char **argv) {
     op("missing", O_RDONLY); op("file/x", O_RDONLY); op("file/", O_RDONLY); op("dangling", O_RDONLY);
     op("dangling", O_RDONLY | O_NOFOLLOW); op("loop", O_RDONLY); op("missing", O_RDONLY | O_DIRECTORY);
     op("file", O_RDONLY); op("new", O_WRONLY | O_CREAT); op(".", O_RDONLY | O_TMPFILE);
+    /* Names of the caller's own fds: the tracer has no fd 200. */
+    if (dup2(0, 200) == 200) { st("/dev/fd/200"); st("/proc/self/fd/200"); op("/dev/fd/200", O_RDONLY); }
     char rel[64]; snprintf(rel, sizeof rel, "private/%s", "f");
     st(rel);
     /* The working directory removed: relative lookups still go through it. */
