@@ -18,8 +18,9 @@ import (
 //
 // The tracer's call gives the tracee's result as long as both see the same
 // file system with the same rights: same credentials (uid, gids, groups,
-// capabilities), root directory and mount and user namespaces. The tracee
-// starts with the tracer's (it is its child); the tracer compares them again
+// capabilities), root directory, mount and user namespaces and security
+// label (AppArmor, SELinux). The tracee starts with the tracer's (it is its
+// child); the tracer compares them again
 // after every exec (a set-user-ID program) and spawn (clone with new
 // namespaces), and the seccomp filter also stops the calls that change them
 // (contextCalls): from the first such call or difference on, the run follows
@@ -126,8 +127,8 @@ func (t *tracer) checkContext(tid int) {
 }
 
 // taskContext is what decides a path lookup's result besides the path, for
-// /proc/ID: credentials and capabilities from status, the root directory and
-// the mount and user namespaces ("" if unreadable).
+// /proc/ID: credentials and capabilities from status, the root directory,
+// the mount and user namespaces and the security label ("" if unreadable).
 func taskContext(id string) string {
 	b, err := os.ReadFile("/proc/" + id + "/status")
 	if err != nil {
@@ -149,5 +150,9 @@ func taskContext(id string) string {
 		}
 		out.WriteString(target + "\n")
 	}
+	// The security label (AppArmor, SELinux): an exec may change the
+	// profile, and with it what a lookup is allowed to see.
+	label, _ := os.ReadFile("/proc/" + id + "/attr/current")
+	out.Write(label)
 	return out.String()
 }
