@@ -20,14 +20,13 @@ import (
 // file system with the same rights: same credentials (uid, gids, groups,
 // capabilities), root directory, mount and user namespaces and security
 // label (AppArmor, SELinux). The tracee starts with the tracer's (it is its
-// child); the tracer compares them again
-// after every exec (a set-user-ID program) and spawn (clone with new
-// namespaces), and the seccomp filter also stops the calls that change them
-// (contextCalls): from the first such call or difference on, the run follows
-// every call to its exit. Relative paths are resolved through
-// /proc/TID/cwd, which names the tracee's working directory even when it was
-// removed; paths relative to another directory fd are not predicted, nor
-// paths under /proc and /dev (callerDependent).
+// child); the tracer compares them again after every exec (a set-user-ID
+// program) and spawn (clone with new namespaces), and the seccomp filter also
+// stops the calls that change them (contextCalls): from the first such call
+// or difference on, the run follows every call to its exit. Relative paths
+// are resolved through /proc/TID/cwd, which names the tracee's working
+// directory even when it was removed; paths relative to another directory fd
+// are not predicted, nor paths under /proc and /dev (callerDependent).
 //
 // What differs from catching the exit: the event's time is the call's entry,
 // and a file created or removed by another process between the tracer's call
