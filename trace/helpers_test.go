@@ -81,11 +81,12 @@ func traceRun(t *testing.T, command ...string) (*Trace, *Result) {
 	return traceRunOpts(t, Options{Command: command})
 }
 
-// traceRunOpts is traceRun with options (Output, Quiet and Stub are set here).
+// traceRunOpts is traceRun with options (Output and Quiet are set here; no
+// Stub: the filter is injected, as dlbundle does).
 func traceRunOpts(t *testing.T, opts Options) (*Trace, *Result) {
 	t.Helper()
 	command := opts.Command
-	opts.Output, opts.Quiet, opts.Stub = filepath.Join(t.TempDir(), "run.trace"), true, testStub()
+	opts.Output, opts.Quiet = filepath.Join(t.TempDir(), "run.trace"), true
 	res, err := Run(opts)
 	if err != nil {
 		t.Fatalf("trace %v: %v", command, err)

@@ -71,6 +71,10 @@ type tracer struct {
 	exact     bool
 	self      string // the tracer's own credentials and namespaces (taskContext)
 	predicted int64  // calls answered at entry
+	// inject: the filter to install at the app's first stop (no stub);
+	// appPath is what was exec'd, for its exec record.
+	inject  []unix.SockFilter
+	appPath string
 }
 
 // loop waits for tracee stops until the main process exits, and returns its
@@ -136,11 +140,16 @@ func (t *tracer) onStop(tid int, ws unix.WaitStatus) {
 			return
 		case 0:
 			if tid == t.mainPid && firstStop {
-				// The stub's own exec after PTRACE_TRACEME: set our options now.
+				// The exec after PTRACE_TRACEME (of the stub, or of the app
+				// itself): set our options now.
 				if err := unix.PtraceSetOptions(tid, ptraceOptions); err != nil {
 					// Without them every filtered call would fail with ENOSYS.
 					t.fatal = fmt.Errorf("setting ptrace options (seccomp stops need Linux >= 4.8): %v", err)
 					_ = unix.Kill(tid, unix.SIGKILL)
+				}
+				if t.inject != nil && t.fatal == nil {
+					t.startApp(tid)
+					return
 				}
 				resume(tid, 0)
 				return
@@ -160,6 +169,26 @@ func (t *tracer) onStop(tid int, ws unix.WaitStatus) {
 	}
 	t.sigSeen.saw(sig)
 	resume(tid, int(sig))
+}
+
+// startApp installs the filter in the app, stopped at its first
+// instruction, and records its exec as the stub's execve would have been.
+func (t *tracer) startApp(tid int) {
+	pending, err := injectFilter(tid, t.inject)
+	if err != nil {
+		t.fatal = fmt.Errorf("dlbundle trace: %v", err)
+		_ = unix.Kill(tid, unix.SIGKILL)
+		resume(tid, 0)
+		return
+	}
+	t.appStarted = true
+	t.rec.emit(&Event{PID: tid, Op: OpExec, Syscall: "execve", Path: resolve(tid, atFDCWD, t.appPath)}, t.start)
+	t.checkContext(tid)
+	sig := 0
+	for _, s := range pending {
+		sig = int(s) // at most one can be passed on resuming; the last is the most recent
+	}
+	resume(tid, sig)
 }
 
 func resume(tid, sig int) {
