@@ -75,7 +75,7 @@ def main():
                 name, rows[-1][2] * 1e3, rows[-1][3] * 1e3, rows[-1][3] / rows[-1][2],
                 rows[-1][4] * 1e3, rows[-1][5] * 1e3, rows[-1][5] / rows[-1][4]))
         # Cost of one traced call (two ptrace stops, decoding, one JSON record)
-        # and the fixed cost of a run (dlbundle, the stub, the header).
+        # and the fixed cost of a run (dlbundle, the filter, the header).
         src = os.path.join(tmp, "stats.c")
         with open(src, "w") as f:
             f.write('#include <fcntl.h>\n#include <sys/stat.h>\n#include <stdlib.h>\n#include <unistd.h>\n'
