@@ -1,11 +1,13 @@
 package image
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"hash"
+	"io"
 	"runtime"
 	"sort"
 	"sync"
@@ -64,6 +66,7 @@ func (im *Image) owners() []int {
 type digestChecks struct {
 	content bool // each object's content (entry sha256): decompressed bytes, in order
 	frames  bool // each object's compressed frames (frames_sha256): a third of the bytes
+	stream  bool // the members between the objects' frames match the TOC (streamCheck)
 }
 
 func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink, progress func(int64), check digestChecks) error {
@@ -196,6 +199,20 @@ func (im *Image) readBatches(ctx context.Context, free chan []byte, tasks chan<-
 		b = nil
 		return nil
 	}
+	var sc *streamCheck
+	var gapReader *bufio.Reader // the members between objects, for sc
+	if check.stream {
+		var err error
+		if sc, err = newStreamCheck(im); err != nil {
+			return err
+		}
+		defer sc.close()
+		gapReader = bufio.NewReaderSize(nil, 64<<10)
+	}
+	gap := func(from, n int64, o int) error {
+		gapReader.Reset(io.NewSectionReader(im.r, from, n))
+		return sc.gap(gapReader, n, o)
+	}
 	var pos int64 // end of the previous frame
 	for _, o := range im.owners() {
 		e := &im.toc.Entries[o]
@@ -210,6 +227,11 @@ func (im *Image) readBatches(ctx context.Context, free chan []byte, tasks chan<-
 		for k, f := range e.Frames {
 			if f.Offset < pos {
 				return fmt.Errorf("%s: frame %d at offset %d lies before the end of the previous frame (corrupt image)", e.Path, k, f.Offset)
+			}
+			if k == 0 && sc != nil {
+				if err := gap(pos, f.Offset-pos, o); err != nil {
+					return err
+				}
 			}
 			pos = f.Offset + f.CSize
 			if b != nil && pos-start > int64(cap(b.buf)) {
@@ -239,7 +261,13 @@ func (im *Image) readBatches(ctx context.Context, free chan []byte, tasks chan<-
 			}
 		}
 	}
-	return flush()
+	if err := flush(); err != nil {
+		return err
+	}
+	if sc != nil {
+		return gap(pos, im.dataEnd-pos, -1)
+	}
+	return nil
 }
 
 // frameDone feeds frame t's content to its object's hash in frame order

@@ -32,6 +32,9 @@ type MaterializeOptions struct {
 // shim objects. Nothing written depends on dir's final name.
 func Materialize(ctx context.Context, src Source, dir string, opts MaterializeOptions) error {
 	entries := src.Entries()
+	if err := checkStageCost(dir, entries); err != nil {
+		return err
+	}
 	root := filepath.Join(dir, stageRootDir)
 	if err := os.Mkdir(root, 0o755); err != nil {
 		return fmt.Errorf("materialize: %w", err)
@@ -40,7 +43,7 @@ func Materialize(ctx context.Context, src Source, dir string, opts MaterializeOp
 	// made while the image is extracted (thousands of small file system calls
 	// beside a CPU-bound decompression), see docs/bench/stage.md.
 	side := make(chan error, 1)
-	go func() { side <- writeListingsAndTable(dir, entries) }()
+	go func() { side <- writeListingsAndTable(ctx, dir, entries) }()
 	err := src.Extract(ctx, root, image.ExtractOptions{Workers: opts.Workers, Progress: opts.Progress})
 	sideErr := <-side
 	if err != nil {
@@ -49,19 +52,22 @@ func Materialize(ctx context.Context, src Source, dir string, opts MaterializeOp
 	if sideErr != nil {
 		return sideErr
 	}
-	if err := relativizeSymlinks(root, entries); err != nil {
+	if err := relativizeSymlinks(ctx, root, entries); err != nil {
 		return err
 	}
-	if err := mirrorListedDirs(root, entries); err != nil {
+	if err := mirrorListedDirs(ctx, root, entries); err != nil {
 		return err
 	}
 	return writeShim(filepath.Join(dir, stageShimDir))
 }
 
 // writeListingsAndTable writes the placeholder listings and the lookup table.
-func writeListingsAndTable(dir string, entries []image.Entry) error {
-	if err := writeListings(filepath.Join(dir, stageListDir), entries); err != nil {
+func writeListingsAndTable(ctx context.Context, dir string, entries []image.Entry) error {
+	if err := writeListings(ctx, filepath.Join(dir, stageListDir), entries); err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil { // SIGTERM, a job's time limit: end before the table
+		return fmt.Errorf("materialize: %w", err)
 	}
 	tab, err := encodeTable(entries)
 	if err != nil {
@@ -76,10 +82,13 @@ func writeListingsAndTable(dir string, entries []image.Entry) error {
 // relativizeSymlinks rewrites absolute symlink targets in the staged tree so
 // that they resolve inside it: the kernel then never leaves the stage when ld.so
 // opens <stage>/root + an original path that crosses a symlink.
-func relativizeSymlinks(root string, entries []image.Entry) error {
+func relativizeSymlinks(ctx context.Context, root string, entries []image.Entry) error {
 	for _, e := range entries {
 		if e.Type != image.TypeSymlink || !strings.HasPrefix(e.Target, "/") {
 			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("materialize: %w", err)
 		}
 		link := filepath.Join(root, e.Path)
 		rel, err := filepath.Rel(filepath.Dir(e.Path), filepath.Clean(e.Target))
@@ -108,14 +117,20 @@ func relativizeSymlinks(root string, entries []image.Entry) error {
 // whether to search it again; with LD_LIBRARY_PATH mapped to the stage (see
 // ShimEnv) it stats the staged copy, which must then exist where the
 // original exists, or later searches would skip a directory they search natively.
-func mirrorListedDirs(root string, entries []image.Entry) error {
+func mirrorListedDirs(ctx context.Context, root string, entries []image.Entry) error {
 	for _, e := range entries {
 		if e.Type != image.TypeDir {
 			continue
 		}
-		for _, c := range e.Listing {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("materialize: %w", err)
+		}
+		for k, c := range e.Listing {
 			if c.Type != image.TypeDir || c.Name == "" || c.Name == "." || c.Name == ".." || strings.Contains(c.Name, "/") {
 				continue // invalid names are refused by writeListings
+			}
+			if k%4096 == 4095 && ctx.Err() != nil {
+				return fmt.Errorf("materialize: %w", ctx.Err())
 			}
 			err := os.Mkdir(filepath.Join(root, e.Path, c.Name), 0o755)
 			if err != nil && !errors.Is(err, fs.ErrExist) {
@@ -130,43 +145,54 @@ func mirrorListedDirs(root string, entries []image.Entry) error {
 // holding one placeholder of the right type per name in its complete listing.
 // opendir() of a bundled directory reads it, so readdir returns every name
 // (bundled or not) with the d_type the original file system reports.
-func writeListings(list string, entries []image.Entry) error {
+func writeListings(ctx context.Context, list string, entries []image.Entry) error {
 	for _, e := range entries {
 		if e.Type != image.TypeDir {
 			continue
+		}
+		if err := ctx.Err(); err != nil { // one check per directory: a listing is bounded by the TOC
+			return fmt.Errorf("materialize: %w", err)
 		}
 		d := filepath.Join(list, e.Path)
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("materialize: listing of %s: %w", e.Path, err)
 		}
-		// One system call per name, relative to the directory (no path walk):
-		// a torch image has ~7,000 names.
-		dfd, err := unix.Open(d, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("materialize: listing of %s: %w", e.Path, err)
+		if err := writeListing(ctx, d, &e); err != nil {
+			return err
 		}
-		for _, c := range e.Listing {
-			if c.Name == "" || c.Name == "." || c.Name == ".." || strings.Contains(c.Name, "/") {
-				unix.Close(dfd)
-				return fmt.Errorf("materialize: listing of %s has invalid name %q; the image is corrupt", e.Path, c.Name)
-			}
-			var err error
-			switch c.Type {
-			case image.TypeDir:
-				err = unix.Mkdirat(dfd, c.Name, 0o755)
-			case image.TypeSymlink:
-				err = unix.Symlinkat(".", dfd, c.Name)
-			case image.TypeRegular:
-				err = unix.Mknodat(dfd, c.Name, unix.S_IFREG|0o444, 0) // an empty file
-			default: // sockets, devices, fifos: a fifo gives DT_FIFO, the closest we can make
-				err = unix.Mknodat(dfd, c.Name, unix.S_IFIFO|0o444, 0)
-			}
-			if err != nil && !errors.Is(err, fs.ErrExist) {
-				unix.Close(dfd)
-				return fmt.Errorf("materialize: listing of %s: %s: %w", e.Path, c.Name, err)
-			}
+	}
+	return nil
+}
+
+// writeListing makes the placeholders of e's listing in d with one system
+// call per name, relative to d (no path walk): a torch image has ~7,000 names.
+func writeListing(ctx context.Context, d string, e *image.Entry) error {
+	dfd, err := unix.Open(d, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("materialize: listing of %s: %w", e.Path, err)
+	}
+	defer unix.Close(dfd)
+	for k, c := range e.Listing {
+		if c.Name == "" || c.Name == "." || c.Name == ".." || strings.Contains(c.Name, "/") {
+			return fmt.Errorf("materialize: listing of %s has invalid name %q; the image is corrupt", e.Path, c.Name)
 		}
-		unix.Close(dfd)
+		if k%4096 == 4095 && ctx.Err() != nil {
+			return fmt.Errorf("materialize: %w", ctx.Err())
+		}
+		var err error
+		switch c.Type {
+		case image.TypeDir:
+			err = unix.Mkdirat(dfd, c.Name, 0o755)
+		case image.TypeSymlink:
+			err = unix.Symlinkat(".", dfd, c.Name)
+		case image.TypeRegular:
+			err = unix.Mknodat(dfd, c.Name, unix.S_IFREG|0o444, 0) // an empty file
+		default: // sockets, devices, fifos: a fifo gives DT_FIFO, the closest we can make
+			err = unix.Mknodat(dfd, c.Name, unix.S_IFIFO|0o444, 0)
+		}
+		if err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("materialize: listing of %s: %s: %w", e.Path, c.Name, err)
+		}
 	}
 	return nil
 }
@@ -305,10 +331,11 @@ func mapLibraryPath(stageDir, llp string) string {
 	if llp == "" || strings.Contains(llp, ";") {
 		return llp // ';' also separates entries for ld.so: leave such values alone
 	}
-	tab, err := os.ReadFile(filepath.Join(stageDir, stageTable))
+	tab, release, err := mapStageTable(stageDir)
 	if err != nil {
 		return llp
 	}
+	defer release()
 	root := stageDir + "/" + stageRootDir // as the shim forms it from DLBUNDLE_STAGE
 	dirs := strings.Split(llp, ":")
 	for i, d := range dirs {
@@ -332,10 +359,11 @@ func StagedPath(stageDir, original string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	tab, err := os.ReadFile(filepath.Join(stageDir, stageTable))
+	tab, release, err := mapStageTable(stageDir)
 	if err != nil {
 		return "", false
 	}
+	defer release()
 	final, ok := resolveInTable(tab, abs)
 	if !ok || !isELF(filepath.Join(stageDir, stageRootDir, final)) {
 		return "", false
