@@ -43,6 +43,7 @@ type objectState struct {
 	next     int
 	pending  map[int][]byte
 	h        hash.Hash // nil: digests not checked
+	fh       hash.Hash // frames digest, fed by the reader in file order; nil: not checked
 }
 
 // owners returns the entries that own frames, in file order.
@@ -76,121 +77,197 @@ func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink
 	defer cancel(nil)
 
 	// A fixed set of read buffers bounds memory and lets the reader run
-	// ahead of the decompressors by a few frames only.
+	// ahead of the decompressors by a few batches only.
 	free := make(chan []byte, 2*workers+1)
 	for range cap(free) {
 		free <- nil
 	}
-	tasks := make(chan *frameTask, cap(free))
+	tasks := make(chan *frameBatch, cap(free))
 	var wg sync.WaitGroup
 	var progMu sync.Mutex
 	var done int64
+	var maxRaw int64 // the largest frame's decoded size: one decode buffer per worker
+	for _, o := range im.owners() {
+		for k := range im.toc.Entries[o].Frames {
+			maxRaw = max(maxRaw, im.frameRawSize(o, k))
+		}
+	}
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var raw []byte // grows to the largest frame (decodeFrame)
-			for t := range tasks {
-				if ctx.Err() != nil {
-					free <- t.comp
-					continue
+			raw := make([]byte, 0, maxRaw+64) // decodeFrame's size with its slack
+			for b := range tasks {
+				for _, t := range b.frames {
+					if ctx.Err() != nil {
+						break
+					}
+					var n int64
+					var err error
+					if n, raw, err = im.decodeTask(t, raw, sink); err != nil {
+						cancel(err)
+						break
+					}
+					if progress != nil {
+						progMu.Lock()
+						done += n
+						progress(done)
+						progMu.Unlock()
+					}
 				}
-				content, r, err := im.decodeFrame(t.owner, t.k, t.comp, raw)
-				free <- t.comp
-				raw = r
-				if err == nil {
-					// Whichever frame of the object comes first opens its
-					// files: creating thousands of small files in parallel.
-					t.obj.once.Do(func() { t.obj.beginErr = sink.begin(t.owner) })
-					err = t.obj.beginErr
-				}
-				if err == nil {
-					err = sink.write(t.owner, t.off, content)
-				}
-				if err == nil {
-					err = im.frameDone(t, content, sink)
-				}
-				if err != nil {
-					cancel(err)
-					continue
-				}
-				if progress != nil {
-					progMu.Lock()
-					done += int64(len(content))
-					progress(done)
-					progMu.Unlock()
-				}
+				free <- b.buf
 			}
 		}()
 	}
-
-	readErr := func() error {
-		defer close(tasks)
-		br := bufio.NewReaderSize(io.NewSectionReader(im.r, 0, im.dataEnd), 4<<20)
-		var sc *streamCheck
-		if check.stream {
-			var err error
-			if sc, err = newStreamCheck(im); err != nil {
-				return err
-			}
-			defer sc.close()
-		}
-		var pos int64
-		for _, o := range im.owners() {
-			e := &im.toc.Entries[o]
-			obj := &objectState{pending: map[int][]byte{}}
-			if check.content {
-				obj.h = sha256.New()
-			}
-			var fh hash.Hash
-			if check.frames {
-				fh = sha256.New()
-			}
-			var coff int64
-			for k, f := range e.Frames {
-				if k == 0 && sc != nil {
-					if err := sc.gap(br, f.Offset-pos, o); err != nil {
-						return err
-					}
-				} else if _, err := br.Discard(int(f.Offset - pos)); err != nil {
-					return fmt.Errorf("reading image data at %d: %w (truncated image?)", pos, err)
-				}
-				var comp []byte
-				select {
-				case comp = <-free:
-				case <-ctx.Done():
-					return context.Cause(ctx)
-				}
-				if int64(cap(comp)) < f.CSize {
-					comp = make([]byte, max(f.CSize, 2*int64(cap(comp)), 256<<10))
-				}
-				comp = comp[:f.CSize]
-				if _, err := io.ReadFull(br, comp); err != nil {
-					return fmt.Errorf("reading %s frame %d at offset %d: %w (truncated image?)", e.Path, k, f.Offset, err)
-				}
-				pos = f.Offset + f.CSize
-				if fh != nil {
-					fh.Write(comp)
-				}
-				tasks <- &frameTask{owner: o, k: k, off: coff, comp: comp, obj: obj}
-				coff += f.USize
-			}
-			if fh != nil {
-				if got := hex.EncodeToString(fh.Sum(nil)); got != e.FramesSHA256 {
-					return fmt.Errorf("%s: compressed frames have sha256:%s, the table of contents says sha256:%s (corrupt image)", e.Path, got, e.FramesSHA256)
-				}
-			}
-		}
-		if sc != nil {
-			return sc.gap(br, im.dataEnd-pos, -1)
-		}
-		return nil
-	}()
+	readErr := im.readBatches(ctx, free, tasks, check)
 	wg.Wait()
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}
 	return readErr
+}
+
+// frameBatch is a run of consecutive frames read in one piece: small
+// objects are most of an image's objects and frames, and handing each frame
+// to a worker on its own cost more in goroutine wake-ups than decoding it.
+type frameBatch struct {
+	buf    []byte // the compressed bytes of all frames
+	frames []*frameTask
+}
+
+// batchBytes is the compressed size at which the reader hands a batch on.
+const batchBytes = 512 << 10
+
+// decodeTask decodes one frame and passes its content to sink; it returns
+// the content size and the (grown) decode buffer.
+func (im *Image) decodeTask(t *frameTask, raw []byte, sink objectSink) (int64, []byte, error) {
+	content, raw, err := im.decodeFrame(t.owner, t.k, t.comp, raw)
+	if err == nil {
+		// Whichever frame of the object comes first opens its files:
+		// creating thousands of small files in parallel.
+		t.obj.once.Do(func() { t.obj.beginErr = sink.begin(t.owner) })
+		err = t.obj.beginErr
+	}
+	if err == nil {
+		err = sink.write(t.owner, t.off, content)
+	}
+	if err == nil {
+		err = im.frameDone(t, content, sink)
+	}
+	return int64(len(content)), raw, err
+}
+
+// readBatches reads the data frames front to back (one sequential read, the
+// fast path on Lustre), a batch of about batchBytes per read straight into
+// the batch's buffer, checks each object's frames digest, and sends the
+// batches to the workers. It closes tasks.
+func (im *Image) readBatches(ctx context.Context, free chan []byte, tasks chan<- *frameBatch, check digestChecks) error {
+	defer close(tasks)
+	bufSize := int64(batchBytes) // every buffer holds the largest frame: allocated once
+	for _, o := range im.owners() {
+		for _, f := range im.toc.Entries[o].Frames {
+			bufSize = max(bufSize, f.CSize)
+		}
+	}
+	var b *frameBatch
+	var start, end int64 // the batch's extent in the image
+	// flush reads the batch, feeds the frames digests in file order, checks
+	// the digest of every object whose last frame it holds, and sends it.
+	flush := func() error {
+		if b == nil {
+			return nil
+		}
+		b.buf = b.buf[:end-start]
+		if n, err := im.r.ReadAt(b.buf, start); n < len(b.buf) {
+			t := b.frames[0]
+			return fmt.Errorf("reading %s frame %d at offset %d: %w (truncated image?)", im.toc.Entries[t.owner].Path, t.k, start, err)
+		}
+		for _, t := range b.frames {
+			f := im.toc.Entries[t.owner].Frames[t.k]
+			t.comp = b.buf[f.Offset-start : f.Offset-start+f.CSize]
+			if t.obj.fh == nil {
+				continue
+			}
+			t.obj.fh.Write(t.comp)
+			if e := &im.toc.Entries[t.owner]; t.k == len(e.Frames)-1 {
+				if got := hex.EncodeToString(t.obj.fh.Sum(nil)); got != e.FramesSHA256 {
+					return fmt.Errorf("%s: compressed frames have sha256:%s, the table of contents says sha256:%s (corrupt image)", e.Path, got, e.FramesSHA256)
+				}
+			}
+		}
+		tasks <- b // never blocks: a batch holds one of the cap(tasks) buffers
+		b = nil
+		return nil
+	}
+	var sc *streamCheck
+	var gapReader *bufio.Reader // the members between objects, for sc
+	if check.stream {
+		var err error
+		if sc, err = newStreamCheck(im); err != nil {
+			return err
+		}
+		defer sc.close()
+		gapReader = bufio.NewReaderSize(nil, 64<<10)
+	}
+	gap := func(from, n int64, o int) error {
+		gapReader.Reset(io.NewSectionReader(im.r, from, n))
+		return sc.gap(gapReader, n, o)
+	}
+	var pos int64 // end of the previous frame
+	for _, o := range im.owners() {
+		e := &im.toc.Entries[o]
+		obj := &objectState{pending: map[int][]byte{}}
+		if check.content {
+			obj.h = sha256.New()
+		}
+		if check.frames {
+			obj.fh = sha256.New()
+		}
+		var coff int64
+		for k, f := range e.Frames {
+			if f.Offset < pos {
+				return fmt.Errorf("%s: frame %d at offset %d lies before the end of the previous frame (corrupt image)", e.Path, k, f.Offset)
+			}
+			if k == 0 && sc != nil {
+				if err := gap(pos, f.Offset-pos, o); err != nil {
+					return err
+				}
+			}
+			pos = f.Offset + f.CSize
+			if b != nil && pos-start > int64(cap(b.buf)) {
+				if err := flush(); err != nil { // full: the frame starts the next batch
+					return err
+				}
+			}
+			if b == nil {
+				var buf []byte
+				select {
+				case buf = <-free:
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				}
+				if int64(cap(buf)) < bufSize {
+					buf = make([]byte, 0, bufSize)
+				}
+				b, start = &frameBatch{buf: buf[:0]}, f.Offset
+			}
+			end = pos
+			b.frames = append(b.frames, &frameTask{owner: o, k: k, off: coff, obj: obj})
+			coff += f.USize
+			if end-start >= batchBytes {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	if sc != nil {
+		return gap(pos, im.dataEnd-pos, -1)
+	}
+	return nil
 }
 
 // frameDone feeds frame t's content to its object's hash in frame order

@@ -11,9 +11,11 @@ package loader
 //	BenchmarkZstdDecodeAll the same frames decoded in memory by zstd DecodeAll on
 //	                      all cores: the ceiling for staging on this machine
 //
-// Both report uncompressed MB/s. The image is built once per run from
-// DLBUNDLE_BENCH_TREE (default /usr/lib/x86_64-linux-gnu): shared libraries of
-// up to 16 MiB each, 256 MiB in all.
+// Both report uncompressed MB/s. The image is built once per run: from a
+// pilot of `python3 -c 'import torch'` (Debian's python3-torch, ~560 MiB raw),
+// or, when torch is missing or DLBUNDLE_BENCH_TREE names a directory, from
+// its shared libraries (default /usr/lib/x86_64-linux-gnu, 256 MiB).
+// DLBUNDLE_BENCH_IMAGE=FILE benchmarks an existing image instead.
 
 import (
 	"context"
@@ -27,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,44 +47,92 @@ var (
 
 func benchImage(b *testing.B) (string, int64) {
 	benchImageOnce.Do(func() {
-		tree := os.Getenv("DLBUNDLE_BENCH_TREE")
-		if tree == "" {
-			tree = "/usr/lib/x86_64-linux-gnu"
-		}
-		var entries []image.Entry
-		var total int64
-		filepath.WalkDir(tree, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || !d.Type().IsRegular() || !strings.Contains(d.Name(), ".so") || total > 256<<20 {
-				return nil
-			}
-			info, err := d.Info()
-			if err != nil || info.Size() > 16<<20 {
-				return nil // a few huge libraries would make the set unrepresentative
-			}
-			entries = append(entries, image.Entry{Path: p, Type: image.TypeRegular, Mode: uint32(info.Mode().Perm()) | 0o100000,
-				Size: info.Size(), MtimeNS: info.ModTime().UnixNano(), Order: len(entries)})
-			total += info.Size()
-			return nil
-		})
 		// One fixed place per user, rewritten by every run: no pile of temp dirs.
 		dir := filepath.Join(os.TempDir(), fmt.Sprintf("dlbundle-bench-%d", os.Getuid()))
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			b.Fatal(err)
 		}
 		benchImagePath = filepath.Join(dir, "bench.dlimg")
-		f, err := os.Create(benchImagePath)
-		if err != nil {
-			b.Fatal(err)
+		if given := os.Getenv("DLBUNDLE_BENCH_IMAGE"); given != "" {
+			benchImagePath = given
 		}
-		st, err := image.Write(f, entries, image.WriteOptions{})
-		if err != nil {
-			b.Fatal(err)
+		if os.Getenv("DLBUNDLE_BENCH_IMAGE") != "" || os.Getenv("DLBUNDLE_BENCH_TREE") == "" && torchImage(b, dir, benchImagePath) {
+			im, err := image.OpenFile(benchImagePath)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, e := range im.Entries() {
+				if e.Type == image.TypeRegular {
+					benchRawBytes += e.Size
+				}
+			}
+			b.Logf("bench image: `import torch` pilot, %d entries, %d MiB raw, %d MiB image", len(im.Entries()), benchRawBytes>>20, im.Size()>>20)
+			im.Close()
+			return
 		}
-		f.Close()
-		benchRawBytes = st.RawBytes
-		b.Logf("bench image: %d files, %d MiB raw, %d MiB stored", st.Objects, st.RawBytes>>20, st.StoredBytes>>20)
+		benchRawBytes = libraryImage(b, benchImagePath)
 	})
 	return benchImagePath, benchRawBytes
+}
+
+// torchImage builds the image of a pilot run of `python3 -c 'import torch'`
+// (Debian's python3-torch: ~560 MiB raw, ~1,800 files, most of it
+// libtorch_cpu.so) with the CLI, as a user would; false when torch is not
+// installed.
+func torchImage(b *testing.B, dir, out string) bool {
+	env := cleanEnv(dir)
+	probe := exec.Command("/usr/bin/python3", "-c", "import torch")
+	probe.Env = env
+	if probe.Run() != nil {
+		b.Log("python3-torch not installed: benchmarking an image of shared libraries instead")
+		return false
+	}
+	bin := dlbundleCLI(b)
+	for _, args := range [][]string{{"trace", "-q", "-o", "torch.trace", "--", "/usr/bin/python3", "-c", "import torch"},
+		{"build", "-o", out, "torch.trace"}} {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir, cmd.Env = dir, env
+		if o, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%v: %v\n%s", args, err, o)
+		}
+	}
+	return true
+}
+
+// libraryImage writes an image of the shared libraries in
+// DLBUNDLE_BENCH_TREE (default /usr/lib/x86_64-linux-gnu), each of up to
+// 16 MiB, 256 MiB in all, and returns its raw size.
+func libraryImage(b *testing.B, out string) int64 {
+	tree := os.Getenv("DLBUNDLE_BENCH_TREE")
+	if tree == "" {
+		tree = "/usr/lib/x86_64-linux-gnu"
+	}
+	var entries []image.Entry
+	var total int64
+	filepath.WalkDir(tree, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() || !strings.Contains(d.Name(), ".so") || total > 256<<20 {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil || info.Size() > 16<<20 {
+			return nil // a few huge libraries would make the set unrepresentative
+		}
+		entries = append(entries, image.Entry{Path: p, Type: image.TypeRegular, Mode: uint32(info.Mode().Perm()) | 0o100000,
+			Size: info.Size(), MtimeNS: info.ModTime().UnixNano(), Order: len(entries)})
+		total += info.Size()
+		return nil
+	})
+	f, err := os.Create(out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := image.Write(f, entries, image.WriteOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	b.Logf("bench image: %d files, %d MiB raw, %d MiB stored", st.Objects, st.RawBytes>>20, st.StoredBytes>>20)
+	return st.RawBytes
 }
 
 func BenchmarkStageCold(b *testing.B) {
@@ -153,27 +204,40 @@ func BenchmarkZstdDecodeAll(b *testing.B) {
 func BenchmarkStageVsDecodeAll(b *testing.B) {
 	img, raw := benchImage(b)
 	frames := imageFrames(b, img)
-	var stageNS, decodeNS int64
+	var stageNS, decodeNS, stageCPU, decodeCPU int64
 	for b.Loop() {
 		dir, err := OpenStageDir(filepath.Join(benchStageParent(b), "stage"))
 		if err != nil {
 			b.Fatal(err)
 		}
-		t0 := time.Now()
+		t0, c0 := time.Now(), cpuNS()
 		if _, err := Stage(context.Background(), StageRequest{Dir: dir, Open: OpenImage(img, dir, MaterializeOptions{}, registry.Options{})}); err != nil {
 			b.Fatal(err)
 		}
-		t1 := time.Now()
+		t1, c1 := time.Now(), cpuNS()
 		decodeAll(b, img, frames)
-		t2 := time.Now()
+		t2, c2 := time.Now(), cpuNS()
 		stageNS += t1.Sub(t0).Nanoseconds()
 		decodeNS += t2.Sub(t1).Nanoseconds()
+		stageCPU += c1 - c0
+		decodeCPU += c2 - c1
 		removeTree(dir)
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(raw)*n/float64(stageNS)*1e3, "stage-MB/s")
 	b.ReportMetric(float64(raw)*n/float64(decodeNS)*1e3, "decode-MB/s")
 	b.ReportMetric(100*float64(decodeNS)/float64(stageNS), "stage/decode-%")
+	// CPU time (user+sys of this process) per GB of content: what the two
+	// cost whatever else the machine runs.
+	b.ReportMetric(float64(stageCPU)/n/float64(raw)*1e3, "stage-CPU-ms/GB")
+	b.ReportMetric(float64(decodeCPU)/n/float64(raw)*1e3, "decode-CPU-ms/GB")
+}
+
+// cpuNS is the user+system CPU time of this process so far.
+func cpuNS() int64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 func imageFrames(b *testing.B, img string) []image.Frame {

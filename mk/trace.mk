@@ -9,7 +9,7 @@ TEST_AFTER    += fuzz-trace
 TRACE_BENCH_RUNS ?= 15
 
 bench-trace: $(BIN)
-	/usr/bin/python3 trace/bench_trace.py $(BIN) docs/bench/trace.md $(TRACE_BENCH_RUNS)
+	GO=$(GO) /usr/bin/python3 trace/bench_trace.py $(BIN) docs/bench/trace.md $(TRACE_BENCH_RUNS)
 
 fuzz-trace:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDirents$$' -fuzztime 10s ./trace/

@@ -43,7 +43,7 @@ func TestCommandNotRunnable(t *testing.T) {
 		{dir, 126, "is a directory"},
 	} {
 		out := filepath.Join(dir, "t.trace")
-		_, err := Run(Options{Command: []string{c.cmd}, Output: out, Quiet: true, Stub: testStub()})
+		_, err := Run(Options{Command: []string{c.cmd}, Output: out, Quiet: true})
 		var ce *CommandError
 		if !errors.As(err, &ce) || ce.Code != c.code || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("%s: got %v, want exit %d and %q", c.cmd, err, c.code, c.msg)
@@ -70,7 +70,7 @@ func TestExecFails(t *testing.T) {
 func TestUnwritableOutput(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "ran")
 	_, err := Run(Options{Command: []string{"/usr/bin/touch", marker}, Output: "/nonexistent-dir/x.trace",
-		Quiet: true, Stub: testStub()})
+		Quiet: true})
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent-dir/x.trace") || !strings.Contains(err.Error(), "-o") {
 		t.Fatalf("got %v, want an error naming the path and -o", err)
 	}

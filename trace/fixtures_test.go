@@ -285,7 +285,7 @@ func TestDaemonDoesNotHang(t *testing.T) {
 	pidfile := filepath.Join(t.TempDir(), "daemon.pid")
 	var warnings strings.Builder
 	res, err := Run(Options{Command: []string{exe, "30", pidfile}, Output: filepath.Join(t.TempDir(), "d.trace"),
-		Quiet: true, Stub: testStub(), Stderr: &warnings})
+		Quiet: true, Stderr: &warnings})
 	if err != nil || res.Exit != 0 {
 		t.Fatalf("%v, result %+v", err, res)
 	}

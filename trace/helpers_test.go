@@ -78,8 +78,16 @@ func pluginFixture(t *testing.T) (exe, lib string) {
 // traceRun traces command in-process and reads the trace back.
 func traceRun(t *testing.T, command ...string) (*Trace, *Result) {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "run.trace")
-	res, err := Run(Options{Command: command, Output: out, Quiet: true, Stub: testStub()})
+	return traceRunOpts(t, Options{Command: command})
+}
+
+// traceRunOpts is traceRun with options (Output and Quiet are set here; no
+// Stub: the filter is injected, as dlbundle does).
+func traceRunOpts(t *testing.T, opts Options) (*Trace, *Result) {
+	t.Helper()
+	command := opts.Command
+	opts.Output, opts.Quiet = filepath.Join(t.TempDir(), "run.trace"), true
+	res, err := Run(opts)
 	if err != nil {
 		t.Fatalf("trace %v: %v", command, err)
 	}

@@ -57,7 +57,7 @@ func stubFromThread(argv []string) int {
 }
 
 func cliMain(out string, command []string) int {
-	res, err := Run(Options{Command: command, Output: out, Quiet: true, Stub: testStub()})
+	res, err := Run(Options{Command: command, Output: out, Quiet: true})
 	if ce, ok := err.(*CommandError); ok {
 		fmt.Fprintf(os.Stderr, "dlbundle trace: %v\n", ce)
 		return ce.Code

@@ -7,12 +7,15 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Options of one pilot run.
@@ -21,17 +24,25 @@ type Options struct {
 	Output  string    // trace file; "" means DefaultOutput (plus ".RANK" under a launcher)
 	Quiet   bool      // no summary
 	Stderr  io.Writer // summary and warnings; nil means os.Stderr
-	// Stub is the argv prefix that runs StubMain (the command is appended);
-	// nil means this executable with the hidden verb: [self, StubVerb, "--"].
+	// Stub is the argv prefix of a program that runs StubMain (the command is
+	// appended), e.g. [self, StubVerb, "--"]; nil (the default) starts the app
+	// directly and installs the filter from the tracer (inject.go), which
+	// spares a second start of dlbundle.
 	Stub []string
 	// Getenv reads launcher variables; nil means os.Getenv.
 	Getenv func(string) string
+	// NoPredict follows every filtered call to its exit instead of computing
+	// the outcome of stats and failing opens at entry (predict.go): slower,
+	// the reference the prediction is tested against.
+	NoPredict bool
 }
 
 // Result of a pilot run.
 type Result struct {
 	Exit   int    // the app's exit status (128+N when killed by signal N)
 	Output string // the trace file written
+	// Predicted counts the calls whose outcome the tracer computed at entry.
+	Predicted int64
 }
 
 // CommandError is a command that could not be started (not found, not
@@ -64,13 +75,6 @@ func Run(opts Options) (*Result, error) {
 		getenv = os.Getenv
 	}
 	stub := opts.Stub
-	if stub == nil {
-		self, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("finding the dlbundle executable to run the trace stub: %v", err)
-		}
-		stub = []string{self, StubVerb, "--"}
-	}
 	rank := LauncherRank(getenv)
 	outPath := OutputPath(opts.Output, rank)
 	// Output first: an unwritable path fails before the app starts.
@@ -78,7 +82,8 @@ func Run(opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, code, err := ResolveCommand(opts.Command[0]); err != nil {
+	path, code, err := ResolveCommand(opts.Command[0])
+	if err != nil {
 		out.discard()
 		return nil, &CommandError{Code: code, Err: err}
 	}
@@ -90,7 +95,7 @@ func Run(opts Options) (*Result, error) {
 	}
 	rec := newRecorder(w, stderr)
 
-	exit, err := traceCommand(stub, opts.Command, rec, start)
+	exit, predicted, err := traceCommand(stub, path, opts.Command, rec, start, opts.NoPredict)
 	if err != nil {
 		out.discard()
 		return nil, err
@@ -109,22 +114,30 @@ func Run(opts Options) (*Result, error) {
 	if !opts.Quiet {
 		rec.stats.print(stderr, outPath, exit, wall)
 	}
-	return &Result{Exit: exit, Output: outPath}, nil
+	return &Result{Exit: exit, Output: outPath, Predicted: predicted}, nil
 }
 
 // traceCommand starts the stub under ptrace and follows the app to its end.
-func traceCommand(stub, command []string, rec *recorder, start time.Time) (int, error) {
+// With no stub, the app (path, from ResolveCommand) is started directly and
+// the filter injected at its first stop.
+func traceCommand(stub []string, path string, command []string, rec *recorder, start time.Time, noPredict bool) (exit int, predicted int64, err error) {
 	// ptrace requests are accepted only from the thread that attached.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 
 	cmd := &exec.Cmd{
-		Path:        stub[0],
-		Args:        append(append([]string{}, stub...), command...),
+		Path:        path,
+		Args:        command,
 		Stdin:       os.Stdin,
 		Stdout:      os.Stdout,
 		Stderr:      os.Stderr,
 		SysProcAttr: &syscall.SysProcAttr{Ptrace: true},
+	}
+	var prog []unix.SockFilter
+	if stub != nil {
+		cmd.Path, cmd.Args = stub[0], append(append([]string{}, stub...), command...)
+	} else if prog, err = filterProgram(); err != nil {
+		return 0, 0, fmt.Errorf("assembling the seccomp filter: %v", err)
 	}
 	defer quietChildStops()()
 	sigs := &signalLog{}
@@ -134,9 +147,20 @@ func traceCommand(stub, command []string, rec *recorder, start time.Time) (int, 
 
 	if err := cmd.Start(); err != nil {
 		if errors.Is(err, syscall.EPERM) {
-			return 0, ptraceDenied(err)
+			return 0, 0, ptraceDenied(err)
 		}
-		return 0, fmt.Errorf("starting the trace stub %s: %v", stub[0], err)
+		var errno syscall.Errno
+		if stub == nil && errors.As(err, &errno) {
+			// The app's execve failed (ENOEXEC, EACCES...): recorded as the
+			// stub's failed execve was, with a shell's exit code.
+			fmt.Fprintf(os.Stderr, "dlbundle trace: cannot execute %s: %v\n", path, errno)
+			rec.emit(&Event{PID: 0, Op: OpExec, Syscall: "execve", Path: absPath(path), Err: errnoName(errno)}, start)
+			if errno == syscall.ENOENT {
+				return ExitNotFound, 0, nil
+			}
+			return ExitNotExecutable, 0, nil
+		}
+		return 0, 0, fmt.Errorf("starting %s: %v", cmd.Path, err)
 	}
 	pid := cmd.Process.Pid
 	done := make(chan struct{})
@@ -144,10 +168,11 @@ func traceCommand(stub, command []string, rec *recorder, start time.Time) (int, 
 	go forwardSignals(fwd, done, pid, sigs)
 
 	t := &tracer{start: start, rec: rec, mainPid: pid, sigSeen: sigs,
-		tasks: map[int]*task{pid: {tgid: pid}}, listings: map[dirKey]*listing{}}
-	exit, err := t.loop()
+		tasks: map[int]*task{pid: {tgid: pid}}, listings: map[dirKey]*listing{}, exact: noPredict,
+		inject: prog, appPath: path}
+	exit, err = t.loop()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	survivors, left := t.detachSurvivors(2 * time.Second)
 	if len(survivors) > 0 {
@@ -158,7 +183,7 @@ func traceCommand(stub, command []string, rec *recorder, start time.Time) (int, 
 	if left > 0 {
 		rec.warn("%d task(s) that outlived the app could not be detached; they are killed", left)
 	}
-	return exit, nil
+	return exit, t.predicted, nil
 }
 
 // ptraceDenied explains a refused ptrace and what to do about it.
@@ -232,4 +257,12 @@ func forwardSignals(ch <-chan os.Signal, done <-chan struct{}, pid int, seen *si
 			}
 		}
 	}
+}
+
+// absPath is p made absolute against the cwd, as the kernel resolves it.
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return filepath.Clean(p)
 }

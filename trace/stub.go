@@ -44,6 +44,7 @@ func filterPolicy() seccomp.Filter {
 		}
 		group.Names = append(group.Names, name)
 	}
+	group.Names = append(group.Names, contextCallNames...)
 	return seccomp.Filter{
 		NoNewPrivs: true,
 		Flag:       seccomp.FilterFlagTSync,

@@ -55,6 +55,19 @@ var syscallTable = map[uint64]scSpec{
 	unix.SYS_UTIMENSAT: {name: "utimensat", op: OpUtime, dirfd: a0, path: a1, flags: a3},
 }
 
+// contextCalls change what a path lookup of the caller returns (credentials,
+// root, namespaces): the filter stops them too, and the first one ends
+// prediction for the run (predict.go).
+var contextCalls = map[uint64]bool{
+	unix.SYS_SETUID: true, unix.SYS_SETGID: true, unix.SYS_SETREUID: true, unix.SYS_SETREGID: true,
+	unix.SYS_SETRESUID: true, unix.SYS_SETRESGID: true, unix.SYS_SETFSUID: true, unix.SYS_SETFSGID: true,
+	unix.SYS_SETGROUPS: true, unix.SYS_CAPSET: true, unix.SYS_CHROOT: true, unix.SYS_PIVOT_ROOT: true,
+	unix.SYS_UNSHARE: true, unix.SYS_SETNS: true,
+}
+
+var contextCallNames = []string{"setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid",
+	"setfsuid", "setfsgid", "setgroups", "capset", "chroot", "pivot_root", "unshare", "setns"}
+
 // syscallArgs returns the six argument registers and the system call number.
 func syscallArgs(r *unix.PtraceRegs) (nr uint64, args [6]uint64) {
 	return r.Orig_rax, [6]uint64{r.Rdi, r.Rsi, r.Rdx, r.R10, r.R8, r.R9}

@@ -8,6 +8,11 @@ import "golang.org/x/sys/unix"
 // refuses to start (see errUnsupportedArch).
 var syscallTable = map[uint64]scSpec{}
 
+var (
+	contextCalls     = map[uint64]bool{}
+	contextCallNames []string
+)
+
 func syscallArgs(r *unix.PtraceRegs) (nr uint64, args [6]uint64) { return 0, args }
 
 func syscallResult(r *unix.PtraceRegs) int64 { return 0 }

@@ -1,0 +1,124 @@
+package trace
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Installing the filter without a stub: the app is started directly under
+// PTRACE_TRACEME and stops right after its execve, before its first
+// instruction. There the tracer makes the app itself call
+// prctl(PR_SET_NO_NEW_PRIVS) and seccomp(SECCOMP_SET_MODE_FILTER, TSYNC) — it
+// writes the filter below the stack pointer, `syscall; int3` over the entry
+// point, runs it once per call and puts code and registers back. This spares
+// a second start of the (large, static) dlbundle binary that re-executing
+// itself as a stub costs, the bulk of a pilot's fixed cost. What the app sees
+// is the same as under the stub: the filter, no_new_privs, and its own
+// registers and memory at its entry point.
+
+// filterProgram assembles the seccomp filter of filterPolicy.
+func filterProgram() ([]unix.SockFilter, error) {
+	f := filterPolicy()
+	insts, err := f.Policy.Assemble()
+	if err != nil {
+		return nil, err
+	}
+	prog := make([]unix.SockFilter, len(insts))
+	for i, in := range insts {
+		r, err := in.Assemble()
+		if err != nil {
+			return nil, err
+		}
+		prog[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
+	}
+	return prog, nil
+}
+
+// x86_64 system call numbers and arguments of the injected calls.
+const (
+	prSetNoNewPrivs        = 38
+	seccompSetModeFilter   = 1
+	seccompFilterFlagTSync = 1
+)
+
+// injectFilter installs prog in tid, stopped at its first instruction after
+// execve. Signals that arrive meanwhile are returned to be delivered after.
+func injectFilter(tid int, prog []unix.SockFilter) (pending []unix.Signal, err error) {
+	var saved unix.PtraceRegs
+	if err := unix.PtraceGetRegs(tid, &saved); err != nil {
+		return nil, err
+	}
+	// The filter and its struct sock_fprog, 8 KiB below the stack pointer
+	// (the kernel maps 128 KiB of stack below the arguments at execve).
+	size := len(prog) * int(unsafe.Sizeof(unix.SockFilter{}))
+	addr := (saved.Rsp - 8192 - uint64(size) - 16) &^ 15
+	fprog := make([]byte, 16+size)
+	binary.LittleEndian.PutUint16(fprog, uint16(len(prog)))
+	binary.LittleEndian.PutUint64(fprog[8:], addr+16)
+	copy(fprog[16:], unsafe.Slice((*byte)(unsafe.Pointer(&prog[0])), size))
+	if _, err := unix.PtracePokeData(tid, uintptr(addr), fprog); err != nil {
+		return nil, fmt.Errorf("writing the filter into the app: %w", err)
+	}
+	var orig [8]byte
+	if _, err := unix.PtracePeekText(tid, uintptr(saved.Rip), orig[:]); err != nil {
+		return nil, err
+	}
+	code := orig
+	copy(code[:], []byte{0x0f, 0x05, 0xcc}) // syscall; int3
+	if _, err := unix.PtracePokeText(tid, uintptr(saved.Rip), code[:]); err != nil {
+		return nil, err
+	}
+	call := func(nr, a0, a1, a2 uint64) error {
+		r := saved
+		r.Rax, r.Orig_rax, r.Rdi, r.Rsi, r.Rdx = nr, ^uint64(0), a0, a1, a2
+		if err := unix.PtraceSetRegs(tid, &r); err != nil {
+			return err
+		}
+		if err := unix.PtraceCont(tid, 0); err != nil {
+			return err
+		}
+		for {
+			var ws unix.WaitStatus
+			if _, err := unix.Wait4(tid, &ws, unix.WALL, nil); err != nil {
+				if err == unix.EINTR {
+					continue
+				}
+				return err
+			}
+			if !ws.Stopped() {
+				return errors.New("the app ended while the filter was being installed")
+			}
+			if s := ws.StopSignal(); s != unix.SIGTRAP {
+				pending = append(pending, s) // delivered once the app runs its own code
+				if err := unix.PtraceCont(tid, 0); err != nil {
+					return err
+				}
+				continue
+			}
+			break
+		}
+		if err := unix.PtraceGetRegs(tid, &r); err != nil {
+			return err
+		}
+		if e := int64(r.Rax); e < 0 {
+			return unix.Errno(-e)
+		}
+		return nil
+	}
+	if err = call(unix.SYS_PRCTL, prSetNoNewPrivs, 1, 0); err != nil {
+		err = fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS) in the app: %w", err)
+	} else if err = call(unix.SYS_SECCOMP, seccompSetModeFilter, seccompFilterFlagTSync, addr); err != nil {
+		err = fmt.Errorf("installing the seccomp filter in the app: %w", err)
+	}
+	if _, rerr := unix.PtracePokeText(tid, uintptr(saved.Rip), orig[:]); rerr != nil && err == nil {
+		err = rerr
+	}
+	if rerr := unix.PtraceSetRegs(tid, &saved); rerr != nil && err == nil {
+		err = rerr
+	}
+	return pending, err
+}

@@ -1,0 +1,40 @@
+package trace
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestInjectedFilterMatchesStub: the filter installed into the app at its
+// first instruction (no stub, what dlbundle does) gives the same trace as
+// the stub that installs it and execs the app, for the edge cases of
+// predict.c, a Python import and a program that forks, execs and
+// posix_spawns.
+func TestInjectedFilterMatchesStub(t *testing.T) {
+	exe := fixture(t, "predict")
+	spawn := fixture(t, "spawn")
+	home := t.TempDir()
+	for name, command := range map[string]func(dir string) []string{
+		"predict.c": func(dir string) []string { return []string{exe, dir} },
+		"python":    func(string) []string { return pythonCommand(home, "import json, sqlite3") },
+		"spawn":     func(dir string) []string { return []string{spawn, "fork", dir + "/file"} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			var got [2][]string
+			for i, stub := range [][]string{testStub(), nil} {
+				dir := predictTree(t)
+				tr, res := traceRunOpts(t, Options{Command: command(dir), Stub: stub})
+				if res.Exit != 0 {
+					t.Fatalf("stub %v: exit %d:\n%s", stub, res.Exit, dump(tr))
+				}
+				got[i] = normalize(tr, dir)
+			}
+			if strings.Join(got[0], "\n") != strings.Join(got[1], "\n") {
+				t.Errorf("traces differ (- stub, + injected):\n%s", lineDiff(got[0], got[1]))
+			}
+			if len(got[1]) < 3 || !strings.Contains(got[1][0], `"op":"exec"`) {
+				t.Errorf("the injected run's first record is not the app's exec:\n%s", strings.Join(got[1], "\n"))
+			}
+		})
+	}
+}
