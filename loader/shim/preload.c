@@ -875,10 +875,15 @@ char *dlerror(void)
 	static __thread char msg[2 * DLB_PATH_MAX];
 	ensure_init();
 	char *e = real_dlerror();
-	if (!e || !stage_root_len || !strstr(e, stage_root)) return e;
+	/* stage_root minus "/root": the stage dir, for STAGE/nolib/NAME, the
+	 * audit object's answer for a dlopen that the table says fails: the
+	 * native message names NAME alone. */
+	size_t sl = stage_root_len - 5;
+	if (!e || !stage_root_len || !memmem(e, strlen(e), stage_root, sl)) return e;
 	size_t o = 0;
 	for (const char *s = e; *s && o + 1 < sizeof msg;) {
 		if (!strncmp(s, stage_root, stage_root_len) && s[stage_root_len] == '/') { s += stage_root_len; continue; }
+		if (!strncmp(s, stage_root, sl) && !strncmp(s + sl, "/nolib/", 7)) { s += sl + 7; continue; }
 		msg[o++] = *s++;
 	}
 	msg[o] = 0;
