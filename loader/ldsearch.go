@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 )
@@ -28,14 +29,27 @@ import (
 // No file: the shim answers per candidate as before (correct, but ld.so then
 // stats the search directories itself).
 
-// probeDir is a directory that exists on no system: the probe's search fails
-// in it without touching anything but the root directory.
-const probeDir = "/dlbundle-ldso-probe"
+// interpreter is the node's ld.so (the PT_INTERP of every dynamically linked
+// program of this architecture).
+var interpreter = map[string]string{
+	"amd64": "/lib64/ld-linux-x86-64.so.2",
+	"arm64": "/lib/ld-linux-aarch64.so.1",
+}[runtime.GOARCH]
 
 // writeSearchRules runs the probe and writes STAGE/search; a probe that fails
-// leaves no file (the shim falls back) and says why.
+// leaves no file (the shim falls back) and says why. The shim objects must
+// be in place (the probe searches for one of them).
 func writeSearchRules(ctx context.Context, dir string) error {
-	rules, err := probeSearchRules(ctx)
+	var rules []byte
+	var err error
+	// A freshly written executable can be briefly busy (ETXTBSY: a child
+	// forked meanwhile by another goroutine still holds it open): retry.
+	for try := 0; try < 3; try++ {
+		if rules, err = probeSearchRules(ctx, filepath.Join(dir, stageShimDir)); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "dlbundle: ld.so search rules unknown (%v); ld.so will probe search directories itself\n", err)
 		return nil
@@ -46,15 +60,31 @@ func writeSearchRules(ctx context.Context, dir string) error {
 	return nil
 }
 
-// probeSearchRules asks the node's ld.so (through /bin/true, a dynamically
-// linked system program) to preload a library that does not exist, with
-// LD_DEBUG=libs: it prints the LD_LIBRARY_PATH search (probeDir with every
-// subdirectory it tries) and then the system search path.
-func probeSearchRules(ctx context.Context) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+// probeSearchRules asks the node's ld.so, which it runs twice and which
+// touches nothing outside the stage: "ld.so --help" names the default
+// directories; "ld.so --list STAGE/shim/audit.so" with LD_PRELOAD=audit.so,
+// LD_LIBRARY_PATH=STAGE/shim and LD_DEBUG=libs prints every subdirectory it
+// probes in STAGE/shim, in order, before it finds audit.so there. (audit.so
+// has no DT_NEEDED: --list loads nothing else and runs nothing.)
+func probeSearchRules(ctx context.Context, shimDir string) ([]byte, error) {
+	if interpreter == "" {
+		return nil, fmt.Errorf("no ld.so known for %s", runtime.GOARCH)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "/bin/true")
-	cmd.Env = []string{"LD_DEBUG=libs", "LD_LIBRARY_PATH=" + probeDir, "LD_PRELOAD=libdlbundle-ldso-probe.so"}
+	// The image's copy when it holds ld.so (the same file as the node's, or
+	// the bundled libc would not work either): the probe then makes no
+	// call on the bundled original.
+	ldso := interpreter
+	if st, err := os.Stat(filepath.Join(filepath.Dir(shimDir), stageRootDir, interpreter)); err == nil && st.Mode().IsRegular() {
+		ldso = filepath.Join(filepath.Dir(shimDir), stageRootDir, interpreter)
+	}
+	help, err := exec.CommandContext(ctx, ldso, "--help").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s --help: %w", ldso, err)
+	}
+	cmd := exec.CommandContext(ctx, ldso, "--list", filepath.Join(shimDir, shimAuditName))
+	cmd.Env = []string{"LD_DEBUG=libs", "LD_LIBRARY_PATH=" + shimDir, "LD_PRELOAD=" + shimAuditName}
 	// The app's own settings that change ld.so's subdirectory list.
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "GLIBC_TUNABLES=") || strings.HasPrefix(kv, "LD_HWCAP_MASK=") {
@@ -64,33 +94,33 @@ func probeSearchRules(ctx context.Context) ([]byte, error) {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("probe /bin/true: %w", err)
+		return nil, fmt.Errorf("%s --list: %w", ldso, err)
 	}
-	return parseSearchRules(stderr.String())
+	return parseSearchRules(string(help), stderr.String(), shimDir)
 }
 
-// parseSearchRules turns ld.so's LD_DEBUG=libs output of the probe into the
-// STAGE/search text.
-func parseSearchRules(debug string) ([]byte, error) {
-	var llp, sys []string
+// parseSearchRules turns ld.so's --help text and its LD_DEBUG=libs output
+// of the probe (a search of LD_LIBRARY_PATH=probeDir) into the STAGE/search
+// text.
+func parseSearchRules(help, debug, probeDir string) ([]byte, error) {
+	var llp []string
 	for _, line := range strings.Split(debug, "\n") {
 		_, rest, ok := strings.Cut(line, "search path=")
 		if !ok {
 			continue
 		}
 		list, source, _ := strings.Cut(rest, "\t")
-		switch {
-		case strings.Contains(source, "(LD_LIBRARY_PATH)") && llp == nil:
+		if strings.Contains(source, "(LD_LIBRARY_PATH)") {
 			llp = strings.Split(list, ":")
-		case strings.Contains(source, "(system search path)") && sys == nil:
-			sys = strings.Split(list, ":")
+			break
 		}
 	}
-	if len(llp) == 0 || len(sys) == 0 {
+	if len(llp) == 0 {
 		return nil, fmt.Errorf("ld.so printed no search path (LD_DEBUG=libs unsupported?)")
 	}
-	var caps []string
-	for _, d := range llp {
+	var b strings.Builder
+	b.WriteString("dlbundle-search 1\n")
+	for i, d := range llp {
 		if d != probeDir && !strings.HasPrefix(d, probeDir+"/") {
 			return nil, fmt.Errorf("unexpected probe candidate %q", d)
 		}
@@ -98,31 +128,29 @@ func parseSearchRules(debug string) ([]byte, error) {
 		if c != "" {
 			c += "/"
 		}
-		caps = append(caps, c)
-	}
-	if caps[len(caps)-1] != "" || len(sys)%len(caps) != 0 {
-		return nil, fmt.Errorf("ld.so's subdirectory list %q does not end with the directory itself", caps)
-	}
-	var b strings.Builder
-	b.WriteString("dlbundle-search 1\n")
-	for _, c := range caps {
+		if (c == "") != (i == len(llp)-1) || strings.ContainsAny(c, "\n") {
+			return nil, fmt.Errorf("ld.so's subdirectory list %q does not end with the directory itself", llp)
+		}
 		fmt.Fprintf(&b, "cap %s\n", c)
 	}
-	for i := 0; i < len(sys); i += len(caps) {
-		d := sys[i+len(caps)-1]
-		for j, c := range caps {
-			want := strings.TrimSuffix(d+"/"+c, "/")
-			if d == "/" {
-				want = strings.TrimSuffix("/"+c, "/")
-			}
-			if sys[i+j] != want {
-				return nil, fmt.Errorf("system search path entry %q, expected %q", sys[i+j], want)
-			}
+	// "  /lib/x86_64-linux-gnu (system search path)"
+	n := 0
+	for _, line := range strings.Split(help, "\n") {
+		d, ok := strings.CutSuffix(strings.TrimSpace(line), " (system search path)")
+		if !ok {
+			continue
 		}
 		if !strings.HasPrefix(d, "/") || strings.ContainsAny(d, "\n") {
 			return nil, fmt.Errorf("system directory %q is not absolute", d)
 		}
 		fmt.Fprintf(&b, "dir %s\n", d)
+		n++
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("ld.so --help named no system search path (glibc < 2.33?)")
+	}
+	if b.Len() >= 4000 {
+		return nil, fmt.Errorf("search rules longer than the shim's buffer")
 	}
 	return []byte(b.String()), nil
 }

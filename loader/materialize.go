@@ -55,10 +55,10 @@ func Materialize(ctx context.Context, src Source, dir string, opts MaterializeOp
 	if err := os.WriteFile(filepath.Join(dir, stageTable), tab, 0o444); err != nil {
 		return fmt.Errorf("materialize: write lookup table: %w", err)
 	}
-	if err := writeSearchRules(ctx, dir); err != nil {
+	if err := writeShim(filepath.Join(dir, stageShimDir)); err != nil {
 		return err
 	}
-	return writeShim(filepath.Join(dir, stageShimDir))
+	return writeSearchRules(ctx, dir)
 }
 
 // relativizeSymlinks rewrites absolute symlink targets in the staged tree so

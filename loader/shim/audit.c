@@ -609,34 +609,40 @@ unsigned int la_version(unsigned int version)
  * $ORIGIN already expanded), so answering per candidate keeps ld.so's search
  * semantics exactly: bundled -> the staged copy, known missing -> "" (ld.so
  * skips the candidate; see below), unknown -> unchanged. */
+/* nolib puts STAGE/nolib/NAME into staged: the answer for a dlopen the
+ * table decides fails with ENOENT. Opening it fails with ENOENT in the
+ * node-local stage, and the preload's dlerror shows "NAME: cannot open shared
+ * object file: No such file or directory" as natively. (During start-up ld.so
+ * prints a fatal error itself, which the preload cannot rewrite: there the
+ * search is left to ld.so.) */
+static int nolib(const char *name)
+{
+	size_t sl = root_len - 5, nn = dlb_strlen(name);
+	if (sl + 7 + nn >= sizeof staged) return 0;
+	dlb_memcpy(staged, root, sl);
+	dlb_memcpy(staged + sl, "/nolib/", 7);
+	dlb_memcpy(staged + sl + 7, name, nn + 1);
+	say("nolib", name, staged);
+	return 1;
+}
+
 char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag)
 {
-	if (table && flag == LA_SER_ORIG) {
+	if (flag == LA_SER_ORIG)
 		/* the cookie of the object on whose behalf ld.so loads: glibc
 		 * initialises every cookie to the object's link_map */
-		const struct link_map *loader = (const struct link_map *)*cookie;
-		pending = loader;
-		size_t i = 0;
-		while (name[i] && name[i] != '/') i++;
-		if (name[i] || !ncap || !loader) return (char *)name;
-		switch (whole_search(name, loader)) {
+		pending = (const struct link_map *)*cookie;
+	size_t i = 0;
+	while (name[i] && name[i] != '/') i++;
+	if (table && flag == LA_SER_ORIG && !name[i] && ncap && pending) {
+		switch (whole_search(name, pending)) {
 		case S_FOUND:
 			say("search", name, staged);
 			return staged;
 		case S_MISS:
-			/* Nothing to find. During start-up ld.so itself prints the
-			 * name in its fatal error: leave that search to it. For
-			 * dlopen, STAGE/nolib/NAME fails with ENOENT in the node-local
-			 * stage, and the preload's dlerror shows "NAME: cannot open
-			 * shared object file: ..." as natively. */
-			if (!started) break;
-			size_t sl = root_len - 5, nn = dlb_strlen(name);
-			if (sl + 7 + nn >= sizeof staged) break;
-			dlb_memcpy(staged, root, sl);
-			dlb_memcpy(staged + sl, "/nolib/", 7);
-			dlb_memcpy(staged + sl + 7, name, nn + 1);
-			say("search-missing", name, staged);
-			return staged;
+			/* nothing to find */
+			if (started && nolib(name)) return staged;
+			break;
 		}
 		say("search-undecided", name, 0);
 		return (char *)name;
@@ -666,6 +672,9 @@ char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag)
 		say("found", orig, staged);
 		return staged;
 	case DLB_KNOWN_ERR:
+		/* dlopen of a path the table says does not exist: as for a
+		 * search that finds nothing (ld.so would open the name as given). */
+		if (flag == LA_SER_ORIG && started && r.err == DLB_ENOENT && orig == name && nolib(name)) return staged;
 		/* Not NULL: after a candidate that "did not open", ld.so reads its
 		 * private errno, which an audit module cannot set, and gives up the
 		 * whole search path unless it is ENOENT. An empty name makes its
