@@ -115,10 +115,19 @@ func runStackApp(t *testing.T, app stackApp) {
 	native := runIn(t, dir, env, cmd[0], cmd[1:]...)
 	stage := filepath.Join(dir, "stage")
 	execArgs := append([]string{bin, "exec", "--stage-dir", stage, img, "--"}, cmd...)
+	var stderr strings.Builder
 	strace := func(name string, args ...string) map[string][]string {
 		log := filepath.Join(dir, name+".strace")
-		out := runIn(t, dir, env, "strace", append([]string{"-f", "-qq", "-y", "-s", "4096",
+		c := exec.Command("strace", append([]string{"-f", "-qq", "-y", "-s", "4096",
 			"-e", "trace=%file,getdents64", "-o", log}, args...)...)
+		c.Dir, c.Env = dir, env
+		stderr.Reset()
+		c.Stderr = &stderr
+		o, err := c.Output()
+		out := string(o)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s%s", name, err, out, stderr.String())
+		}
 		if out != native {
 			t.Fatalf("%s: output differs from the native run:\nnative: %q\ngot:    %q", name, native, out)
 		}
@@ -138,6 +147,9 @@ func runStackApp(t *testing.T, app stackApp) {
 	}
 	for _, run := range []string{"exec-cold", "exec-warm"} {
 		n, report := opsOn(strace(run, execArgs...), trees, m, skip)
+		if rules, _ := filepath.Glob(filepath.Join(stage, "sha256-*", stageSearch)); len(rules) != 1 {
+			t.Errorf("%s: the stage has no %s (ld.so's search rules): the probe failed:\n%s", run, stageSearch, stderr.String())
+		}
 		t.Logf("%s: native %d system calls on the tree and decided paths, %s %d", app.name, nNative, run, n)
 		if n != 0 {
 			if len(report) > 40 {
@@ -228,4 +240,45 @@ func preloadNeeds(t *testing.T, lib string) bool {
 		t.Fatal(err)
 	}
 	return slices.Contains(libs, lib)
+}
+
+// Interpreters however they are reached: a venv's bin/python (a symlink into
+// /usr/bin), a bash script, a "#!/usr/bin/env python3" script. Each prints
+// what it sees of itself (argv, /proc/self/exe, sys.executable, sys.prefix),
+// which must be the native values.
+func TestExecZeroOpsInterpreters(t *testing.T) {
+	needTools(t, "strace", "/usr/bin/python3", "/bin/bash")
+	show := `import os, sys; print(sys.argv, os.readlink("/proc/self/exe"), sys.executable, sys.prefix, sys.base_prefix)`
+	setup := func(t *testing.T, dir string) (venv, app string) {
+		venv, app = filepath.Join(dir, "venv"), filepath.Join(dir, "app")
+		runIn(t, dir, cleanEnv(dir), "/usr/bin/python3", "-m", "venv", "--without-pip", "--system-site-packages", venv)
+		if err := os.MkdirAll(app, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write := func(name, text string) {
+			if err := os.WriteFile(filepath.Join(app, name), []byte(text), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write("envpy", "#!/usr/bin/env python3\n"+show+"\n")
+		write("run.sh", "#!/bin/bash\necho \"$0 $*\"\n"+venv+"/bin/python -c '"+show+"' x\n"+app+"/envpy y\n")
+		return venv, app
+	}
+	for _, a := range []struct {
+		name string
+		cmd  func(venv, app string) []string
+	}{
+		{"venv-python", func(venv, _ string) []string { return []string{venv + "/bin/python", "-c", show, "z"} }},
+		{"bash-script-app", func(_, app string) []string { return []string{app + "/run.sh", "a", "b"} }},
+		{"env-shebang", func(_, app string) []string { return []string{app + "/envpy", "c"} }},
+	} {
+		t.Run(a.name, func(t *testing.T) {
+			runStackApp(t, stackApp{name: a.name, setup: func(t *testing.T, dir string) ([][]string, []string) {
+				venv, app := setup(t, dir)
+				return [][]string{a.cmd(venv, app)}, []string{venv, app}
+			}, includes: func(dir string) []string {
+				return []string{filepath.Join(dir, "venv"), filepath.Join(dir, "app")}
+			}})
+		})
+	}
 }

@@ -66,10 +66,11 @@ func (c *ExecCmd) Run() error {
 			return fmt.Errorf("%w\n(use --fallback to run the app natively when staging fails)", err)
 		}
 		fmt.Fprintf(os.Stderr, "dlbundle exec: warning: %v; running %s natively (--fallback)\n", err, argv[0])
-		return execApp(argv, findNative, os.Environ())
+		return execApp(argv, findNative, nil, os.Environ())
 	}
 	env := loader.ShimEnv(staged.Dir, os.Environ(), loader.EnvOptions{Report: c.Report, Debug: c.Debug})
-	return execApp(argv, func(cmd string) (string, error) { return findCommand(staged.Dir, cmd) }, env)
+	return execApp(argv, func(cmd string) (string, error) { return findCommand(staged.Dir, cmd) },
+		func(path string) (string, string, bool) { return stagedScript(staged.Dir, path) }, env)
 }
 
 // stage opens the stage dir and returns the published stage of the image.
@@ -106,11 +107,34 @@ func (c *ExecCmd) stage(ctx context.Context) (*loader.Staged, error) {
 // execApp replaces this process with argv. find maps argv[0] to the file to
 // execute; argv[0] itself is passed unchanged. If that fails, the exit status
 // is a shell's: 127 for a command not found, 126 for one that cannot run.
-func execApp(argv []string, find func(string) (string, error), env []string) error {
+func execApp(argv []string, find func(string) (string, error), script func(string) (string, string, bool), env []string) error {
 	path, err := find(argv[0])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "dlbundle exec: %v\n", err)
 		return exitError{127}
+	}
+	// A bundled "#!" script: start its interpreter as the kernel would
+	// (interpreter, optional argument, the script's path, argv[1:]), so that
+	// a bundled interpreter runs from the stage too (at most 4 levels, as
+	// the kernel).
+	for depth := 0; script != nil; depth++ {
+		interp, arg, ok := script(path)
+		if !ok {
+			break
+		}
+		if depth == 4 {
+			fmt.Fprintf(os.Stderr, "dlbundle exec: %s: too many levels of #! interpreters\n", argv[0])
+			return exitError{126}
+		}
+		next := []string{interp}
+		if arg != "" {
+			next = append(next, arg)
+		}
+		argv = append(append(next, path), argv[1:]...)
+		if path, err = find(interp); err != nil {
+			fmt.Fprintf(os.Stderr, "dlbundle exec: %v\n", err)
+			return exitError{127}
+		}
 	}
 	err = unix.Exec(path, argv, env)
 	fmt.Fprintf(os.Stderr, "dlbundle exec: %s: %v\n", argv[0], err)
@@ -140,6 +164,9 @@ func findCommand(stage, cmd string) (string, error) {
 		if staged, ok := stagedPath(stage, cand); ok {
 			return staged, nil
 		}
+		if _, _, ok := stagedScript(stage, cand); ok {
+			return cand, nil
+		}
 		if isExecutable(cand) {
 			return cand, nil
 		}
@@ -155,6 +182,15 @@ func stagedPath(stage, cmd string) (string, bool) {
 		return "", false
 	}
 	return loader.StagedPath(stage, abs)
+}
+
+// stagedScript asks the stage whether cmd is a bundled "#!" script.
+func stagedScript(stage, cmd string) (interp, arg string, ok bool) {
+	abs, err := loader.AbsPath(cmd)
+	if err != nil {
+		return "", "", false
+	}
+	return loader.StagedScript(stage, abs)
 }
 
 // findNative is execvp's search, for --fallback.
