@@ -1,5 +1,5 @@
 #!/bin/sh
-# make-tree.sh OUTDIR [NPKGS] — a Spack-style software stack: every package in
+# make-tree.sh OUTDIR [NPKGS [ROOT]] — a Spack-style software stack: every package in
 # its own prefix, found through ABSOLUTE search paths to its dependencies' lib
 # directories (what Spack's compiler wrappers write), so that one process
 # searches NPKGS (default 100) directories.
@@ -18,7 +18,9 @@
 #       to pkg000's lib dir
 #   OUTDIR/linux-x86_64/py-spackext-1.0-<h>/bin/spack-py  (a Python script)
 #
-# spack-app prints a checksum over every library, the plugin's answer, the
+# ROOT (default OUTDIR) is where the tree will be seen when it runs (e.g. a
+# mount of OUTDIR): the absolute search paths and commands name it, the files
+# are written to OUTDIR. spack-app prints a checksum over every library, the plugin's answer, the
 # dladdr() file name of a library function, and dlerror() of a failed
 # dlopen("libnope-spack.so"); spack-py prints the extension's answer.
 # --no-as-needed: Debian's gcc links --as-needed by default.
@@ -29,12 +31,15 @@ CC=${CC:-gcc}
 PY=${PYTHON:-/usr/bin/python3}
 src=$(mktemp -d)
 trap 'rm -rf "$src"' EXIT
-out=$(cd "$(dirname "$out")" && pwd)/$(basename "$out")
+mkdir -p "$out/linux-x86_64"
+out=$(cd "$out" && pwd)
+root=${3:-$out}
 base="$out/linux-x86_64"
-mkdir -p "$base"
 
-# prefix NAME: the package's install prefix, with a Spack-like hash suffix.
+# prefix NAME: the package's install prefix, with a Spack-like hash suffix;
+# at ROOT: the same as the running tree sees it.
 prefix() { printf '%s/%s-1.0-%s' "$base" "$1" "$(printf %s "$1" | sha256sum | cut -c1-7)"; }
+at() { printf '%s%s' "$root" "${1#"$out"}"; }
 
 i=$((n - 1))
 runpath=""
@@ -45,17 +50,17 @@ while [ "$i" -ge 0 ]; do
 	mkdir -p "$p/lib"
 	if [ "$i" -eq $((n - 1)) ]; then
 		printf 'int pkg%s(int x) { return x * 31 + %d; }\n' "$k" "$i" >"$src/pkg$k.c"
-		deps="" rp="$p/lib"
+		deps="" rp="$(at "$p")/lib"
 	else
 		nk=$(printf %03d $((i + 1)))
 		np=$(prefix "pkg$nk")
 		printf 'int pkg%s(int x);\nint pkg%s(int x) { return pkg%s(x) * 31 + %d; }\n' "$nk" "$k" "$nk" "$i" >"$src/pkg$k.c"
-		deps="-L$np/lib -lpkg$nk" rp="$p/lib:$np/lib"
+		deps="-L$np/lib -lpkg$nk" rp="$(at "$p")/lib:$(at "$np")/lib"
 	fi
 	# shellcheck disable=SC2086
 	$CC -shared -fPIC -O0 -o "$p/lib/libpkg$k.so" "$src/pkg$k.c" -Wl,-soname,libpkg$k.so \
 		-Wl,--no-as-needed $deps -Wl,-rpath,"$rp" -Wl,--enable-new-dtags
-	runpath="$p/lib${runpath:+:$runpath}"
+	runpath="$(at "$p")/lib${runpath:+:$runpath}"
 	needs="-L$p/lib -lpkg$k $needs"
 	i=$((i - 1))
 done
@@ -69,7 +74,7 @@ plug=$(prefix plugin)
 mkdir -p "$plug/lib"
 printf 'int plugdep(int x);\nint spack_plugin(int x) { return plugdep(x) * 3; }\n' >"$src/plug.c"
 $CC -shared -fPIC -O0 -o "$plug/lib/libspackplug.so" "$src/plug.c" -Wl,-soname,libspackplug.so \
-	-Wl,--no-as-needed -L"$dep/lib" -lplugdep -Wl,-rpath,"$dep/lib" -Wl,--disable-new-dtags
+	-Wl,--no-as-needed -L"$dep/lib" -lplugdep -Wl,-rpath,"$(at "$dep")/lib" -Wl,--disable-new-dtags
 
 app=$(prefix app)
 mkdir -p "$app/bin"
@@ -95,7 +100,7 @@ int main(void)
 EOF
 # shellcheck disable=SC2086
 $CC -O0 -o "$app/bin/spack-app" "$src/app.c" -Wl,--no-as-needed $needs \
-	-Wl,-rpath,"$runpath:$plug/lib" -Wl,--enable-new-dtags -ldl
+	-Wl,-rpath,"$runpath:$(at "$plug")/lib" -Wl,--enable-new-dtags -ldl
 
 ext=$(prefix py-spackext)
 site="$ext/lib/python3/site-packages"
@@ -113,14 +118,14 @@ PyMODINIT_FUNC PyInit_spackext(void) { return PyModule_Create(&mod); }
 EOF
 p0=$(prefix pkg000)
 $CC -shared -fPIC -O0 -I"$inc" -o "$site/spackext$suffix" "$src/spackext.c" \
-	-Wl,--no-as-needed -L"$p0/lib" -lpkg000 -Wl,-rpath,"$p0/lib" -Wl,--enable-new-dtags
+	-Wl,--no-as-needed -L"$p0/lib" -lpkg000 -Wl,-rpath,"$(at "$p0")/lib" -Wl,--enable-new-dtags
 {
 	echo "#!$PY"
 	echo 'import sys'
-	echo "sys.path.insert(0, '$site')"
+	echo "sys.path.insert(0, '$(at "$site")')"
 	echo 'import spackext'
 	echo 'print("spackext", spackext.answer())'
 } >"$ext/bin/spack-py"
 chmod +x "$ext/bin/spack-py"
-echo "$app/bin/spack-app"
-echo "$ext/bin/spack-py"
+at "$app/bin/spack-app"; echo
+at "$ext/bin/spack-py"; echo

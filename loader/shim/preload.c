@@ -28,6 +28,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -63,6 +65,8 @@
 	X(readlink, ssize_t, (const char *, char *, size_t))                           \
 	X(readlinkat, ssize_t, (int, const char *, char *, size_t))                    \
 	X(realpath, char *, (const char *, char *))                                    \
+	X(statfs, int, (const char *, struct statfs *))                                \
+	X(statvfs, int, (const char *, struct statvfs *))                              \
 	X(canonicalize_file_name, char *, (const char *))                              \
 	X(opendir, DIR *, (const char *))                                              \
 	X(execve, int, (const char *, char *const[], char *const[]))                   \
@@ -733,6 +737,25 @@ char *realpath(const char *path, char *resolved)
 	return out;
 }
 char *canonicalize_file_name(const char *path) { return realpath(path, NULL); }
+
+/* statfs/statvfs: only a path the table knows is missing is answered (the
+ * file system's figures of a bundled path are the original's, which the
+ * table does not hold): libselinux probes /selinux in every process. The
+ * 64-bit names are aliases of these in glibc on 64-bit targets. */
+int statfs(const char *path, struct statfs *buf)
+{
+	char canon[DLB_PATH_MAX];
+	struct dlb_res r;
+	if (path && lookup("statfs", AT_FDCWD, &path, 1, canon, &r) == DLB_KNOWN_ERR) return set_errno(r.err);
+	return real_statfs(path, buf);
+}
+int statvfs(const char *path, struct statvfs *buf)
+{
+	char canon[DLB_PATH_MAX];
+	struct dlb_res r;
+	if (path && lookup("statvfs", AT_FDCWD, &path, 1, canon, &r) == DLB_KNOWN_ERR) return set_errno(r.err);
+	return real_statvfs(path, buf);
+}
 
 /* _FORTIFY_SOURCE builds (Debian's python3.11) call the checking variants,
  * which glibc implements with its internal realpath/readlink: out of reach
