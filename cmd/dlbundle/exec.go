@@ -58,6 +58,15 @@ func (c *ExecCmd) Run() error {
 	if len(argv) == 0 {
 		return errors.New("no command to run: dlbundle exec IMAGE -- CMD [ARGS...]")
 	}
+	if c.Report != "" {
+		// Every process appends to it at exit, where nobody could be told
+		// that it failed: find out now, before the app starts.
+		f, err := os.OpenFile(c.Report, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("--report %s: %w; the app's processes could not write their reports there: choose a writable path", c.Report, err)
+		}
+		f.Close()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	staged, err := c.stage(ctx)
 	stop()
