@@ -298,8 +298,7 @@ func mapLibraryPath(stageDir, llp string) string {
 // StagedPath tells whether the command path original (absolute, or relative
 // to the cwd) is a bundled ELF executable of the stage at stageDir, and
 // returns its staged copy (stage root + the path as given: symlinks inside
-// the stage resolve as the originals do). Scripts are not redirected: their
-// interpreter would see the staged path in argv.
+// the stage resolve as the originals do). Scripts: see StagedScript.
 func StagedPath(stageDir, original string) (string, bool) {
 	abs, err := AbsPath(original)
 	if err != nil {

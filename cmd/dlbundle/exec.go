@@ -46,7 +46,8 @@ on the node reuse the stage of an unchanged image.
 
 dlbundle then replaces itself with the app (no process stays behind): exit
 status, signals and stdin/stdout/stderr are the app's own. A bundled
-executable runs from the stage with argv[0] unchanged.
+executable runs from the stage with argv[0] unchanged; a bundled #! script
+starts its interpreter as the kernel would, from the stage when bundled.
 
 Outside a batch job each exec stats the image once (to notice a rebuilt image).
 See docs/exec.md.`
