@@ -1,11 +1,19 @@
-# make demo-exec: trace -> build -> exec on the bundled examples (examples/demo),
-# printing native vs exec file-system operations on the app's tree and wall time.
-.PHONY: demo-exec bench-stage
-DEMO_TARGETS += demo-exec
-APT_PACKAGES += gcc strace python3 python3-numpy
+# make demo: what dlbundle is for, in about a minute. bench/cmd/demo runs the
+# start-up benchmark (bench/startup) quickly: a C app and Python served from
+# slowfs (a contended shared file system, FUSE), 1 and 16 ranks started
+# together, natively and through dlbundle exec; it ends with one screen and
+# writes $(DEMO_OUT)/{summary.txt,demo.svg,results.csv}. Needs root (FUSE).
+.PHONY: demo-startup bench-stage
+DEMO_TARGETS += demo-startup
+APT_PACKAGES += gcc python3 fuse3
+DEMO_OUT ?= bin/demo
 
-demo-exec: $(BIN)
-	examples/demo/run-demo.sh $(BIN)
+# After every other demo target (expanded once all mk/*.mk are read), so that
+# the summary is the last screen. Static launcher (CGO_ENABLED=0): the ranks'
+# LD_LIBRARY_PATH must not make its own ld.so search the tree.
+.SECONDEXPANSION:
+demo-startup: $(BIN) $$(filter-out demo-startup,$$(DEMO_TARGETS))
+	@CGO_ENABLED=0 $(GO) run ./bench/cmd/demo --out $(DEMO_OUT) --dlbundle $(BIN)
 
 # make bench-stage: cold staging throughput vs raw zstd DecodeAll of the same
 # frames, and RSS/PSS per rank of a stage shared by 1 and 8 ranks

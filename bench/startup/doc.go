@@ -4,6 +4,7 @@
 // tmpfs) and dlbundle exec (cold: the first rank stages; warm: stage reused).
 //
 // It owns the scenarios, the rank launcher and the report (CSV, SVG,
-// markdown); it drives dlbundle only through its command line and must not
-// import the packages it measures.
+// markdown), and `make demo`'s quick configuration with its one-screen
+// summary (demo.go); it drives dlbundle only through its command line and
+// must not import the packages it measures.
 package startup

@@ -213,34 +213,64 @@ func (r *Results) writeProjection(w io.Writer) {
 	p("| scenario | ops/rank native | ops/node-stage dlbundle | ops/rank warm | service | native MDS time | dlbundle MDS time | image reads @1 GB/s | native at 10 µs | dlbundle at 10 µs |\n")
 	p("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range r.Calibrations {
-		nat, ok := r.row(c.Scenario, ModeNative, 1)
+		pr, ok := r.Project(c.Scenario, c.Service)
 		if !ok {
 			continue
 		}
-		nativeOps := float64(ranks) * nat.OpsPerRank()
+		at10, _ := r.Project(c.Scenario, 10*time.Microsecond)
 		stage, warm := "—", "—"
-		dlbOps := -1.0
-		cold, okc := r.row(c.Scenario, ModeCold, 1)
-		warmRow, okw := r.lastRow(c.Scenario, ModeWarm)
-		if okc && okw && cold.Err == "" && warmRow.Err == "" {
-			stage = fmt.Sprintf("%d", cold.MetaOps)
-			warm = fmt.Sprintf("%.1f", warmRow.OpsPerRank())
-			dlbOps = float64(projNodes)*float64(cold.MetaOps) + float64(ranks-projNodes)*warmRow.OpsPerRank()
+		if pr.Dlbundle {
+			stage, warm = fmt.Sprintf("%d", pr.StageOps), fmt.Sprintf("%.1f", pr.WarmOpsPerRank)
 		}
-		mds := func(ops float64, s time.Duration) string {
-			if ops < 0 {
+		mds := func(d time.Duration) string {
+			if !pr.Dlbundle {
 				return "—"
 			}
-			return dur(time.Duration(ops * float64(s)))
+			return dur(d)
 		}
 		imgReads := "—"
-		if c.ImageBytes > 0 {
-			imgReads = dur(time.Duration(float64(projNodes*c.ImageBytes) / 1e9 * float64(time.Second)))
+		if pr.ImageReads > 0 {
+			imgReads = dur(pr.ImageReads)
 		}
-		p("| %s | %.0f | %s | %s | %v | %s | %s | %s | %s | %s |\n", c.Scenario, nat.OpsPerRank(), stage, warm, c.Service,
-			mds(nativeOps, c.Service), mds(dlbOps, c.Service), imgReads,
-			mds(nativeOps, 10*time.Microsecond), mds(dlbOps, 10*time.Microsecond))
+		p("| %s | %.0f | %s | %s | %v | %s | %s | %s | %s | %s |\n", c.Scenario, pr.NativeOpsPerRank, stage, warm, c.Service,
+			dur(pr.NativeMDS), mds(pr.DlbundleMDS), imgReads, dur(at10.NativeMDS), mds(at10.DlbundleMDS))
 	}
+}
+
+// Projection is one scenario extrapolated to projNodes x projRanksPerNode ranks.
+type Projection struct {
+	NativeOpsPerRank float64
+	Dlbundle         bool // the dlbundle fields below were measured
+	StageOps         uint64
+	WarmOpsPerRank   float64
+	// Metadata server busy time for the start-up of every rank.
+	NativeMDS, DlbundleMDS time.Duration
+	ImageReads             time.Duration // every node reads the image once, 1 GB/s aggregate
+}
+
+// Project applies the single-server model of writeProjection to one scenario
+// at the given service time; ok is false without a native N=1 measurement.
+func (r *Results) Project(scenario string, service time.Duration) (pr Projection, ok bool) {
+	nat, ok := r.row(scenario, ModeNative, 1)
+	if !ok {
+		return pr, false
+	}
+	ranks := projNodes * projRanksPerNode
+	pr.NativeOpsPerRank = nat.OpsPerRank()
+	pr.NativeMDS = time.Duration(float64(ranks) * pr.NativeOpsPerRank * float64(service))
+	cold, okc := r.row(scenario, ModeCold, 1)
+	warm, okw := r.lastRow(scenario, ModeWarm)
+	if okc && okw && cold.Err == "" && warm.Err == "" {
+		pr.Dlbundle, pr.StageOps, pr.WarmOpsPerRank = true, cold.MetaOps, warm.OpsPerRank()
+		ops := float64(projNodes)*float64(cold.MetaOps) + float64(ranks-projNodes)*warm.OpsPerRank()
+		pr.DlbundleMDS = time.Duration(ops * float64(service))
+	}
+	for _, c := range r.Calibrations {
+		if c.Scenario == scenario && c.ImageBytes > 0 {
+			pr.ImageReads = time.Duration(float64(projNodes*c.ImageBytes) / 1e9 * float64(time.Second))
+		}
+	}
+	return pr, true
 }
 
 // lastRow is the measurement at the largest rank count.

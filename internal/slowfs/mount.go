@@ -35,6 +35,7 @@ type FS struct {
 	counts             counters
 	recordPaths        atomic.Bool
 	paths              pathCounts
+	dev                string // "major:minor" of the mount: its FUSE connection in fusectl
 }
 
 // Mount serves the directory source at mountpoint (which must exist) until
@@ -84,6 +85,7 @@ func Mount(source, mountpoint string, costs Costs) (*FS, error) {
 		return nil, fmt.Errorf("slowfs: mounting %s at %s: %w (needs root, or fusermount3 from the fuse3 package)", source, mountpoint, err)
 	}
 	f.server = srv
+	f.dev, _ = mountDevice(mountpoint)
 	return f, nil
 }
 
@@ -140,7 +142,36 @@ func (f *FS) dataRead(n int) {
 // Unmount unmounts and waits for the server to stop. When the kernel refuses
 // (the mount is busy), it detaches the mount lazily so that nothing stale is
 // left behind.
+//
+// A process that unshared its mount namespace while we were mounted (e.g. a
+// slurmd started by a concurrent test) holds a copy of the mount, which keeps
+// the FUSE connection open after our umount, so the server would wait
+// forever: after unmountGrace the connection is aborted through fusectl, and
+// the copies fail with ENOTCONN.
 func (f *FS) Unmount() error {
+	stopped := make(chan error, 1)
+	go func() { stopped <- f.unmount() }()
+	var err error
+	select {
+	case err = <-stopped:
+	case <-time.After(unmountGrace):
+		if aerr := abortConnection(f.dev); aerr != nil {
+			return fmt.Errorf("slowfs: %s is unmounted but its server does not stop (a copy of the mount lives on in another mount namespace?) and aborting its FUSE connection failed: %w; it ends when this process exits", f.mountpoint, aerr)
+		}
+		err = <-stopped
+	}
+	if err != nil {
+		return err
+	}
+	f.metaQueue.stop()
+	f.dataQueue.stop()
+	return nil
+}
+
+// unmountGrace is how long the server may take to stop after the umount.
+const unmountGrace = 3 * time.Second
+
+func (f *FS) unmount() error {
 	err := f.server.Unmount()
 	if err != nil {
 		if lerr := unix.Unmount(f.mountpoint, unix.MNT_DETACH); lerr != nil && Mounted(f.mountpoint) {
@@ -148,9 +179,27 @@ func (f *FS) Unmount() error {
 		}
 	}
 	f.server.Wait()
-	f.metaQueue.stop()
-	f.dataQueue.stop()
 	return nil
+}
+
+// fusectl is where the kernel lists FUSE connections, by device number.
+const fusectl = "/sys/fs/fuse/connections"
+
+// abortConnection aborts the FUSE connection of device dev ("0:N"), mounting
+// fusectl first if the system has not.
+func abortConnection(dev string) error {
+	major, minor, ok := strings.Cut(dev, ":")
+	if !ok || major != "0" {
+		return fmt.Errorf("no FUSE device number known (%q)", dev)
+	}
+	// The directory is named after the kernel's dev_t, which for major 0 is the minor.
+	abort := filepath.Join(fusectl, minor, "abort")
+	if _, err := os.Stat(abort); err != nil && !Mounted(fusectl) {
+		if err := unix.Mount("fusectl", fusectl, "fusectl", 0, ""); err != nil {
+			return fmt.Errorf("mounting fusectl at %s: %w", fusectl, err)
+		}
+	}
+	return os.WriteFile(abort, []byte("1"), 0)
 }
 
 // ForceUnmount removes a slowfs mount whose server may be gone (a crashed or
@@ -169,23 +218,32 @@ func ForceUnmount(mountpoint string) error {
 // Mounted reports whether a file system is mounted exactly at path, from
 // /proc/self/mountinfo (stat would hang or fail on a dead FUSE mount).
 func Mounted(path string) bool {
+	_, ok := mountDevice(path)
+	return ok
+}
+
+// mountDevice returns the device number ("major:minor") of the file system
+// mounted exactly at path, from /proc/self/mountinfo.
+func mountDevice(path string) (string, bool) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return false
+		return "", false
 	}
 	mi, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return false
+		return "", false
 	}
 	defer mi.Close()
+	dev, found := "", false
 	sc := bufio.NewScanner(mi)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
+		// The last mount at a path is the visible one.
 		if len(fields) > 4 && unescapeMountPath(fields[4]) == abs {
-			return true
+			dev, found = fields[2], true
 		}
 	}
-	return false
+	return dev, found
 }
 
 // unescapeMountPath undoes mountinfo's octal escapes (\040 for a space, ...).
