@@ -409,11 +409,22 @@ static int try_dir(const char *d, size_t dn, const char *name, size_t nn)
 	size_t on = dn == 1 ? 0 : dn; /* "/" + name, not "//" + name */
 	orig[on++] = '/';
 	size_t cn = r.len == 1 ? 0 : r.len;
+	uint64_t ch = dlb_hash(canon, cn);
 	canon[cn++] = '/';
 	for (unsigned i = 0; i < ncap; i++) {
 		size_t l = cn + cap_len[i] + nn;
 		if (l >= sizeof cand || on + cap_len[i] + nn >= sizeof orig) return S_UNDECIDED;
+		/* Fast path: the candidate's first component below the directory
+		 * (the subdirectory, or the name itself) absent from the table is
+		 * ENOENT (a bundled directory's listing is complete): one hash
+		 * continued from the directory's instead of a walk from "/". */
+		const char *first = cap_len[i] ? cap[i] : name;
+		size_t fl = 0;
+		while (first[fl] && first[fl] != '/') fl++;
+		uint64_t fh = dlb_hash_more(dlb_hash_more(ch, "/", 1), first, fl);
 		dlb_memcpy(cand, canon, cn);
+		dlb_memcpy(cand + cn, first, fl);
+		if (!dlb_lookup_h(table, cand, cn + fl, fh)) continue;
 		dlb_memcpy(cand + cn, cap[i], cap_len[i]);
 		dlb_memcpy(cand + cn + cap_len[i], name, nn + 1);
 		char out[DLB_PATH_MAX];
