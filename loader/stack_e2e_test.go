@@ -214,7 +214,9 @@ func TestExecZeroOpsPythonStacks(t *testing.T) {
 	}
 	for _, app := range []stackApp{
 		{name: "numpy", setup: py("import numpy; print(numpy.arange(10).sum())")},
-		{name: "failed-dlopen", setup: py("import ctypes\ntry:\n ctypes.CDLL('libnope.so')\nexcept OSError as e:\n print(e)")},
+		// by soname, by a path in a bundled directory, below a bundled file
+		{name: "failed-dlopen", setup: py("import ctypes\nfor n in ['libnope.so', '/usr/lib/x86_64-linux-gnu/libnope.so', " +
+			"'/usr/lib/x86_64-linux-gnu/libm.so.6/x']:\n try:\n  ctypes.CDLL(n)\n except OSError as e:\n  print(e)")},
 	} {
 		t.Run(app.name, func(t *testing.T) { runStackApp(t, app) })
 	}

@@ -685,7 +685,20 @@ char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag)
 	case DLB_KNOWN_ERR:
 		/* dlopen of a path the table says does not exist: as for a
 		 * search that finds nothing (ld.so would open the name as given). */
-		if (flag == LA_SER_ORIG && started && r.err == DLB_ENOENT && orig == name && nolib(name)) return staged;
+		if (flag == LA_SER_ORIG) {
+			/* dlopen of a path the table says fails: the staged copy of
+			 * the path fails with the same errno in the node-local stage
+			 * (it mirrors the table), and the preload's dlerror strips
+			 * STAGE/root from the message. ("" here would be searched for
+			 * as a name.) During start-up ld.so prints the error itself:
+			 * leave it the original. */
+			size_t n = dlb_strlen(orig);
+			if (!started || orig != name || root_len + n >= sizeof staged) return (char *)name;
+			dlb_memcpy(staged, root, root_len);
+			dlb_memcpy(staged + root_len, orig, n + 1);
+			say("fails", orig, staged);
+			return staged;
+		}
 		/* Not NULL: after a candidate that "did not open", ld.so reads its
 		 * private errno, which an audit module cannot set, and gives up the
 		 * whole search path unless it is ENOENT. An empty name makes its
