@@ -30,6 +30,9 @@ const (
 type DirEntry struct {
 	Name string `json:"name"`
 	Type Type   `json:"type"` // reg, dir, symlink, or "other" (sockets, devices, fifos)
+	// Ino is the d_ino the directory read returned (0: not recorded), so
+	// that a listing served from a stage shows the original inode numbers.
+	Ino uint64 `json:"ino,omitempty"`
 }
 
 // Frame locates one zstd frame of an object's content in the image file.
@@ -68,6 +71,10 @@ type Entry struct {
 	Ino     uint64 `json:"ino,omitempty"`
 	CtimeNS int64  `json:"ctime_ns,omitempty"`
 	AtimeNS int64  `json:"atime_ns,omitempty"`
+	// Blocks is st_blocks (512-byte units); 0: not recorded (derive from
+	// the size). DirSize is a directory's own st_size (0: not recorded).
+	Blocks  int64 `json:"blocks,omitempty"`
+	DirSize int64 `json:"dir_size,omitempty"`
 
 	// SourcePath is where the writer reads the content from (defaults to
 	// Path). Not serialised.

@@ -233,6 +233,9 @@ func checkEntry(e *Entry, i int) error {
 	if e.Type != TypeRegular && (len(e.Frames) > 0 || e.Size != 0 || e.SHA256 != "" || e.FramesSHA256 != "") {
 		return fmt.Errorf("a %s entry has content fields", e.Type)
 	}
+	if e.Blocks < 0 || e.DirSize < 0 || (e.Type != TypeDir && e.DirSize != 0) {
+		return fmt.Errorf("blocks %d or dir_size %d out of range for a %s entry", e.Blocks, e.DirSize, e.Type)
+	}
 	if e.Type != TypeSymlink && e.Target != "" {
 		return fmt.Errorf("a %s entry has a symlink target", e.Type)
 	}

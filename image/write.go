@@ -275,7 +275,7 @@ func sourcePath(e *Entry) string {
 }
 
 func hashFile(e *Entry) (string, error) {
-	f, err := os.Open(sourcePath(e))
+	f, err := OpenSource(sourcePath(e))
 	if err != nil {
 		return "", fmt.Errorf("reading %s: %w", e.Path, err)
 	}
@@ -513,7 +513,7 @@ func (p *packer) produce(emit func(*frameJob) bool) error {
 func (p *packer) object(i int, info cpio.Info, emit func(*frameJob) bool) error {
 	e := &p.es[i]
 	hdr := cpioHeader(info)
-	f, err := os.Open(sourcePath(e))
+	f, err := OpenSource(sourcePath(e))
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", e.Path, err)
 	}
@@ -558,7 +558,7 @@ func (p *packer) object(i int, info cpio.Info, emit func(*frameJob) bool) error 
 // its size, hashes it and pads the member.
 func (p *packer) readSmall(i int, hdr []byte) ([]byte, error) {
 	e := &p.es[i]
-	f, err := os.Open(sourcePath(e))
+	f, err := OpenSource(sourcePath(e))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", e.Path, err)
 	}
@@ -583,7 +583,7 @@ func (p *packer) readSmall(i int, hdr []byte) ([]byte, error) {
 
 // checkEmpty fails when a file planned as empty has content now.
 func checkEmpty(e *Entry) error {
-	f, err := os.Open(sourcePath(e))
+	f, err := OpenSource(sourcePath(e))
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", e.Path, err)
 	}

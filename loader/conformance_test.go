@@ -10,15 +10,24 @@ package loader
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dlbundle/dlbundle/image"
 )
+
+// quoted finds the first string argument of an strace line.
+var quoted = regexp.MustCompile(`"([^"]*)"`)
 
 // buildProbeTree compiles the C fixtures into a fresh tree and adds the
 // Python packages and data files the probes look at.
@@ -80,7 +89,45 @@ func buildProbeTree(t *testing.T, root string) string {
 			t.Fatal(err)
 		}
 	}
+	// A name hard-linked natively (nlink 2; the stage holds two files), and
+	// a directory larger than one block (st_size 16384 or more on ext4).
+	if err := os.Link(filepath.Join(T, "data/hello.txt"), filepath.Join(T, "data/hard.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(T, "data/big"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200; i++ {
+		name := fmt.Sprintf("%03d-a-name-long-enough-to-fill-more-than-one-directory-block", i)
+		if err := os.WriteFile(filepath.Join(T, "data/big", name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	futureAtimes(t, T)
 	return T
+}
+
+// futureAtimes sets every access time below (and of) dir to an hour from
+// now: with relatime (the default mount option), a read moves atime only
+// when it is not newer than mtime and ctime, so the native run's own reads
+// leave the atimes the image recorded, and both runs can print them.
+func futureAtimes(t *testing.T, dir string) {
+	t.Helper()
+	at := time.Now().Add(time.Hour).UnixNano()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		ts := []unix.Timespec{unix.NsecToTimespec(at), st.Mtim}
+		return unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // probeEnv is the fixed environment the probes run in.
@@ -158,7 +205,78 @@ func readReport(t *testing.T, p string) []reportLine {
 	return rs
 }
 
-func TestConformance(t *testing.T) {
+func TestConformance(t *testing.T) { runConformance(t, nil) }
+
+// sanitizer is a sanitized build of the shim objects and the environment
+// it needs.
+type sanitizer struct {
+	dir     string // audit.so, preload.so, preload-2.34.so built by build.sh --sanitize
+	libasan string
+}
+
+// sanitizedShim builds the sanitized objects. An LD_PRELOAD object built
+// with ASan needs the ASan runtime first in the initial library list (else
+// the runtime aborts: "ASan runtime does not come first"), so env preloads
+// libasan before the shim; audit.so links against nothing and gets UBSan in
+// trap mode (no runtime), not ASan.
+func sanitizedShim(t *testing.T) *sanitizer {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("sh", "shim/build.sh", "--sanitize", dir).CombinedOutput(); err != nil {
+		t.Fatalf("shim/build.sh --sanitize: %v\n%s", err, out)
+	}
+	out, err := exec.Command("gcc", "-print-file-name=libasan.so").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	libasan, err := filepath.EvalSymlinks(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("libasan (gcc -print-file-name=libasan.so): %v", err)
+	}
+	return &sanitizer{dir: dir, libasan: libasan}
+}
+
+// install replaces the stage's shim objects with the sanitized ones.
+func (s *sanitizer) install(t *testing.T, stage string) {
+	t.Helper()
+	for name := range shimObjects {
+		b, err := os.ReadFile(filepath.Join(s.dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(stage, stageShimDir, name)
+		if err := os.Remove(dst); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o555); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// env puts the ASan runtime first and makes every sanitizer report fatal.
+// Native runs get it too: the runtime changes what the probes see (its
+// dlopen interceptor makes dlopen by name search the runtime's RUNPATH,
+// not the caller's), so native and shim runs differ only by the shim.
+// Leak checking is off: the probes' interpreters (python3) leak at exit by
+// design, and the shim allocates nothing to leak.
+func (s *sanitizer) env(env []string) []string {
+	out := make([]string, 0, len(env)+3)
+	preload := false
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "LD_PRELOAD="); ok {
+			kv, preload = "LD_PRELOAD="+s.libasan+":"+v, true
+		}
+		out = append(out, kv)
+	}
+	if !preload {
+		out = append(out, "LD_PRELOAD="+s.libasan)
+	}
+	return append(out, "ASAN_OPTIONS=detect_leaks=0:exitcode=66:halt_on_error=1",
+		"UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=67")
+}
+
+func runConformance(t *testing.T, san *sanitizer) {
 	if _, err := exec.LookPath("gcc"); err != nil {
 		t.Fatal("gcc is needed to build the probe (make deps)")
 	}
@@ -184,6 +302,13 @@ func TestConformance(t *testing.T) {
 	base := probeEnv(home)
 	report := filepath.Join(root, "report.jsonl")
 	shimEnv := ShimEnv(stage, base, EnvOptions{Report: report})
+	withShim := func(env []string) []string { return env }
+	if san != nil {
+		san.install(t, stage)
+		withShim = san.env
+		shimEnv = withShim(shimEnv)
+	}
+	nativeEnv := withShim(base)
 
 	probe := filepath.Join(T, "bin", "probe")
 	staged, ok := StagedPath(stage, probe)
@@ -192,18 +317,28 @@ func TestConformance(t *testing.T) {
 	}
 
 	t.Run("C", func(t *testing.T) {
-		native := runProbe(t, "", []string{probe, "full", T}, base)
+		native := runProbe(t, "", []string{probe, "full", T}, nativeEnv)
 		shim := runProbe(t, staged, []string{probe, "full", T}, shimEnv)
 		diffLines(t, "C probe", native, shim)
 		if strings.Contains(shim, "audit interface") || strings.Contains(shim, "ERROR: ld.so") {
 			t.Errorf("ld.so complained about the shim:\n%s", shim)
 		}
 	})
+	// The build for glibc 2.17+ (preload.so, with libdl.so.2), which exec
+	// picks on older nodes, answers the same.
+	t.Run("C-preload.so", func(t *testing.T) {
+		env := make([]string, len(shimEnv))
+		for i, kv := range shimEnv {
+			env[i] = strings.Replace(kv, "/"+shimPreload234, "/"+shimPreload, 1)
+		}
+		native := runProbe(t, "", []string{probe, "full", T}, nativeEnv)
+		diffLines(t, "C probe with preload.so", native, runProbe(t, staged, []string{probe, "full", T}, env))
+	})
 	// ld.so accepted the audit object (la_version) and it answered the
 	// search: the RUNPATH candidate in a missing directory was skipped
 	// without a syscall, the bundled one served from the stage.
 	t.Run("audit", func(t *testing.T) {
-		env := ShimEnv(stage, base, EnvOptions{Debug: true})
+		env := withShim(ShimEnv(stage, base, EnvOptions{Debug: true}))
 		out := runProbe(t, staged, []string{probe, "helper", T}, env)
 		// The whole search is decided from the table at LA_SER_ORIG
 		// ($ORIGIN/../nolib known missing, then $ORIGIN/../lib): ld.so gets
@@ -247,19 +382,70 @@ func TestConformance(t *testing.T) {
 			}
 			return string(out)
 		}
-		diffLines(t, "random paths", run("", base), run(staged, shimEnv))
+		diffLines(t, "random paths", run("", nativeEnv), run(staged, shimEnv))
 	})
 	t.Run("Python", func(t *testing.T) {
 		argv := []string{"/usr/bin/python3", "-I", "-B", "testdata/probe.py", T}
 		abs, _ := filepath.Abs("testdata/probe.py")
 		argv[3] = abs
-		native := runProbe(t, "", argv, base)
+		native := runProbe(t, "", argv, nativeEnv)
 		py, ok := StagedPath(stage, "/usr/bin/python3")
 		if !ok {
 			t.Fatal("StagedPath(/usr/bin/python3) = not bundled")
 		}
 		shim := runProbe(t, py, argv, shimEnv)
 		diffLines(t, "Python probe", native, shim)
+	})
+
+	// Paths relative to a working directory outside the image, with ".."
+	// over it, and through bundled symlinks: no system call on the tree
+	// (getcwd and chdir name it but ask no file system).
+	t.Run("strace", func(t *testing.T) {
+		if _, err := exec.LookPath("strace"); err != nil {
+			t.Fatal("strace is needed (make deps)")
+		}
+		py, _ := StagedPath(stage, "/usr/bin/python3")
+		for _, argv := range [][]string{
+			{staged, "relpaths", T},
+			{py, "-I", "-B", "-c", "import os, sys; sys.path[:0] = ['../../tree/py']; import pkg.mod; " +
+				"print(os.path.realpath('../../tree/lib/link-to-probe.so'), os.path.exists('../../tree/py/../data/hello.txt'))"},
+			{py, "-I", "-B", "../../tree/py/pkg/mod.py"},
+		} {
+			// Not below root: strace runs under the shim too, and a file it
+			// writes into a bundled directory makes that directory dirty
+			// (read-your-writes) for the traced children.
+			log := filepath.Join(t.TempDir(), "strace.log")
+			args := append([]string{"-f", "-qq", "-e", "trace=%file", "-o", log, "--"}, argv...)
+			cmd := exec.Command("strace", args...)
+			cmd.Env, cmd.Dir = shimEnv, filepath.Join(root, "outside", "sub")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%v: %v\n%s", argv, err, out)
+			}
+			b, err := os.ReadFile(log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var calls []string
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(l, "getcwd(") || strings.Contains(l, "chdir(") || strings.Contains(l, "execve(") ||
+					strings.Contains(l, stage+"/") {
+					continue
+				}
+				// the call's path, made absolute and cleaned (for detection)
+				if m := quoted.FindStringSubmatch(l); m != nil {
+					p := m[1]
+					if !filepath.IsAbs(p) {
+						p = filepath.Join(root, "outside", "sub", p)
+					}
+					if p = filepath.Clean(p); p == T || strings.HasPrefix(p, T+"/") {
+						calls = append(calls, l)
+					}
+				}
+			}
+			if len(calls) > 0 {
+				t.Errorf("%v made %d calls on the tree:\n%s", argv[1:], len(calls), strings.Join(calls, "\n"))
+			}
+		}
 	})
 
 	// The report proves the shim answered: every process wrote a line, the
@@ -280,5 +466,167 @@ func TestConformance(t *testing.T) {
 	}
 	if answered < 100 {
 		t.Errorf("the shim answered only %d lookups from the table", answered)
+	}
+}
+
+// TestReadYourWrites: a process that writes into a bundled directory (create,
+// rewrite through a symlink, unlink, mkdir, rename, symlink, dirfd-relative
+// and cwd-relative calls, truncate, utime, chmod) sees its writes, and so do
+// its children however they are started; a directory it did not write into
+// is still answered from the table. The probe runs under the shim first
+// (on the tree the image was built from), then natively; it puts the names
+// and contents back at the end.
+func TestReadYourWrites(t *testing.T) {
+	root := t.TempDir()
+	W := filepath.Join(root, "w")
+	files := map[string]string{"d/data.txt": "original\n", "d/old.txt": "old\n", "d/sub/x": "x\n",
+		"d/sub/trunc": "truncate me\n", "other/y.txt": "y\n"}
+	for rel, content := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(W, rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(W, rel), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("data.txt", filepath.Join(W, "d/lnk")); err != nil {
+		t.Fatal(err)
+	}
+	var entries []image.Entry
+	for _, e := range treeEntries(t, W) {
+		if e.Path == W || strings.HasPrefix(e.Path, W+"/") {
+			entries = append(entries, e)
+		}
+	}
+	stage := stageEntries(t, root, entries)
+	base := probeEnv(root)
+	report := filepath.Join(root, "report.jsonl")
+	abs, err := filepath.Abs("testdata/writes.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := []string{"/usr/bin/python3", "-I", "-B", abs, W}
+	shim := runProbe(t, "", argv, ShimEnv(stage, base, EnvOptions{Report: report}))
+	native := runProbe(t, "", argv, base)
+	diffLines(t, "writes probe", native, shim)
+	if !strings.Contains(native, "created new.txt True") {
+		t.Fatalf("the probe did not run as expected:\n%s", native)
+	}
+
+	// The shim answered what it could: lookups in the untouched directory
+	// were answered, and the written directory went to the file system.
+	rs := readReport(t, report)
+	sawDirty := false
+	for _, r := range rs {
+		for _, p := range r.PassedPaths {
+			if strings.HasPrefix(p, W+"/other") {
+				t.Errorf("%s: lookup of %s in a directory nobody wrote into passed through", r.Exe, p)
+			}
+			if p == W+"/d/newdir/moved.txt" {
+				sawDirty = true
+			}
+		}
+	}
+	if !sawDirty {
+		t.Errorf("no process looked up %s/d/newdir/moved.txt on the file system: %+v", W, rs)
+	}
+}
+
+// TestReadYourWritesC: the C entry points Python does not use (creat,
+// renameat2, symlinkat, linkat, mknodat, mkfifoat, futimesat, lutimes,
+// fchownat, fopen for writing, unlinkat), with a dirfd; a child started by
+// system() sees the writes.
+func TestReadYourWritesC(t *testing.T) {
+	root := t.TempDir()
+	W := filepath.Join(root, "w")
+	for rel, content := range map[string]string{"d/data.txt": "data\n", "d/old.txt": "old\n", "d/sub/x": "x\n"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(W, rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(W, rel), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin, lib := filepath.Join(root, "writes"), filepath.Join(root, "libwritten.so")
+	for _, args := range [][]string{{"-o", bin, "testdata/writes.c", "-ldl"}, {"-shared", "-fPIC", "-o", lib, "testdata/libdep.c"}} {
+		if out, err := exec.Command("gcc", append([]string{"-O1"}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("gcc %v: %v\n%s", args, err, out)
+		}
+	}
+	var entries []image.Entry
+	for _, e := range treeEntries(t, W) {
+		if e.Path == W || strings.HasPrefix(e.Path, W+"/") {
+			entries = append(entries, e)
+		}
+	}
+	stage := stageEntries(t, root, entries)
+	base := probeEnv(root)
+	argv := []string{bin, filepath.Join(W, "d"), lib}
+	shim := runProbe(t, "", argv, ShimEnv(stage, base, EnvOptions{}))
+	native := runProbe(t, "", argv, base)
+	diffLines(t, "C writes probe", native, shim)
+	if !strings.Contains(native, "child-sees-writes") || !strings.Contains(native, "written c-fifo: mode=10600") ||
+		!strings.Contains(native, "dlopen written: ok 23") {
+		t.Fatalf("the probe did not run as expected:\n%s", native)
+	}
+}
+
+// TestReadYourWritesOverflow: writes into more directories than the shim's
+// fixed dirty table holds (64) make every lookup go to the file system, so
+// what the process sees stays exact; the report shows that a directory no
+// one wrote into is then passed through too (the documented rule).
+func TestReadYourWritesOverflow(t *testing.T) {
+	root := t.TempDir()
+	W := filepath.Join(root, "w")
+	for i := 0; i < 70; i++ {
+		d := filepath.Join(W, fmt.Sprintf("d%02d", i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "f"), []byte("f\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var entries []image.Entry
+	for _, e := range treeEntries(t, W) {
+		if e.Path == W || strings.HasPrefix(e.Path, W+"/") {
+			entries = append(entries, e)
+		}
+	}
+	stage := stageEntries(t, root, entries)
+	base := probeEnv(root)
+	report := filepath.Join(root, "report.jsonl")
+	code := `import os, sys
+W = sys.argv[1]
+def look(tag):
+    print(tag, [(os.path.exists("%s/d%02d/new" % (W, i)), os.path.exists("%s/d%02d/f" % (W, i))) for i in range(70)])
+look("before")
+for i in range(int(sys.argv[2])):
+    with open("%s/d%02d/new" % (W, i), "w") as f:
+        f.write("n")
+look("after")
+out = os.popen("test -e %s/d00/new && test -e %s/d65/new && echo child-sees-writes" % (W, W)).read()
+print("child", out.strip())
+print("untouched", os.path.exists(W + "/d69/f"), os.path.exists(W + "/d69/nope"))
+for i in range(int(sys.argv[2])):
+    os.unlink("%s/d%02d/new" % (W, i))
+`
+	argv := []string{"/usr/bin/python3", "-I", "-B", "-c", code, W, "66"}
+	shim := runProbe(t, "", argv, ShimEnv(stage, base, EnvOptions{Report: report}))
+	native := runProbe(t, "", argv, base)
+	diffLines(t, "overflow probe", native, shim)
+	if !strings.Contains(native, "child child-sees-writes") {
+		t.Fatalf("probe output:\n%s", native)
+	}
+	passed := false
+	for _, r := range readReport(t, report) {
+		for _, p := range r.PassedPaths {
+			if p == W+"/d69/nope" {
+				passed = true
+			}
+		}
+	}
+	if !passed {
+		t.Errorf("after 66 written directories, %s/d69/nope was still answered from the table; the overflow rule says pass through", W)
 	}
 }

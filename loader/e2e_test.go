@@ -188,6 +188,27 @@ func TestExecZeroOperationsOnBundledPaths(t *testing.T) {
 			runIn(t, dir, cleanEnv(dir), gen, filepath.Join(dir, "app"), "40")
 			return []string{filepath.Join(dir, "app/bin/demo-app")}
 		}, true},
+		// issue 9: a script named relative to the working directory with
+		// ".." over it (the cwd is not in the image: only app/ is), a
+		// sys.path entry of the same form, realpath through a symlink.
+		{"python-dotdot-cwd", func(t *testing.T, dir string) []string {
+			for rel, content := range map[string]string{
+				"app/main.py":        "import os, sys\nsys.path.insert(0, '../" + filepath.Base(dir) + "/app/lib')\nimport mod\nprint(mod.V, os.path.realpath('../" + filepath.Base(dir) + "/app/link/mod.py'))\n",
+				"app/lib/mod.py":     "V = 42\n",
+				"app/lib/unused.txt": "",
+			} {
+				if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, rel)), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, rel), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Symlink("lib", filepath.Join(dir, "app/link")); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"/usr/bin/python3", "-I", "../" + filepath.Base(dir) + "/app/main.py"}
+		}, true},
 		{"python-stdlib", func(t *testing.T, dir string) []string {
 			return []string{"/usr/bin/python3", "-c", "import json, decimal, argparse, email.parser, " +
 				"http.client, xml.etree.ElementTree, logging, sqlite3, asyncio, unittest; print('ok')"}

@@ -9,5 +9,7 @@ const (
 	stageSearch   = "search"     // this node's ld.so search rules (ldsearch.go)
 	stageShimDir  = "shim"       // the shim objects
 	shimAuditName = "audit.so"   // LD_AUDIT
-	shimPreload   = "preload.so" // LD_PRELOAD
+	shimPreload   = "preload.so" // LD_PRELOAD, glibc 2.17+ (see preloadFor)
+	// LD_PRELOAD for glibc 2.34+: needs no libdl.so.2 (see preloadFor)
+	shimPreload234 = "preload-2.34.so"
 )

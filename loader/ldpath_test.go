@@ -141,16 +141,19 @@ func TestExecLibraryPathZeroOperationsOnTree(t *testing.T) {
 
 	// The same view natively and under exec, in the program and in its child:
 	// LD_LIBRARY_PATH, dladdr, dlinfo origin and dl_iterate_phdr names. The
-	// shim's own objects show in dl_iterate_phdr (docs/loader.md): the preload
-	// and the libdl.so.2 it needs, when the program does not load that itself.
+	// shim's own objects show in dl_iterate_phdr (docs/loader.md): the preload,
+	// and with the glibc 2.17 build (preload.so) the libdl.so.2 it needs, when
+	// the program does not load that itself.
 	nativeLines := map[string]bool{}
 	for _, l := range strings.Split(native, "\n") {
 		nativeLines[l] = true
 	}
+	legacy := strings.Contains(warm, "/shim/"+shimPreload+"\n")
 	withoutShim := func(out string) []string {
 		var keep []string
 		for _, l := range strings.Split(out, "\n") {
-			if strings.HasSuffix(l, "/shim/preload.so") || strings.HasSuffix(l, "/libdl.so.2") && !nativeLines[l] {
+			if strings.HasSuffix(l, "/shim/"+shimPreload) || strings.HasSuffix(l, "/shim/"+shimPreload234) ||
+				legacy && strings.HasSuffix(l, "/libdl.so.2") && !nativeLines[l] {
 				continue
 			}
 			keep = append(keep, l)

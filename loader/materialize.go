@@ -172,6 +172,11 @@ const (
 	// children that inherit the app's value.
 	EnvNativeEnv = "DLBUNDLE_NATIVE_ENV"
 	EnvMappedEnv = "DLBUNDLE_MAPPED_ENV"
+	// EnvDirty lists the directories (newline-separated) that a process
+	// wrote into, for its children (read-your-writes, docs/loader.md). ShimEnv
+	// gives it an empty slot that the shim points at its own live copy; a
+	// value inherited from an outer exec is kept.
+	EnvDirty = "DLBUNDLE_DIRTY"
 )
 
 // ShimEnv returns environ with the loader set for the published stage at
@@ -181,7 +186,7 @@ func ShimEnv(stageDir string, environ []string, opts EnvOptions) []string {
 	shim := filepath.Join(stageDir, stageShimDir)
 	set := map[string]string{
 		"LD_AUDIT":   filepath.Join(shim, shimAuditName),
-		"LD_PRELOAD": filepath.Join(shim, shimPreload),
+		"LD_PRELOAD": filepath.Join(shim, preloadFor(stageDir)),
 		EnvStage:     stageDir,
 	}
 	if opts.Report != "" {
@@ -203,6 +208,7 @@ func ShimEnv(stageDir string, environ []string, opts EnvOptions) []string {
 			set[EnvMappedEnv] = "LD_LIBRARY_PATH=" + mapped
 		}
 	}
+	set[EnvDirty] = ""
 	out := make([]string, 0, len(environ)+len(set))
 	for _, kv := range environ {
 		k, v, _ := strings.Cut(kv, "=")
@@ -212,6 +218,10 @@ func ShimEnv(stageDir string, environ []string, opts EnvOptions) []string {
 		nv, ok := set[k]
 		if !ok {
 			out = append(out, kv)
+			continue
+		}
+		if k == EnvDirty {
+			set[k] = v // what an outer process wrote into stays written
 			continue
 		}
 		if k == "LD_LIBRARY_PATH" {
@@ -230,7 +240,7 @@ func ShimEnv(stageDir string, environ []string, opts EnvOptions) []string {
 		}
 		set[k] = nv
 	}
-	for _, k := range []string{"LD_AUDIT", "LD_PRELOAD", EnvStage, EnvReport, EnvDebug, EnvNativeEnv, EnvMappedEnv} {
+	for _, k := range []string{"LD_AUDIT", "LD_PRELOAD", EnvStage, EnvReport, EnvDebug, EnvNativeEnv, EnvMappedEnv, EnvDirty} {
 		if v, ok := set[k]; ok {
 			out = append(out, k+"="+v)
 		}

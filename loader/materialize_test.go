@@ -92,9 +92,13 @@ func TestMaterializeLayout(t *testing.T) {
 // TestShimEnv: the shim goes first, the app's own preloads are kept after it.
 func TestShimEnv(t *testing.T) {
 	env := ShimEnv("/s", []string{"A=1", "LD_PRELOAD=/x.so", "LD_AUDIT=/y.so", "DLBUNDLE_DEBUG=0"}, EnvOptions{Debug: true})
-	want := []string{"A=1", "LD_AUDIT=/s/shim/audit.so:/y.so", "LD_PRELOAD=/s/shim/preload.so:/x.so", "DLBUNDLE_STAGE=/s", "DLBUNDLE_DEBUG=1"}
+	want := []string{"A=1", "LD_AUDIT=/s/shim/audit.so:/y.so", "LD_PRELOAD=/s/shim/preload.so:/x.so", "DLBUNDLE_STAGE=/s", "DLBUNDLE_DEBUG=1", "DLBUNDLE_DIRTY="}
 	if !slices.Equal(env, want) {
 		t.Errorf("ShimEnv = %v\nwant %v", env, want)
+	}
+	// An outer process's dirty set stays (its writes are on the file system).
+	if got := ShimEnv("/s", []string{"DLBUNDLE_DIRTY=/w\n/x"}, EnvOptions{}); !slices.Contains(got, "DLBUNDLE_DIRTY=/w\n/x") {
+		t.Errorf("ShimEnv dropped the inherited dirty set: %q", got)
 	}
 	again := ShimEnv("/s", env, EnvOptions{})
 	if n := strings.Count(strings.Join(again, " "), "preload.so"); n != 1 || !slices.Contains(again, "LD_PRELOAD=/s/shim/preload.so:/x.so") {

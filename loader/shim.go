@@ -1,10 +1,12 @@
 package loader
 
 import (
+	"debug/elf"
 	_ "embed"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 )
 
 // The C shim (loader/shim/*.c) is compiled by `go generate ./loader/` and the
@@ -20,15 +22,109 @@ var shimAuditObject []byte
 //go:embed shim/preload.so
 var shimPreloadObject []byte
 
+//go:embed shim/preload-2.34.so
+var shimPreload234Object []byte
+
+// shimObjects are the files of <stage>/shim.
+var shimObjects = map[string][]byte{
+	shimAuditName:  shimAuditObject,
+	shimPreload:    shimPreloadObject,
+	shimPreload234: shimPreload234Object,
+}
+
 // writeShim writes the shim objects into dir (created).
 func writeShim(dir string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return fmt.Errorf("materialize: %w", err)
 	}
-	for name, obj := range map[string][]byte{shimAuditName: shimAuditObject, shimPreload: shimPreloadObject} {
+	for name, obj := range shimObjects {
 		if err := os.WriteFile(filepath.Join(dir, name), obj, 0o555); err != nil {
 			return fmt.Errorf("materialize: write shim: %w", err)
 		}
+	}
+	return nil
+}
+
+// preloadFor names the preload object for this node in the stage's shim
+// directory. Two builds exist (loader/shim/build.sh): preload.so loads on
+// glibc 2.17 and later but needs libdl.so.2, which every process then loads
+// (an object the app did not ask for: a file opened per process, an extra
+// entry in dl_iterate_phdr); preload-2.34.so needs only libc.so.6, where
+// glibc 2.34 and later define dlsym. A stage written by an older dlbundle
+// has only preload.so.
+func preloadFor(stageDir string) string {
+	if _, err := os.Lstat(filepath.Join(stageDir, stageShimDir, shimPreload234)); err != nil {
+		return shimPreload
+	}
+	if libcDefines(libcPath(stageDir), "GLIBC_2.34") {
+		return shimPreload234
+	}
+	return shimPreload
+}
+
+// libcPath returns the libc.so.6 the app's processes will use: the one
+// beside the dynamic linker that the kernel loads for this architecture's
+// programs (glibc installs the two together, and they must be of one glibc
+// version). When the image bundles it, ld.so is answered with the staged
+// copy, so that copy is read (node-local; no operation on the original);
+// else the node's own.
+func libcPath(stageDir string) string {
+	ld := dynamicLinker()
+	if tab, err := os.ReadFile(filepath.Join(stageDir, stageTable)); err == nil {
+		if final, ok := resolveInTable(tab, ld); ok {
+			if libc, ok := resolveInTable(tab, filepath.Join(filepath.Dir(final), "libc.so.6")); ok {
+				return filepath.Join(stageDir, stageRootDir, libc)
+			}
+		}
+	}
+	if real, err := filepath.EvalSymlinks(ld); err == nil {
+		return filepath.Join(filepath.Dir(real), "libc.so.6")
+	}
+	return ""
+}
+
+func dynamicLinker() string {
+	switch runtime.GOARCH {
+	case "arm64":
+		return "/lib/ld-linux-aarch64.so.1"
+	default:
+		return "/lib64/ld-linux-x86-64.so.2"
+	}
+}
+
+// libcDefines reports whether the shared object libc defines the symbol
+// version ver (false if it cannot be read: then the build that loads
+// everywhere is used).
+func libcDefines(libc, ver string) bool {
+	f, err := elf.Open(libc)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	vs, err := f.DynamicVersions()
+	if err != nil {
+		return false
+	}
+	for _, v := range vs {
+		if v.Name == ver {
+			return true
+		}
+	}
+	return false
+}
+
+// stageDirMax is the longest stage directory whose stages the shim can use:
+// DLBUNDLE_STAGE (<dir>/sha256-<64 hex>) may be at most DLB_STAGE_MAX (1000,
+// loader/shim/table.h) bytes, the size of the shim's fixed buffers.
+const stageDirMax = 1000 - len("/sha256-") - 64
+
+// checkStagePath refuses a stage directory too long for the shim, which
+// would otherwise run the app with the shim inactive (reading the original
+// files) after staging.
+func checkStagePath(dir string) error {
+	if len(dir) > stageDirMax {
+		return fmt.Errorf("stage dir %.60s... is %d bytes long; the loader shim accepts at most %d; use a shorter --stage-dir",
+			dir, len(dir), stageDirMax)
 	}
 	return nil
 }

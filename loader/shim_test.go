@@ -14,7 +14,7 @@ import (
 )
 
 // shimSources are hashed into shim/sources.sha256 by shim/build.sh, in this order.
-var shimSources = []string{"build.sh", "audit.c", "preload.c", "report.c", "report.h", "table.h", "rawsys.h"}
+var shimSources = []string{"build.sh", "audit.c", "preload.c", "report.c", "report.h", "reportfmt.h", "table.h", "rawsys.h"}
 
 // TestShimObjectsUpToDate fails when the C sources changed but the committed
 // objects were not regenerated (`go generate ./loader/`), as with bpf2go.
@@ -35,12 +35,12 @@ func TestShimObjectsUpToDate(t *testing.T) {
 		t.Fatalf("loader/shim sources changed since the objects were built (sha256 %s, objects built from %s); run `go generate ./loader/` and commit the objects",
 			got, strings.TrimSpace(string(want)))
 	}
-	for _, obj := range []string{"audit.so", "preload.so"} {
+	for obj, want := range shimObjects {
 		b, err := os.ReadFile(filepath.Join("shim", obj))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := map[string][]byte{"audit.so": shimAuditObject, "preload.so": shimPreloadObject}[obj]; !bytes.Equal(b, want) {
+		if !bytes.Equal(b, want) {
 			t.Fatalf("embedded %s differs from shim/%s; rebuild", obj, obj)
 		}
 	}
@@ -103,6 +103,45 @@ func TestPreloadNeedsOnlyOldGlibc(t *testing.T) {
 	}
 	if len(syms) == 0 {
 		t.Fatal("preload.so imports no symbols: not the object we built")
+	}
+}
+
+// TestPreload234NeedsNoLibdl: the build for glibc >= 2.34 needs libc.so.6
+// (and ld.so, already loaded: TLS), never libdl.so.2, and no symbol newer
+// than 2.34.
+func TestPreload234NeedsNoLibdl(t *testing.T) {
+	f, err := elf.NewFile(bytes.NewReader(shimPreload234Object))
+	if err != nil {
+		t.Fatal(err)
+	}
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range libs {
+		if l != "libc.so.6" && !strings.HasPrefix(l, "ld-linux") {
+			t.Errorf("preload-2.34.so needs %s; it must need only libc.so.6", l)
+		}
+	}
+	syms, err := f.ImportedSymbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlsym := false
+	for _, s := range syms {
+		v, ok := strings.CutPrefix(s.Version, "GLIBC_")
+		if !ok {
+			continue
+		}
+		var major, minor int
+		fmt.Sscanf(v, "%d.%d", &major, &minor)
+		if major > 2 || (major == 2 && minor > 34) {
+			t.Errorf("preload-2.34.so imports %s@%s: it would not load on glibc 2.34", s.Name, s.Version)
+		}
+		dlsym = dlsym || s.Name == "dlsym" && s.Library == "libc.so.6"
+	}
+	if !dlsym {
+		t.Errorf("preload-2.34.so does not take dlsym from libc.so.6: %v", syms)
 	}
 }
 

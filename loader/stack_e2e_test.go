@@ -7,12 +7,9 @@ package loader
 // bundled directory: ld.so's directory probes included), cold and warm.
 
 import (
-	"bytes"
-	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -135,14 +132,11 @@ func runStackApp(t *testing.T, app stackApp) {
 	}
 	// The staging exec reads the image (outside the trees) and writes the
 	// stage; dlbundle's own command line names the app: not a lookup.
-	// Until the preload stops needing libdl.so.2 (issue 9, item 2), ld.so
-	// opens it for the shim in every process: the shim's cost, not the app's.
-	shimLibdl := preloadNeeds(t, "libdl.so.2")
 	// "/" itself: glibc's NSS stats it after reading nsswitch.conf (a chroot
 	// check, an internal call no preload sees); the root directory is the
 	// node's own, never on the shared file system.
 	skip := func(p string) bool {
-		return strings.HasPrefix(p, stage) || p == img || p == "/" || (shimLibdl && filepath.Base(p) == "libdl.so.2")
+		return strings.HasPrefix(p, stage) || p == img || p == "/"
 	}
 	nNative, _ := opsOn(strace("native", cmd...), trees, m, skip)
 	if nNative == 0 {
@@ -232,58 +226,4 @@ func TestExecZeroOpsTorch(t *testing.T) {
 	runStackApp(t, stackApp{name: "torch", setup: func(t *testing.T, dir string) ([][]string, []string) {
 		return [][]string{{"/usr/bin/python3", "-I", "-c", "import torch; print(torch.tensor([1, 2, 3]).sum().item())"}}, nil
 	}})
-}
-
-// preloadNeeds reports whether the embedded preload object has DT_NEEDED lib.
-func preloadNeeds(t *testing.T, lib string) bool {
-	f, err := elf.NewFile(bytes.NewReader(shimPreloadObject))
-	if err != nil {
-		t.Fatal(err)
-	}
-	libs, err := f.ImportedLibraries()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return slices.Contains(libs, lib)
-}
-
-// Interpreters however they are reached: a venv's bin/python (a symlink into
-// /usr/bin), a bash script, a "#!/usr/bin/env python3" script. Each prints
-// what it sees of itself (argv, /proc/self/exe, sys.executable, sys.prefix),
-// which must be the native values.
-func TestExecZeroOpsInterpreters(t *testing.T) {
-	needTools(t, "strace", "/usr/bin/python3", "/bin/bash")
-	show := `import os, sys; print(sys.argv, os.readlink("/proc/self/exe"), sys.executable, sys.prefix, sys.base_prefix)`
-	setup := func(t *testing.T, dir string) (venv, app string) {
-		venv, app = filepath.Join(dir, "venv"), filepath.Join(dir, "app")
-		runIn(t, dir, cleanEnv(dir), "/usr/bin/python3", "-m", "venv", "--without-pip", "--system-site-packages", venv)
-		if err := os.MkdirAll(app, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		write := func(name, text string) {
-			if err := os.WriteFile(filepath.Join(app, name), []byte(text), 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
-		write("envpy", "#!/usr/bin/env python3\n"+show+"\n")
-		write("run.sh", "#!/bin/bash\necho \"$0 $*\"\n"+venv+"/bin/python -c '"+show+"' x\n"+app+"/envpy y\n")
-		return venv, app
-	}
-	for _, a := range []struct {
-		name string
-		cmd  func(venv, app string) []string
-	}{
-		{"venv-python", func(venv, _ string) []string { return []string{venv + "/bin/python", "-c", show, "z"} }},
-		{"bash-script-app", func(_, app string) []string { return []string{app + "/run.sh", "a", "b"} }},
-		{"env-shebang", func(_, app string) []string { return []string{app + "/envpy", "c"} }},
-	} {
-		t.Run(a.name, func(t *testing.T) {
-			runStackApp(t, stackApp{name: a.name, setup: func(t *testing.T, dir string) ([][]string, []string) {
-				venv, app := setup(t, dir)
-				return [][]string{a.cmd(venv, app)}, []string{venv, app}
-			}, includes: func(dir string) []string {
-				return []string{filepath.Join(dir, "venv"), filepath.Join(dir, "app")}
-			}})
-		})
-	}
 }

@@ -83,6 +83,9 @@ func digestDirName(digest string) (string, error) {
 // so SIGKILL at any point leaves at most a temp dir that the next exec
 // removes.
 func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
+	if err := checkStagePath(req.Dir); err != nil {
+		return nil, err
+	}
 	if s := lookupAlias(req.Dir, req.Alias); s != nil {
 		return s, nil
 	}

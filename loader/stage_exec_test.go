@@ -38,8 +38,9 @@ var (
 
 // dlbundleCLI builds the CLI once per test binary with the flags make uses
 // (CGO_ENABLED=0, -trimpath), so that after make it only relinks. It goes to
-// one fixed place per user (replaced atomically by each run), so test runs
-// leave no pile of temp dirs behind.
+// one fixed place per user and source tree (replaced atomically by each
+// run), so test runs leave no pile of temp dirs behind, and runs from other
+// checkouts (git worktrees) do not replace it with their own build.
 func dlbundleCLI(t testing.TB) string {
 	t.Helper()
 	dlbundleOnce.Do(func() {
@@ -55,7 +56,9 @@ func dlbundleCLI(t testing.TB) string {
 			dlbundleErr = errorString("go build ./cmd/dlbundle: " + err.Error() + "\n" + string(out))
 			return
 		}
-		dlbundleBin = filepath.Join(dir, "dlbundle")
+		wd, _ := os.Getwd()
+		sum := sha256.Sum256([]byte(wd))
+		dlbundleBin = filepath.Join(dir, "dlbundle-"+hex.EncodeToString(sum[:6]))
 		dlbundleErr = os.Rename(tmp, dlbundleBin)
 	})
 	if dlbundleErr != nil {

@@ -29,7 +29,10 @@ const (
 )
 
 // Entry flags.
-const flagELFExec = 1
+const (
+	flagELFExec = 1 // ELF executable
+	flagBlocks  = 2 // the blocks field holds the source's st_blocks
+)
 
 // fnv1a64 is the table's hash; the shim computes the same one.
 func fnv1a64(s string) uint64 {
@@ -107,8 +110,9 @@ func tableRows(entries []image.Entry) ([]tableRow, error) {
 				continue
 			}
 			byPath[p] = true
+			// ino: the listing's d_ino, which readdir() of the parent shows.
 			rows = append(rows, tableRow{path: p, typ: tabExternal,
-				e: image.Entry{Path: p, Mode: listingMode(d.Type)}})
+				e: image.Entry{Path: p, Mode: listingMode(d.Type), Ino: d.Ino}})
 		}
 	}
 	return rows, nil
@@ -167,8 +171,13 @@ func encodeTable(entries []image.Entry) ([]byte, error) {
 			le.PutUint32(ent[16:], to)
 			le.PutUint32(ent[20:], uint32(len(r.target)))
 		}
+		flags := r.flags
+		if b := r.e.Blocks; b > 0 && b <= 1<<32-1 {
+			flags |= flagBlocks
+			le.PutUint32(ent[44:], uint32(b))
+		}
 		ent[24] = r.typ
-		ent[25] = r.flags
+		ent[25] = flags
 		le.PutUint32(ent[28:], r.e.Mode)
 		le.PutUint32(ent[32:], r.e.UID)
 		le.PutUint32(ent[36:], r.e.GID)
@@ -193,18 +202,19 @@ func encodeTable(entries []image.Entry) ([]byte, error) {
 	return buf, nil
 }
 
-// statSize is st_size as the original file system reported it. The image
-// stores sizes of regular files only: a symlink's is the length of its
-// target; a directory's is not recorded, and 4096 (one block: ext4, Lustre,
-// NFS from them) is the common answer.
+// statSize is st_size as the original file system reported it: a regular
+// file's content size, a symlink's target length, a directory's recorded
+// dir_size. Images built before dir_size was recorded give 0: 4096 (one
+// block: ext4, Lustre, NFS from them) is then the common answer.
 func statSize(r tableRow) int64 {
 	switch r.typ {
 	case tabSymlink:
 		return int64(len(r.target))
 	case tabDir:
-		if r.e.Size == 0 {
-			return 4096
+		if r.e.DirSize > 0 {
+			return r.e.DirSize
 		}
+		return 4096
 	}
 	return r.e.Size
 }

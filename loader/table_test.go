@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"encoding/binary"
 	"path"
 	"strings"
 	"testing"
@@ -38,4 +39,52 @@ func FuzzTable(f *testing.F) {
 			t.Fatalf("lookup %q found an entry that was not written", other)
 		}
 	})
+}
+
+// TestTableRecordedAttributes: a directory's recorded size and every
+// entry's recorded st_blocks go into the table (flag bit 1); an entry from an
+// image that predates them gets the documented defaults (4096 bytes, no
+// blocks flag: the shim derives them); a name known only from a listing
+// carries the listing's d_ino.
+func TestTableRecordedAttributes(t *testing.T) {
+	es := []image.Entry{
+		{Path: "/new", Type: image.TypeDir, DirSize: 36864, Blocks: 80, AtimeNS: 7,
+			Listing: []image.DirEntry{{Name: "listed", Type: image.TypeRegular, Ino: 4242}}},
+		{Path: "/old", Type: image.TypeDir},
+		{Path: "/f", Type: image.TypeRegular, Size: 5, Blocks: 8},
+	}
+	tab, err := encodeTable(es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	le := binary.LittleEndian
+	for _, c := range []struct {
+		path        string
+		size, atime int64
+		flags       uint8
+		blocks      uint32
+		ino         uint64
+	}{
+		{"/new", 36864, 7, flagBlocks, 80, 0},
+		{"/old", 4096, 0, 0, 0, 0},
+		{"/f", 5, 0, flagBlocks, 8, 0},
+		{"/new/listed", 0, 0, 0, 0, 4242},
+	} {
+		ent, ok := tableFind(tab, c.path)
+		if !ok {
+			t.Fatalf("%s not in the table", c.path)
+		}
+		if got := int64(le.Uint64(ent[48:])); got != c.size {
+			t.Errorf("%s: size %d, want %d", c.path, got, c.size)
+		}
+		if got := int64(le.Uint64(ent[64:])); got != c.atime {
+			t.Errorf("%s: atime_ns %d, want %d", c.path, got, c.atime)
+		}
+		if ent[25]&flagBlocks != c.flags || le.Uint32(ent[44:]) != c.blocks {
+			t.Errorf("%s: flags %#x blocks %d, want %#x %d", c.path, ent[25], le.Uint32(ent[44:]), c.flags, c.blocks)
+		}
+		if got := le.Uint64(ent[88:]); got != c.ino {
+			t.Errorf("%s: ino %d, want %d", c.path, got, c.ino)
+		}
+	}
 }

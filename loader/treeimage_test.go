@@ -5,11 +5,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"syscall"
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/squash"
 )
 
 // treeEntries builds image entries from the real file system, as the build
@@ -59,29 +59,19 @@ func fsEntry(t *testing.T, p string) image.Entry {
 		t.Fatal(err)
 	}
 	e := image.Entry{Path: p, Mode: st.Mode, MtimeNS: st.Mtim.Nano(), UID: st.Uid, GID: st.Gid,
-		Nlink: uint32(st.Nlink), Dev: st.Dev, Ino: st.Ino, CtimeNS: st.Ctim.Nano(), AtimeNS: st.Atim.Nano()}
+		Nlink: uint32(st.Nlink), Dev: st.Dev, Ino: st.Ino, CtimeNS: st.Ctim.Nano(), AtimeNS: st.Atim.Nano(),
+		Blocks: st.Blocks}
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFREG:
 		e.Type, e.Size = image.TypeRegular, st.Size
 	case syscall.S_IFDIR:
-		e.Type = image.TypeDir
-		ds, err := os.ReadDir(p)
+		e.Type, e.DirSize = image.TypeDir, st.Size
+		// The build's own listing reader: names, types and d_ino.
+		ls, err := squash.ReadListing(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, d := range ds {
-			typ := image.Type("other")
-			switch {
-			case d.Type().IsRegular():
-				typ = image.TypeRegular
-			case d.IsDir():
-				typ = image.TypeDir
-			case d.Type()&fs.ModeSymlink != 0:
-				typ = image.TypeSymlink
-			}
-			e.Listing = append(e.Listing, image.DirEntry{Name: d.Name(), Type: typ})
-		}
-		sort.Slice(e.Listing, func(i, j int) bool { return e.Listing[i].Name < e.Listing[j].Name })
+		e.Listing = ls
 	case syscall.S_IFLNK:
 		e.Type = image.TypeSymlink
 		tgt, err := os.Readlink(p)

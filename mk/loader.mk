@@ -4,7 +4,7 @@
 #                      (= go generate ./loader/; commit the objects)
 #   make bench-loader  warm-start overhead under the shim vs native -> docs/bench/loader.md
 
-APT_PACKAGES  += gcc python3 python3-numpy dash strace hyperfine
+APT_PACKAGES  += gcc python3 python3-numpy dash strace hyperfine libasan8 libubsan1
 # loader/stack_e2e_test.go: torch, a venv, the Spack-style tree's Python extension
 APT_PACKAGES  += python3-torch python3-venv python3-dev bash
 BENCH_TARGETS += bench-loader
@@ -22,3 +22,15 @@ TEST_AFTER += fuzz-loader
 fuzz-loader:
 	$(GO) test -run '^$$' -fuzz '^FuzzReadReports$$' -fuzztime 10s ./loader/
 	$(GO) test -run '^$$' -fuzz '^FuzzTable$$' -fuzztime 10s ./loader/
+
+# The shim's C readers (table.h, reportfmt.h) through cgo, under
+# AddressSanitizer (-asan; the Makefile's CGO_ENABLED=0 is overridden here):
+# the unit tests and seeds, then a short fuzz run of each target. Go's
+# coverage guidance does not see into C: the mutations are blind there.
+TEST_AFTER += fuzz-shim
+.PHONY: fuzz-shim
+fuzz-shim:
+	CGO_ENABLED=1 $(GO) test -count=1 -asan ./loader/shim/fuzz/
+	CGO_ENABLED=1 $(GO) test -asan -run '^$$' -fuzz '^FuzzTableResolve$$' -fuzztime 10s ./loader/shim/fuzz/
+	CGO_ENABLED=1 $(GO) test -asan -run '^$$' -fuzz '^FuzzTableCheck$$' -fuzztime 10s ./loader/shim/fuzz/
+	CGO_ENABLED=1 $(GO) test -asan -run '^$$' -fuzz '^FuzzReportLine$$' -fuzztime 10s ./loader/shim/fuzz/

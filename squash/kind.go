@@ -14,7 +14,7 @@ import (
 // classify says what a regular file is, from its name and first bytes
 // (and, for ELF shared objects that may be Python extensions, its symbols).
 func classify(p string) image.Kind {
-	f, err := os.Open(p)
+	f, err := image.OpenSource(p)
 	if err != nil {
 		return image.KindData
 	}
@@ -95,7 +95,7 @@ func isPythonExtension(p string, ef *elf.File) bool {
 // interpreterOf returns the interpreter the kernel loads to run p: an ELF
 // file's PT_INTERP, or the first word of a script's #! line ("" if none).
 func interpreterOf(p string) string {
-	f, err := os.Open(p)
+	f, err := image.OpenSource(p)
 	if err != nil {
 		return ""
 	}

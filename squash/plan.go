@@ -1,11 +1,12 @@
 package squash
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"sort"
 	"strings"
@@ -412,7 +413,7 @@ func (b *builder) addDir(n *node) *image.Entry {
 		}
 		return nil
 	}
-	listing, err := readListing(n.path)
+	listing, err := ReadListing(n.path)
 	if err != nil {
 		b.warn("cannot list %s (%v): not in the image, its lookups will go to the file system", n.path, err)
 		return nil
@@ -466,8 +467,10 @@ func nameList(names []string) string {
 	return strings.Join(names, ", ")
 }
 
-func readListing(dir string) ([]image.DirEntry, error) {
-	des, err := os.ReadDir(dir) // sorted by name
+// ReadListing reads a directory's names, types and d_ino with getdents(2)
+// (os.ReadDir has no inode numbers), sorted by name, opened with O_NOATIME.
+func ReadListing(dir string) ([]image.DirEntry, error) {
+	f, err := image.OpenSource(dir)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
@@ -475,30 +478,83 @@ func readListing(dir string) ([]image.DirEntry, error) {
 		}
 		return nil, err
 	}
-	out := make([]image.DirEntry, 0, len(des))
-	for _, d := range des {
-		t := image.Type("other")
-		switch d.Type() & fs.ModeType {
-		case 0:
-			t = image.TypeRegular
-		case fs.ModeDir:
-			t = image.TypeDir
-		case fs.ModeSymlink:
-			t = image.TypeSymlink
+	defer f.Close()
+	var out []image.DirEntry
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := unix.Getdents(int(f.Fd()), buf)
+		if err == unix.EINTR {
+			continue
 		}
-		out = append(out, image.DirEntry{Name: d.Name(), Type: t})
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			break
+		}
+		for off := 0; off+19 <= n; {
+			// struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name.
+			ino := binary.NativeEndian.Uint64(buf[off:])
+			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
+			if reclen < 19 || off+reclen > n {
+				return nil, fmt.Errorf("getdents: bad record length %d", reclen)
+			}
+			dt := buf[off+18]
+			name := buf[off+19 : off+reclen]
+			if k := bytes.IndexByte(name, 0); k >= 0 {
+				name = name[:k]
+			}
+			off += reclen
+			nm := string(name)
+			if nm == "." || nm == ".." {
+				continue
+			}
+			if dt == unix.DT_UNKNOWN { // some file systems leave the type to lstat
+				var st unix.Stat_t
+				if unix.Lstat(path.Join(dir, nm), &st) == nil {
+					dt = dtOfMode(st.Mode)
+				}
+			}
+			t := image.Type("other")
+			switch dt {
+			case unix.DT_REG:
+				t = image.TypeRegular
+			case unix.DT_DIR:
+				t = image.TypeDir
+			case unix.DT_LNK:
+				t = image.TypeSymlink
+			}
+			out = append(out, image.DirEntry{Name: nm, Type: t, Ino: ino})
+		}
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
 
-// attrs fills an entry from lstat. Access times are deliberately left out:
-// the build itself reads the files and so changes them, and recording them
-// would make two builds of the same inputs differ.
-// Only regular entries have a size (the image's content size).
+func dtOfMode(m uint32) uint8 {
+	switch m & unix.S_IFMT {
+	case unix.S_IFREG:
+		return unix.DT_REG
+	case unix.S_IFDIR:
+		return unix.DT_DIR
+	case unix.S_IFLNK:
+		return unix.DT_LNK
+	}
+	return unix.DT_UNKNOWN
+}
+
+// attrs fills an entry from lstat, taken before the build read the object.
+// The build reads its sources with O_NOATIME (image.OpenSource), so two
+// builds of the same inputs record the same access times.
+// Only regular entries have a size (the image's content size); a
+// directory's own st_size is DirSize.
 func attrs(n *node, t image.Type) image.Entry {
-	var size int64
+	var size, dirSize int64
 	if t == image.TypeRegular {
 		size = n.st.Size
+	}
+	if t == image.TypeDir {
+		dirSize = n.st.Size
 	}
 	return image.Entry{
 		Path:    n.path,
@@ -512,5 +568,8 @@ func attrs(n *node, t image.Type) image.Entry {
 		Dev:     n.st.Dev,
 		Ino:     n.st.Ino,
 		CtimeNS: unix.TimespecToNsec(n.st.Ctim),
+		AtimeNS: unix.TimespecToNsec(n.st.Atim),
+		Blocks:  n.st.Blocks,
+		DirSize: dirSize,
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/trace"
 )
@@ -37,6 +39,23 @@ func TestSymlinksAlongOpenedPathsAreKept(t *testing.T) {
 	}
 	dir := wantEntry(t, plan, root+"/usr/lib", image.TypeDir)
 	want := []image.DirEntry{{Name: "libfoo.so.1", Type: image.TypeSymlink}, {Name: "libfoo.so.1.2.3", Type: image.TypeRegular}, {Name: "unused.so", Type: image.TypeRegular}}
+	// Every listed name carries the d_ino the directory read returned,
+	// which is the name's own st_ino here (no mount points).
+	for i := range want {
+		var st unix.Stat_t
+		if err := unix.Lstat(root+"/usr/lib/"+want[i].Name, &st); err != nil {
+			t.Fatal(err)
+		}
+		want[i].Ino = st.Ino
+	}
+	var dst unix.Stat_t
+	if err := unix.Lstat(root+"/usr/lib", &dst); err != nil {
+		t.Fatal(err)
+	}
+	if dir.DirSize != dst.Size || dir.Blocks != dst.Blocks || dir.AtimeNS != unix.TimespecToNsec(dst.Atim) || dir.AtimeNS == 0 {
+		t.Errorf("directory attributes dir_size %d blocks %d atime %d, lstat says %d %d %d",
+			dir.DirSize, dir.Blocks, dir.AtimeNS, dst.Size, dst.Blocks, unix.TimespecToNsec(dst.Atim))
+	}
 	if !slices.Equal(dir.Listing, want) {
 		t.Errorf("listing %v, want %v", dir.Listing, want)
 	}
@@ -393,4 +412,56 @@ func TestSymlinkThroughExcludedPrefix(t *testing.T) {
 	wantAbsent(t, plan, root+"/conf/alternatives")
 	wantAbsent(t, plan, root+"/conf")
 	wantEntry(t, plan, root+"/usr/lib/blas/libblas.so.3", image.TypeRegular)
+}
+
+// The build reads its sources (file kinds, bytecode headers, listings, the
+// image writer's content) without moving their access times, so the atime it
+// records is the one the next build of the same inputs records too. The
+// atimes are set older than mtime: relatime would move them on any read.
+func TestBuildLeavesAccessTimes(t *testing.T) {
+	root := t.TempDir()
+	tree(t, root, map[string]string{"app/lib.so": "\x7fELF not really", "app/main.py": "print(1)\n"})
+	old := time.Now().Add(-48 * time.Hour)
+	for _, rel := range []string{"app", "app/lib.so", "app/main.py"} {
+		if err := os.Chtimes(filepath.Join(root, rel), old, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	atime := func(rel string) int64 {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(root, rel), &st); err != nil {
+			t.Fatal(err)
+		}
+		return unix.TimespecToNsec(st.Atim)
+	}
+	before := map[string]int64{"app": atime("app"), "app/lib.so": atime("app/lib.so"), "app/main.py": atime("app/main.py")}
+	p := newPilot(t)
+	p.read(root + "/app/lib.so")
+	p.read(root + "/app/main.py")
+	plan := build(t, root, Options{}, p.done())
+	var entries []image.Entry
+	for _, e := range plan.Entries {
+		if strings.HasPrefix(e.Path, root+"/app") {
+			entries = append(entries, e)
+		}
+	}
+	f, err := os.Create(filepath.Join(t.TempDir(), "x.dlimg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := image.Write(f, plan.Entries, image.WriteOptions{Level: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for rel, want := range before {
+		if got := atime(rel); got != want {
+			t.Errorf("%s: the build moved atime from %d to %d", rel, want, got)
+		}
+		if e := entriesByPath(plan)[root+"/"+rel]; e.AtimeNS != want {
+			t.Errorf("%s: recorded atime_ns %d, lstat said %d", rel, e.AtimeNS, want)
+		}
+	}
+	if len(entries) != 3 {
+		t.Errorf("entries below app: %d, want 3", len(entries))
+	}
 }

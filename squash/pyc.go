@@ -3,6 +3,7 @@ package squash
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/dlbundle/dlbundle/image"
 	"io"
 	"os"
 	"path"
@@ -33,7 +34,7 @@ func checkPyc(pyc string) error {
 	if !ok {
 		return fmt.Errorf("%s is not in a __pycache__ directory", pyc)
 	}
-	f, err := os.Open(pyc)
+	f, err := image.OpenSource(pyc)
 	if err != nil {
 		return err
 	}

@@ -11,12 +11,23 @@
 #define _GNU_SOURCE
 #include <link.h>
 #include "rawsys.h"
+
+/* Read-your-writes (docs/loader.md): the preload keeps the directories the
+ * process wrote into in the string environ's DLBUNDLE_DIRTY slot points at
+ * (its live copy, updated in place); the resolver leaves paths at or below
+ * them to the kernel, so dlopen of a library the process wrote finds it. */
+static char **dirty_slot; /* that slot of the initial environment array, or NULL */
+static int audit_dirty(const char *p, size_t n);
+#define DLB_DIRTY(p, n, h) audit_dirty(p, n)
+#define DLB_DIRTY_ANY() (dirty_slot && *dirty_slot && (*dirty_slot)[15])
+#define DLB_DIRTY_ALL() 0 /* "/" is an entry that covers every prefix */
 #include "table.h"
 
 #define PREFIX_MAX 1024
 
 static const void *table;         /* the mmap-ed lookup table, or NULL: do nothing */
 static char root[PREFIX_MAX];     /* $DLBUNDLE_STAGE/root */
+_Static_assert(DLB_STAGE_MAX + 6 <= PREFIX_MAX, "root holds DLBUNDLE_STAGE/root");
 static size_t root_len;
 static char staged[DLB_PATH_MAX]; /* the answer of the last la_objsearch */
 static int debug;
@@ -47,38 +58,46 @@ static void say(const char *a, const char *b, const char *c)
 /* The environment as the kernel passed it, read from /proc/self/environ: the
  * audit object has no libc and so no getenv, and ld.so calls la_version
  * before anything else. One open, a few reads, one close; no fd is kept. */
+static void environ_entry(const char *kv, size_t len)
+{
+	if (len > 15 && dlb_memeq(kv, "DLBUNDLE_STAGE=", 15)) {
+		size_t l = len - 15;
+		if (l <= DLB_STAGE_MAX) { /* longer: inactive (the preload says so on stderr) */
+			dlb_memcpy(root, kv + 15, l);
+			dlb_memcpy(root + l, "/root", 6);
+			root_len = l + 5;
+		}
+	} else if (len == 16 && dlb_memeq(kv, "DLBUNDLE_DEBUG=1", 16)) {
+		debug = 1;
+	} else if (len >= 20 && dlb_memeq(kv, "DLBUNDLE_NATIVE_ENV=", 20)) {
+		native_env = 1;
+	} else if (len >= 16 && dlb_memeq(kv, "LD_LIBRARY_PATH=", 16)) {
+		keep_llp(kv + 16, len - 16);
+	}
+}
+
 static void read_environ(void)
 {
 	static char buf[65536];
 	long fd = dlb_sys(DLB_SYS_openat, -100, "/proc/self/environ", 02000000 /* O_CLOEXEC */);
 	if (fd < 0) return;
 	size_t have = 0;
+	int skipping = 0; /* inside an entry longer than buf: none of it is ours */
 	for (;;) {
-		long n = dlb_sys(DLB_SYS_read, fd, buf + have, sizeof buf - 1 - have);
+		long n = dlb_sys(DLB_SYS_read, fd, buf + have, sizeof buf - have);
 		if (n <= 0) break;
 		have += (size_t)n;
 		size_t start = 0;
 		for (size_t i = 0; i < have; i++) {
 			if (buf[i] != 0) continue;
-			const char *kv = buf + start;
-			if (dlb_memeq(kv, "DLBUNDLE_STAGE=", 15)) {
-				size_t l = i - start - 15;
-				if (l > 0 && l + 5 < PREFIX_MAX) {
-					dlb_memcpy(root, kv + 15, l);
-					dlb_memcpy(root + l, "/root", 6);
-					root_len = l + 5;
-				}
-			} else if (dlb_memeq(kv, "DLBUNDLE_DEBUG=1", 17)) {
-				debug = 1;
-			} else if (dlb_memeq(kv, "DLBUNDLE_NATIVE_ENV=", 20)) {
-				native_env = 1;
-			} else if (dlb_memeq(kv, "LD_LIBRARY_PATH=", 16)) {
-				keep_llp(kv + 16, i - start - 16);
-			}
+			if (!skipping) environ_entry(buf + start, i - start);
+			skipping = 0;
 			start = i + 1;
 		}
-		/* keep the unfinished entry; one longer than the buffer is skipped */
-		if (start == 0 && have == sizeof buf - 1) have = 0;
+		/* Keep the unfinished entry. One that fills the whole buffer is
+		 * skipped to its end: read from its middle, a value such as
+		 * "...DLBUNDLE_STAGE=/x" would look like an entry of its own. */
+		if (start == 0 && have == sizeof buf) { skipping = 1; have = 0; }
 		else { for (size_t i = start; i < have; i++) buf[i - start] = buf[i]; have -= start; }
 	}
 	dlb_sys(DLB_SYS_close, fd, 0, 0);
@@ -103,18 +122,21 @@ static unsigned long parse_ul(const char *s)
 	return v;
 }
 
-static void restore_native_env(void)
+/* initial_env returns the environment array on the initial stack (the one
+ * environ points at until the app calls setenv), checked against the
+ * kernel's argv/env string areas, or NULL. */
+static char **initial_env(void)
 {
 	char b[4096];
 	long fd = dlb_sys(DLB_SYS_openat, -100, "/proc/self/stat", 02000000);
-	if (fd < 0) return;
+	if (fd < 0) return 0;
 	long n = dlb_sys(DLB_SYS_read, fd, b, sizeof b - 1);
 	dlb_sys(DLB_SYS_close, fd, 0, 0);
-	if (n <= 0) return;
+	if (n <= 0) return 0;
 	b[n] = 0;
 	char *p = 0; /* after the last ')': comm may hold anything */
 	for (long i = 0; i < n; i++) if (b[i] == ')') p = b + i + 1;
-	if (!p) return;
+	if (!p) return 0;
 	unsigned long startstack = 0, arg_start = 0, env_start = 0, env_end = 0;
 	for (int field = 3; *p; field++) {
 		while (*p == ' ') p++;
@@ -124,15 +146,22 @@ static void restore_native_env(void)
 		if (field == 51) env_end = parse_ul(p);
 		while (*p && *p != ' ') p++;
 	}
-	if (!startstack || !env_start || env_end <= env_start) return;
+	if (!startstack || !env_start || env_end <= env_start) return 0;
 	long argc = *(long *)startstack;
 	char **argv = (char **)(startstack + sizeof(long));
 	if (argc < 0 || argc > (1L << 24) || (argc > 0 && (unsigned long)argv[0] != arg_start) || argv[argc])
-		return;
-	char **llp = 0, *native = 0, *mapped = 0;
+		return 0;
 	for (char **e = argv + argc + 1; *e; e++) {
 		unsigned long a = (unsigned long)*e;
-		if (a < env_start || a >= env_end) return; /* not the kernel's layout */
+		if (a < env_start || a >= env_end) return 0; /* not the kernel's layout */
+	}
+	return argv + argc + 1;
+}
+
+static void restore_native_env(char **env)
+{
+	char **llp = 0, *native = 0, *mapped = 0;
+	for (char **e = env; e && *e; e++) {
 		if (!llp && dlb_memeq(*e, "LD_LIBRARY_PATH=", 16)) llp = e;
 		else if (!native && dlb_memeq(*e, "DLBUNDLE_NATIVE_ENV=LD_LIBRARY_PATH=", 36)) native = *e + 20;
 		else if (!mapped && dlb_memeq(*e, "DLBUNDLE_MAPPED_ENV=LD_LIBRARY_PATH=", 36)) mapped = *e + 20;
@@ -424,7 +453,7 @@ static int try_dir(const char *d, size_t dn, const char *name, size_t nn)
 		uint64_t fh = dlb_hash_more(dlb_hash_more(ch, "/", 1), first, fl);
 		dlb_memcpy(cand, canon, cn);
 		dlb_memcpy(cand + cn, first, fl);
-		if (!dlb_lookup_h(table, cand, cn + fl, fh)) continue;
+		if (!DLB_DIRTY_ANY() && !dlb_lookup_h(table, cand, cn + fl, fh)) continue; /* written dirs: the resolver */
 		dlb_memcpy(cand + cn, cap[i], cap_len[i]);
 		dlb_memcpy(cand + cn + cap_len[i], name, nn + 1);
 		char out[DLB_PATH_MAX];
@@ -611,7 +640,10 @@ unsigned int la_version(unsigned int version)
 	read_environ();
 	if (root_len) map_table();
 	if (table) read_rules();
-	if (native_env) restore_native_env();
+	char **env = table ? initial_env() : 0;
+	if (native_env) restore_native_env(env);
+	for (char **e = env; e && *e; e++)
+		if (dlb_memeq(*e, "DLBUNDLE_DIRTY=", 15)) dirty_slot = e;
 	return version <= 2 ? version : 2;
 }
 
@@ -738,4 +770,20 @@ void la_preinit(uintptr_t *cookie)
 {
 	(void)cookie;
 	started = 1;
+}
+
+/* audit_dirty: p[0:n] is one of the directories in DLBUNDLE_DIRTY (as the
+ * preload keeps it: newline-separated), or that set holds "/" (everything). */
+static int audit_dirty(const char *p, size_t n)
+{
+	const char *s = dirty_slot ? *dirty_slot : 0;
+	if (!s || !dlb_memeq(s, "DLBUNDLE_DIRTY=", 15)) return 0;
+	for (s += 15; *s;) {
+		const char *e = s;
+		while (*e && *e != '\n') e++;
+		size_t l = (size_t)(e - s);
+		if ((l == 1 && s[0] == '/') || (l == n && dlb_memeq(s, p, n))) return 1;
+		s = *e ? e + 1 : e;
+	}
+	return 0;
 }

@@ -33,6 +33,30 @@
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+#include <utime.h>
+#include <sys/time.h>
+#include <stdint.h>
+
+/* Read-your-writes (docs/loader.md): the directories this process (or an
+ * ancestor, through DLBUNDLE_DIRTY) wrote into. table.h's walk asks
+ * DLB_DIRTY for every prefix it resolves and leaves a dirty one, and all
+ * below it, to the kernel. A fixed table, no allocation: DIRTY_MAX
+ * directories, their names in dirty_env (which is also the environment
+ * string children inherit); on overflow everything is dirty (the shim then
+ * passes every lookup through, as without an image). */
+#define DIRTY_MAX 64
+struct dirty_dir { uint64_t hash; uint32_t off, len; };
+static struct dirty_dir dirty_set[DIRTY_MAX];
+static unsigned dirty_n;  /* entries below it are immutable (release/acquire) */
+static int dirty_all;     /* "/" was written into, or the set overflowed */
+static char dirty_env[32768] = "DLBUNDLE_DIRTY=";
+static size_t dirty_end = 15; /* strlen(dirty_env) */
+static int dirty_is(const char *p, size_t n, uint64_t h);
+#define DLB_DIRTY(p, n, h) (__atomic_load_n(&dirty_n, __ATOMIC_ACQUIRE) && dirty_is(p, n, h))
+#define DLB_DIRTY_ANY() (__atomic_load_n(&dirty_n, __ATOMIC_ACQUIRE) != 0)
+#define DLB_DIRTY_ALL() __atomic_load_n(&dirty_all, __ATOMIC_ACQUIRE)
+static int cwd_prefix(const char *p, size_t n);
+#define DLB_REALDIR(p, n) cwd_prefix(p, n)
 #include "table.h"
 #include "report.h"
 
@@ -80,8 +104,57 @@
 	X(posix_spawnp, int, (pid_t *, const char *, const posix_spawn_file_actions_t *, \
 			      const posix_spawnattr_t *, char *const[], char *const[]))
 
+/* Calls that write (read-your-writes), readdir (d_ino) and fstat (staged
+ * fds): the fidelity section at the end of this file. */
+#define FIDELITY_FUNCS(X)                                                          \
+	X(creat, int, (const char *, mode_t))                                   \
+	X(creat64, int, (const char *, mode_t))                                 \
+	X(rename, int, (const char *, const char *))                            \
+	X(renameat, int, (int, const char *, int, const char *))                \
+	X(renameat2, int, (int, const char *, int, const char *, unsigned))     \
+	X(unlink, int, (const char *))                                          \
+	X(unlinkat, int, (int, const char *, int))                              \
+	X(remove, int, (const char *))                                          \
+	X(mkdir, int, (const char *, mode_t))                                   \
+	X(mkdirat, int, (int, const char *, mode_t))                            \
+	X(rmdir, int, (const char *))                                           \
+	X(symlink, int, (const char *, const char *))                           \
+	X(symlinkat, int, (const char *, int, const char *))                    \
+	X(link, int, (const char *, const char *))                              \
+	X(linkat, int, (int, const char *, int, const char *, int))             \
+	X(truncate, int, (const char *, off_t))                                 \
+	X(truncate64, int, (const char *, off64_t))                             \
+	X(utime, int, (const char *, const struct utimbuf *))                   \
+	X(utimes, int, (const char *, const struct timeval *))                  \
+	X(lutimes, int, (const char *, const struct timeval *))                 \
+	X(futimesat, int, (int, const char *, const struct timeval *))          \
+	X(utimensat, int, (int, const char *, const struct timespec *, int))    \
+	X(chmod, int, (const char *, mode_t))                                   \
+	X(fchmodat, int, (int, const char *, mode_t, int))                      \
+	X(chown, int, (const char *, uid_t, gid_t))                             \
+	X(lchown, int, (const char *, uid_t, gid_t))                            \
+	X(fchownat, int, (int, const char *, uid_t, gid_t, int))                \
+	X(mknod, int, (const char *, mode_t, dev_t))                            \
+	X(mknodat, int, (int, const char *, mode_t, dev_t))                     \
+	X(mkfifo, int, (const char *, mode_t))                                  \
+	X(mkfifoat, int, (int, const char *, mode_t))                           \
+	X(fstat, int, (int, struct stat *))                                     \
+	X(fstat64, int, (int, struct stat64 *))                                 \
+	X(readdir, struct dirent *, (DIR *))                                    \
+	X(readdir64, struct dirent64 *, (DIR *))                                \
+	X(closedir, int, (DIR *))
+
 #define DECLARE_REAL(name, ret, args) static ret(*real_##name) args;
 SHIM_FUNCS(DECLARE_REAL)
+FIDELITY_FUNCS(DECLARE_REAL)
+static void mark_written(int dirfd, const char *path, int follow_last);
+static void dirty_inherit(void);
+static void fd_note(int fd, const struct dlb_entry *e);
+static void dir_note(DIR *d, const struct dlb_entry *e);
+static void fstat_fix(int fd, struct stat *st);
+static const struct dlb_entry *fd_staged(int fd, const struct stat *st);
+static int rp_walk(const char *path, char *res, int *native, char *first);
+static dev_t stage_dev;
 
 /* glibc < 2.33 exports only the versioned __xstat family (compat symbols in
  * newer glibc, invisible to a plain dlsym). We answer them ourselves and
@@ -101,6 +174,7 @@ static void resolve_reals(void)
 {
 #define RESOLVE(name, ret, args) real_##name = (ret(*) args)dlsym(RTLD_NEXT, #name);
 	SHIM_FUNCS(RESOLVE)
+	FIDELITY_FUNCS(RESOLVE)
 }
 
 /* ---- LD_LIBRARY_PATH: ld.so searches the stage, the app sees its own ----
@@ -139,17 +213,25 @@ static void restore_native_env(void)
  * app's own LD_LIBRARY_PATH (unchanged) that env_mapped then swaps back. */
 static int env_for_child(char *const envp[], size_t *n)
 {
-	int hit = 0;
+	int hit = 0, dirty = __atomic_load_n(&dirty_n, __ATOMIC_ACQUIRE) || __atomic_load_n(&dirty_all, __ATOMIC_ACQUIRE);
 	*n = 0;
-	if (!llp_native || !envp) return 0;
-	for (; envp[*n]; (*n)++)
-		if (envp[*n] == llp_native || !strcmp(envp[*n], llp_native)) hit = 1;
+	if ((!llp_native && !dirty) || !envp) return 0;
+	for (; envp[*n]; (*n)++) {
+		if (llp_native && (envp[*n] == llp_native || !strcmp(envp[*n], llp_native))) hit = 1;
+		/* read-your-writes: the child gets this process's dirty set (an
+		 * envp copied before a write holds an older one) */
+		if (dirty && !strncmp(envp[*n], "DLBUNDLE_DIRTY=", 15) && envp[*n] != dirty_env) hit = 1;
+	}
 	return hit;
 }
+/* env_mapped fills v (n + 1 slots) with envp, the mapped LD_LIBRARY_PATH and
+ * the current DLBUNDLE_DIRTY swapped in. */
 static char *const *env_mapped(char *const envp[], char **v, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		v[i] = envp[i] == llp_native || !strcmp(envp[i], llp_native) ? llp_mapped : envp[i];
+	for (size_t i = 0; i < n; i++) {
+		v[i] = llp_native && (envp[i] == llp_native || !strcmp(envp[i], llp_native)) ? llp_mapped : envp[i];
+		if (!strncmp(envp[i], "DLBUNDLE_DIRTY=", 15) && dirty_end > 15) v[i] = dirty_env;
+	}
 	v[n] = NULL;
 	return v;
 }
@@ -167,7 +249,15 @@ static void shim_init(void)
 	debug_on = dbg && dbg[0] == '1';
 	const char *dd = getenv("DLBUNDLE_DEBUG_DIR");
 	if (dd && strlen(dd) < sizeof debug_dir) strcpy(debug_dir, dd);
-	if (stage && stage[0] == '/' && strlen(stage) + 8 < sizeof stage_root) {
+	if (stage && strlen(stage) > DLB_STAGE_MAX) {
+		/* dlbundle exec refuses such a stage dir; say why nothing is answered. */
+		static const char msg[] = "dlbundle: DLBUNDLE_STAGE is longer than 1000 bytes; the shim is "
+					  "inactive and this process reads the original files (use a shorter --stage-dir)\n";
+		syscall(SYS_write, 2, msg, sizeof msg - 1);
+		stage = NULL;
+	}
+	_Static_assert(DLB_STAGE_MAX + 8 < sizeof stage_root, "stage_root holds DLBUNDLE_STAGE/root");
+	if (stage && stage[0] == '/') {
 		stage_root_len = (size_t)snprintf(stage_root, sizeof stage_root, "%s/root", stage);
 		stage_list_len = (size_t)snprintf(stage_list, sizeof stage_list, "%s/list", stage);
 		char path[1100];
@@ -176,12 +266,13 @@ static void shim_init(void)
 		struct stat st;
 		if (fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 && st.st_size > 0) {
 			void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-			if (m != MAP_FAILED && dlb_check(m, (size_t)st.st_size)) table = m;
+			if (m != MAP_FAILED && dlb_check(m, (size_t)st.st_size)) { table = m; stage_dev = st.st_dev; }
 			else if (m != MAP_FAILED) munmap(m, (size_t)st.st_size);
 		}
 		if (fd >= 0) syscall(SYS_close, fd);
 	}
 	restore_native_env();
+	dirty_inherit();
 	report_init();
 	__atomic_store_n(&init_done, 1, __ATOMIC_RELEASE);
 }
@@ -224,11 +315,13 @@ static int lookup(const char *fn, int dirfd, const char **pp, int follow, char *
 	if (!table || !path || !path[0]) return DLB_UNKNOWN;
 	char abs[DLB_PATH_MAX];
 	const char *p = path;
+	size_t known = 0; /* getcwd's answer is real directories: ".." over them is decided */
 	if (path[0] != '/') {
 		if (dirfd != AT_FDCWD) goto unknown;
 		long n = syscall(SYS_getcwd, abs, sizeof abs);
 		size_t pl = strlen(path);
 		if (n <= 0 || abs[0] != '/' || (size_t)n + pl + 1 >= sizeof abs) goto unknown;
+		known = (size_t)n - 1;
 		abs[n - 1] = '/';
 		memcpy(abs + n, path, pl + 1);
 		p = abs;
@@ -237,7 +330,7 @@ static int lookup(const char *fn, int dirfd, const char **pp, int follow, char *
 	 * whose listing was taken before it existed. */
 	if (!strncmp(p, stage_root, stage_root_len - 5) && (p[stage_root_len - 5] == '/' || !p[stage_root_len - 5]))
 		goto unknown;
-	int rc = dlb_resolve(table, p, follow, canon, r);
+	int rc = dlb_resolve_known(table, p, known, follow, canon, r);
 	if (rc == DLB_BUNDLED) { report_count(REPORT_ANSWERED, NULL); debug_log("bundled", fn, path, canon); }
 	else if (rc == DLB_KNOWN_ERR) { report_count(REPORT_MISSING, NULL); debug_log("missing", fn, path, 0); }
 	else goto unknown;
@@ -282,10 +375,12 @@ static int sys_fstatat(int dirfd, const char *path, void *st, int flags)
 	return rc < 0 ? -1 : 0; /* syscall() already set errno */
 }
 
-/* The table has no block counts: ext4-like values, 4 KiB blocks, and none
- * for a symlink short enough to live in the inode ("fast" symlink). */
+/* st_blocks as the build recorded it; images without it: ext4-like values,
+ * 4 KiB blocks, and none for a symlink short enough to live in the inode
+ * ("fast" symlink). */
 static long long blocks_of(const struct dlb_entry *e)
 {
+	if (e->flags & DLB_FLAG_BLOCKS) return e->blocks;
 	if ((e->mode & S_IFMT) == S_IFLNK && e->size < 60) return 0;
 	return ((e->size + 4095) / 4096) * 8;
 }
@@ -352,7 +447,9 @@ int fstatat(int dirfd, const char *path, struct stat *st, int flags)
 	char canon[DLB_PATH_MAX];
 	if (!(flags & AT_EMPTY_PATH) || (path && path[0]))
 		if (do_stat("fstatat", dirfd, &path, canon, !(flags & AT_SYMLINK_NOFOLLOW), st, &rc)) return rc;
-	return real_fstatat ? real_fstatat(dirfd, path, st, flags) : sys_fstatat(dirfd, path, st, flags);
+	rc = real_fstatat ? real_fstatat(dirfd, path, st, flags) : sys_fstatat(dirfd, path, st, flags);
+	if (rc == 0 && (flags & AT_EMPTY_PATH) && path && !path[0]) fstat_fix(dirfd, st);
+	return rc;
 }
 int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
 {
@@ -360,7 +457,9 @@ int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
 	char canon[DLB_PATH_MAX];
 	if (!(flags & AT_EMPTY_PATH) || (path && path[0]))
 		if (do_stat("fstatat64", dirfd, &path, canon, !(flags & AT_SYMLINK_NOFOLLOW), (struct stat *)st, &rc)) return rc;
-	return real_fstatat64 ? real_fstatat64(dirfd, path, st, flags) : sys_fstatat(dirfd, path, st, flags);
+	rc = real_fstatat64 ? real_fstatat64(dirfd, path, st, flags) : sys_fstatat(dirfd, path, st, flags);
+	if (rc == 0 && (flags & AT_EMPTY_PATH) && path && !path[0]) fstat_fix(dirfd, (struct stat *)st);
+	return rc;
 }
 /* Compat entry points of glibc < 2.33 (binaries built there still call them). */
 int __xstat(int ver, const char *path, struct stat *st) { (void)ver; return stat(path, st); }
@@ -370,14 +469,8 @@ int __lxstat64(int ver, const char *path, struct stat64 *st) { (void)ver; return
 int __fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags) { (void)ver; return fstatat(dirfd, path, st, flags); }
 int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int flags) { (void)ver; return fstatat64(dirfd, path, st, flags); }
 
-int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *sx)
+static void fill_statx(struct statx *sx, const struct dlb_entry *e)
 {
-	char canon[DLB_PATH_MAX];
-	if (!(flags & AT_EMPTY_PATH) || (path && path[0])) {
-		struct dlb_res r;
-		switch (lookup("statx", dirfd, &path, !(flags & AT_SYMLINK_NOFOLLOW), canon, &r)) {
-		case DLB_BUNDLED: {
-			const struct dlb_entry *e = r.ent;
 			memset(sx, 0, sizeof *sx);
 			sx->stx_mask = STATX_BASIC_STATS;
 			sx->stx_blksize = 4096;
@@ -393,20 +486,42 @@ int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *s
 			sx->stx_ctime.tv_sec = e->ctime_ns / 1000000000; sx->stx_ctime.tv_nsec = (uint32_t)(e->ctime_ns % 1000000000);
 			sx->stx_dev_major = major(e->dev);
 			sx->stx_dev_minor = minor(e->dev);
-			(void)mask;
-			return 0;
-		}
+}
+
+int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *sx)
+{
+	char canon[DLB_PATH_MAX];
+	if (!(flags & AT_EMPTY_PATH) || (path && path[0])) {
+		struct dlb_res r;
+		switch (lookup("statx", dirfd, &path, !(flags & AT_SYMLINK_NOFOLLOW), canon, &r)) {
+		case DLB_BUNDLED: fill_statx(sx, r.ent); (void)mask; return 0;
 		case DLB_KNOWN_ERR: return set_errno(r.err);
 		}
 	}
-	if (!real_statx) return syscall(SYS_statx, dirfd, path, flags, mask, sx) < 0 ? -1 : 0;
-	return real_statx(dirfd, path, flags, mask, sx);
+	int rc = real_statx ? real_statx(dirfd, path, flags, mask, sx)
+			    : (syscall(SYS_statx, dirfd, path, flags, mask, sx) < 0 ? -1 : 0);
+	if (rc == 0 && (flags & AT_EMPTY_PATH) && path && !path[0]) {
+		/* statx of a staged fd: the original's attributes, as fstat. */
+		struct stat st;
+		st.st_dev = makedev(sx->stx_dev_major, sx->stx_dev_minor);
+		st.st_mode = sx->stx_mode;
+		st.st_size = (off_t)sx->stx_size;
+		st.st_mtim.tv_sec = sx->stx_mtime.tv_sec;
+		st.st_mtim.tv_nsec = sx->stx_mtime.tv_nsec;
+		const struct dlb_entry *e = fd_staged(dirfd, &st);
+		if (e) fill_statx(sx, e);
+	}
+	return rc;
 }
 
 /* ---- access ---- */
 
 /* access_check answers from the table's mode and owner what the kernel would
- * for the original file: root passes R/W, and X when any x bit is set (or a dir). */
+ * for the original file: root passes R/W, and X when any x bit is set (or a dir).
+ * Returns 0, -1 (errno set) or ACCESS_UNDECIDED: the caller then passes the
+ * call through, so that the kernel decides. */
+#define ACCESS_UNDECIDED (-2)
+#define GROUPS_ON_STACK 1024 /* Linux allows 65536 supplementary groups */
 static int access_check(const struct dlb_entry *e, int mode, int effective)
 {
 	if (mode == F_OK) return 0;
@@ -422,8 +537,13 @@ static int access_check(const struct dlb_entry *e, int mode, int effective)
 	else {
 		int in_group = gid == e->gid;
 		if (!in_group) {
-			gid_t groups[256];
-			int n = getgroups(256, groups);
+			/* Any number of groups, no allocation: ask for the count, read
+			 * them onto the stack; with more than GROUPS_ON_STACK (or if
+			 * they changed in between: EINVAL) the kernel decides. */
+			int n = getgroups(0, NULL);
+			if (n < 0 || n > GROUPS_ON_STACK) return ACCESS_UNDECIDED;
+			gid_t groups[n ? n : 1];
+			if (n && (n = getgroups(n, groups)) < 0) return ACCESS_UNDECIDED;
 			for (int i = 0; i < n; i++) if (groups[i] == e->gid) in_group = 1;
 		}
 		bits = in_group ? (m >> 3) & 7 : m & 7;
@@ -437,7 +557,9 @@ static int do_access(const char *fn, int dirfd, const char **pp, char *canon, in
 {
 	struct dlb_res r;
 	switch (lookup(fn, dirfd, pp, !(flags & AT_SYMLINK_NOFOLLOW), canon, &r)) {
-	case DLB_BUNDLED: *rc = access_check(r.ent, mode, flags & AT_EACCESS); return 1;
+	case DLB_BUNDLED:
+		*rc = access_check(r.ent, mode, flags & AT_EACCESS);
+		return *rc != ACCESS_UNDECIDED;
 	case DLB_KNOWN_ERR: *rc = set_errno(r.err); return 1;
 	}
 	return 0;
@@ -534,7 +656,16 @@ static int do_open(const char *fn, int dirfd, const char **pp, char *canon, int 
 	ensure_init();
 	if (!path) return 0;
 	if (wants_maps(path) && !(flags & WRITE_FLAGS)) { *rc = serve_maps(path, flags); return 1; }
-	if (flags & (WRITE_FLAGS | O_DIRECTORY | O_PATH)) return 0;
+	if (flags & WRITE_FLAGS & ~O_DIRECTORY) {
+		/* The file system changes here: later lookups go to it. O_CREAT|O_EXCL
+		 * and O_NOFOLLOW do not follow a symlink in the last component. */
+		/* glibc's __O_TMPFILE includes O_DIRECTORY: a plain directory open
+		 * is no write, nor is an unnamed file (O_TMPFILE). */
+		if ((flags & O_TMPFILE) != O_TMPFILE && (flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND)))
+			mark_written(dirfd, path, !(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL));
+		return 0;
+	}
+	if (flags & (O_DIRECTORY | O_PATH)) return 0;
 	char sp[DLB_PATH_MAX + 1024];
 	struct dlb_res r;
 	switch (lookup(fn, dirfd, pp, !(flags & O_NOFOLLOW), canon, &r)) {
@@ -544,10 +675,14 @@ static int do_open(const char *fn, int dirfd, const char **pp, char *canon, int 
 		/* The staged copy belongs to us; the original may not be readable by
 		 * us: answer EACCES as the original would (only files without the
 		 * world-read bit need the check, and its getuid calls). */
-		if (!(r.ent->mode & 04) && access_check(r.ent, R_OK, 1) != 0) { *rc = -1; return 1; }
+		if (!(r.ent->mode & 04)) {
+			int a = access_check(r.ent, R_OK, 1);
+			if (a == ACCESS_UNDECIDED) return 0;
+			if (a != 0) { *rc = -1; return 1; }
+		}
 		if (staged(sp, sizeof sp, canon, r.len) != 0) return 0;
-		*rc = (int)syscall(SYS_openat, AT_FDCWD, sp, flags, 0);
-		if (*rc < 0) { errno = -*rc; *rc = -1; }
+		*rc = (int)syscall(SYS_openat, AT_FDCWD, sp, flags, 0); /* syscall(): -1 and errno on error */
+		if (*rc >= 0) fd_note(*rc, r.ent);
 		return 1;
 	case DLB_KNOWN_ERR:
 		*rc = set_errno(r.err);
@@ -622,30 +757,36 @@ int __openat64_2(int dirfd, const char *path, int flags)
 
 /* fopen's internal open bypasses our open(), so fopen is decided here. A mode
  * with w, a or + writes and passes through. */
-static int fopen_decide(const char *fn, const char **pp, char *canon, const char *mode, char *sp, size_t spsz, int *err, int *maps)
+static int fopen_decide(const char *fn, const char **pp, char *canon, const char *mode, char *sp, size_t spsz, int *err, int *maps,
+			const struct dlb_entry **ent)
 {
 	const char *path = *pp;
 	ensure_init();
 	*maps = 0;
+	*ent = NULL;
+	if (path && mode && strpbrk(mode, "wa+")) mark_written(AT_FDCWD, path, 1);
 	if (!path || !mode || strpbrk(mode, "wa+")) return DLB_UNKNOWN;
 	if (wants_maps(path)) { *maps = 1; return DLB_BUNDLED; }
 	struct dlb_res r;
 	int rc = lookup(fn, AT_FDCWD, pp, 1, canon, &r);
 	if (rc == DLB_KNOWN_ERR) { *err = r.err; return rc; }
-	if (rc == DLB_BUNDLED && r.ent->type == DLB_REG && staged(sp, spsz, canon, r.len) == 0) return rc;
+	if (rc == DLB_BUNDLED && r.ent->type == DLB_REG && staged(sp, spsz, canon, r.len) == 0) { *ent = r.ent; return rc; }
 	return DLB_UNKNOWN;
 }
 static FILE *do_fopen(FILE *(*real)(const char *, const char *), const char *fn, const char *path, const char *mode)
 {
 	char sp[DLB_PATH_MAX + 1024], canon[DLB_PATH_MAX];
 	int err = 0, maps = 0;
-	switch (fopen_decide(fn, &path, canon, mode, sp, sizeof sp, &err, &maps)) {
+	const struct dlb_entry *ent;
+	switch (fopen_decide(fn, &path, canon, mode, sp, sizeof sp, &err, &maps, &ent)) {
 	case DLB_BUNDLED:
 		if (maps) {
 			int fd = serve_maps(path, strchr(mode, 'e') ? O_CLOEXEC : 0);
 			return fd < 0 ? NULL : fdopen(fd, mode);
 		}
-		return real(sp, mode);
+		FILE *f = real(sp, mode);
+		if (f) fd_note(fileno(f), ent);
+		return f;
 	case DLB_KNOWN_ERR: errno = err; return NULL;
 	}
 	return real(path, mode);
@@ -656,9 +797,14 @@ static FILE *do_freopen(FILE *(*real)(const char *, const char *, FILE *), const
 {
 	char sp[DLB_PATH_MAX + 1024], canon[DLB_PATH_MAX];
 	int err = 0, maps = 0;
-	switch (path ? fopen_decide(fn, &path, canon, mode, sp, sizeof sp, &err, &maps) : DLB_UNKNOWN) {
+	const struct dlb_entry *ent;
+	switch (path ? fopen_decide(fn, &path, canon, mode, sp, sizeof sp, &err, &maps, &ent) : DLB_UNKNOWN) {
 	case DLB_BUNDLED:
-		if (!maps) return real(sp, mode, f);
+		if (!maps) {
+			FILE *g = real(sp, mode, f);
+			if (g) fd_note(fileno(g), ent);
+			return g;
+		}
 		break; /* freopen of /proc/self/maps: rare; native */
 	case DLB_KNOWN_ERR: errno = err; fclose(f); return NULL;
 	}
@@ -675,7 +821,7 @@ static ssize_t proc_readlink(int dirfd, const char *path, char *buf, size_t size
 {
 	char tmp[DLB_PATH_MAX + 1024];
 	long n = syscall(SYS_readlinkat, dirfd, path, tmp, sizeof tmp);
-	if (n < 0) return set_errno((int)-n);
+	if (n < 0) return -1; /* syscall() has set errno */
 	size_t l = strip_stage(tmp, (size_t)n);
 	if (l > size) l = size;
 	memcpy(buf, tmp, l);
@@ -722,6 +868,25 @@ char *realpath(const char *path, char *resolved)
 	char canon[DLB_PATH_MAX];
 	struct dlb_res r;
 	if (!path) return real_realpath(path, resolved);
+	ensure_init();
+	if (table) {
+		/* The table decides each component it knows; only the others are
+		 * asked of the file system (libc's realpath would readlink all). */
+		int native = 0;
+		char first[DLB_PATH_MAX];
+		int e = rp_walk(path, canon, &native, first);
+		if (e >= 0) {
+			if (native) { report_count(REPORT_PASSED, first); debug_log("pass", "realpath", path, first); }
+			else if (e) { report_count(REPORT_MISSING, NULL); debug_log("missing", "realpath", path, 0); }
+			else { report_count(REPORT_ANSWERED, NULL); debug_log("bundled", "realpath", path, canon); }
+			if (e) { errno = e; return NULL; }
+			size_t n = strlen(canon);
+			if (n >= PATH_MAX) { errno = ENAMETOOLONG; return NULL; }
+			if (!resolved && !(resolved = malloc(n + 1))) return NULL;
+			memcpy(resolved, canon, n + 1);
+			return resolved;
+		}
+	}
 	switch (lookup("realpath", AT_FDCWD, &path, 1, canon, &r)) {
 	case DLB_BUNDLED:
 		if (r.len >= PATH_MAX) break;
@@ -788,7 +953,9 @@ DIR *opendir(const char *path)
 		if (stage_list_len + r.len + 1 > sizeof lp) break;
 		memcpy(lp, stage_list, stage_list_len);
 		memcpy(lp + stage_list_len, canon, r.len + 1);
-		return real_opendir(lp);
+		DIR *d = real_opendir(lp);
+		dir_note(d, r.ent); /* readdir shows the original inode numbers */
+		return d;
 	case DLB_KNOWN_ERR:
 		errno = r.err;
 		return NULL;
@@ -1052,4 +1219,511 @@ int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t 
 		return spawnp_search(pid, file, fa, attr, argv, env_mapped(envp, v, n));
 	}
 	return spawnp_search(pid, file, fa, attr, argv, envp);
+}
+
+/* ==== Fidelity: read-your-writes, listings' d_ino, fstat of staged fds ==== */
+
+/* ---- the dirty set ---- */
+
+static int dirty_is(const char *p, size_t n, uint64_t h)
+{
+	unsigned k = __atomic_load_n(&dirty_n, __ATOMIC_ACQUIRE);
+	for (unsigned i = 0; i < k; i++)
+		if (dirty_set[i].hash == h && dirty_set[i].len == n && !memcmp(dirty_env + dirty_set[i].off, p, n))
+			return 1;
+	return 0;
+}
+
+/* dirty_covered: p[0:n] or one of its ancestors is dirty already. */
+static int dirty_covered(const char *p, size_t n)
+{
+	if (__atomic_load_n(&dirty_all, __ATOMIC_ACQUIRE)) return 1;
+	uint64_t h = DLB_HASH_INIT;
+	for (size_t i = 1; i <= n; i++) {
+		if (i == n || p[i] == '/') {
+			if (dirty_is(p, i, dlb_hash_more(h, p, i))) return 1;
+		}
+	}
+	return 0;
+}
+
+static int dirty_lock;
+
+/* dirty_append adds "\n" + p (or p first) to dirty_env so that the string is
+ * valid at every moment (a thread may exec meanwhile): the bytes go after the
+ * terminator, and one store of the old terminator's byte publishes them. */
+static int dirty_append(const char *p, size_t n)
+{
+	int first = dirty_end == 15;
+	size_t at = dirty_end + (first ? 0 : 1);
+	if (n == 0 || at + n + 1 > sizeof dirty_env - (n == 1 ? 0 : 3)) return -1; /* 3: room for "\n/" */
+	/* The byte at dirty_end (the terminator) is stored last. */
+	if (first) memcpy(dirty_env + at + 1, p + 1, n - 1);
+	else memcpy(dirty_env + at, p, n);
+	dirty_env[at + n] = 0;
+	__atomic_store_n(&dirty_env[dirty_end], first ? p[0] : '\n', __ATOMIC_RELEASE);
+	dirty_end = at + n;
+	return (int)at;
+}
+
+/* dirty_add marks the canonical directory p[0:n] as written into. */
+static void dirty_add(const char *p, size_t n)
+{
+	if (n == 0 || p[0] != '/' || dirty_covered(p, n)) return;
+	/* The lock is held for a few stores; a signal handler that writes
+	 * while its thread holds it would spin forever: after a while, give up
+	 * and make everything dirty (always correct). */
+	for (long spins = 0; __atomic_exchange_n(&dirty_lock, 1, __ATOMIC_ACQUIRE); spins++) {
+		if (spins > 100000000) {
+			__atomic_store_n(&dirty_all, 1, __ATOMIC_RELEASE);
+			return;
+		}
+	}
+	int at = -1;
+	if (!(n == 1) && !memchr(p, '\n', n) && dirty_n < DIRTY_MAX) at = dirty_append(p, n);
+	if (at >= 0) {
+		dirty_set[dirty_n] = (struct dirty_dir){dlb_hash(p, n), (uint32_t)at, (uint32_t)n};
+		__atomic_store_n(&dirty_n, dirty_n + 1, __ATOMIC_RELEASE);
+	} else if (!dirty_all) {
+		/* "/", a name with a newline, or overflow: everything. */
+		dirty_append("/", 1);
+		__atomic_store_n(&dirty_all, 1, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&dirty_lock, 0, __ATOMIC_RELEASE);
+	debug_log("dirty", "write", p, 0);
+}
+
+/* dirty_inherit reads DLBUNDLE_DIRTY (newline-separated directories, from
+ * the parent's shim) and points environ's slot at dirty_env, so that every
+ * child, however started, inherits the current set. Runs in shim_init. */
+static void dirty_inherit(void)
+{
+	if (!environ) return;
+	for (char **e = environ; *e; e++) {
+		if (strncmp(*e, "DLBUNDLE_DIRTY=", 15) != 0) continue;
+		for (const char *s = *e + 15; *s;) {
+			const char *nl = strchr(s, '\n');
+			size_t n = nl ? (size_t)(nl - s) : strlen(s);
+			if (n == 1 && s[0] == '/') { dirty_append("/", 1); dirty_all = 1; }
+			else if (n > 1 && s[0] == '/' && dirty_n < DIRTY_MAX) {
+				int at = dirty_append(s, n);
+				if (at >= 0) dirty_set[dirty_n++] = (struct dirty_dir){dlb_hash(s, n), (uint32_t)at, (uint32_t)n};
+				else if (!dirty_all) { dirty_append("/", 1); dirty_all = 1; }
+			}
+			if (!nl) break;
+			s = nl + 1;
+		}
+		*e = dirty_env;
+		return;
+	}
+}
+
+/* mark_parent marks the directory holding the canonical path p[0:n]. */
+static void mark_parent(const char *p, size_t n)
+{
+	while (n > 1 && p[n - 1] != '/') n--;
+	if (n > 1) n--; /* drop the slash */
+	dirty_add(p, n);
+}
+
+/* mark_written is called before every call that changes the file system at
+ * path (relative to dirfd): the directory it changes (the canonical parent
+ * of the last component, and with follow_last the parent of what a symlink
+ * there leads to) becomes dirty when the table knows it as bundled. Not on
+ * the lookup path: it may make system calls (getcwd, readlink of a dirfd). */
+static void mark_written(int dirfd, const char *path, int follow_last)
+{
+	ensure_init();
+	if (!table || !path || !path[0]) return;
+	char abs[DLB_PATH_MAX], canon[DLB_PATH_MAX];
+	size_t known = 0, pl = strlen(path);
+	if (path[0] == '/') {
+		if (pl >= sizeof abs) return; /* ENAMETOOLONG natively */
+		memcpy(abs, path, pl + 1);
+	} else {
+		long n;
+		if (dirfd == AT_FDCWD) n = syscall(SYS_getcwd, abs, sizeof abs);
+		else {
+			char l[40];
+			snprintf(l, sizeof l, "/proc/self/fd/%d", dirfd);
+			n = syscall(SYS_readlinkat, AT_FDCWD, l, abs, sizeof abs - 1);
+			if (n > 0) abs[n++] = 0;
+		}
+		if (n <= 1 || abs[0] != '/' || (size_t)n + pl + 1 >= sizeof abs) {
+			dirty_add("/", 1); /* cannot tell where: everything */
+			return;
+		}
+		known = (size_t)n - 1;
+		abs[n - 1] = '/';
+		memcpy(abs + n, path, pl + 1);
+	}
+	size_t an = strlen(abs);
+	while (an > 1 && abs[an - 1] == '/') abs[--an] = 0;
+	size_t slash = an;
+	while (slash > 0 && abs[slash - 1] != '/') slash--;
+	const char *last = abs + slash;
+	struct dlb_res r;
+	if (!*last || !strcmp(last, ".") || !strcmp(last, "..")) {
+		/* The path names a directory by itself ("/", "x/.."): its parent. */
+		if (dlb_resolve_known(table, abs, known, 1, canon, &r) == DLB_BUNDLED) mark_parent(canon, r.len);
+		else if (an == 1) dirty_add("/", 1);
+		return;
+	}
+	char save = *last;
+	abs[slash > 1 ? slash - 1 : 1] = 0; /* the directory part ("/" for "/name") */
+	int rc = dlb_resolve_known(table, abs, known < slash ? known : 0, 1, canon, &r);
+	if (rc == DLB_BUNDLED && r.ent->type == DLB_DIR) dirty_add(canon, r.len);
+	if (slash > 1) abs[slash - 1] = '/';
+	else abs[1] = save;
+	if (!follow_last) return;
+	rc = dlb_resolve_known(table, abs, known, 1, canon, &r);
+	if (rc == DLB_BUNDLED) mark_parent(canon, r.len);
+	else if (rc == DLB_KNOWN_ERR && r.err == DLB_ENOENT && r.len) mark_parent(canon, r.len);
+}
+
+/* ---- calls that write: mark, then the real call ---- */
+
+
+/* Each wrapper falls back to the system call where this glibc lacks the
+ * function (renameat2 before 2.28, mknod before 2.33 ...). */
+int creat(const char *p, mode_t m) { mark_written(AT_FDCWD, p, 1); return real_creat ? real_creat(p, m) : (int)syscall(SYS_openat, AT_FDCWD, p, O_CREAT | O_WRONLY | O_TRUNC, m); }
+int creat64(const char *p, mode_t m) { mark_written(AT_FDCWD, p, 1); return real_creat64 ? real_creat64(p, m) : (int)syscall(SYS_openat, AT_FDCWD, p, O_CREAT | O_WRONLY | O_TRUNC, m); }
+int rename(const char *a, const char *b) { mark_written(AT_FDCWD, a, 0); mark_written(AT_FDCWD, b, 0); return real_rename(a, b); }
+int renameat(int fa, const char *a, int fb, const char *b) { mark_written(fa, a, 0); mark_written(fb, b, 0); return real_renameat(fa, a, fb, b); }
+int renameat2(int fa, const char *a, int fb, const char *b, unsigned fl)
+{
+	mark_written(fa, a, 0);
+	mark_written(fb, b, 0);
+	return real_renameat2 ? real_renameat2(fa, a, fb, b, fl) : (int)syscall(SYS_renameat2, fa, a, fb, b, fl);
+}
+int unlink(const char *p) { mark_written(AT_FDCWD, p, 0); return real_unlink(p); }
+int unlinkat(int fd, const char *p, int fl) { mark_written(fd, p, 0); return real_unlinkat(fd, p, fl); }
+int remove(const char *p) { mark_written(AT_FDCWD, p, 0); return real_remove(p); }
+int mkdir(const char *p, mode_t m) { mark_written(AT_FDCWD, p, 0); return real_mkdir(p, m); }
+int mkdirat(int fd, const char *p, mode_t m) { mark_written(fd, p, 0); return real_mkdirat(fd, p, m); }
+int rmdir(const char *p) { mark_written(AT_FDCWD, p, 0); return real_rmdir(p); }
+int symlink(const char *t, const char *p) { mark_written(AT_FDCWD, p, 0); return real_symlink(t, p); }
+int symlinkat(const char *t, int fd, const char *p) { mark_written(fd, p, 0); return real_symlinkat(t, fd, p); }
+int link(const char *a, const char *b) { mark_written(AT_FDCWD, a, 0); mark_written(AT_FDCWD, b, 0); return real_link(a, b); }
+int linkat(int fa, const char *a, int fb, const char *b, int fl)
+{
+	/* The source's nlink and ctime change too: its directory is dirty. */
+	mark_written(fa, a, !!(fl & AT_SYMLINK_FOLLOW));
+	mark_written(fb, b, 0);
+	return real_linkat(fa, a, fb, b, fl);
+}
+int truncate(const char *p, off_t n) { mark_written(AT_FDCWD, p, 1); return real_truncate(p, n); }
+int truncate64(const char *p, off64_t n) { mark_written(AT_FDCWD, p, 1); return real_truncate64(p, n); }
+int utime(const char *p, const struct utimbuf *t) { mark_written(AT_FDCWD, p, 1); return real_utime(p, t); }
+int utimes(const char *p, const struct timeval t[2]) { mark_written(AT_FDCWD, p, 1); return real_utimes(p, t); }
+int lutimes(const char *p, const struct timeval t[2]) { mark_written(AT_FDCWD, p, 0); return real_lutimes(p, t); }
+int futimesat(int fd, const char *p, const struct timeval t[2]) { if (p) mark_written(fd, p, 1); return real_futimesat(fd, p, t); }
+int utimensat(int fd, const char *p, const struct timespec t[2], int fl)
+{
+	if (p) mark_written(fd, p, !(fl & AT_SYMLINK_NOFOLLOW)); /* NULL: futimens of fd */
+	return real_utimensat(fd, p, t, fl);
+}
+int chmod(const char *p, mode_t m) { mark_written(AT_FDCWD, p, 1); return real_chmod(p, m); }
+int fchmodat(int fd, const char *p, mode_t m, int fl) { mark_written(fd, p, !(fl & AT_SYMLINK_NOFOLLOW)); return real_fchmodat(fd, p, m, fl); }
+int chown(const char *p, uid_t u, gid_t g) { mark_written(AT_FDCWD, p, 1); return real_chown(p, u, g); }
+int lchown(const char *p, uid_t u, gid_t g) { mark_written(AT_FDCWD, p, 0); return real_lchown(p, u, g); }
+int fchownat(int fd, const char *p, uid_t u, gid_t g, int fl) { mark_written(fd, p, !(fl & AT_SYMLINK_NOFOLLOW)); return real_fchownat(fd, p, u, g, fl); }
+int mknod(const char *p, mode_t m, dev_t d) { mark_written(AT_FDCWD, p, 0); return real_mknod ? real_mknod(p, m, d) : (int)syscall(SYS_mknodat, AT_FDCWD, p, m, d); }
+int mknodat(int fd, const char *p, mode_t m, dev_t d) { mark_written(fd, p, 0); return real_mknodat ? real_mknodat(fd, p, m, d) : (int)syscall(SYS_mknodat, fd, p, m, d); }
+int mkfifo(const char *p, mode_t m) { mark_written(AT_FDCWD, p, 0); return real_mkfifo(p, m); }
+int mkfifoat(int fd, const char *p, mode_t m) { mark_written(fd, p, 0); return real_mkfifoat(fd, p, m); }
+
+/* ---- readdir: d_ino of a bundled directory's listing as the original's ----
+ *
+ * opendir of a bundled directory reads STAGE/list, whose placeholders have
+ * the stage's inode numbers. The DIR streams we opened are remembered (a
+ * fixed table, claimed with a compare-and-swap); readdir looks each name up
+ * and shows the table's ino (the source's st_ino for bundled names, the d_ino
+ * the build read for listed-only ones; "." and ".." the directory's and its
+ * parent's when the table has them). More than DIR_TRACK streams open at once,
+ * or an image without recorded inodes: the stage's numbers show. */
+#define DIR_TRACK 64
+static struct { DIR *d; const struct dlb_entry *e; } dir_track[DIR_TRACK];
+
+static void dir_note(DIR *d, const struct dlb_entry *e)
+{
+	for (int i = 0; d && i < DIR_TRACK; i++) {
+		DIR *none = NULL;
+		if (__atomic_compare_exchange_n(&dir_track[i].d, &none, d, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			__atomic_store_n(&dir_track[i].e, e, __ATOMIC_RELEASE);
+			return;
+		}
+	}
+}
+
+static const struct dlb_entry *dir_entry(DIR *d)
+{
+	for (int i = 0; d && i < DIR_TRACK; i++)
+		if (__atomic_load_n(&dir_track[i].d, __ATOMIC_ACQUIRE) == d) return __atomic_load_n(&dir_track[i].e, __ATOMIC_ACQUIRE);
+	return NULL;
+}
+
+/* native_ino returns the ino readdir should show for name in directory e,
+ * or 0 to leave the kernel's. */
+static uint64_t native_ino(const struct dlb_entry *e, const char *name)
+{
+	const char *dp = dlb_str(table, e->path);
+	size_t dn = e->path_len, nn = strlen(name);
+	if (!strcmp(name, ".")) return e->ino;
+	if (!strcmp(name, "..")) {
+		while (dn > 1 && dp[dn - 1] != '/') dn--;
+		if (dn > 1) dn--;
+		const struct dlb_entry *p = dlb_lookup(table, dp, dn);
+		return p ? p->ino : 0;
+	}
+	if (dn + 1 + nn >= DLB_PATH_MAX) return 0;
+	uint64_t h = dlb_hash_more(dlb_hash(dp, dn), dn == 1 ? "" : "/", dn == 1 ? 0 : 1);
+	h = dlb_hash_more(h, name, nn);
+	char p[DLB_PATH_MAX];
+	size_t o = dn;
+	memcpy(p, dp, dn);
+	if (dn != 1) p[o++] = '/';
+	memcpy(p + o, name, nn);
+	const struct dlb_entry *c = dlb_lookup_h(table, p, o + nn, h);
+	return c ? c->ino : 0;
+}
+
+struct dirent *readdir(DIR *d)
+{
+	ensure_init();
+	struct dirent *de = real_readdir(d);
+	const struct dlb_entry *e = de ? dir_entry(d) : NULL;
+	uint64_t ino = e ? native_ino(e, de->d_name) : 0;
+	if (ino) de->d_ino = ino;
+	return de;
+}
+struct dirent64 *readdir64(DIR *d)
+{
+	ensure_init();
+	struct dirent64 *de = real_readdir64(d);
+	const struct dlb_entry *e = de ? dir_entry(d) : NULL;
+	uint64_t ino = e ? native_ino(e, de->d_name) : 0;
+	if (ino) de->d_ino = ino;
+	return de;
+}
+int closedir(DIR *d)
+{
+	ensure_init();
+	for (int i = 0; d && i < DIR_TRACK; i++) {
+		DIR *x = d;
+		if (__atomic_compare_exchange_n(&dir_track[i].d, &x, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) break;
+	}
+	return real_closedir(d);
+}
+
+/* ---- fstat of a staged fd: the original's attributes ----
+ *
+ * An open served from the stage remembers fd -> entry (fds below FD_TRACK).
+ * fstat of such an fd makes the real call and, when the result is still the
+ * staged copy of that entry (the stage's st_dev, same size and mtime: the fd
+ * may have been closed behind our back, e.g. by fclose, and reused), answers
+ * with the table's attributes: ino, dev, nlink, times as the original. */
+#define FD_TRACK 1024
+static const struct dlb_entry *fd_track[FD_TRACK];
+static void fd_note(int fd, const struct dlb_entry *e)
+{
+	if (fd >= 0 && fd < FD_TRACK) __atomic_store_n(&fd_track[fd], e, __ATOMIC_RELEASE);
+}
+
+static const struct dlb_entry *fd_staged(int fd, const struct stat *st)
+{
+	if (fd < 0 || fd >= FD_TRACK || !stage_dev) return NULL;
+	const struct dlb_entry *e = __atomic_load_n(&fd_track[fd], __ATOMIC_ACQUIRE);
+	if (!e || st->st_dev != stage_dev || !S_ISREG(st->st_mode) || st->st_size != e->size ||
+	    (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec != e->mtime_ns)
+		return NULL;
+	return e;
+}
+
+static void fstat_fix(int fd, struct stat *st)
+{
+	const struct dlb_entry *e = fd_staged(fd, st);
+	if (e) fill_stat(st, e);
+}
+
+int fstat(int fd, struct stat *st)
+{
+	ensure_init();
+	int rc = real_fstat ? real_fstat(fd, st) : sys_fstatat(fd, "", st, AT_EMPTY_PATH);
+	if (rc == 0) fstat_fix(fd, st);
+	return rc;
+}
+int fstat64(int fd, struct stat64 *st) { return fstat(fd, (struct stat *)st); }
+int __fxstat(int ver, int fd, struct stat *st) { (void)ver; return fstat(fd, st); }
+int __fxstat64(int ver, int fd, struct stat64 *st) { (void)ver; return fstat(fd, (struct stat *)st); }
+
+/* ---- realpath: component by component, the table first ----
+ *
+ * res is always canonical (real directories, no symlinks): it starts at "/"
+ * or at getcwd's answer, so ".." pops it. Each next component is looked up
+ * in the table as res + "/" + name (a real path); the table answers
+ * directories, files, symlinks (their text), missing names and names absent
+ * from a bundled directory's complete listing; an external entry whose mode
+ * says directory or regular file exists as such. Only components the table
+ * cannot decide (outside the image, external symlinks or unknown types, or
+ * below a directory this process wrote into) cost an lstat (and a readlink)
+ * on the file system; *native counts them. Returns 0 (res filled), a
+ * positive errno, or -1 when it cannot (the caller uses libc's). */
+static int in_stage(const char *p, size_t n)
+{
+	size_t sl = stage_root_len > 5 ? stage_root_len - 5 : 0;
+	return sl && n >= sl && !memcmp(p, stage_root, sl) && (n == sl || p[sl] == '/');
+}
+
+static int rp_walk(const char *path, char *res, int *native, char *first)
+{
+	char rest[DLB_PATH_MAX], tmp[DLB_PATH_MAX];
+	size_t rn = strlen(path), on, p = 0;
+	int links = 0;
+	*native = 0;
+	if (rn == 0) return ENOENT;
+	if (rn >= DLB_PATH_MAX) return -1;
+	memcpy(rest, path, rn + 1);
+	if (path[0] == '/') { on = 0; }
+	else {
+		long n = syscall(SYS_getcwd, res, DLB_PATH_MAX);
+		if (n <= 1 || res[0] != '/') return -1;
+		on = (size_t)n - 1;
+		if (on == 1) on = 0; /* "/" */
+	}
+	/* The stage is never looked up through the table (see lookup). */
+	if ((on && in_stage(res, on)) || in_stage(path, rn)) return -1;
+	if (!on) {
+		/* Fast: the whole path decided by the resolver (a clean bundled
+		 * path is one lookup), as every other call does. */
+		struct dlb_res r;
+		switch (dlb_resolve(table, path, 1, res, &r)) {
+		case DLB_BUNDLED: return 0;
+		case DLB_KNOWN_ERR: return r.err;
+		}
+	}
+	const struct dlb_entry *cur = on ? dlb_lookup(table, res, on) : dlb_lookup(table, "/", 1);
+	int outside = 0; /* below a directory the process wrote into: the file system decides */
+	if (on && dirty_covered(res, on)) outside = 1;
+	if (!on && __atomic_load_n(&dirty_all, __ATOMIC_ACQUIRE)) outside = 1;
+	for (;;) {
+		while (p < rn && rest[p] == '/') p++;
+		if (p >= rn) break;
+		size_t q = p;
+		while (q < rn && rest[q] != '/') q++;
+		size_t cn = q - p, after = q;
+		while (after < rn && rest[after] == '/') after++;
+		int more = after < rn, slash_after = q < rn;
+		if (cn == 1 && rest[p] == '.') { p = q; continue; }
+		if (cn == 2 && rest[p] == '.' && rest[p + 1] == '.') {
+			while (on > 0 && res[on - 1] != '/') on--;
+			if (on > 0) on--;
+			cur = on ? dlb_lookup(table, res, on) : dlb_lookup(table, "/", 1);
+			p = q;
+			continue;
+		}
+		if (on + 1 + cn >= DLB_PATH_MAX) return ENAMETOOLONG;
+		const struct dlb_entry *parent = cur;
+		res[on] = '/';
+		memcpy(res + on + 1, rest + p, cn);
+		size_t nn = on + 1 + cn;
+		res[nn] = 0;
+		/* Into the stage (e.g. /proc/self/exe of a staged executable): its
+		 * directories may be absent from listings taken before it existed;
+		 * libc's realpath and strip_stage answer that. */
+		if (in_stage(res, nn)) return -1;
+		if (!outside && dirty_covered(res, nn)) outside = 1;
+		const struct dlb_entry *e = outside ? NULL : dlb_lookup(table, res, nn);
+		unsigned type = 0; /* S_IFMT of the component, 0: ask the file system */
+		if (e) {
+			switch (e->type) {
+			case DLB_MISSING: return ENOENT;
+			case DLB_DIR: type = S_IFDIR; break;
+			case DLB_REG: type = S_IFREG; break;
+			case DLB_SYMLINK: type = S_IFLNK; break;
+			case DLB_EXTERNAL:
+				if ((e->mode & S_IFMT) == S_IFDIR || (e->mode & S_IFMT) == S_IFREG) type = e->mode & S_IFMT;
+				break;
+			}
+		} else if (!outside && parent && parent->type == DLB_DIR) {
+			return ENOENT; /* absent from a complete listing */
+		} else if (!outside) {
+			/* A prefix outside the image (e.g. /home above a bundled tree):
+			 * when a deeper component as written is a table key, these are
+			 * real directories (keys are real paths) and need no lstat. */
+			size_t tn = nn, tp = q;
+			for (;;) {
+				while (tp < rn && rest[tp] == '/') tp++;
+				size_t tq = tp;
+				while (tq < rn && rest[tq] != '/') tq++;
+				if (tq == tp || (tq - tp == 1 && rest[tp] == '.') || (tq - tp == 2 && rest[tp] == '.' && rest[tp + 1] == '.'))
+					break;
+				if (tn + 1 + (tq - tp) >= DLB_PATH_MAX) break;
+				res[tn] = '/';
+				memcpy(res + tn + 1, rest + tp, tq - tp);
+				if (dirty_covered(res, tn + 1 + (tq - tp))) break;
+				if (dlb_lookup(table, res, tn + 1 + (tq - tp))) {
+					on = tn; /* the key's component is looked up next, as usual */
+					cur = NULL;
+					p = tp;
+					break;
+				}
+				tn += 1 + (tq - tp);
+				tp = tq;
+			}
+			if (p == tp && on == tn) continue;
+		}
+		if (!type) {
+			struct stat st;
+			if (!(*native)++) memcpy(first, res, nn + 1); /* for the report: what reached the file system */
+			long rc = syscall(SYS_newfstatat, AT_FDCWD, res, &st, AT_SYMLINK_NOFOLLOW);
+			if (rc < 0) return errno;
+			type = st.st_mode & S_IFMT;
+			e = NULL;
+		}
+		if (type == S_IFLNK) {
+			if (++links > 40) return ELOOP;
+			size_t tn;
+			if (e && e->type == DLB_SYMLINK) {
+				tn = e->target_len;
+				if (tn >= sizeof tmp) return ENAMETOOLONG;
+				memcpy(tmp, dlb_str(table, e->target), tn);
+			} else {
+				++*native;
+				long n = syscall(SYS_readlinkat, AT_FDCWD, res, tmp, sizeof tmp - 1);
+				if (n < 0) return errno;
+				tn = (size_t)n;
+			}
+			if (tn == 0) return ENOENT;
+			size_t an = rn - q;
+			if (tn + an >= sizeof tmp) return ENAMETOOLONG;
+			memcpy(tmp + tn, rest + q, an);
+			tmp[tn + an] = 0;
+			memcpy(rest, tmp, tn + an + 1);
+			rn = tn + an;
+			p = 0;
+			if (tmp[0] == '/') on = 0;
+			cur = on ? dlb_lookup(table, res, on) : dlb_lookup(table, "/", 1);
+			if (outside && !dirty_covered(res, on)) outside = on == 0 && __atomic_load_n(&dirty_all, __ATOMIC_ACQUIRE);
+			continue;
+		}
+		if (type != S_IFDIR && (more || slash_after)) return ENOTDIR;
+		on = nn;
+		cur = e;
+		p = q;
+	}
+	if (on == 0) { res[0] = '/'; res[1] = 0; }
+	else res[on] = 0;
+	return 0;
+}
+
+/* cwd_prefix: p[0:n] is the working directory or one of its ancestors
+ * (getcwd: one local system call, asked only for ".." over a component the
+ * table does not know). */
+static int cwd_prefix(const char *p, size_t n)
+{
+	char cwd[DLB_PATH_MAX];
+	long k = syscall(SYS_getcwd, cwd, sizeof cwd);
+	if (k <= 1 || cwd[0] != '/' || (size_t)k - 1 < n) return 0;
+	return !memcmp(cwd, p, n) && (cwd[n] == '/' || cwd[n] == 0);
 }

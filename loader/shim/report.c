@@ -1,32 +1,48 @@
-/* report.c — see report.h. */
+/* report.c — see report.h; the line itself is written by reportfmt.h. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "report.h"
+#include "reportfmt.h"
 #include "table.h"
 
+/* Bounds (docs/loader.md, "Reports"): the first MAX_PATHS distinct
+ * passed-through paths are kept whole in ARENA bytes; distinctness is
+ * tracked for SEEN_MAX paths. Everything lives in .bss: pages never written
+ * cost nothing. */
 #define MAX_PATHS 512
-#define PATH_SLOT 256
+#define ARENA (256u << 10)
+#define SEEN_MAX 4096
+#define LINE_CAP (512u << 10)
 
-static char report_file[1024];
+static char report_file[DLB_PATH_MAX];
 static uint64_t counts[3];
-static uint64_t path_hash[MAX_PATHS * 2]; /* open-addressing set of seen passed-through paths */
-static char paths[MAX_PATHS][PATH_SLOT];
-static uint32_t npaths, dropped;
+static uint64_t seen[SEEN_MAX]; /* open-addressing set of hashes of passed-through paths */
+static struct slot {
+	uint32_t off, len1; /* len1 = length + 1, stored last: 0 while a thread still copies */
+} slots[MAX_PATHS];
+static char arena[ARENA];
+static uint32_t nslots, nseen;
+static uint64_t arena_used;
+static uint64_t dropped;
 static pid_t report_pid; /* the process whose counts these are */
 
 /* After fork the child starts counting afresh (the parent reports its own). */
 static void report_child_reset(void)
 {
-	report_pid = getpid();
+	report_pid = (pid_t)syscall(SYS_getpid);
 	memset(counts, 0, sizeof counts);
-	memset(path_hash, 0, sizeof path_hash);
-	npaths = dropped = 0;
+	if (nseen) { /* (untouched .bss stays unwritten: no page faults per fork) */
+		memset(seen, 0, sizeof seen);
+		memset(slots, 0, sizeof slots);
+	}
+	nslots = nseen = 0;
+	arena_used = 0;
+	dropped = 0;
 }
 
 void report_init(void)
@@ -34,8 +50,28 @@ void report_init(void)
 	const char *f = getenv("DLBUNDLE_REPORT");
 	if (!f || !f[0] || strlen(f) >= sizeof report_file) return;
 	strcpy(report_file, f);
-	report_pid = getpid();
+	report_pid = (pid_t)syscall(SYS_getpid);
 	pthread_atfork(NULL, NULL, report_child_reset);
+}
+
+/* keep copies a new distinct path into the arena, or counts it as dropped. */
+static void keep(const char *p, size_t n)
+{
+	/* Claims are made only when they look like they fit, so arena_used
+	 * passes ARENA by at most one path per racing thread. */
+	if (__atomic_load_n(&nslots, __ATOMIC_RELAXED) >= MAX_PATHS || n > ARENA ||
+	    __atomic_load_n(&arena_used, __ATOMIC_RELAXED) > ARENA - n)
+		goto drop;
+	uint64_t off = __atomic_fetch_add(&arena_used, n, __ATOMIC_RELAXED);
+	if (off > ARENA - n) goto drop;
+	uint32_t i = __atomic_fetch_add(&nslots, 1, __ATOMIC_RELAXED);
+	if (i >= MAX_PATHS) goto drop;
+	memcpy(arena + off, p, n);
+	slots[i].off = (uint32_t)off;
+	__atomic_store_n(&slots[i].len1, (uint32_t)n + 1, __ATOMIC_RELEASE);
+	return;
+drop:
+	__atomic_fetch_add(&dropped, 1, __ATOMIC_RELAXED);
 }
 
 void report_count(int kind, const char *p)
@@ -45,62 +81,51 @@ void report_count(int kind, const char *p)
 	if (kind != REPORT_PASSED || !p) return;
 	size_t n = strlen(p);
 	uint64_t h = dlb_hash(p, n) | 1;
-	for (uint32_t i = (uint32_t)h % (MAX_PATHS * 2), k = 0; k < MAX_PATHS * 2; k++, i = (i + 1) % (MAX_PATHS * 2)) {
-		uint64_t cur = __atomic_load_n(&path_hash[i], __ATOMIC_RELAXED);
+	for (uint32_t i = (uint32_t)h % SEEN_MAX, k = 0; k < SEEN_MAX; k++, i = (i + 1) % SEEN_MAX) {
+		uint64_t cur = __atomic_load_n(&seen[i], __ATOMIC_RELAXED);
 		if (cur == h) return; /* seen */
 		if (cur != 0) continue;
-		if (!__atomic_compare_exchange_n(&path_hash[i], &cur, h, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-			if (cur == h) return;
-			continue;
+		if (__atomic_compare_exchange_n(&seen[i], &cur, h, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+			__atomic_fetch_add(&nseen, 1, __ATOMIC_RELAXED);
+			keep(p, n);
+			return;
 		}
-		uint32_t slot = __atomic_fetch_add(&npaths, 1, __ATOMIC_RELAXED);
-		if (slot >= MAX_PATHS) { __atomic_fetch_add(&dropped, 1, __ATOMIC_RELAXED); return; }
-		if (n >= PATH_SLOT) n = PATH_SLOT - 1;
-		memcpy(paths[slot], p, n);
-		paths[slot][n] = 0;
-		return;
+		if (cur == h) return;
 	}
+	/* The set is full (more than SEEN_MAX distinct paths): from here on
+	 * "dropped" may count a path more than once (docs/loader.md). */
+	__atomic_fetch_add(&dropped, 1, __ATOMIC_RELAXED);
 }
 
-static size_t put_json_string(char *out, size_t cap, size_t o, const char *s)
-{
-	if (o + 2 >= cap) return o;
-	out[o++] = '"';
-	for (; *s && o + 8 < cap; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\') { out[o++] = '\\'; out[o++] = (char)c; }
-		else if (c < 0x20) o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
-		else out[o++] = (char)c;
-	}
-	out[o++] = '"';
-	return o;
-}
-
-/* One JSON line per process: {"pid","exe","answered","missing","passed","passed_paths","dropped"}.
- * Written by the destructor (exit) or by _exit (below). A vfork child shares
- * the parent's memory and counts: it does not report (its pid differs). */
+/* One JSON line per process (reportfmt.h), written by the destructor (exit)
+ * or by _exit (preload.c). Async-signal-safe: raw system calls and the
+ * hand-written formatter only. A vfork child shares the parent's memory and
+ * counts: it does not report (its pid differs). */
 __attribute__((destructor)) void report_write(void)
 {
-	static char line[MAX_PATHS * (PATH_SLOT + 4) + 8192];
+	/* Static, not on the stack: _exit may run on a small signal stack.
+	 * One writer per process (reported). */
+	static char line[LINE_CAP], exe[DLB_PATH_MAX];
+	static const char *ps[MAX_PATHS];
+	static size_t ls[MAX_PATHS];
 	static int reported;
-	if (!report_file[0] || (pid_t)syscall(SYS_getpid) != report_pid || reported) return;
-	reported = 1;
-	char exe[DLB_PATH_MAX];
+	if (!report_file[0] || (pid_t)syscall(SYS_getpid) != report_pid) return;
+	if (__atomic_exchange_n(&reported, 1, __ATOMIC_ACQ_REL)) return;
 	long en = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, sizeof exe - 1);
-	exe[en > 0 ? en : 0] = 0;
-	size_t o = (size_t)snprintf(line, sizeof line, "{\"pid\":%d,\"exe\":", (int)getpid());
-	o = put_json_string(line, sizeof line, o, exe);
-	o += (size_t)snprintf(line + o, sizeof line - o, ",\"answered\":%llu,\"missing\":%llu,\"passed\":%llu,\"passed_paths\":[",
-			      (unsigned long long)counts[REPORT_ANSWERED], (unsigned long long)counts[REPORT_MISSING],
-			      (unsigned long long)counts[REPORT_PASSED]);
-	uint32_t n = npaths < MAX_PATHS ? npaths : MAX_PATHS;
+	if (en < 0) en = 0;
+	uint32_t n = __atomic_load_n(&nslots, __ATOMIC_ACQUIRE);
+	if (n > MAX_PATHS) n = MAX_PATHS;
 	for (uint32_t i = 0; i < n; i++) {
-		if (i) line[o++] = ',';
-		o = put_json_string(line, sizeof line, o, paths[i]);
+		uint32_t l1 = __atomic_load_n(&slots[i].len1, __ATOMIC_ACQUIRE);
+		ps[i] = l1 ? arena + slots[i].off : NULL;
+		ls[i] = l1 ? l1 - 1 : 0;
 	}
-	o += (size_t)snprintf(line + o, sizeof line - o, "],\"dropped\":%u}\n", dropped);
+	uint64_t c[3];
+	for (int i = 0; i < 3; i++) c[i] = __atomic_load_n(&counts[i], __ATOMIC_RELAXED);
+	size_t len = dlb_report_line(line, sizeof line, (int64_t)report_pid, exe, (size_t)en, c, ps, ls, n,
+				     __atomic_load_n(&dropped, __ATOMIC_RELAXED));
 	int fd = (int)syscall(SYS_openat, AT_FDCWD, report_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (fd < 0) return;
-	syscall(SYS_write, fd, line, o);
+	syscall(SYS_write, fd, line, len);
 	syscall(SYS_close, fd);
 }

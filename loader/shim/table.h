@@ -10,9 +10,12 @@
 #include <stddef.h>
 
 #define DLB_PATH_MAX 4096
+/* The longest DLBUNDLE_STAGE the shim accepts (its fixed buffers hold the
+ * stage plus "/root" and a name; loader.checkStagePath refuses longer ones). */
+#define DLB_STAGE_MAX 1000
 
 enum { DLB_REG = 1, DLB_DIR = 2, DLB_SYMLINK = 3, DLB_MISSING = 4, DLB_EXTERNAL = 5 };
-enum { DLB_FLAG_ELF_EXEC = 1 };
+enum { DLB_FLAG_ELF_EXEC = 1, DLB_FLAG_BLOCKS = 2 /* blocks holds the source's st_blocks */ };
 
 struct dlb_header {
 	char magic[8];
@@ -25,7 +28,7 @@ struct dlb_entry {
 	uint32_t path, path_len, target, target_len;
 	uint8_t type, flags;
 	uint16_t reserved0;
-	uint32_t mode, uid, gid, nlink, reserved1;
+	uint32_t mode, uid, gid, nlink, blocks;
 	int64_t size, mtime_ns, atime_ns, ctime_ns;
 	uint64_t dev, ino;
 };
@@ -63,12 +66,19 @@ static inline int dlb_check(const void *base, size_t len)
 		return 0;
 	if (h->nbuckets == 0 || (h->nbuckets & (h->nbuckets - 1)) || h->nentries >= h->nbuckets)
 		return 0;
-	if (h->buckets + 4ull * h->nbuckets > len || h->entries + 96ull * h->nentries > len || (h->entries & 7))
+	/* Written so that no sum can wrap (offsets come from the file). */
+	if (h->buckets > len || 4ull * h->nbuckets > len - h->buckets || (h->buckets & 3))
+		return 0;
+	if (h->entries > len || 96ull * h->nentries > len - h->entries || (h->entries & 7))
 		return 0;
 	const uint32_t *b = (const uint32_t *)((const char *)base + h->buckets);
 	const struct dlb_entry *e = (const struct dlb_entry *)((const char *)base + h->entries);
-	for (uint32_t i = 0; i < h->nbuckets; i++)
+	uint32_t empty = 0; /* a probe sequence ends at an empty bucket: there must be one */
+	for (uint32_t i = 0; i < h->nbuckets; i++) {
 		if (b[i] > h->nentries) return 0;
+		empty += b[i] == 0;
+	}
+	if (!empty) return 0;
 	for (uint32_t i = 0; i < h->nentries; i++) {
 		if ((uint64_t)e[i].path + e[i].path_len >= len || (uint64_t)e[i].target + e[i].target_len >= len)
 			return 0;
@@ -101,13 +111,32 @@ static inline const struct dlb_entry *dlb_lookup(const void *base, const char *p
 	return dlb_lookup_h(base, p, n, dlb_hash(p, n));
 }
 
+/* DLB_DIRTY(p, n, h): the including file may name directories (canonical
+ * original paths, p[0:n] with FNV-1a hash h) that the process has written
+ * into: the walk leaves anything at or below them to the kernel (preload.c,
+ * read-your-writes). DLB_DIRTY_ANY(): some directory is; DLB_DIRTY_ALL():
+ * everything is. audit.c tracks none. */
+#ifndef DLB_DIRTY
+#define DLB_DIRTY(p, n, h) 0
+#define DLB_DIRTY_ANY() 0
+#define DLB_DIRTY_ALL() 0
+#endif
+/* DLB_REALDIR(p, n): p[0:n] is known to be a real directory (preload.c: the
+ * working directory or one of its ancestors, which getcwd names without
+ * symlinks), so ".." over it pops it even where the table does not know it
+ * (Python joins relative sys.path entries to getcwd() lexically). */
+#ifndef DLB_REALDIR
+#define DLB_REALDIR(p, n) 0
+#endif
+
 /* Outcomes of resolving a path against the table. */
 enum { DLB_UNKNOWN = 0, DLB_BUNDLED = 1, DLB_KNOWN_ERR = 2 };
 
 struct dlb_res {
 	const struct dlb_entry *ent; /* BUNDLED: the final entry (reg, dir, or symlink when not followed) */
-	int err;                     /* KNOWN_ERR: ENOENT, ENOTDIR or ELOOP (positive errno) */
-	size_t len;                  /* BUNDLED: length of out, the canonical original path */
+	int err;                     /* KNOWN_ERR: ENOENT, ENOTDIR, ELOOP or ENAMETOOLONG (positive errno) */
+	size_t len;                  /* BUNDLED: length of out, the canonical original path;
+	                                KNOWN_ERR ENOENT: of out up to the absent name */
 	int rewritten;               /* UNKNOWN: out holds an equivalent path with the table's symlinks substituted */
 };
 
@@ -131,6 +160,8 @@ static inline int dlb_unknown(struct dlb_res *r, char *out, size_t on, const cha
 #define DLB_ENOENT 2
 #define DLB_ENOTDIR 20
 #define DLB_ELOOP 40
+#define DLB_ENAMETOOLONG 36
+#define DLB_NAME_MAX 255
 
 /* dlb_resolve resolves the absolute path in against the table the way the
  * kernel would against the original file system, component by component:
@@ -142,17 +173,28 @@ static inline int dlb_unknown(struct dlb_res *r, char *out, size_t on, const cha
  * the caller passes the original path through. out receives the canonical
  * path ("/" is written as "/"). follow_last: follow a symlink in the last
  * component (stat vs lstat). */
-static inline int dlb_resolve(const void *base, const char *in, int follow_last, char *out, struct dlb_res *r)
+/* dlb_resolve_known is dlb_resolve for a path whose first `known` bytes are
+ * a canonical directory path (getcwd's answer: real directories, no
+ * symlinks), so ".." over those components is decided lexically even where
+ * the table does not know them (the kernel pops a real directory to its
+ * parent). */
+static inline int dlb_resolve_known(const void *base, const char *in, size_t known, int follow_last, char *out, struct dlb_res *r)
 {
 	char rest[DLB_PATH_MAX], tmp[DLB_PATH_MAX];
 	size_t rn = dlb_strlen(in), on = 0, p = 0;
+	size_t kd = 0; /* out[0:kd] is made of real directories (from the known prefix) */
+	size_t xd = 0; /* out[0:xd] ends with an external entry the table knows is a directory */
 	int links = 0;
 	r->rewritten = 0;
+	r->len = 0;
 	if (rn == 0 || in[0] != '/' || rn >= DLB_PATH_MAX) return DLB_UNKNOWN;
+	if (known > rn) known = 0;
+	if (DLB_DIRTY_ALL()) return DLB_UNKNOWN;
 	/* Fast path: the path as given is an entry (keys are clean paths, and
 	 * the format has no entry below a non-directory, so every ancestor of a
-	 * key is a directory the kernel would walk through). */
-	const struct dlb_entry *exact = dlb_lookup(base, in, rn);
+	 * key is a directory the kernel would walk through). Not when the
+	 * process wrote somewhere: an ancestor may be dirty. */
+	const struct dlb_entry *exact = DLB_DIRTY_ANY() ? NULL : dlb_lookup(base, in, rn);
 	if (exact && (exact->type == DLB_REG || exact->type == DLB_DIR)) {
 		dlb_memcpy(out, in, rn + 1);
 		r->ent = exact;
@@ -183,11 +225,14 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 			/* Popping a directory the table knows is what the kernel does
 			 * (a directory has one parent), whatever the prefix above it.
 			 * Popping a component the table does not know could be wrong
-			 * (natively it may be a symlink): leave that to the kernel. */
-			if (on > 0 && (!cur || cur->type != DLB_DIR))
+			 * (natively it may be a symlink): leave that to the kernel,
+			 * unless it is one of the known real directories. */
+			if (on > 0 && on > kd && on != xd && (!cur || cur->type != DLB_DIR) && !DLB_REALDIR(out, on))
 				return dlb_unknown(r, out, on, rest + p, rn - p, 1, links);
+			xd = 0;
 			while (on > 0 && out[on - 1] != '/') on--;
 			if (on > 0) on--;
+			if (kd > on) kd = on;
 			oh = dlb_hash(out, on);
 			cur = parent = on ? dlb_lookup_h(base, out, on, oh) : root; /* NULL: a prefix outside the image */
 			p = q;
@@ -200,9 +245,18 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 		dlb_memcpy(out + on + 1, rest + p, cn);
 		oh = dlb_hash_more(oh, out + on, 1 + cn);
 		on += 1 + cn;
+		/* Written into by this process: the kernel decides from here. */
+		if (DLB_DIRTY(out, on, oh)) return dlb_unknown(r, out, on - 1 - cn, rest + p, rn - p, 1, links);
+		if (q <= known && kd == on - 1 - cn) kd = on;
 		cur = dlb_lookup_h(base, out, on, oh);
 		if (!cur) {
-			if (parent && parent->type == DLB_DIR) { r->err = DLB_ENOENT; return DLB_KNOWN_ERR; }
+			if (parent && parent->type == DLB_DIR) {
+				/* The file system's lookup refuses a name longer than
+				 * NAME_MAX before it searches the directory. */
+				r->err = cn > DLB_NAME_MAX ? DLB_ENAMETOOLONG : DLB_ENOENT;
+				r->len = on;
+				return DLB_KNOWN_ERR;
+			}
 			/* A prefix outside the image (e.g. /home above a bundled tree):
 			 * keep walking, deeper components may be entries (the table keys
 			 * are the paths as the app used them). */
@@ -213,6 +267,7 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 		switch (cur->type) {
 		case DLB_MISSING:
 			r->err = DLB_ENOENT;
+			r->len = on;
 			return DLB_KNOWN_ERR;
 		case DLB_EXTERNAL:
 			/* Exists, not bundled (e.g. /tmp, listed in / but node-local).
@@ -220,6 +275,10 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 			 * format has nothing below a non-directory): walk through it as
 			 * a prefix outside the image. */
 			if (is_last) return dlb_unknown(r, out, on, rest + q, rn - q, 0, links);
+			/* Its mode says directory (a listing's d_type, or lstat at
+			 * build): ".." right after it pops it, as the kernel would
+			 * (its table path is a real path: no symlink above it). */
+			if ((cur->mode & 0170000) == 0040000) xd = on;
 			cur = NULL;
 			p = q;
 			continue;
@@ -241,6 +300,7 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 				dlb_memcpy(rest, tmp, tn + an + 1);
 				rn = tn + an;
 				p = 0;
+				known = 0; /* rest is the link's text now */
 				if (t[0] == '/') { on = 0; oh = DLB_HASH_INIT; cur = parent = root; }
 				else { on -= 1 + cn; oh = prev_oh; cur = parent; }
 				continue;
@@ -259,6 +319,11 @@ static inline int dlb_resolve(const void *base, const char *in, int follow_last,
 	r->ent = cur;
 	r->len = on;
 	return DLB_BUNDLED;
+}
+
+static inline int dlb_resolve(const void *base, const char *in, int follow_last, char *out, struct dlb_res *r)
+{
+	return dlb_resolve_known(base, in, 0, follow_last, out, r);
 }
 
 #endif

@@ -49,18 +49,48 @@ static const char *err(int e)
 static void pstat(const char *what, const char *rel, int rc, struct stat *st)
 {
 	if (rc != 0) { printf("%s %s: %s\n", what, rel, err(errno)); return; }
-	printf("%s %s: mode=%o size=%lld mtime=%lld.%09ld uid=%d gid=%d nlink=%lu ino=%lu dev=%lu\n", what, rel,
+	printf("%s %s: mode=%o size=%lld mtime=%lld.%09ld uid=%d gid=%d nlink=%lu ino=%lu dev=%lu "
+	       "atime=%lld.%09ld ctime=%lld.%09ld blocks=%lld blksize=%ld\n", what, rel,
 	       st->st_mode, (long long)st->st_size, (long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec, st->st_uid,
-	       st->st_gid, (unsigned long)st->st_nlink, (unsigned long)st->st_ino, (unsigned long)st->st_dev);
+	       st->st_gid, (unsigned long)st->st_nlink, (unsigned long)st->st_ino, (unsigned long)st->st_dev,
+	       (long long)st->st_atim.tv_sec, st->st_atim.tv_nsec, (long long)st->st_ctim.tv_sec, st->st_ctim.tv_nsec,
+	       (long long)st->st_blocks, (long)st->st_blksize);
 }
 
 static const char *rels[] = {
 	"", "/lib", "/lib/libprobe.so", "/lib/libdep.so", "/lib/link-to-probe.so", "/lib/abs-link.so", "/lib/dangling",
 	"/lib/loop1", "/lib/nope.so", "/lib/libprobe.so/x", "/data", "/data/hello.txt", "/data/", "/data/./hello.txt",
 	"/data/../lib/libdep.so", "/data/sub/../hello.txt", "/nolib/libx.so", "/bin/probe", "/data/noperm.txt",
-	"/data/notlisted.txt", "/lib/plugins",
+	"/data/notlisted.txt", "/lib/plugins", "/data/hard.txt", "/data/big",
 };
 #define NRELS (sizeof rels / sizeof *rels)
+
+/* relpaths: paths relative to a working directory the image does not
+ * bundle (T/../outside/sub: listed, external), with ".." over it. */
+static const char *relrels[] = {
+	"../../tree/data/hello.txt", "../../tree/lib/link-to-probe.so", "../../tree/data/../lib/libdep.so",
+	"../../tree/nolib/x", "../file", ".", "..", "../../tree/lib/to-outside-dir/sub/../file", "./../../tree/data/sub/x",
+};
+static void relpaths(void)
+{
+	char d[4096];
+	snprintf(d, sizeof d, "%s/../outside/sub", T);
+	if (chdir(d) != 0) { printf("chdir: %s\n", err(errno)); return; }
+	for (unsigned i = 0; i < sizeof relrels / sizeof *relrels; i++) {
+		const char *p = relrels[i];
+		struct stat st;
+		pstat("rel stat", p, stat(p, &st), &st);
+		pstat("rel lstat", p, lstat(p, &st), &st);
+		char *r = realpath(p, NULL);
+		printf("rel realpath %s: %s\n", p, r ? r : err(errno));
+		free(r);
+		int fd = open(p, O_RDONLY);
+		printf("rel open %s: %s\n", p, fd >= 0 ? "ok" : err(errno));
+		if (fd >= 0) close(fd);
+		printf("rel access %s: %s\n", p, access(p, R_OK) == 0 ? "ok" : err(errno));
+	}
+	if (chdir("/") != 0) printf("chdir /: %s\n", err(errno));
+}
 
 static void stats(void)
 {
@@ -73,9 +103,10 @@ static void stats(void)
 		pstat("fstatat-nofollow", rels[i], fstatat(AT_FDCWD, p, &st, AT_SYMLINK_NOFOLLOW), &st);
 		struct statx sx;
 		if (statx(AT_FDCWD, p, 0, STATX_BASIC_STATS, &sx) != 0) printf("statx %s: %s\n", rels[i], err(errno));
-		else printf("statx %s: mode=%o size=%llu mtime=%lld.%09u ino=%llu dev=%u:%u\n", rels[i], sx.stx_mode,
-			    (unsigned long long)sx.stx_size, (long long)sx.stx_mtime.tv_sec, sx.stx_mtime.tv_nsec,
-			    (unsigned long long)sx.stx_ino, sx.stx_dev_major, sx.stx_dev_minor);
+		else printf("statx %s: mode=%o size=%llu mtime=%lld.%09u ino=%llu dev=%u:%u atime=%lld.%09u nlink=%u blocks=%llu\n",
+			    rels[i], sx.stx_mode, (unsigned long long)sx.stx_size, (long long)sx.stx_mtime.tv_sec,
+			    sx.stx_mtime.tv_nsec, (unsigned long long)sx.stx_ino, sx.stx_dev_major, sx.stx_dev_minor,
+			    (long long)sx.stx_atime.tv_sec, sx.stx_atime.tv_nsec, sx.stx_nlink, (unsigned long long)sx.stx_blocks);
 		for (int m = 0; m < 4; m++) {
 			int modes[] = {F_OK, R_OK, W_OK, X_OK};
 			int rc = access(p, modes[m]);
@@ -94,11 +125,20 @@ static void stats(void)
 			char c[64];
 			ssize_t k = read(fd, c, sizeof c);
 			printf("open %s: read %zd\n", rels[i], k);
+			pstat("fstat", rels[i], fstat(fd, &st), &st);
+			pstat("fstatat-empty", rels[i], fstatat(fd, "", &st, AT_EMPTY_PATH), &st);
+			if (statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS, &sx) == 0)
+				printf("statx-fd %s: ino=%llu nlink=%u dev=%u:%u atime=%lld\n", rels[i], (unsigned long long)sx.stx_ino,
+				       sx.stx_nlink, sx.stx_dev_major, sx.stx_dev_minor, (long long)sx.stx_atime.tv_sec);
 			close(fd);
 		}
 		FILE *f = fopen(p, "r");
 		if (!f) printf("fopen %s: %s\n", rels[i], err(errno));
-		else { printf("fopen %s: ok\n", rels[i]); fclose(f); }
+		else {
+			printf("fopen %s: ok\n", rels[i]);
+			pstat("fstat-fopen", rels[i], fstat(fileno(f), &st), &st);
+			fclose(f);
+		}
 	}
 }
 
@@ -114,7 +154,7 @@ static void listdir(const char *rel)
 	struct dirent *e;
 	while ((e = readdir(d)) && n < 512) {
 		char *s;
-		if (asprintf(&s, "%s type=%d", e->d_name, e->d_type) > 0) names[n++] = s;
+		if (asprintf(&s, "%s type=%d ino=%lu", e->d_name, e->d_type, (unsigned long)e->d_ino) > 0) names[n++] = s;
 	}
 	closedir(d);
 	qsort(names, (size_t)n, sizeof *names, cmpstr);
@@ -168,6 +208,9 @@ static void self(void)
 	char b[4096];
 	ssize_t n = readlink("/proc/self/exe", b, sizeof b);
 	printf("exe: %.*s\n", (int)(n < 0 ? 0 : n), b);
+	char *rp = realpath("/proc/self/exe", NULL); /* through /proc into the stage: the original */
+	printf("realpath exe: %s\n", rp ? rp : err(errno));
+	free(rp);
 	Dl_info info;
 	if (dladdr((void *)probe_lib_where, &info)) printf("dladdr: %s\n", info.dli_fname);
 	printf("lib: %d\n", probe_lib_where());
@@ -227,12 +270,15 @@ int main(int argc, char **argv)
 	T = argv[2];
 	setvbuf(stdout, NULL, _IOFBF, 1 << 16);
 	if (strcmp(argv[1], "paths") == 0) { paths(); return 0; }
+	if (strcmp(argv[1], "relpaths") == 0) { relpaths(); return 0; }
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	fds();
 	self();
 	if (strcmp(argv[1], "helper") == 0) return 0;
 	stats();
+	relpaths();
 	listdir("");
+	listdir("/data/big");
 	listdir("/lib");
 	listdir("/data");
 	listdir("/nolib");

@@ -20,12 +20,12 @@ def show_stat(what, rel, fn):
         print(what, rel, type(e).__name__, e.errno)
         return
     print(what, rel, oct(st.st_mode), st.st_size, st.st_mtime_ns, st.st_uid, st.st_gid,
-          st.st_nlink, st.st_ino, st.st_dev, st.st_ctime_ns)
+          st.st_nlink, st.st_ino, st.st_dev, st.st_ctime_ns, st.st_atime_ns, st.st_blocks, st.st_blksize)
 
 
 RELS = ["", "/py", "/py/pkg", "/py/pkg/__init__.py", "/py/pkg/data.txt", "/py/pkg/nope.py",
         "/lib/libprobe.so", "/lib/link-to-probe.so", "/lib/dangling", "/lib/loop1",
-        "/py/pkg/__init__.py/x", "/py/ns", "/py2/ns/b.py"]
+        "/py/pkg/__init__.py/x", "/py/ns", "/py2/ns/b.py", "/data/hard.txt", "/data/big", "/data"]
 for rel in RELS:
     show_stat("stat", rel, os.stat)
     show_stat("lstat", rel, os.lstat)
@@ -39,16 +39,35 @@ for rel in RELS:
     try:
         with open(T + rel, "rb") as f:
             print("open", rel, len(f.read()))
+            show_stat("fstat", rel, lambda p: os.fstat(f.fileno()))
     except OSError as e:
         print("open", rel, type(e).__name__, e.errno)
 
-for rel in ["", "/py", "/py/pkg", "/lib", "/nolib"]:
+for rel in ["", "/py", "/py/pkg", "/lib", "/nolib", "/data", "/data/big"]:
     try:
         print("listdir", rel, sorted(os.listdir(T + rel)))
-        print("scandir", rel, sorted((e.name, e.is_dir(), e.is_file(), e.is_symlink())
+        print("scandir", rel, sorted((e.name, e.is_dir(), e.is_file(), e.is_symlink(), e.inode())
                                      for e in os.scandir(T + rel)))
+        # natively DirEntry.inode() is stat's st_ino (no mount points here)
+        print("scandir inode==stat", rel, all(e.inode() == e.stat(follow_symlinks=False).st_ino
+                                                for e in os.scandir(T + rel)))
     except OSError as e:
         print("listdir", rel, type(e).__name__, e.errno)
+
+# Paths relative to a working directory the image does not bundle, with
+# ".." over it (resolved from getcwd's canonical answer, not passed through).
+os.chdir(T + "/../outside/sub")
+for rel in ["../../tree/py/pkg/mod.py", "../../tree/lib/link-to-probe.so", "./../../tree/py/../data/hello.txt",
+            "../../tree/py/nope.py", "../file"]:
+    show_stat("rel stat", rel, os.stat)
+    print("rel realpath", rel, os.path.realpath(rel), os.path.exists(rel))
+os.chdir("/")
+# shutil.copy2 copies atime and mtime: the copy's times are the original's.
+import shutil, tempfile  # noqa: E401,E402
+with tempfile.TemporaryDirectory() as td:
+    shutil.copy2(T + "/data/hello.txt", td + "/copy")
+    st = os.stat(td + "/copy")
+    print("copy2 times", st.st_atime_ns, st.st_mtime_ns)
 
 import pkg  # noqa: E402  (a regular package of the tree)
 import pkg.mod  # noqa: E402

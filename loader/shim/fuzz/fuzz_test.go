@@ -1,0 +1,333 @@
+//go:build cgo
+
+package shimfuzz
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"path"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// Entry types (docs/loader.md).
+const (
+	tReg, tDir, tSymlink, tMissing, tExternal = 1, 2, 3, 4, 5
+)
+
+type row struct {
+	path, target string
+	typ          uint8
+}
+
+func fnv(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// encode writes a table as docs/loader.md specifies it (an encoder of its
+// own, independent of loader/table.go: the spec is what both follow).
+func encode(rows []row) []byte {
+	nb := uint32(8)
+	for int(nb) < 2*len(rows) {
+		nb <<= 1
+	}
+	le := binary.LittleEndian
+	bo := uint64(64)
+	eo := (bo + 4*uint64(nb) + 7) &^ 7
+	so := eo + 96*uint64(len(rows))
+	buf := make([]byte, so)
+	str := func(s string) uint32 {
+		off := uint32(len(buf))
+		buf = append(buf, s...)
+		buf = append(buf, 0)
+		return off
+	}
+	for i, r := range rows {
+		h := fnv(r.path)
+		b := uint32(h) & (nb - 1)
+		for le.Uint32(buf[bo+4*uint64(b):]) != 0 {
+			b = (b + 1) & (nb - 1)
+		}
+		le.PutUint32(buf[bo+4*uint64(b):], uint32(i+1))
+		e := eo + 96*uint64(i)
+		le.PutUint64(buf[e:], h)
+		po := str(r.path)
+		le.PutUint32(buf[e+8:], po)
+		le.PutUint32(buf[e+12:], uint32(len(r.path)))
+		if r.typ == tSymlink {
+			le.PutUint32(buf[e+16:], str(r.target))
+			le.PutUint32(buf[e+20:], uint32(len(r.target)))
+		}
+		buf[e+24] = r.typ
+		mode := map[uint8]uint32{tReg: 0o100644, tDir: 0o40755, tSymlink: 0o120777}[r.typ]
+		le.PutUint32(buf[e+28:], mode)
+	}
+	copy(buf, "DLBTBL1\x00")
+	le.PutUint32(buf[8:], 1)
+	le.PutUint32(buf[12:], nb)
+	le.PutUint32(buf[16:], uint32(len(rows)))
+	le.PutUint64(buf[24:], bo)
+	le.PutUint64(buf[32:], eo)
+	le.PutUint64(buf[40:], so)
+	le.PutUint64(buf[48:], uint64(len(buf)))
+	return buf
+}
+
+// rowsOf turns fuzz text into table rows: one "TYPE PATH [TARGET]" a line,
+// with the parents of every path added as directories, as an image has them.
+func rowsOf(spec string) []row {
+	seen := map[string]bool{}
+	var rows []row
+	add := func(r row) {
+		if !seen[r.path] {
+			seen[r.path] = true
+			rows = append(rows, r)
+		}
+	}
+	add(row{path: "/", typ: tDir})
+	for _, l := range strings.Split(spec, "\n") {
+		f := strings.SplitN(l, " ", 3)
+		if len(f) < 2 || len(f[0]) != 1 || f[0][0] < '1' || f[0][0] > '5' {
+			continue
+		}
+		p := path.Clean("/" + f[1])
+		if strings.IndexByte(p, 0) >= 0 || seen[p] || len(p) >= PathMax {
+			continue
+		}
+		for d := path.Dir(p); d != "/"; d = path.Dir(d) {
+			if !seen[d] {
+				defer add(row{path: d, typ: tDir}) // a parent: a directory (unless listed itself)
+			}
+		}
+		r := row{path: p, typ: f[0][0] - '0'}
+		if r.typ == tSymlink {
+			if len(f) < 3 || f[2] == "" || strings.IndexByte(f[2], 0) >= 0 {
+				continue
+			}
+			r.target = f[2]
+		}
+		add(r)
+	}
+	// A path below a non-directory cannot exist (the format relies on it).
+	var out []row
+	for _, r := range rows {
+		ok := true
+		for d := path.Dir(r.path); d != "/" && ok; d = path.Dir(d) {
+			for _, x := range rows {
+				if x.path == d && x.typ != tDir {
+					ok = false
+				}
+			}
+		}
+		if ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// FuzzTableResolve: for tables written as the spec says, every entry is
+// found by exact lookup and a regular file or directory resolves to
+// itself; any path resolves (no crash, no out-of-bounds read: run with
+// -asan) to an answer the shim can use: a known error with an errno the
+// kernel uses, a bundled entry whose canonical path finds that entry, or
+// unknown (a rewritten path then is absolute and shorter than PATH_MAX).
+func FuzzTableResolve(f *testing.F) {
+	f.Add("2 /usr\n2 /usr/lib\n1 /usr/lib/libc.so.6\n3 /lib usr/lib\n4 /usr/lib/nope\n5 /tmp", "/lib/libc.so.6", true)
+	f.Add("3 /a/l1 l2\n3 /a/l2 l1\n1 /a/f", "/a/l1/../f/.", false)
+	f.Add("2 /d\n3 /d/up ..\n3 /d/abs /d/up/d", "/d/abs/up/abs/"+strings.Repeat("n", 300), true)
+	f.Fuzz(func(t *testing.T, spec, p string, follow bool) {
+		rows := rowsOf(spec)
+		tab := NewTable(encode(rows))
+		defer tab.Free()
+		if !tab.Check() {
+			t.Fatalf("dlb_check refused a table written as the spec says: %q", spec)
+		}
+		for i, r := range rows {
+			if got := tab.Lookup(r.path); got != i {
+				t.Fatalf("lookup %q = entry %d, want %d", r.path, got, i)
+			}
+			if r.typ == tReg || r.typ == tDir {
+				if res := tab.Resolve(r.path, follow); res.RC != Bundled || res.Entry != i || res.Out != r.path {
+					t.Fatalf("resolve %q = %+v, want entry %d", r.path, res, i)
+				}
+			}
+		}
+		if strings.IndexByte(p, 0) >= 0 {
+			return
+		}
+		res := tab.Resolve(p, follow)
+		switch res.RC {
+		case KnownErr:
+			switch res.Err {
+			case 2, 20, 36, 40: // ENOENT, ENOTDIR, ENAMETOOLONG, ELOOP
+			default:
+				t.Fatalf("resolve %q: errno %d", p, res.Err)
+			}
+		case Bundled:
+			if res.Entry < 0 || res.Entry >= len(rows) || tab.Lookup(res.Out) != res.Entry {
+				t.Fatalf("resolve %q = %+v: the canonical path does not find the entry", p, res)
+			}
+			if typ := rows[res.Entry].typ; typ == tMissing || typ == tExternal || typ == tSymlink && follow && res.Out == p {
+				t.Fatalf("resolve %q = bundled entry of type %d", p, typ)
+			}
+		case Unknown:
+			if res.Rewritten && (!strings.HasPrefix(res.Out, "/") || len(res.Out) >= PathMax) {
+				t.Fatalf("resolve %q rewrote it to %q", p, res.Out)
+			}
+		default:
+			t.Fatalf("resolve %q: outcome %d", p, res.RC)
+		}
+	})
+}
+
+// FuzzTableCheck: whatever bytes the table holds (a damaged or hostile
+// stage), dlb_check either refuses them or every lookup and resolution on
+// them stays inside the table and ends (run with -asan: an out-of-bounds
+// read is a crash).
+func FuzzTableCheck(f *testing.F) {
+	good := encode(rowsOf("1 /a/b\n3 /a/l b\n4 /a/m\n5 /x"))
+	f.Add(good, uint16(0), uint64(0), "/a/l")
+	f.Add(good, uint16(24), uint64(1)<<63, "/a/b")
+	f.Add(good, uint16(32), ^uint64(0)-7, "/x/y")
+	f.Fuzz(func(t *testing.T, b []byte, at uint16, v uint64, p string) {
+		if len(b) >= 8 && int(at)+8 <= len(b) {
+			b = bytes.Clone(b)
+			binary.LittleEndian.PutUint64(b[at:], v) // a targeted overwrite: offsets, counts
+		}
+		if len(b) >= 56 {
+			binary.LittleEndian.PutUint64(b[48:], uint64(len(b))) // else almost nothing passes
+		}
+		tab := NewTable(b)
+		defer tab.Free()
+		if !tab.Check() || strings.IndexByte(p, 0) >= 0 {
+			return
+		}
+		tab.Lookup(p)
+		tab.Resolve(p, true)
+		tab.Resolve(p, false)
+	})
+}
+
+// utf8Bytewise is what the writer makes of a path: each byte that is not
+// part of valid UTF-8 becomes U+FFFD.
+func utf8Bytewise(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b.WriteString("\uFFFD")
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// FuzzReportLine: whatever the paths, the line fits its buffer, is valid
+// JSON, lists a subsequence of the paths exactly (as UTF-8), and counts
+// every path it leaves out in "dropped".
+func FuzzReportLine(f *testing.F) {
+	f.Add("/usr/bin/python3", "/a\x00/b\"\\\x01\xff\x00/c", uint32(0), int64(42), uint64(3), uint16(0))
+	f.Add(strings.Repeat("\x01", 5000), strings.Repeat("\"\\", 3000), uint32(100), int64(-1), uint64(1)<<63, uint16(5))
+	f.Fuzz(func(t *testing.T, exe, blob string, extra uint32, pid int64, dropped uint64, absentMask uint16) {
+		if strings.IndexByte(exe, 0) >= 0 {
+			return
+		}
+		if dropped > 1<<62 {
+			dropped = 1 << 62 // no overflow of the count itself
+		}
+		var paths []*string
+		var want []string
+		for i, p := range strings.Split(blob, "\x00") {
+			if p == "" {
+				continue
+			}
+			if i < 16 && absentMask&(1<<i) != 0 {
+				paths = append(paths, nil)
+				continue
+			}
+			s := p
+			paths = append(paths, &s)
+			want = append(want, utf8Bytewise(p))
+		}
+		capacity := LineMin + int(extra%(1<<17))
+		counts := [3]uint64{uint64(len(exe)), uint64(pid), dropped}
+		line := ReportLine(capacity, pid, exe, counts, paths, dropped)
+		if len(line) > capacity {
+			t.Fatalf("line of %d bytes in a %d-byte buffer", len(line), capacity)
+		}
+		if !bytes.HasSuffix(line, []byte("}\n")) || !json.Valid(line) {
+			t.Fatalf("not a valid JSON line: %.300q", line)
+		}
+		var r struct {
+			PID         int64    `json:"pid"`
+			Exe         string   `json:"exe"`
+			Answered    uint64   `json:"answered"`
+			Missing     uint64   `json:"missing"`
+			Passed      uint64   `json:"passed"`
+			PassedPaths []string `json:"passed_paths"`
+			Dropped     uint64   `json:"dropped"`
+		}
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatal(err)
+		}
+		wexe := exe
+		if len(wexe) > ExeMax {
+			wexe = wexe[:ExeMax]
+		}
+		if r.PID != pid || r.Exe != utf8Bytewise(wexe) || r.Answered != counts[0] || r.Missing != counts[1] || r.Passed != counts[2] {
+			t.Fatalf("fields changed: %+v", r)
+		}
+		// The listed paths are the given ones in order, some left out.
+		j := 0
+		for _, p := range r.PassedPaths {
+			for j < len(want) && want[j] != p {
+				j++
+			}
+			if j == len(want) {
+				t.Fatalf("listed %q, which is not among the paths in order", p)
+			}
+			j++
+		}
+		if got := uint64(len(r.PassedPaths)) + r.Dropped; got != uint64(len(paths))+dropped {
+			t.Fatalf("%d listed + %d dropped != %d paths + %d dropped before", len(r.PassedPaths), r.Dropped, len(paths), dropped)
+		}
+	})
+}
+
+// TestTableCheckRefuses: tables that would make a lookup read outside the
+// table or never end. Found by FuzzTableCheck: a bucket offset near 2^64
+// wrapped the bounds check (heap-buffer-overflow under -asan).
+func TestTableCheckRefuses(t *testing.T) {
+	good := encode(rowsOf("1 /a/b\n3 /a/l b\n4 /a/m\n5 /x"))
+	le := binary.LittleEndian
+	nb := le.Uint32(good[12:])
+	for name, damage := range map[string]func(b []byte){
+		"buckets offset wraps": func(b []byte) { le.PutUint64(b[24:], ^uint64(0)) },
+		"entries offset wraps": func(b []byte) { le.PutUint64(b[32:], ^uint64(0)-95) },
+		"buckets unaligned":    func(b []byte) { le.PutUint64(b[24:], 65) },
+		// every bucket taken: a probe for an absent path never ends
+		"no empty bucket": func(b []byte) {
+			for i := uint32(0); i < nb; i++ {
+				le.PutUint32(b[64+4*i:], 1)
+			}
+		},
+	} {
+		b := bytes.Clone(good)
+		damage(b)
+		tab := NewTable(b)
+		if tab.Check() {
+			t.Errorf("%s: dlb_check accepted the table", name)
+		}
+		tab.Free()
+	}
+}

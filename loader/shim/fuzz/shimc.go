@@ -1,0 +1,138 @@
+//go:build cgo
+
+package shimfuzz
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/.. -O1 -Wall -fno-strict-aliasing
+#include <stdlib.h>
+#include <string.h>
+#include "table.h"
+#include "reportfmt.h"
+
+struct res {
+	int rc, err, rewritten;
+	size_t len;
+	long ent; // index of the entry (BUNDLED), or -1
+};
+
+static int check(const void *tab, size_t len) { return dlb_check(tab, len); }
+
+static struct res resolve(const void *tab, const char *path, int follow, char *out)
+{
+	struct dlb_res r;
+	struct res x = {0, 0, 0, 0, -1};
+	memset(&r, 0, sizeof r);
+	x.rc = dlb_resolve(tab, path, follow, out, &r);
+	x.err = r.err;
+	x.rewritten = r.rewritten;
+	x.len = r.len;
+	if (x.rc == DLB_BUNDLED) {
+		const struct dlb_header *h = tab;
+		x.ent = (long)(r.ent - (const struct dlb_entry *)((const char *)tab + h->entries));
+	}
+	return x;
+}
+
+static long lookup(const void *tab, const char *p, size_t n)
+{
+	const struct dlb_header *h = tab;
+	const struct dlb_entry *e = dlb_lookup(tab, p, n);
+	return e ? (long)(e - (const struct dlb_entry *)((const char *)tab + h->entries)) : -1;
+}
+
+static size_t line(char *out, size_t cap, long long pid, const char *exe, size_t exelen,
+		   unsigned long long a, unsigned long long m, unsigned long long p,
+		   const char *blob, const size_t *offs, const size_t *lens, const int *absent, unsigned n,
+		   unsigned long long dropped)
+{
+	const char *ps[n ? n : 1];
+	uint64_t c[3] = {a, m, p};
+	for (unsigned i = 0; i < n; i++) ps[i] = absent[i] ? NULL : blob + offs[i];
+	return dlb_report_line(out, cap, pid, exe, exelen, c, ps, lens, n, dropped);
+}
+*/
+import "C"
+
+import "unsafe"
+
+// Outcomes of Resolve (table.h).
+const (
+	Unknown  = int(C.DLB_UNKNOWN)
+	Bundled  = int(C.DLB_BUNDLED)
+	KnownErr = int(C.DLB_KNOWN_ERR)
+	PathMax  = int(C.DLB_PATH_MAX)
+	LineMin  = int(C.DLB_REPORT_LINE_MIN)
+	ExeMax   = int(C.DLB_REPORT_EXE_MAX)
+)
+
+// Table is a table in C memory (malloc: 16-byte aligned, as an mmap is
+// page-aligned; under -asan every byte past its end is poisoned).
+type Table struct {
+	p   unsafe.Pointer
+	len int
+}
+
+func NewTable(b []byte) *Table { return &Table{C.CBytes(b), len(b)} }
+func (t *Table) Free()         { C.free(t.p) }
+func (t *Table) Check() bool   { return C.check(t.p, C.size_t(t.len)) != 0 }
+
+// Lookup returns the index of the entry for exactly p, or -1.
+func (t *Table) Lookup(p string) int {
+	cs := C.CString(p)
+	defer C.free(unsafe.Pointer(cs))
+	return int(C.lookup(t.p, cs, C.size_t(len(p))))
+}
+
+// Result is dlb_resolve's answer.
+type Result struct {
+	RC, Err   int
+	Rewritten bool
+	Out       string // the canonical path (Bundled) or the rewritten one
+	Entry     int    // Bundled: the entry's index
+}
+
+// Resolve runs dlb_resolve on path (which must hold no NUL byte).
+func (t *Table) Resolve(path string, follow bool) Result {
+	cs := C.CString(path)
+	defer C.free(unsafe.Pointer(cs))
+	out := (*C.char)(C.malloc(C.size_t(PathMax)))
+	defer C.free(unsafe.Pointer(out))
+	f := C.int(0)
+	if follow {
+		f = 1
+	}
+	x := C.resolve(t.p, cs, f, out)
+	r := Result{RC: int(x.rc), Err: int(x.err), Rewritten: x.rewritten != 0, Entry: int(x.ent)}
+	if r.RC == Bundled || r.Rewritten {
+		r.Out = C.GoStringN(out, C.int(x.len))
+	}
+	return r
+}
+
+// ReportLine runs dlb_report_line with a buffer of cap bytes; a nil path
+// stands for one claimed but not yet written.
+func ReportLine(cap int, pid int64, exe string, counts [3]uint64, paths []*string, dropped uint64) []byte {
+	buf := C.malloc(C.size_t(cap))
+	defer C.free(buf)
+	var blob []byte
+	n := len(paths)
+	offs := make([]C.size_t, n+1)
+	lens := make([]C.size_t, n+1)
+	absent := make([]C.int, n+1)
+	for i, p := range paths {
+		if p == nil {
+			absent[i] = 1
+			continue
+		}
+		offs[i], lens[i] = C.size_t(len(blob)), C.size_t(len(*p))
+		blob = append(blob, *p...)
+	}
+	cblob := C.CBytes(append(blob, 0))
+	defer C.free(cblob)
+	cexe := C.CBytes([]byte(exe + "\x00"))
+	defer C.free(cexe)
+	l := C.line((*C.char)(buf), C.size_t(cap), C.longlong(pid), (*C.char)(cexe), C.size_t(len(exe)),
+		C.ulonglong(counts[0]), C.ulonglong(counts[1]), C.ulonglong(counts[2]),
+		(*C.char)(cblob), &offs[0], &lens[0], &absent[0], C.unsigned(n), C.ulonglong(dropped))
+	return C.GoBytes(buf, C.int(l))
+}
