@@ -227,3 +227,44 @@ func TestExecZeroOpsTorch(t *testing.T) {
 		return [][]string{{"/usr/bin/python3", "-I", "-c", "import torch; print(torch.tensor([1, 2, 3]).sum().item())"}}, nil
 	}})
 }
+
+// Interpreters however they are reached: a venv's bin/python (a symlink into
+// /usr/bin), a bash script, a "#!/usr/bin/env python3" script. Each prints
+// what it sees of itself (argv, /proc/self/exe, sys.executable, sys.prefix),
+// which must be the native values.
+func TestExecZeroOpsInterpreters(t *testing.T) {
+	needTools(t, "strace", "/usr/bin/python3", "/bin/bash")
+	show := `import os, sys; print(sys.argv, os.readlink("/proc/self/exe"), sys.executable, sys.prefix, sys.base_prefix)`
+	setup := func(t *testing.T, dir string) (venv, app string) {
+		venv, app = filepath.Join(dir, "venv"), filepath.Join(dir, "app")
+		runIn(t, dir, cleanEnv(dir), "/usr/bin/python3", "-m", "venv", "--without-pip", "--system-site-packages", venv)
+		if err := os.MkdirAll(app, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write := func(name, text string) {
+			if err := os.WriteFile(filepath.Join(app, name), []byte(text), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write("envpy", "#!/usr/bin/env python3\n"+show+"\n")
+		write("run.sh", "#!/bin/bash\necho \"$0 $*\"\n"+venv+"/bin/python -c '"+show+"' x\n"+app+"/envpy y\n")
+		return venv, app
+	}
+	for _, a := range []struct {
+		name string
+		cmd  func(venv, app string) []string
+	}{
+		{"venv-python", func(venv, _ string) []string { return []string{venv + "/bin/python", "-c", show, "z"} }},
+		{"bash-script-app", func(_, app string) []string { return []string{app + "/run.sh", "a", "b"} }},
+		{"env-shebang", func(_, app string) []string { return []string{app + "/envpy", "c"} }},
+	} {
+		t.Run(a.name, func(t *testing.T) {
+			runStackApp(t, stackApp{name: a.name, setup: func(t *testing.T, dir string) ([][]string, []string) {
+				venv, app := setup(t, dir)
+				return [][]string{a.cmd(venv, app)}, []string{venv, app}
+			}, includes: func(dir string) []string {
+				return []string{filepath.Join(dir, "venv"), filepath.Join(dir, "app")}
+			}})
+		})
+	}
+}
