@@ -65,6 +65,7 @@ func (im *Image) owners() []int {
 type digestChecks struct {
 	content bool // each object's content (entry sha256): decompressed bytes, in order
 	frames  bool // each object's compressed frames (frames_sha256): a third of the bytes
+	stream  bool // the members between the objects' frames match the TOC (streamCheck)
 }
 
 func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink, progress func(int64), check digestChecks) error {
@@ -126,6 +127,14 @@ func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink
 	readErr := func() error {
 		defer close(tasks)
 		br := bufio.NewReaderSize(io.NewSectionReader(im.r, 0, im.dataEnd), 4<<20)
+		var sc *streamCheck
+		if check.stream {
+			var err error
+			if sc, err = newStreamCheck(im); err != nil {
+				return err
+			}
+			defer sc.close()
+		}
 		var pos int64
 		for _, o := range im.owners() {
 			e := &im.toc.Entries[o]
@@ -139,7 +148,11 @@ func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink
 			}
 			var coff int64
 			for k, f := range e.Frames {
-				if _, err := br.Discard(int(f.Offset - pos)); err != nil {
+				if k == 0 && sc != nil {
+					if err := sc.gap(br, f.Offset-pos, o); err != nil {
+						return err
+					}
+				} else if _, err := br.Discard(int(f.Offset - pos)); err != nil {
 					return fmt.Errorf("reading image data at %d: %w (truncated image?)", pos, err)
 				}
 				var comp []byte
@@ -167,6 +180,9 @@ func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink
 					return fmt.Errorf("%s: compressed frames have sha256:%s, the table of contents says sha256:%s (corrupt image)", e.Path, got, e.FramesSHA256)
 				}
 			}
+		}
+		if sc != nil {
+			return sc.gap(br, im.dataEnd-pos, -1)
 		}
 		return nil
 	}()

@@ -66,7 +66,7 @@ func (im *Image) Extract(ctx context.Context, dir string, opts ExtractOptions) (
 	// The frames' digest authenticates the content (decompression is
 	// deterministic) at a third of the hashing: the content digest itself is
 	// checked by Verify and Content.
-	err = im.decodeObjects(ctx, opts.Workers, x, progress, digestChecks{frames: !opts.SkipDigests})
+	err = im.decodeObjects(ctx, opts.Workers, x, progress, digestChecks{frames: !opts.SkipDigests, stream: true})
 	x.closeAll()
 	if err != nil {
 		return err

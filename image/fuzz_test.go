@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -56,6 +57,9 @@ func FuzzOpen(f *testing.F) {
 	f.Add(img[:len(img)-1])
 	f.Add(setFooterVersion(img, 9))
 	f.Add([]byte{})
+	for _, h := range hostileStreams { // issue 10: stream and TOC disagree
+		f.Add(readHostile(f, h.file))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		im, err := openBytes(b)
 		if err != nil {
@@ -74,6 +78,7 @@ func FuzzExtract(f *testing.F) {
 	f.Add(js)
 	f.Add([]byte(strings.Replace(string(js), `"/fz/lib/a.py"`, `"/fz/../a.py"`, 1)))
 	f.Add([]byte(strings.Replace(string(js), `"lib/a.py"`, `"../../../../etc/passwd"`, 1)))
+	f.Add(regexp.MustCompile(`"off":[0-9]+`).ReplaceAll(js, []byte(`"off":9223372036854775800`))) // issue 10: Offset+CSize overflow
 	f.Fuzz(func(t *testing.T, js []byte) {
 		im, err := openBytes(withTOC(data, js))
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path"
 	"sort"
@@ -33,6 +34,10 @@ type Image struct {
 // maxEntries bounds the entries a reader accepts (hostile images).
 const maxEntries = 5_000_000
 
+// maxFrameRatio is the most a zstd frame can expand (128 KiB per 4-byte RLE
+// block); a legitimate frame of zeros reaches about 30,000 (level 19).
+const maxFrameRatio = 1 << 15
+
 // OpenFile opens and validates the image at path; Close closes the file.
 func OpenFile(p string) (*Image, error) {
 	f, err := os.Open(p)
@@ -57,6 +62,13 @@ func OpenFile(p string) (*Image, error) {
 	return im, nil
 }
 
+// ReadError wraps a failure of the reader itself (I/O, a registry that does
+// not serve byte ranges), as opposed to an image that is corrupt.
+type ReadError struct{ Err error }
+
+func (e *ReadError) Error() string { return e.Err.Error() }
+func (e *ReadError) Unwrap() error { return e.Err }
+
 // Open validates the footer, the TOC digest and every entry of the image in r.
 func Open(r io.ReaderAt, size int64) (*Image, error) {
 	if size < footerSize {
@@ -64,7 +76,7 @@ func Open(r io.ReaderAt, size int64) (*Image, error) {
 	}
 	fb := make([]byte, footerSize)
 	if _, err := r.ReadAt(fb, size-footerSize); err != nil {
-		return nil, fmt.Errorf("reading image footer: %w", err)
+		return nil, fmt.Errorf("reading image footer: %w", &ReadError{err})
 	}
 	ft, err := parseFooter(fb, size)
 	if err != nil {
@@ -72,7 +84,7 @@ func Open(r io.ReaderAt, size int64) (*Image, error) {
 	}
 	frame := make([]byte, ft.TOCLength)
 	if _, err := r.ReadAt(frame, ft.TOCOffset); err != nil {
-		return nil, fmt.Errorf("reading table of contents: %w", err)
+		return nil, fmt.Errorf("reading table of contents: %w", &ReadError{err})
 	}
 	if binary.LittleEndian.Uint32(frame) != tocFrameMagic || int64(binary.LittleEndian.Uint32(frame[4:])) != ft.TOCLength-skippableHeaderSize {
 		return nil, fmt.Errorf("no table-of-contents frame at offset %d (corrupt image)", ft.TOCOffset)
@@ -291,8 +303,17 @@ func checkContent(e *Entry) error {
 	}
 	var sum, next int64
 	for k, f := range e.Frames {
-		if f.Offset < 0 || f.CSize <= 0 || f.CSize > maxFrameUSize*2 || f.USize < 0 || f.USize > maxFrameUSize {
+		// Offset+CSize must not overflow: a frame at 2^63-8 would otherwise
+		// "end" before the data end (checkFrames).
+		if f.Offset < 0 || f.CSize <= 0 || f.CSize > maxFrameUSize*2 || f.Offset > math.MaxInt64-f.CSize || f.USize < 0 || f.USize > maxFrameUSize {
 			return fmt.Errorf("frame %d (off %d csize %d usize %d) out of range", k, f.Offset, f.CSize, f.USize)
+		}
+		// A zstd block decodes to at most 128 KiB and takes at least 4 bytes
+		// (an RLE block): no frame expands more than 32768 times. A TOC that
+		// says otherwise declares content the frames cannot hold, to make
+		// staging reserve (or a reader expect) what the image is not.
+		if f.USize > f.CSize*maxFrameRatio {
+			return fmt.Errorf("frame %d declares %d bytes from %d compressed (a ratio over %d, which zstd cannot reach; corrupt or hostile image)", k, f.USize, f.CSize, maxFrameRatio)
 		}
 		if k > 0 && f.Offset != next {
 			return fmt.Errorf("frame %d at %d does not follow the previous frame (ends at %d)", k, f.Offset, next)

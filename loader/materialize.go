@@ -35,6 +35,9 @@ type MaterializeOptions struct {
 // shim objects. Nothing written depends on dir's final name.
 func Materialize(ctx context.Context, src Source, dir string, opts MaterializeOptions) error {
 	entries := src.Entries()
+	if err := checkStageCost(dir, entries); err != nil {
+		return err
+	}
 	root := filepath.Join(dir, stageRootDir)
 	if err := os.Mkdir(root, 0o755); err != nil {
 		return fmt.Errorf("materialize: %w", err)
@@ -42,14 +45,17 @@ func Materialize(ctx context.Context, src Source, dir string, opts MaterializeOp
 	if err := src.Extract(ctx, root, image.ExtractOptions{Workers: opts.Workers, Progress: opts.Progress}); err != nil {
 		return fmt.Errorf("materialize: extract image into %s: %w", root, err)
 	}
-	if err := relativizeSymlinks(root, entries); err != nil {
+	if err := relativizeSymlinks(ctx, root, entries); err != nil {
 		return err
 	}
-	if err := mirrorListedDirs(root, entries); err != nil {
+	if err := mirrorListedDirs(ctx, root, entries); err != nil {
 		return err
 	}
-	if err := writeListings(filepath.Join(dir, stageListDir), entries); err != nil {
+	if err := writeListings(ctx, filepath.Join(dir, stageListDir), entries); err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil { // SIGTERM, a job's time limit: end before the table
+		return fmt.Errorf("materialize: %w", err)
 	}
 	tab, err := encodeTable(entries)
 	if err != nil {
@@ -67,10 +73,13 @@ func Materialize(ctx context.Context, src Source, dir string, opts MaterializeOp
 // relativizeSymlinks rewrites absolute symlink targets in the staged tree so
 // that they resolve inside it: the kernel then never leaves the stage when ld.so
 // opens <stage>/root + an original path that crosses a symlink.
-func relativizeSymlinks(root string, entries []image.Entry) error {
+func relativizeSymlinks(ctx context.Context, root string, entries []image.Entry) error {
 	for _, e := range entries {
 		if e.Type != image.TypeSymlink || !strings.HasPrefix(e.Target, "/") {
 			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("materialize: %w", err)
 		}
 		link := filepath.Join(root, e.Path)
 		rel, err := filepath.Rel(filepath.Dir(e.Path), filepath.Clean(e.Target))
@@ -99,14 +108,20 @@ func relativizeSymlinks(root string, entries []image.Entry) error {
 // whether to search it again; with LD_LIBRARY_PATH mapped to the stage (see
 // ShimEnv) it stats the staged copy, which must then exist where the
 // original exists, or later searches would skip a directory they search natively.
-func mirrorListedDirs(root string, entries []image.Entry) error {
+func mirrorListedDirs(ctx context.Context, root string, entries []image.Entry) error {
 	for _, e := range entries {
 		if e.Type != image.TypeDir {
 			continue
 		}
-		for _, c := range e.Listing {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("materialize: %w", err)
+		}
+		for k, c := range e.Listing {
 			if c.Type != image.TypeDir || c.Name == "" || c.Name == "." || c.Name == ".." || strings.Contains(c.Name, "/") {
 				continue // invalid names are refused by writeListings
+			}
+			if k%4096 == 4095 && ctx.Err() != nil {
+				return fmt.Errorf("materialize: %w", ctx.Err())
 			}
 			err := os.Mkdir(filepath.Join(root, e.Path, c.Name), 0o755)
 			if err != nil && !errors.Is(err, fs.ErrExist) {
@@ -121,18 +136,24 @@ func mirrorListedDirs(root string, entries []image.Entry) error {
 // holding one placeholder of the right type per name in its complete listing.
 // opendir() of a bundled directory reads it, so readdir returns every name
 // (bundled or not) with the d_type the original file system reports.
-func writeListings(list string, entries []image.Entry) error {
+func writeListings(ctx context.Context, list string, entries []image.Entry) error {
 	for _, e := range entries {
 		if e.Type != image.TypeDir {
 			continue
+		}
+		if err := ctx.Err(); err != nil { // one check per directory: a listing is bounded by the TOC
+			return fmt.Errorf("materialize: %w", err)
 		}
 		d := filepath.Join(list, e.Path)
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("materialize: listing of %s: %w", e.Path, err)
 		}
-		for _, c := range e.Listing {
+		for k, c := range e.Listing {
 			if c.Name == "" || c.Name == "." || c.Name == ".." || strings.Contains(c.Name, "/") {
 				return fmt.Errorf("materialize: listing of %s has invalid name %q; the image is corrupt", e.Path, c.Name)
+			}
+			if k%4096 == 4095 && ctx.Err() != nil {
+				return fmt.Errorf("materialize: %w", ctx.Err())
 			}
 			p := filepath.Join(d, c.Name)
 			var err error

@@ -3,6 +3,7 @@ package loader
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -10,7 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -22,11 +25,18 @@ import (
 //	<dir>/tmp.<random>/          a stage being built (renamed to sha256-<hex> when complete)
 //	<dir>/by-path/<key>          symlink -> ../sha256-<hex>: lets later ranks find the
 //	                             stage without touching the image (see StageAlias)
+//	<dir>/failed.<key>           why the last staging of an image failed, for the
+//	                             ranks that waited for it (failureMarker)
 const (
 	stageLockName = ".lock"
+	failedPrefix  = "failed."
 	stageTmpGlob  = "tmp.*"
 	aliasDirName  = "by-path"
 )
+
+// StageEssentials are the files of a stage (docs/loader.md) without which
+// exec cannot start the app: for StageRequest.MustHave.
+var StageEssentials = []string{stageTable, stageShimDir + "/" + shimAuditName, stageShimDir + "/" + shimPreload}
 
 // StageImage is what staging needs from an opened image.
 type StageImage interface {
@@ -48,6 +58,14 @@ type StageRequest struct {
 	Open func(ctx context.Context) (StageImage, func() error, error)
 	// OnWait, if set, is called once when another process holds the lock.
 	OnWait func()
+	// Ref is the image as given (absolute path or oci:// reference). With
+	// Alias it names the failure marker through which the staging rank
+	// tells the ranks waiting for it why it failed; "" (and no Alias): none.
+	Ref string
+	// MustHave lists files (relative to a stage) without which a published
+	// stage is not used: one missing means the stage is being removed (an
+	// epilogue's rm -rf), and it is staged again.
+	MustHave []string
 }
 
 // Staged is a complete, published stage.
@@ -86,18 +104,39 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 	if err := checkStagePath(req.Dir); err != nil {
 		return nil, err
 	}
-	if s := lookupAlias(req.Dir, req.Alias); s != nil {
+	if s := lookupAlias(req.Dir, req.Alias, req.MustHave); s != nil {
 		return s, nil
 	}
-	lock, err := lockStage(ctx, filepath.Join(req.Dir, stageLockName), req.OnWait)
+	lock, waited, err := lockStage(ctx, filepath.Join(req.Dir, stageLockName), req.OnWait)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.unlock()
-	if s := lookupAlias(req.Dir, req.Alias); s != nil {
+	if s := lookupAlias(req.Dir, req.Alias, req.MustHave); s != nil {
 		return s, nil
 	}
+	// One pull per node: if the rank we waited for failed, its error is ours,
+	// at once (a stalled registry or a corrupt image would otherwise cost
+	// every rank of the node its own attempt, one after another).
+	marker := failureMarker(req.Dir, req.Alias, req.Ref)
+	if !waited.IsZero() && marker != "" {
+		if err := readFailure(marker, waited); err != nil {
+			return nil, err
+		}
+	}
+	s, err := stageLocked(ctx, req)
+	switch {
+	case marker == "":
+	case err == nil:
+		os.Remove(marker)
+	case ctx.Err() == nil: // not for our own SIGTERM or time limit: waiters try themselves
+		_ = writeFailure(req.Dir, marker, err)
+	}
+	return s, err
+}
 
+// stageLocked is Stage's part under the lock.
+func stageLocked(ctx context.Context, req StageRequest) (*Staged, error) {
 	// We hold the lock, so no live process is writing any temp dir: remove
 	// what stagers that died left behind, even if we stage nothing.
 	if err := removeStaleTemps(req.Dir); err != nil {
@@ -114,6 +153,15 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 	}
 	final := filepath.Join(req.Dir, name)
 	staged := &Staged{Dir: final, Digest: img.Digest()}
+	if isDir(final) && !hasAll(final, req.MustHave) {
+		// Half removed (an epilogue's rm -rf, an admin): move it out of the
+		// way (rm may still be working in it) and stage again.
+		aside := filepath.Join(req.Dir, "tmp.removed-"+randomName())
+		if err := os.Rename(final, aside); err != nil {
+			return nil, fmt.Errorf("stage %s is incomplete and cannot be moved aside: %w; remove it", final, err)
+		}
+		removeTree(aside)
+	}
 	if !isDir(final) {
 		tmp, err := os.MkdirTemp(req.Dir, "tmp.")
 		if err != nil {
@@ -124,6 +172,12 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
 				return nil, fmt.Errorf("stage image into %s: %w; free space there or stage elsewhere with --stage-dir", req.Dir, err)
 			}
+			return nil, fmt.Errorf("stage image into %s: %w", req.Dir, err)
+		}
+		// A signal that came during the last steps ends staging here, before
+		// anything is published.
+		if err := ctx.Err(); err != nil {
+			removeTree(tmp)
 			return nil, fmt.Errorf("stage image into %s: %w", req.Dir, err)
 		}
 		// MkdirTemp made it 0700; the stage is private to this user anyway.
@@ -139,8 +193,69 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 	return staged, nil
 }
 
+// failureMarker is the file through which a failed staging of the image
+// (ref, within the job that alias names) is told to the ranks waiting for it.
+func failureMarker(dir, alias, ref string) string {
+	if alias == "" && ref == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte("dlbundle-stage-failure-v1\x00" + alias + "\x00" + ref))
+	return filepath.Join(dir, failedPrefix+hex.EncodeToString(sum[:16]))
+}
+
+// writeFailure records err in marker (atomically: a temp file that the next
+// stager removes if we die, then rename), with the time, so that only ranks
+// that were already waiting take it (readFailure).
+func writeFailure(dir, marker string, err error) error {
+	f, ferr := os.CreateTemp(dir, "tmp.failed-")
+	if ferr != nil {
+		return ferr
+	}
+	fmt.Fprintf(f, "%d\n%s", time.Now().UnixNano(), err)
+	if cerr := f.Close(); cerr != nil {
+		os.Remove(f.Name())
+		return cerr
+	}
+	if rerr := os.Rename(f.Name(), marker); rerr != nil {
+		os.Remove(f.Name())
+		return rerr
+	}
+	return nil
+}
+
+// readFailure returns the failure recorded in marker if it was recorded
+// after since (while we waited), else nil: an older failure (an earlier job,
+// a stager killed before it could record anything) is retried.
+func readFailure(marker string, since time.Time) error {
+	b, err := os.ReadFile(marker)
+	if err != nil || len(b) > 1<<20 {
+		return nil
+	}
+	stamp, text, ok := strings.Cut(string(b), "\n")
+	ns, perr := strconv.ParseInt(stamp, 10, 64)
+	if !ok || perr != nil || ns < since.UnixNano() {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrStagedElsewhere, text)
+}
+
+// ErrStagedElsewhere wraps the error of another process on this node that
+// staged the same image while this one waited, and failed.
+var ErrStagedElsewhere = errors.New("staging failed in another process on this node")
+
+// hasAll reports whether every name exists below dir.
+func hasAll(dir string, names []string) bool {
+	for _, n := range names {
+		var st unix.Stat_t
+		if unix.Lstat(filepath.Join(dir, n), &st) != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // lookupAlias returns the published stage that alias points at, or nil.
-func lookupAlias(dir, alias string) *Staged {
+func lookupAlias(dir, alias string, mustHave []string) *Staged {
 	if alias == "" {
 		return nil
 	}
@@ -153,8 +268,8 @@ func lookupAlias(dir, alias string) *Staged {
 		return nil // not written by us: ignore, the slow path rewrites it
 	}
 	final := filepath.Join(dir, name)
-	if !isDir(final) {
-		return nil // stage removed (e.g. by an admin) since: restage
+	if !isDir(final) || !hasAll(final, mustHave) {
+		return nil // stage removed (e.g. by an admin) or being removed: restage
 	}
 	return &Staged{Dir: final}
 }

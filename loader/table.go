@@ -118,6 +118,50 @@ func tableRows(entries []image.Entry) ([]tableRow, error) {
 	return rows, nil
 }
 
+// tableSize is the length of encodeTable(entries), computed without building
+// the rows: Materialize checks it against its bounds before anything is
+// built (checkStageCost). A listed name's row is a duplicate only of an
+// entry (names in a listing are unique, and directories are), so the joined
+// paths need not be kept.
+func tableSize(entries []image.Entry) uint64 {
+	byPath := make(map[string]bool, len(entries))
+	var rows, strs uint64
+	for _, e := range entries {
+		if byPath[e.Path] {
+			continue
+		}
+		byPath[e.Path] = true
+		rows++
+		strs += uint64(len(e.Path)) + 1
+		if e.Type == image.TypeSymlink {
+			strs += uint64(len(e.Target)) + 1
+		}
+	}
+	var buf []byte
+	for _, e := range entries {
+		if e.Type != image.TypeDir {
+			continue
+		}
+		for _, d := range e.Listing {
+			buf = append(append(append(buf[:0], e.Path...), '/'), d.Name...)
+			if e.Path == "/" {
+				buf = buf[1:]
+			}
+			p := path.Clean(string(buf)) // as path.Join; usually no copy kept
+			if byPath[p] {
+				continue
+			}
+			rows++
+			strs += uint64(len(p)) + 1
+		}
+	}
+	nb := uint64(8)
+	for nb < 2*rows {
+		nb <<= 1
+	}
+	return align8(tableHeaderLen+4*nb) + tableEntryLen*rows + strs
+}
+
 // encodeTable writes the table for entries (docs/loader.md, version 1).
 func encodeTable(entries []image.Entry) ([]byte, error) {
 	rows, err := tableRows(entries)

@@ -29,6 +29,9 @@ func FuzzTable(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if n := tableSize(es); n != uint64(len(tab)) { // the bound Materialize checks first
+			t.Fatalf("tableSize %d, encodeTable wrote %d bytes", n, len(tab))
+		}
 		want := map[image.Type]uint8{image.TypeRegular: tabReg, image.TypeMissing: tabMissing, image.TypeExternal: tabExternal}
 		for _, e := range es {
 			if typ, _, ok := tableLookup(tab, e.Path); !ok || typ != want[e.Type] {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -19,12 +20,13 @@ import (
 // ExecCmd stages an image on this node (once per node) and replaces itself
 // with the app, the loader shim in its environment.
 type ExecCmd struct {
-	StageDir string `name:"stage-dir" placeholder:"DIR" env:"DLBUNDLE_STAGE_DIR" help:"Node-local directory for staged images (default /dev/shm/dlbundle-<uid> if /dev/shm is a tmpfs, else $${TMPDIR:-/tmp}/dlbundle-<uid>). Must be yours and not group/world-writable."`
-	Report   string `placeholder:"FILE" help:"Every process of the app appends its lookup counts to FILE (sets DLBUNDLE_REPORT); summarise with 'dlbundle report FILE'."`
-	Debug    bool   `help:"Log every lookup decision of the shim (sets DLBUNDLE_DEBUG=1)."`
-	Fallback bool   `help:"If the image cannot be staged (corrupt, no space, refused stage dir), warn and run the app natively instead of failing."`
-	Workers  int    `placeholder:"N" help:"Decompression workers for staging (default: all cores)."`
-	Insecure bool   `help:"With an oci:// image: talk plain http to the registry (a lab registry without TLS; localhost and 127.0.0.1 use http anyway)."`
+	StageDir string        `name:"stage-dir" placeholder:"DIR" env:"DLBUNDLE_STAGE_DIR" help:"Node-local directory for staged images (default /dev/shm/dlbundle-<uid> if /dev/shm is a tmpfs, else $${TMPDIR:-/tmp}/dlbundle-<uid>). Must be yours and not group/world-writable."`
+	Report   string        `placeholder:"FILE" help:"Every process of the app appends its lookup counts to FILE (sets DLBUNDLE_REPORT); summarise with 'dlbundle report FILE'."`
+	Debug    bool          `help:"Log every lookup decision of the shim (sets DLBUNDLE_DEBUG=1)."`
+	Fallback bool          `help:"If the image cannot be staged (corrupt, no space, refused stage dir), warn and run the app natively instead of failing."`
+	Workers  int           `placeholder:"N" help:"Decompression workers for staging (default: all cores)."`
+	Insecure bool          `help:"With an oci:// image: talk plain http to the registry (a lab registry without TLS; localhost and 127.0.0.1 use http anyway)."`
+	Timeout  time.Duration `default:"30s" placeholder:"DURATION" help:"With an oci:// image: give up on a registry connection that makes no progress for this long (transient failures are retried 3 times). The ranks waiting on the node get the staging rank's error at once."`
 
 	Image   string   `arg:"" name:"image" help:"The image: a file (app.dlimg) or oci://REGISTRY/REPO:TAG or oci://REGISTRY/REPO@sha256:DIGEST."`
 	Command []string `arg:"" name:"command" passthrough:"" help:"The app and its arguments, after --."`
@@ -62,15 +64,20 @@ func (c *ExecCmd) Run() error {
 	if c.Report != "" {
 		// Every process appends to it at exit, where nobody could be told
 		// that it failed: find out now, before the app starts.
-		f, err := os.OpenFile(c.Report, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		f, err := os.OpenFile(c.Report, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o644) // as the shim opens it
 		if err != nil {
 			return fmt.Errorf("--report %s: %w; the app's processes could not write their reports there: choose a writable path", c.Report, err)
 		}
 		f.Close()
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifySignals()
 	staged, err := c.stage(ctx)
-	stop()
+	if sig := stop(); sig != nil {
+		// SIGTERM or SIGINT during staging, even after the stage was
+		// published: the app must not start (nor natively: --fallback is
+		// for failures, not for a job being cancelled).
+		dieBy(sig)
+	}
 	if err != nil {
 		if !c.Fallback {
 			return fmt.Errorf("%w\n(use --fallback to run the app natively when staging fails)", err)
@@ -101,7 +108,8 @@ func (c *ExecCmd) stage(ctx context.Context) (*loader.Staged, error) {
 	bar := newProgress("dlbundle exec: staging " + c.Image)
 	defer bar.finish()
 	opts := loader.MaterializeOptions{Workers: c.Workers, Progress: bar.callback()}
-	req := loader.StageRequest{Dir: dir, Alias: alias, Open: loader.OpenImage(ref, dir, opts, registry.Options{Insecure: c.Insecure})}
+	req := loader.StageRequest{Dir: dir, Alias: alias, Ref: ref, MustHave: loader.StageEssentials,
+		Open: loader.OpenImage(ref, dir, opts, registry.Options{Insecure: c.Insecure, Timeout: c.Timeout})}
 	if tty {
 		req.OnWait = func() {
 			fmt.Fprintf(os.Stderr, "dlbundle exec: waiting for another process staging into %s\n", dir)
@@ -112,6 +120,45 @@ func (c *ExecCmd) stage(ctx context.Context) (*loader.Staged, error) {
 		fmt.Fprintf(os.Stderr, "\r\x1b[Kdlbundle exec: staged %s into %s\n", c.Image, s.Dir)
 	}
 	return s, err
+}
+
+// notifySignals returns a context that SIGTERM and SIGINT cancel, and stop,
+// which restores their default action and returns the signal that came
+// before, if any. signal.NotifyContext cannot tell that: its stop cancels the
+// context too. A signal after stop takes its default action (it kills exec,
+// or, pending at execve, the app before it runs); one the runtime caught in
+// the microseconds before stop but relays after it would be lost: Go has no
+// way to block signals across that step.
+func notifySignals() (context.Context, func() os.Signal) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigc := make(chan os.Signal, 1)
+	got := make(chan os.Signal, 1)
+	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		defer close(got)
+		if s, ok := <-sigc; ok {
+			got <- s
+			cancel()
+		}
+	}()
+	return ctx, func() os.Signal {
+		signal.Stop(sigc) // after Stop, nothing more is sent to sigc: safe to close
+		close(sigc)
+		s := <-got // the goroutine's answer: the signal, or nil once sigc is closed
+		cancel()
+		return s
+	}
+}
+
+// dieBy ends this process by sig, with its default action (the exit status
+// a job script or srun expects of a cancelled rank).
+func dieBy(sig os.Signal) {
+	fmt.Fprintf(os.Stderr, "dlbundle exec: %v during staging; not starting the app\n", sig)
+	s := sig.(syscall.Signal)
+	signal.Reset(s)
+	unix.Kill(os.Getpid(), s)
+	time.Sleep(time.Second) // the signal is being delivered
+	os.Exit(128 + int(s))
 }
 
 // execApp replaces this process with argv. find maps argv[0] to the file to

@@ -34,7 +34,9 @@ and symlinks are rewritten to relative targets that resolve inside DIR
 external create nothing.
 
 The same tree comes out of standard tools, without the checks:
-  zstd -dc app.dlimg | cpio -idm`
+  zstd -dc app.dlimg | cpio -idm --no-absolute-filenames
+(without that flag, GNU cpio writes a member named /x or ../x where it says:
+extract and exec refuse such an image, plain cpio does not).`
 }
 
 // Run extracts the image.

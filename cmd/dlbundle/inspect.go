@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -105,6 +106,10 @@ func (c *InspectCmd) open() (*image.Image, error) {
 		return nil, err
 	}
 	if info.Image == nil {
+		var rerr *image.ReadError
+		if !errors.As(info.TOCError, &rerr) { // read fine, but not a valid image
+			return nil, fmt.Errorf("%s: the image in the registry is corrupt or was tampered with: %v; push a good image again", c.Image, info.TOCError)
+		}
 		return nil, fmt.Errorf("%s: the registry does not serve byte ranges, so the table of contents cannot be read without the whole image (%v); use 'dlbundle pull %s -o app.dlimg' and inspect the file", c.Image, info.TOCError, c.Image)
 	}
 	return info.Image, nil

@@ -292,7 +292,7 @@ static void debug_log(const char *what, const char *fn, const char *path, const 
 	if (debug_dir[0]) {
 		char p[600];
 		snprintf(p, sizeof p, "%s/%d.log", debug_dir, (int)syscall(SYS_getpid));
-		fd = (int)syscall(SYS_openat, AT_FDCWD, p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		fd = (int)syscall(SYS_openat, AT_FDCWD, p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
 		close_it = fd >= 0;
 	}
 	if (fd >= 0) syscall(SYS_write, fd, line, (size_t)n);

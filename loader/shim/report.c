@@ -124,7 +124,7 @@ __attribute__((destructor)) void report_write(void)
 	for (int i = 0; i < 3; i++) c[i] = __atomic_load_n(&counts[i], __ATOMIC_RELAXED);
 	size_t len = dlb_report_line(line, sizeof line, (int64_t)report_pid, exe, (size_t)en, c, ps, ls, n,
 				     __atomic_load_n(&dropped, __ATOMIC_RELAXED));
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, report_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, report_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0) return;
 	syscall(SYS_write, fd, line, len);
 	syscall(SYS_close, fd);

@@ -1,0 +1,199 @@
+package loader
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// One pull per node (issue 10 item 4): when the staging rank fails, the
+// ranks that waited for it get its error at once instead of each trying in
+// turn (a corrupt image was staged by every rank under the lock; a stalled
+// registry cost 4 ranks 90, 181, 272, 362 s).
+func TestStageFailureReachesWaitersAtOnce(t *testing.T) {
+	dir, err := OpenStageDir(filepath.Join(t.TempDir(), "stage"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ranks = 4
+	var opens, waiting atomic.Int32
+	allWaiting := make(chan struct{})
+	req := StageRequest{Dir: dir, Alias: "job-1", Ref: "/images/app.dlimg",
+		OnWait: func() {
+			if waiting.Add(1) == ranks-1 {
+				close(allWaiting)
+			}
+		},
+		Open: func(context.Context) (StageImage, func() error, error) {
+			opens.Add(1)
+			<-allWaiting // every other rank is blocked on the lock now
+			return nil, nil, errors.New("app.dlimg: table of contents digest mismatch (corrupt image)")
+		}}
+	errs := make([]error, ranks)
+	var wg sync.WaitGroup
+	for i := range ranks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = Stage(context.Background(), req)
+		}()
+	}
+	wg.Wait()
+	if n := opens.Load(); n != 1 {
+		t.Errorf("the image was opened %d times on one node, want once", n)
+	}
+	elsewhere := 0
+	for i, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "digest mismatch") {
+			t.Errorf("rank %d: %v, want the staging rank's error", i, err)
+		}
+		if errors.Is(err, ErrStagedElsewhere) {
+			elsewhere++
+		}
+	}
+	if elsewhere != ranks-1 {
+		t.Errorf("%d ranks were told that another process failed, want %d", elsewhere, ranks-1)
+	}
+
+	// A later exec that does not wait tries again (the image may be fixed).
+	ok := req
+	ok.OnWait = nil
+	ok.Open = func(context.Context) (StageImage, func() error, error) {
+		opens.Add(1)
+		return &fileImage{data: []byte("fixed"), files: 1}, func() error { return nil }, nil
+	}
+	if _, err := Stage(context.Background(), ok); err != nil {
+		t.Fatalf("a later stage did not retry the image: %v", err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, failedPrefix+"*")); len(m) != 0 {
+		t.Errorf("a successful stage left the failure marker %v", m)
+	}
+}
+
+// A failure recorded before a rank began to wait (an earlier job) is not
+// taken as the answer: the rank stages.
+func TestStageOldFailureIsRetried(t *testing.T) {
+	dir, err := OpenStageDir(filepath.Join(t.TempDir(), "stage"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := failureMarker(dir, "job-1", "/images/app.dlimg")
+	if err := writeFailure(dir, marker, errors.New("old failure")); err != nil {
+		t.Fatal(err)
+	}
+	if err := readFailure(marker, time.Now()); err != nil {
+		t.Errorf("a failure recorded before the wait began was returned: %v", err)
+	}
+	if err := readFailure(marker, time.Now().Add(-time.Hour)); err == nil || !strings.Contains(err.Error(), "old failure") {
+		t.Errorf("a failure recorded during the wait was not returned: %v", err)
+	}
+}
+
+// Waiters block in flock(2) instead of polling: while one rank holds the
+// lock, a thread of the waiter sits in the flock system call. Cancelling the
+// wait (SIGTERM) returns at once and leaves the lock free for others.
+func TestStageLockWaitersBlockInFlock(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, stageLockName)
+	holder, _, err := lockStage(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	waitingc := make(chan struct{})
+	res := make(chan error, 1)
+	go func() {
+		l, waited, err := lockStage(ctx, path, func() { close(waitingc) })
+		if err == nil {
+			l.unlock()
+			if waited.IsZero() {
+				err = errors.New("lockStage did not report that it waited")
+			}
+		}
+		res <- err
+	}()
+	<-waitingc
+	blocked := false
+	for range 500 { // until the waiting thread has entered the call (bounded)
+		if threadsInSyscall(t, unix.SYS_FLOCK) > 0 {
+			blocked = true
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if !blocked {
+		t.Error("no thread of the waiter is blocked in flock(2): it polls")
+	}
+	cancel()
+	if err := <-res; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled wait: %v, want context.Canceled", err)
+	}
+	holder.unlock()
+	again, _, err := lockStage(context.Background(), path, nil) // the abandoned waiter let go
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.unlock()
+}
+
+// threadsInSyscall counts this process's threads blocked in system call nr.
+func threadsInSyscall(t *testing.T, nr int) int {
+	tasks, err := filepath.Glob("/proc/self/task/*/syscall")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, p := range tasks {
+		b, _ := os.ReadFile(p)
+		if f := strings.Fields(string(b)); len(f) > 0 && f[0] == strconv.Itoa(nr) {
+			n++
+		}
+	}
+	return n
+}
+
+// The documented epilogue `rm -rf sha256-*` can race a starting exec (issue
+// 10 item 7): a stage that lost its shim objects or table is not used, by
+// the alias fast path nor under the lock, but staged again.
+func TestStageRestagesHalfRemovedStage(t *testing.T) {
+	dir, err := OpenStageDir(filepath.Join(t.TempDir(), "stage"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	req := func(alias string) StageRequest {
+		return StageRequest{Dir: dir, Alias: alias, MustHave: []string{"f000", "f001"},
+			Open: func(context.Context) (StageImage, func() error, error) {
+				runs.Add(1)
+				return &fileImage{data: []byte("stage me"), files: 2}, func() error { return nil }, nil
+			}}
+	}
+	s, err := Stage(context.Background(), req("job-7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, alias := range []string{"job-7", ""} { // alias fast path, then the locked path
+		if err := os.Remove(filepath.Join(s.Dir, "f001")); err != nil {
+			t.Fatal(err)
+		}
+		s2, err := Stage(context.Background(), req(alias))
+		if err != nil {
+			t.Fatalf("alias %q: %v", alias, err)
+		}
+		if !s2.Materialized || !hasAll(s2.Dir, []string{"f000", "f001"}) {
+			t.Fatalf("alias %q: a half-removed stage was served (materialized %v)", alias, s2.Materialized)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "tmp.*")); len(left) != 0 {
+		t.Errorf("moved-aside stages left behind: %v", left)
+	}
+}
