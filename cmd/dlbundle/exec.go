@@ -65,10 +65,16 @@ func (c *ExecCmd) Run() error {
 		// Every process appends to it at exit, where nobody could be told
 		// that it failed: find out now, before the app starts.
 		f, err := os.OpenFile(c.Report, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o644) // as the shim opens it
-		if err != nil {
+		switch {
+		case errors.Is(err, syscall.ELOOP):
+			// A symlink planted at the path: the shim will not follow it
+			// (issue 10) and the app runs, but not in silence.
+			fmt.Fprintf(os.Stderr, "dlbundle exec: warning: --report %s is a symbolic link; the shim does not follow it: no report will be written\n", c.Report)
+		case err != nil:
 			return fmt.Errorf("--report %s: %w; the app's processes could not write their reports there: choose a writable path", c.Report, err)
+		default:
+			f.Close()
 		}
-		f.Close()
 	}
 	ctx, stop := notifySignals()
 	staged, err := c.stage(ctx)
