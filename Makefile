@@ -11,7 +11,9 @@
 
 GO       ?= go
 BIN      := bin/dlbundle
-VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+# The same string a plain `go install` of a clone reports (internal/version
+# reads vcs.revision then): 12 hex digits of the commit, -dirty for local changes.
+VERSION  ?= $(shell v=$$(git rev-parse --short=12 HEAD 2>/dev/null) || v=dev; [ -z "$$(git status --porcelain 2>/dev/null)" ] || v=$$v-dirty; echo $$v)
 LDFLAGS  := -s -w -X github.com/dlbundle/dlbundle/internal/version.Version=$(VERSION)
 export CGO_ENABLED ?= 0
 
@@ -33,13 +35,15 @@ include $(sort $(wildcard mk/*.mk))
 build: $(BIN)
 $(BIN): FORCE
 	@mkdir -p $(dir $@)
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/dlbundle
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/dlbundle
 
 deps:
 	@missing=""; for p in $(sort $(APT_PACKAGES)); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
-	if [ -n "$$missing" ]; then \
+	if [ -z "$$missing" ]; then \
+	  echo "make deps: all $(words $(sort $(APT_PACKAGES))) Debian packages are installed: $(sort $(APT_PACKAGES))"; \
+	else \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing:$$missing"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
@@ -51,10 +55,20 @@ deps:
 vet:
 	$(GO) vet ./...
 
+# go test's output goes through internal/testsum: package lines and failing
+# tests' output, a line per fuzz run saying whether it fuzzed beyond the seed
+# corpus, and last one line of totals "N passed, N failed, N skipped" (tests
+# and subtests of go test, plus one per fuzz run). The fuzz runs go on after
+# failing tests (-k), so that the totals cover everything; the exit status is
+# 1 if anything failed.
+TESTSUM := bin/testsum
 test: build $(TEST_PREREQS)
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 14m ./...
-	@$(MAKE) --no-print-directory $(TEST_AFTER) test-after-done
+	@$(GO) build -o $(TESTSUM) ./internal/testsum
+	@st=bin/.testsum.json; rm -f $$st; \
+	{ $(GO) test -count=1 -timeout 14m -json ./... 2>&1; echo "testsum-exit $$?"; } | $(TESTSUM) go $$st; \
+	{ $(MAKE) --no-print-directory -k $(TEST_AFTER) test-after-done 2>&1; echo "testsum-exit $$?"; } | $(TESTSUM) fuzz $$st; \
+	$(TESTSUM) total $$st
 
 .PHONY: test-after-done
 test-after-done: ; @:

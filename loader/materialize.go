@@ -309,10 +309,11 @@ func mapLibraryPath(stageDir, llp string) string {
 	if llp == "" || strings.Contains(llp, ";") {
 		return llp // ';' also separates entries for ld.so: leave such values alone
 	}
-	tab, err := os.ReadFile(filepath.Join(stageDir, stageTable))
+	tab, release, err := mapStageTable(stageDir)
 	if err != nil {
 		return llp
 	}
+	defer release()
 	root := stageDir + "/" + stageRootDir // as the shim forms it from DLBUNDLE_STAGE
 	dirs := strings.Split(llp, ":")
 	for i, d := range dirs {
@@ -335,10 +336,11 @@ func StagedPath(stageDir, original string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	tab, err := os.ReadFile(filepath.Join(stageDir, stageTable))
+	tab, release, err := mapStageTable(stageDir)
 	if err != nil {
 		return "", false
 	}
+	defer release()
 	final, ok := resolveInTable(tab, abs)
 	if !ok || !isELF(filepath.Join(stageDir, stageRootDir, final)) {
 		return "", false

@@ -70,7 +70,8 @@ func preloadFor(stageDir string) string {
 // else the node's own.
 func libcPath(stageDir string) string {
 	ld := dynamicLinker()
-	if tab, err := os.ReadFile(filepath.Join(stageDir, stageTable)); err == nil {
+	if tab, release, err := mapStageTable(stageDir); err == nil {
+		defer release()
 		if final, ok := resolveInTable(tab, ld); ok {
 			if libc, ok := resolveInTable(tab, filepath.Join(filepath.Dir(final), "libc.so.6")); ok {
 				return filepath.Join(stageDir, stageRootDir, libc)

@@ -33,6 +33,7 @@ type BuildCmd struct {
 	DryRun       bool     `name:"dry-run" help:"Write no image: list the plan (entry, type, kind, size, path) and the summary, to try --include/--exclude."`
 	Push         string   `placeholder:"REF" help:"After writing the image, push it to an OCI registry as [oci://]REGISTRY/REPO:TAG (as 'dlbundle push' does) and print the pinned reference."`
 	Insecure     bool     `help:"With --push: talk plain http to the registry (a lab registry without TLS)."`
+	Force        bool     `help:"Write -o over an existing file that is not a dlbundle image (build refuses by default: it may be a trace or anything else)."`
 
 	summary io.Writer // where the summary goes; nil means stdout (tests, benchmarks)
 }
@@ -74,6 +75,11 @@ func (c *BuildCmd) Run() error {
 	if len(paths) == 0 {
 		var err error
 		if paths, err = squash.DefaultTraces("."); err != nil {
+			return err
+		}
+	}
+	if !c.DryRun {
+		if err := checkOutput(c.Output, paths, c.Force); err != nil {
 			return err
 		}
 	}
@@ -254,6 +260,54 @@ func (a *partialImage) abort() {
 		a.f.Close()
 		os.Remove(a.f.Name())
 	}
+}
+
+// checkOutput refuses an -o that would destroy something that is not an
+// image: one of the input traces (always: the build reads them, then would
+// replace one with its output), or any existing file without a dlbundle
+// footer unless --force. An empty file (mktemp) holds nothing to lose, and an
+// image (any version, even a corrupt one) is what -o is for.
+func checkOutput(target string, traces []string, force bool) error {
+	st, err := os.Stat(target)
+	if err != nil {
+		return nil // missing: nothing to overwrite; other errors surface when writing
+	}
+	for _, tr := range traces {
+		if ts, err := os.Stat(tr); err == nil && os.SameFile(st, ts) {
+			return fmt.Errorf("-o %s is one of the input traces; name the image differently, e.g. -o app.dlimg", target)
+		}
+	}
+	if force || !st.Mode().IsRegular() || st.Size() == 0 {
+		return nil // a directory is refused by newPartialImage, with its own advice
+	}
+	if ok, err := hasImageFooter(target, st.Size()); err != nil || !ok {
+		why := "it is not a dlbundle image (no DLBUNDLE footer)"
+		if err != nil {
+			why = fmt.Sprintf("cannot tell whether it is a dlbundle image: %v", err)
+		}
+		return fmt.Errorf("-o %s exists and %s; refusing to overwrite it: choose another -o, or --force", target, why)
+	}
+	return nil
+}
+
+// hasImageFooter reports whether the file ends with the footer frame's
+// magics (docs/SPEC.md 1.1): only those, so that an image of another format
+// version or with a damaged table of contents may still be rebuilt in place.
+func hasImageFooter(p string, size int64) (bool, error) {
+	const footerSize = 72
+	if size < footerSize {
+		return false, nil
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	b := make([]byte, footerSize)
+	if _, err := f.ReadAt(b, size-footerSize); err != nil {
+		return false, err
+	}
+	return string(b[0:4]) == "\x5f\x2a\x4d\x18" && string(b[8:16]) == "DLBUNDLE", nil
 }
 
 // printPlan lists a plan's entries in load order, then what a build of it

@@ -137,9 +137,9 @@ func TestInspectVerifyExtractVerbs(t *testing.T) {
 	os.WriteFile(root+"/lib/mod.py", []byte("import re\n"), 0o644) // same size
 	os.WriteFile(root+"/lib/libnope.so", nil, 0o644)
 	out, code = runCLI(t, bin, "verify", "--against-source", img)
-	if code != 2 || !strings.Contains(out, "stale: "+root+"/lib/mod.py: content differs") ||
+	if code != 3 || !strings.Contains(out, "stale: "+root+"/lib/mod.py: content differs") ||
 		!strings.Contains(out, "stale: "+root+"/lib/libnope.so: recorded as missing, now exists") {
-		t.Fatalf("verify --against-source after changes: exit %d, want 2\n%s", code, out)
+		t.Fatalf("verify --against-source after changes: exit %d, want 3\n%s", code, out)
 	}
 	if _, code := runCLI(t, bin, "verify", img); code != 0 {
 		t.Fatalf("plain verify of an intact but stale image: exit %d, want 0", code)

@@ -38,19 +38,32 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-func main() {
-	var cli CLI
-	ctx := kong.Parse(&cli,
+// newParser is dlbundle's kong parser for args (grammarFor); tests add
+// options (kong.Exit).
+func newParser(args []string, options ...kong.Option) (*kong.Kong, error) {
+	return kong.New(grammarFor(args), append([]kong.Option{
 		kong.Name("dlbundle"),
-		kong.Description("Bundle what an HPC application loads at start-up into one image, "+
-			"and serve every rank from a node-local copy of it.\n\n"+
-			"  dlbundle trace -- ./myapp          # pilot run, writes ./dlbundle.trace\n"+
-			"  dlbundle build -o app.dlimg        # pack the traced objects\n"+
-			"  dlbundle exec app.dlimg -- ./myapp # in the job script, every rank"),
-		kong.UsageOnError(),
+		kong.Description("Bundle what an HPC application loads at start-up into one image, " +
+			"and serve every rank from a node-local copy of it.\n\n" +
+			"  dlbundle trace -- ./myapp          # pilot run, writes ./dlbundle.trace\n" +
+			"  dlbundle build -o app.dlimg        # pack the traced objects\n" +
+			"  dlbundle exec app.dlimg -- ./myapp # in the job script, every rank\n\n" +
+			"Exit status: 0 done, 1 failed, 2 usage error (nothing was done); " +
+			"exec and trace exit with the app's status, verify documents its own."),
 		kong.Vars{"version": version.Version},
-	)
-	err := ctx.Run()
+	}, options...)...)
+}
+
+func main() {
+	parser, err := newParser(os.Args[1:])
+	if err != nil {
+		panic(err) // the CLI struct is wrong: a bug, not a usage error
+	}
+	ctx, err := parse(parser, os.Args[1:])
+	if err != nil {
+		reportUsage(ctx, err)
+	}
+	err = ctx.Run()
 	if err == nil {
 		return
 	}
@@ -59,8 +72,12 @@ func main() {
 	if errors.As(err, &e) {
 		os.Exit(e.code)
 	}
-	fmt.Fprintf(os.Stderr, "dlbundle %s: %v\n", ctx.Command(), err)
-	os.Exit(1)
+	var u usageError
+	if errors.As(err, &u) {
+		reportUsage(ctx, u)
+	}
+	fmt.Fprintf(os.Stderr, "dlbundle %s: %v\n", verbName(ctx), err)
+	os.Exit(exitFailure)
 }
 
 // stripDashDash removes the leading "--" that kong keeps in passthrough args.

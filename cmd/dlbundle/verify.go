@@ -16,15 +16,16 @@ import (
 	"github.com/dlbundle/dlbundle/image"
 )
 
-// Exit statuses of dlbundle verify.
+// Exit statuses of dlbundle verify. 2 is every verb's usage error
+// (exitUsage), so stale is 3: a script can tell "rebuild" from "wrong call".
 const (
-	verifyCorrupt = 1
-	verifyStale   = 2
+	verifyCorrupt = 1 // also: missing or unreadable
+	verifyStale   = 3
 )
 
 // VerifyCmd checks an image, or compares it with the file system.
 type VerifyCmd struct {
-	Image         string `arg:"" type:"existingfile" help:"Image file (.dlimg)."`
+	Image         string `arg:"" help:"Image file (.dlimg)."` // a missing file is exit 1 (unreadable), not a usage error
 	AgainstSource bool   `help:"Also compare every bundled path with the file system now (type, size, mtime, content, symlink targets, directory listings, missing paths) and report what is stale."`
 }
 
@@ -43,8 +44,9 @@ path that now exists, a directory with new names): rebuild the image then.
 
 Exit status:
   0  the image is intact (and, with --against-source, up to date)
-  1  the image is corrupt or unreadable
-  2  the image is intact but stale against the file system (--against-source)`
+  1  the image is corrupt, unreadable or missing
+  2  usage error (as for every verb): nothing was checked
+  3  the image is intact but stale against the file system (--against-source)`
 }
 
 // Run verifies the image.

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// module writes a throw-away module with passing, failing and skipped tests
+// and subtests, and a fuzz target, and returns its directory.
+func module(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/m\n\ngo 1.26\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "m_test.go"), []byte(`package m
+
+import "testing"
+
+func TestPass(t *testing.T) {}
+func TestFail(t *testing.T) { t.Log("the reason it failed") ; t.Fail() }
+func TestSkip(t *testing.T) { t.Skip("not here") }
+func TestSub(t *testing.T) {
+	t.Run("a", func(t *testing.T) {})
+	t.Run("b", func(t *testing.T) { t.Fatal("sub b broke") })
+}
+func FuzzLen(f *testing.F) {
+	f.Add("x")
+	f.Fuzz(func(t *testing.T, s string) { _ = len(s) })
+}
+`), 0o644)
+	return dir
+}
+
+// goOut runs go in dir and returns its output followed by the status line
+// the Makefile appends.
+func goOut(t *testing.T, dir string, args ...string) string {
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out) + "testsum-exit " + map[bool]string{true: "0", false: "1"}[code == 0] + "\n"
+}
+
+func TestCountsARealGoTestRun(t *testing.T) {
+	dir := module(t)
+	in := goOut(t, dir, "test", "-count=1", "-json", "-run", "Test", ".")
+	var out bytes.Buffer
+	var c counts
+	goTest(strings.NewReader(in), &out, &c)
+	// TestPass, TestSub/a pass; TestFail, TestSub/b and TestSub fail; TestSkip skips.
+	if c.line() != "2 passed, 3 failed, 1 skipped" {
+		t.Errorf("counts %q\n%s", c.line(), out.String())
+	}
+	for _, want := range []string{"the reason it failed", "sub b broke", "FAIL\texample.com/m"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "=== RUN") || strings.Contains(out.String(), "--- PASS") {
+		t.Errorf("passing tests' lines printed:\n%s", out.String())
+	}
+}
+
+func TestGoTestThatDoesNotBuildIsAFailure(t *testing.T) {
+	dir := module(t)
+	os.WriteFile(filepath.Join(dir, "broken_test.go"), []byte("package m\n\nfunc broken() { undefined() }\n"), 0o644)
+	var out bytes.Buffer
+	var c counts
+	goTest(strings.NewReader(goOut(t, dir, "test", "-count=1", "-json", ".")), &out, &c)
+	if c.Failed == 0 || !strings.Contains(out.String(), "undefined") {
+		t.Errorf("counts %q\n%s", c.line(), out.String())
+	}
+}
+
+func TestSaysWhetherFuzzRunsFuzzed(t *testing.T) {
+	dir := module(t)
+	// As make echoes the recipe line, then go's own output.
+	in := "go test -run '^$' -fuzz '^FuzzLen$' -fuzztime 2s ./\n" +
+		goOut(t, dir, "test", "-run", "^$", "-fuzz", "^FuzzLen$", "-fuzztime", "2s", "./")
+	// A run that never got past the seed corpus (go's lines when -fuzztime
+	// ends during the baseline).
+	in += "go test -run '^$' -fuzz '^FuzzSlow$' -fuzztime 1s ./slow/\n" +
+		"fuzz: elapsed: 0s, gathering baseline coverage: 0/900 completed\n" +
+		"fuzz: elapsed: 1s, gathering baseline coverage: 412/900 completed\n" +
+		"PASS\nok  \texample.com/m/slow\t1.2s\ntestsum-exit 0\n"
+	var out bytes.Buffer
+	var c counts
+	fuzz(strings.NewReader(in), &out, &c)
+	o := out.String()
+	if !strings.Contains(o, "fuzz FuzzLen ./: fuzzed ") || !strings.Contains(o, " execs, ") {
+		t.Errorf("no fuzzed line for FuzzLen:\n%s", o)
+	}
+	if !strings.Contains(o, "fuzz FuzzSlow ./slow/: did NOT fuzz") {
+		t.Errorf("no did-not-fuzz line for FuzzSlow:\n%s", o)
+	}
+	if c.line() != "1 passed, 0 failed, 1 skipped" {
+		t.Errorf("counts %q\n%s", c.line(), o)
+	}
+}

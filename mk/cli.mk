@@ -1,0 +1,14 @@
+# dlbundle's own cost (issue 13 goals 1 and 4): exec's fixed cost on a warm
+# stage against /bin/true and an empty Go program, and what 100,000 arguments
+# add to exec and trace -> docs/bench/cli.md. About a minute.
+BENCH_TARGETS += bench-cli
+.PHONY: bench-cli
+bench-cli: build
+	$(GO) run ./internal/clibench -dlbundle $(BIN) -out docs/bench/cli.md
+
+# A short fuzz run of the command-line split after `go test`: main's linear
+# parse must agree with kong's own on every line kong accepts.
+TEST_AFTER += fuzz-cli
+.PHONY: fuzz-cli
+fuzz-cli:
+	$(GO) test -run '^$$' -fuzz '^FuzzSplitCommandLine$$' -fuzztime 10s ./cmd/dlbundle/
