@@ -356,10 +356,11 @@ func StagedPath(stageDir, original string) (string, bool) {
 // original path in argv as the kernel would, so that a bundled interpreter
 // runs from the stage and nothing is looked up on the original tree.
 func StagedScript(stageDir, original string) (interp, arg string, ok bool) {
-	tab, err := os.ReadFile(filepath.Join(stageDir, stageTable))
+	tab, release, err := mapStageTable(stageDir)
 	if err != nil {
 		return "", "", false
 	}
+	defer release()
 	final, ok := resolveInTable(tab, original)
 	if !ok {
 		return "", "", false
