@@ -6,6 +6,7 @@ const (
 	stageRootDir  = "root"       // the extracted tree
 	stageListDir  = "list"       // placeholder listings served to opendir
 	stageTable    = "table"      // the lookup table
+	stageSearch   = "search"     // this node's ld.so search rules (ldsearch.go)
 	stageShimDir  = "shim"       // the shim objects
 	shimAuditName = "audit.so"   // LD_AUDIT
 	shimPreload   = "preload.so" // LD_PRELOAD, glibc 2.17+ (see preloadFor)

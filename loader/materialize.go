@@ -1,9 +1,12 @@
 package loader
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -58,7 +61,10 @@ func Materialize(ctx context.Context, src Source, dir string, opts MaterializeOp
 	if err := mirrorListedDirs(ctx, root, entries); err != nil {
 		return err
 	}
-	return writeShim(filepath.Join(dir, stageShimDir))
+	if err := writeShim(filepath.Join(dir, stageShimDir)); err != nil {
+		return err
+	}
+	return writeSearchRules(ctx, dir) // runs the node's ld.so on the shim just written
 }
 
 // writeListingsAndTable writes the placeholder listings and the lookup table.
@@ -352,8 +358,7 @@ func mapLibraryPath(stageDir, llp string) string {
 // StagedPath tells whether the command path original (absolute, or relative
 // to the cwd) is a bundled ELF executable of the stage at stageDir, and
 // returns its staged copy (stage root + the path as given: symlinks inside
-// the stage resolve as the originals do). Scripts are not redirected: their
-// interpreter would see the staged path in argv.
+// the stage resolve as the originals do). Scripts: see StagedScript.
 func StagedPath(stageDir, original string) (string, bool) {
 	abs, err := AbsPath(original)
 	if err != nil {
@@ -369,6 +374,55 @@ func StagedPath(stageDir, original string) (string, bool) {
 		return "", false
 	}
 	return filepath.Join(stageDir, stageRootDir, abs), true
+}
+
+// StagedScript tells whether the command path original (absolute) is a
+// bundled executable "#!" script of the stage at stageDir, and returns its
+// interpreter and optional argument as the kernel parses the line (first
+// 256 bytes; the rest of the line after the interpreter, blanks trimmed, is
+// one argument). exec then starts the interpreter itself, with the script's
+// original path in argv as the kernel would, so that a bundled interpreter
+// runs from the stage and nothing is looked up on the original tree.
+func StagedScript(stageDir, original string) (interp, arg string, ok bool) {
+	tab, release, err := mapStageTable(stageDir)
+	if err != nil {
+		return "", "", false
+	}
+	defer release()
+	final, ok := resolveInTable(tab, original)
+	if !ok {
+		return "", "", false
+	}
+	if ent, found := tableFind(tab, final); !found || binary.LittleEndian.Uint32(ent[28:])&0o111 == 0 {
+		return "", "", false
+	}
+	f, err := os.Open(filepath.Join(stageDir, stageRootDir, final))
+	if err != nil {
+		return "", "", false
+	}
+	defer f.Close()
+	buf := make([]byte, 256)
+	n, _ := io.ReadFull(f, buf)
+	return parseShebang(buf[:n])
+}
+
+// parseShebang parses a "#!" line as Linux's binfmt_script does; ok is false
+// when there is none or the kernel would have to decide (no newline within
+// its 256-byte buffer).
+func parseShebang(b []byte) (interp, arg string, ok bool) {
+	line, _, found := bytes.Cut(b, []byte("\n"))
+	if !found || !bytes.HasPrefix(line, []byte("#!")) {
+		return "", "", false
+	}
+	rest := strings.TrimLeft(string(line[2:]), " \t")
+	interp = rest
+	if i := strings.IndexAny(rest, " \t"); i >= 0 {
+		interp, arg = rest[:i], strings.Trim(rest[i:], " \t")
+	}
+	if interp == "" || strings.ContainsRune(interp, 0) {
+		return "", "", false
+	}
+	return interp, arg, true
 }
 
 // resolveInTable follows the table's symlinks along p (as execve would,

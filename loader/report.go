@@ -7,6 +7,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/dlbundle/dlbundle/squash"
 )
 
 // ProcessReport is one line of a DLBUNDLE_REPORT file: what one process's
@@ -55,12 +57,30 @@ type ReportSummary struct {
 	Missing   int64 `json:"missing"`
 	Passed    int64 `json:"passed"`
 	Dropped   int   `json:"dropped"`
-	// Lacked are passed-through paths outside pseudo file systems (/proc,
-	// /sys, /dev): paths the image does not hold, i.e. the app took a path
-	// the pilot run did not see. Most-taken first.
+	// Lacked are passed-through paths that the image could hold: the app
+	// took a path the pilot run did not see. Most-taken first.
 	Lacked []PathCount `json:"lacked"`
-	Pseudo int         `json:"pseudo"` // distinct passed-through paths in /proc, /sys, /dev
+	// NodeLocal are passed-through paths that build leaves on the node by
+	// policy (/etc, locale data and iconv configuration): expected, nothing
+	// to re-trace. Most-taken first.
+	NodeLocal []PathCount `json:"node_local"`
+	Pseudo    int         `json:"pseudo"` // distinct passed-through paths in /proc, /sys, /dev
 }
+
+// nodeLocalPolicy tells whether build's default rules leave p on the node
+// as node-local system files (squash's Exclude verdict). Temporary and
+// runtime directories are not among them: a job's files there may be the
+// app's own (tests build trees in /tmp and --include them).
+var nodeLocalPolicy = func() func(string) bool {
+	rules, err := squash.NewRules(nil, nil)
+	if err != nil {
+		panic(err) // the default rules are constant
+	}
+	return func(p string) bool {
+		v, _ := rules.Match(p)
+		return v == squash.Exclude
+	}
+}()
 
 func isPseudoPath(p string) bool {
 	for _, pre := range []string{"/proc", "/sys", "/dev"} {
@@ -96,14 +116,20 @@ func Summarize(reports []ProcessReport) ReportSummary {
 		}
 	}
 	for p, n := range count {
-		s.Lacked = append(s.Lacked, PathCount{p, n})
-	}
-	sort.Slice(s.Lacked, func(i, j int) bool {
-		if s.Lacked[i].Processes != s.Lacked[j].Processes {
-			return s.Lacked[i].Processes > s.Lacked[j].Processes
+		if nodeLocalPolicy(p) {
+			s.NodeLocal = append(s.NodeLocal, PathCount{p, n})
+		} else {
+			s.Lacked = append(s.Lacked, PathCount{p, n})
 		}
-		return s.Lacked[i].Path < s.Lacked[j].Path
-	})
+	}
+	for _, l := range [][]PathCount{s.Lacked, s.NodeLocal} {
+		sort.Slice(l, func(i, j int) bool {
+			if l[i].Processes != l[j].Processes {
+				return l[i].Processes > l[j].Processes
+			}
+			return l[i].Path < l[j].Path
+		})
+	}
 	s.Pseudo = len(pseudo)
 	return s
 }
@@ -124,6 +150,17 @@ func (s ReportSummary) WriteText(w io.Writer, limit int) error {
 	fmt.Fprintf(bw, "  passed to the file system %10d  (%5.1f%%)\n", s.Passed, pct(s.Passed))
 	if s.Pseudo > 0 {
 		fmt.Fprintf(bw, "%d distinct paths in /proc, /sys, /dev passed through (expected).\n", s.Pseudo)
+	}
+	if len(s.NodeLocal) > 0 {
+		fmt.Fprintf(bw, "\n%d node-local paths passed through by policy (configuration, locale data;\n"+
+			"build leaves them on the node, nothing to re-trace):\n", len(s.NodeLocal))
+		for i, p := range s.NodeLocal {
+			if limit > 0 && i == limit {
+				fmt.Fprintf(bw, "  ... and %d more (--all lists them)\n", len(s.NodeLocal)-limit)
+				break
+			}
+			fmt.Fprintf(bw, "  %6d  %s\n", p.Processes, p.Path)
+		}
 	}
 	if len(s.Lacked) == 0 {
 		fmt.Fprintln(bw, "The image held every other path the app looked up.")

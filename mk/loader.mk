@@ -5,6 +5,8 @@
 #   make bench-loader  warm-start overhead under the shim vs native -> docs/bench/loader.md
 
 APT_PACKAGES  += gcc python3 python3-numpy dash strace hyperfine libasan8 libubsan1
+# loader/stack_e2e_test.go: torch, a venv, the Spack-style tree's Python extension
+APT_PACKAGES  += python3-torch python3-venv python3-dev bash
 BENCH_TARGETS += bench-loader
 
 .PHONY: shim bench-loader

@@ -27,7 +27,7 @@ const (
 
 // Options say what to measure.
 type Options struct {
-	Scenarios []string // loadtest, python, numpy
+	Scenarios []string // loadtest, python, numpy, spack
 	Ranks     []int    // concurrent ranks, e.g. 1, 4, 16, 64
 	Loadtest  loadtest.Config
 	// PythonImports replaces StdlibImports (smoke tests use a small set).
@@ -60,7 +60,7 @@ type Options struct {
 // DefaultOptions is what `make bench` measures.
 func DefaultOptions() Options {
 	return Options{
-		Scenarios:  []string{"loadtest", "python", "numpy"},
+		Scenarios:  []string{"loadtest", "python", "numpy", "spack"},
 		Ranks:      []int{1, 4, 16, 64},
 		Loadtest:   loadtest.Default(),
 		Slowdown:   5,
@@ -188,8 +188,10 @@ func (o Options) scenario(name string) (scenario, error) {
 		return pythonScenario("python", imports, false), nil
 	case "numpy":
 		return pythonScenario("numpy", "numpy", true), nil
+	case "spack":
+		return spackScenario(SpackPackages), nil
 	}
-	return scenario{}, fmt.Errorf("bench: unknown scenario %q; use loadtest, python or numpy", name)
+	return scenario{}, fmt.Errorf("bench: unknown scenario %q; use loadtest, python, numpy or spack", name)
 }
 
 // bench measures one scenario.
@@ -209,12 +211,21 @@ func (b *bench) run(ctx context.Context, res *Results) error {
 	b.cal.Scenario = name
 	b.logf("== %s: building the app tree", name)
 	tree := filepath.Join(b.src, name)
-	if err := b.sc.prepare(ctx, tree); err != nil {
-		return err
-	}
 	copyDir := filepath.Join(b.shm, name)
-	if err := copyTree(ctx, tree, copyDir); err != nil {
-		return err
+	if b.sc.prepareAt != nil {
+		if err := b.sc.prepareAt(ctx, tree, filepath.Join(b.mnt, name)); err != nil {
+			return err
+		}
+		if err := b.sc.prepareAt(ctx, copyDir, copyDir); err != nil {
+			return err
+		}
+	} else {
+		if err := b.sc.prepare(ctx, tree); err != nil {
+			return err
+		}
+		if err := copyTree(ctx, tree, copyDir); err != nil {
+			return err
+		}
 	}
 	b.native, b.ideal = b.sc.command(filepath.Join(b.mnt, name)), b.sc.command(copyDir)
 

@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"debug/elf"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/dlbundle/dlbundle/examples/loadtest"
@@ -20,6 +23,10 @@ type scenario struct {
 	name string
 	// prepare builds the app tree in dir (inside the slowfs source tree).
 	prepare func(ctx context.Context, dir string) error
+	// prepareAt, when set, replaces prepare and the copy for the ideal runs:
+	// it builds the tree in dir for running at root (trees with absolute
+	// paths inside, as Spack's, cannot be copied elsewhere).
+	prepareAt func(ctx context.Context, dir, root string) error
 	// command is how a rank starts the app when the tree is visible at root
 	// (the slowfs mount, or the tmpfs copy for the ideal runs).
 	command func(root string) launch
@@ -43,6 +50,56 @@ func loadtestScenario(c loadtest.Config) scenario {
 		command: func(root string) launch {
 			return launch{argv: []string{filepath.Join(root, "app")}, env: baseEnv(), dir: "/", expect: "loadtest ok"}
 		},
+	}
+}
+
+// SpackPackages is the spack scenario's number of prefixes: a small real
+// Spack stack (100-300 are usual).
+const SpackPackages = 100
+
+// spackScenario is examples/spack's tree: n packages, each in its own prefix,
+// found through absolute RUNPATHs to every dependency's lib directory (one
+// process searches n directories, as on a Spack stack), a plugin dlopen()ed
+// by soname and a dlopen that fails.
+func spackScenario(n int) scenario {
+	return scenario{
+		name: "spack",
+		prepareAt: func(ctx context.Context, dir, root string) error {
+			gen, err := repoFile("examples/spack/make-tree.sh")
+			if err != nil {
+				return err
+			}
+			out, err := exec.CommandContext(ctx, "sh", gen, dir, strconv.Itoa(n), root).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("bench: spack tree: %v\n%s", err, out)
+			}
+			return nil
+		},
+		command: func(root string) launch {
+			h := sha256.Sum256([]byte("app"))
+			app := filepath.Join(root, "linux-x86_64", "app-1.0-"+hex.EncodeToString(h[:])[:7], "bin/spack-app")
+			return launch{argv: []string{app}, env: baseEnv(), dir: "/",
+				expect: "dlerror libnope-spack.so: cannot open shared object file"}
+		},
+	}
+}
+
+// repoFile finds a file of this repository from the working directory (the
+// repository root under make, the package directory under go test).
+func repoFile(rel string) (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, rel), nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("bench: %s: not inside the dlbundle repository", rel)
+		}
+		dir = parent
 	}
 }
 

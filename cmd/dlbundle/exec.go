@@ -48,7 +48,8 @@ on the node reuse the stage of an unchanged image.
 
 dlbundle then replaces itself with the app (no process stays behind): exit
 status, signals and stdin/stdout/stderr are the app's own. A bundled
-executable runs from the stage with argv[0] unchanged.
+executable runs from the stage with argv[0] unchanged; a bundled #! script
+starts its interpreter as the kernel would, from the stage when bundled.
 
 Outside a batch job each exec stats the image once (to notice a rebuilt image).
 See docs/exec.md.`
@@ -59,6 +60,21 @@ func (c *ExecCmd) Run() error {
 	argv := stripDashDash(c.Command)
 	if len(argv) == 0 {
 		return errors.New("no command to run: dlbundle exec IMAGE -- CMD [ARGS...]")
+	}
+	if c.Report != "" {
+		// Every process appends to it at exit, where nobody could be told
+		// that it failed: find out now, before the app starts.
+		f, err := os.OpenFile(c.Report, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o644) // as the shim opens it
+		switch {
+		case errors.Is(err, syscall.ELOOP):
+			// A symlink planted at the path: the shim will not follow it
+			// (issue 10) and the app runs, but not in silence.
+			fmt.Fprintf(os.Stderr, "dlbundle exec: warning: --report %s is a symbolic link; the shim does not follow it: no report will be written\n", c.Report)
+		case err != nil:
+			return fmt.Errorf("--report %s: %w; the app's processes could not write their reports there: choose a writable path", c.Report, err)
+		default:
+			f.Close()
+		}
 	}
 	ctx, stop := notifySignals()
 	staged, err := c.stage(ctx)
@@ -73,10 +89,11 @@ func (c *ExecCmd) Run() error {
 			return fmt.Errorf("%w\n(use --fallback to run the app natively when staging fails)", err)
 		}
 		fmt.Fprintf(os.Stderr, "dlbundle exec: warning: %v; running %s natively (--fallback)\n", err, argv[0])
-		return execApp(argv, findNative, os.Environ())
+		return execApp(argv, findNative, nil, os.Environ())
 	}
 	env := loader.ShimEnv(staged.Dir, os.Environ(), loader.EnvOptions{Report: c.Report, Debug: c.Debug})
-	return execApp(argv, func(cmd string) (string, error) { return findCommand(staged.Dir, cmd) }, env)
+	return execApp(argv, func(cmd string) (string, error) { return findCommand(staged.Dir, cmd) },
+		func(path string) (string, string, bool) { return stagedScript(staged.Dir, path) }, env)
 }
 
 // stage opens the stage dir and returns the published stage of the image.
@@ -153,11 +170,34 @@ func dieBy(sig os.Signal) {
 // execApp replaces this process with argv. find maps argv[0] to the file to
 // execute; argv[0] itself is passed unchanged. If that fails, the exit status
 // is a shell's: 127 for a command not found, 126 for one that cannot run.
-func execApp(argv []string, find func(string) (string, error), env []string) error {
+func execApp(argv []string, find func(string) (string, error), script func(string) (string, string, bool), env []string) error {
 	path, err := find(argv[0])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "dlbundle exec: %v\n", err)
 		return exitError{127}
+	}
+	// A bundled "#!" script: start its interpreter as the kernel would
+	// (interpreter, optional argument, the script's path, argv[1:]), so that
+	// a bundled interpreter runs from the stage too (at most 4 levels, as
+	// the kernel).
+	for depth := 0; script != nil; depth++ {
+		interp, arg, ok := script(path)
+		if !ok {
+			break
+		}
+		if depth == 4 {
+			fmt.Fprintf(os.Stderr, "dlbundle exec: %s: too many levels of #! interpreters\n", argv[0])
+			return exitError{126}
+		}
+		next := []string{interp}
+		if arg != "" {
+			next = append(next, arg)
+		}
+		argv = append(append(next, path), argv[1:]...)
+		if path, err = find(interp); err != nil {
+			fmt.Fprintf(os.Stderr, "dlbundle exec: %v\n", err)
+			return exitError{127}
+		}
 	}
 	err = unix.Exec(path, argv, env)
 	fmt.Fprintf(os.Stderr, "dlbundle exec: %s: %v\n", argv[0], err)
@@ -187,6 +227,9 @@ func findCommand(stage, cmd string) (string, error) {
 		if staged, ok := stagedPath(stage, cand); ok {
 			return staged, nil
 		}
+		if _, _, ok := stagedScript(stage, cand); ok {
+			return cand, nil
+		}
 		if isExecutable(cand) {
 			return cand, nil
 		}
@@ -202,6 +245,15 @@ func stagedPath(stage, cmd string) (string, bool) {
 		return "", false
 	}
 	return loader.StagedPath(stage, abs)
+}
+
+// stagedScript asks the stage whether cmd is a bundled "#!" script.
+func stagedScript(stage, cmd string) (interp, arg string, ok bool) {
+	abs, err := loader.AbsPath(cmd)
+	if err != nil {
+		return "", "", false
+	}
+	return loader.StagedScript(stage, abs)
 }
 
 // findNative is execvp's search, for --fallback.

@@ -32,6 +32,7 @@ static size_t root_len;
 static char staged[DLB_PATH_MAX]; /* the answer of the last la_objsearch */
 static int debug;
 static int native_env; /* DLBUNDLE_NATIVE_ENV is set: see restore_native_env */
+static void keep_llp(const char *v, size_t n); /* the whole search, below */
 
 /* gcc may emit calls to these for struct copies and loops even in freestanding code. */
 void *memcpy(void *d, const void *s, size_t n) __attribute__((visibility("hidden")));
@@ -70,6 +71,8 @@ static void environ_entry(const char *kv, size_t len)
 		debug = 1;
 	} else if (len >= 20 && dlb_memeq(kv, "DLBUNDLE_NATIVE_ENV=", 20)) {
 		native_env = 1;
+	} else if (len >= 16 && dlb_memeq(kv, "LD_LIBRARY_PATH=", 16)) {
+		keep_llp(kv + 16, len - 16);
 	}
 }
 
@@ -196,6 +199,438 @@ static void map_table(void)
 	dlb_sys(DLB_SYS_close, fd, 0, 0); /* hold no fd: apps may close_range() everything */
 }
 
+/* ---- ld.so's whole search, answered at LA_SER_ORIG ----
+ *
+ * Answering per candidate (la_objsearch below) gives ld.so the right file,
+ * but after every candidate answered "missing" ld.so itself stats the
+ * candidate's directory and each probed subdirectory (glibc-hwcaps/..., tls/,
+ * x86_64/) on the name it built from the search path: ~10 calls per search
+ * directory per process that no hook sees, on the shared file system for
+ * absolute RUNPATHs (Spack). So at LA_SER_ORIG, before any search, the shim
+ * walks ld.so's search itself over the table (glibc elf/dl-load.c,
+ * _dl_map_object and open_path, 2.33 to 2.36): DT_RPATH of the loader and its
+ * loaders (only when the loader has no DT_RUNPATH), the executable's DT_RPATH,
+ * LD_LIBRARY_PATH, the loader's DT_RUNPATH, /etc/ld.so.cache, the default
+ * directories; in each directory every subdirectory of STAGE/search (the
+ * node's ld.so printed them, loader/ldsearch.go) then the directory itself.
+ * When the table decides every candidate up to the first that exists, the
+ * answer is that candidate's staged copy: a name with '/' is opened as a path,
+ * with no search at all. Anything the table cannot decide (a directory outside
+ * the image, $LIB, a relative entry, a cache entry for a hwcaps subdirectory)
+ * leaves the name unchanged and ld.so searches per candidate as before. */
+
+enum { S_MISS, S_FOUND, S_UNDECIDED };
+
+#define CAPS_MAX 32
+#define SYSDIRS_MAX 16
+static char rules[4096];
+static const char *cap[CAPS_MAX], *sysdir[SYSDIRS_MAX];
+static size_t cap_len[CAPS_MAX], sysdir_len[SYSDIRS_MAX];
+static unsigned ncap, nsysdir;
+static char llp[16384]; /* LD_LIBRARY_PATH as ld.so parsed it (the kernel's copy) */
+static int llp_state;   /* 0 unset or empty, 1 in llp, -1 too long to keep */
+static int started;     /* la_preinit ran: later loads are dlopen's */
+
+static void keep_llp(const char *v, size_t n)
+{
+	if (n == 0) { llp_state = 0; return; }
+	if (n >= sizeof llp) { llp_state = -1; return; }
+	dlb_memcpy(llp, v, n);
+	llp[n] = 0;
+	llp_state = 1;
+}
+
+/* read_rules parses STAGE/search (format: loader/ldsearch.go). */
+static void read_rules(void)
+{
+	char path[PREFIX_MAX + 16];
+	size_t l = root_len - 5;
+	dlb_memcpy(path, root, l);
+	dlb_memcpy(path + l, "/search", 8);
+	long fd = dlb_sys(DLB_SYS_openat, -100, path, 02000000);
+	if (fd < 0) return;
+	long n = dlb_sys(DLB_SYS_read, fd, rules, sizeof rules - 1);
+	dlb_sys(DLB_SYS_close, fd, 0, 0);
+	if (n <= 0 || n == (long)sizeof rules - 1 || !dlb_memeq(rules, "dlbundle-search 1\n", 18)) return;
+	rules[n] = 0;
+	unsigned nc = 0, nd = 0;
+	for (char *p = rules + 18; *p;) {
+		char *e = p;
+		while (*e && *e != '\n') e++;
+		if (!*e) return; /* unterminated: not ours */
+		*e = 0;
+		if (dlb_memeq(p, "cap ", 4) && nc < CAPS_MAX) { cap[nc] = p + 4; cap_len[nc++] = (size_t)(e - p - 4); }
+		else if (dlb_memeq(p, "dir /", 5) && nd < SYSDIRS_MAX) { sysdir[nd] = p + 4; sysdir_len[nd++] = (size_t)(e - p - 4); }
+		else return;
+		p = e + 1;
+	}
+	if (nc == 0 || cap_len[nc - 1] != 0 || nd == 0) return;
+	ncap = nc;
+	nsysdir = nd;
+}
+
+/* Who loaded whom: glibc's l_loader is not in the public link_map, and the
+ * DT_RPATH search walks that chain. la_objsearch(LA_SER_ORIG) names the
+ * loader and the next la_objopen is the object it loads (ld.so maps one
+ * object at a time, under its load lock). */
+#define MAPS_MAX 8192
+static struct { const struct link_map *map, *loader; } maps[MAPS_MAX];
+static unsigned nmaps;
+static const struct link_map *pending;
+
+static int is_main(const struct link_map *l) { return l->l_prev == 0 && l->l_name && l->l_name[0] == 0; }
+
+static const struct link_map *loader_of(const struct link_map *l, int *known)
+{
+	*known = 1;
+	if (is_main(l)) return 0;
+	for (unsigned i = nmaps; i-- > 0;)
+		if (maps[i].map == l) return maps[i].loader;
+	*known = 0;
+	return 0;
+}
+
+static const struct link_map *main_of(const struct link_map *l)
+{
+	while (l->l_prev) l = l->l_prev;
+	return is_main(l) ? l : 0;
+}
+
+struct dyninfo { const char *rpath, *runpath; int nodeflib; };
+
+/* The dynamic section as ld.so left it: on most targets ld.so relocated the
+ * d_ptr entries in place (elf_get_dynamic_info), on some (read-only dynamic
+ * sections) not; a pointer below the load address is unrelocated. */
+static void dyn_of(const struct link_map *l, struct dyninfo *d)
+{
+	d->rpath = d->runpath = 0;
+	d->nodeflib = 0;
+	if (!l->l_ld) return;
+	uintptr_t strtab = 0;
+	long rp = -1, rn = -1;
+	for (const ElfW(Dyn) *x = l->l_ld; x->d_tag != DT_NULL; x++) {
+		if (x->d_tag == DT_STRTAB) strtab = x->d_un.d_ptr;
+		else if (x->d_tag == DT_RPATH) rp = (long)x->d_un.d_val;
+		else if (x->d_tag == DT_RUNPATH) rn = (long)x->d_un.d_val;
+		else if (x->d_tag == DT_FLAGS_1 && (x->d_un.d_val & DF_1_NODEFLIB)) d->nodeflib = 1;
+	}
+	if (!strtab) return;
+	if (l->l_addr && strtab < l->l_addr) strtab += l->l_addr;
+	/* both given: ld.so ignores DT_RPATH */
+	if (rn >= 0) d->runpath = (const char *)strtab + rn;
+	else if (rp >= 0) d->rpath = (const char *)strtab + rp;
+}
+
+/* origin_of: $ORIGIN of l as ld.so computes it: the directory of the name it
+ * opened (la_objopen gave l_name back its original), for the executable the
+ * directory of /proc/self/exe (ld.so reads that link too). */
+static long origin_of(const struct link_map *l, char *out, size_t cap_)
+{
+	static char exe[DLB_PATH_MAX];
+	static long exe_len = -2;
+	const char *n;
+	size_t len;
+	if (l->l_name && l->l_name[0] == 0) {
+		if (exe_len == -2) {
+			exe_len = dlb_syscall6(DLB_SYS_readlinkat, -100, (long)"/proc/self/exe", (long)exe, sizeof exe - 1, 0, 0);
+			if (exe_len <= 0 || exe_len >= (long)sizeof exe - 1) exe_len = -1;
+			else {
+				exe[exe_len] = 0;
+				if (dlb_hasprefix(exe, root, root_len) && exe[root_len] == '/') {
+					size_t i = 0;
+					for (; exe[root_len + i]; i++) exe[i] = exe[root_len + i];
+					exe[i] = 0;
+					exe_len = (long)i;
+				}
+			}
+		}
+		if (exe_len < 0) return -1;
+		n = exe;
+		len = (size_t)exe_len;
+	} else {
+		n = l->l_name;
+		if (!n || n[0] != '/') return -1;
+		len = dlb_strlen(n);
+	}
+	while (len > 0 && n[len - 1] != '/') len--;
+	if (len > 1) len--; /* drop the '/', but keep "/" */
+	if (len == 0 || len >= cap_) return -1;
+	dlb_memcpy(out, n, len);
+	return (long)len;
+}
+
+/* expand copies one search path element, replacing $ORIGIN / ${ORIGIN} (the
+ * only dynamic string token decided here); -1: undecidable. */
+static long expand(const char *e, size_t n, const struct link_map *l, char *out, size_t cap_)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n;) {
+		if (e[i] != '$') {
+			if (o + 1 >= cap_) return -1;
+			out[o++] = e[i++];
+			continue;
+		}
+		size_t skip;
+		if (n - i >= 7 && dlb_memeq(e + i + 1, "ORIGIN", 6) && (i + 7 == n || e[i + 7] == '/')) skip = 7;
+		else if (n - i >= 9 && dlb_memeq(e + i + 1, "{ORIGIN}", 8)) skip = 9;
+		else return -1; /* $LIB, $PLATFORM, or text ld.so keeps literally */
+		long ol = origin_of(l, out + o, cap_ - o);
+		if (ol < 0) return -1;
+		o += (size_t)ol;
+		i += skip;
+	}
+	return (long)o;
+}
+
+/* The staged object checked like ld.so's open_verify skips candidates: an
+ * ELF file of another class or machine is passed over, not loaded. One open
+ * and read in the node-local stage. */
+static int elf_ours(const char *staged_path)
+{
+	unsigned char h[20];
+	long fd = dlb_sys(DLB_SYS_openat, -100, staged_path, 02000000);
+	if (fd < 0) return 0;
+	long n = dlb_sys(DLB_SYS_read, fd, h, sizeof h);
+	dlb_sys(DLB_SYS_close, fd, 0, 0);
+	if (n != (long)sizeof h || h[0] != 0x7f || h[1] != 'E' || h[2] != 'L' || h[3] != 'F') return 0;
+	unsigned machine = h[18] | (unsigned)h[19] << 8;
+#if defined(__x86_64__)
+	return h[4] == ELFCLASS64 && h[5] == ELFDATA2LSB && machine == EM_X86_64;
+#elif defined(__aarch64__)
+	return h[4] == ELFCLASS64 && h[5] == ELFDATA2LSB && machine == EM_AARCH64;
+#else
+	return 0;
+#endif
+}
+
+/* found: the answer is STAGE/root + orig, when the staged file is ours. */
+static int found(const char *orig, size_t n, const struct dlb_entry *ent)
+{
+	if (root_len + n >= sizeof staged) return S_UNDECIDED;
+	if ((ent->mode & 0444) != 0444) return S_UNDECIDED; /* native open may be refused: let ld.so try */
+	dlb_memcpy(staged, root, root_len);
+	dlb_memcpy(staged + root_len, orig, n + 1);
+	return elf_ours(staged) ? S_FOUND : S_UNDECIDED;
+}
+
+/* try_dir: the candidates of one search directory d[0:dn] (as ld.so keeps
+ * it: trailing slashes dropped), in ld.so's order. */
+static int try_dir(const char *d, size_t dn, const char *name, size_t nn)
+{
+	char orig[DLB_PATH_MAX], canon[DLB_PATH_MAX], cand[DLB_PATH_MAX];
+	if (dn == 0 || d[0] != '/') return S_UNDECIDED; /* relative to the cwd */
+	while (dn > 1 && d[dn - 1] == '/') dn--;
+	/* a mapped LD_LIBRARY_PATH entry or $ORIGIN inside the stage: the original */
+	if (dn > root_len && dlb_hasprefix(d, root, root_len) && d[root_len] == '/') { d += root_len; dn -= root_len; }
+	if (dn + 1 + nn >= sizeof orig) return S_UNDECIDED;
+	dlb_memcpy(orig, d, dn);
+	orig[dn] = 0;
+	struct dlb_res r;
+	switch (dlb_resolve(table, orig, 1, canon, &r)) {
+	case DLB_KNOWN_ERR:
+		return S_MISS; /* every candidate fails, ld.so's stat marks it nonexisting */
+	case DLB_BUNDLED:
+		if (r.ent->type != DLB_DIR) return S_MISS; /* ENOTDIR likewise */
+		break;
+	default:
+		return S_UNDECIDED;
+	}
+	size_t on = dn == 1 ? 0 : dn; /* "/" + name, not "//" + name */
+	orig[on++] = '/';
+	size_t cn = r.len == 1 ? 0 : r.len;
+	uint64_t ch = dlb_hash(canon, cn);
+	canon[cn++] = '/';
+	for (unsigned i = 0; i < ncap; i++) {
+		size_t l = cn + cap_len[i] + nn;
+		if (l >= sizeof cand || on + cap_len[i] + nn >= sizeof orig) return S_UNDECIDED;
+		/* Fast path: the candidate's first component below the directory
+		 * (the subdirectory, or the name itself) absent from the table is
+		 * ENOENT (a bundled directory's listing is complete): one hash
+		 * continued from the directory's instead of a walk from "/". */
+		const char *first = cap_len[i] ? cap[i] : name;
+		size_t fl = 0;
+		while (first[fl] && first[fl] != '/') fl++;
+		uint64_t fh = dlb_hash_more(dlb_hash_more(ch, "/", 1), first, fl);
+		dlb_memcpy(cand, canon, cn);
+		dlb_memcpy(cand + cn, first, fl);
+		if (!DLB_DIRTY_ANY() && !dlb_lookup_h(table, cand, cn + fl, fh)) continue; /* written dirs: the resolver */
+		dlb_memcpy(cand + cn, cap[i], cap_len[i]);
+		dlb_memcpy(cand + cn + cap_len[i], name, nn + 1);
+		char out[DLB_PATH_MAX];
+		struct dlb_res c;
+		switch (dlb_resolve(table, cand, 1, out, &c)) {
+		case DLB_KNOWN_ERR:
+			/* Only the directory's own candidate's errno reaches ld.so's
+			 * "found but unusable" check; ENOENT goes on searching. */
+			if (c.err != DLB_ENOENT && i == ncap - 1) return S_UNDECIDED;
+			continue;
+		case DLB_BUNDLED:
+			if (c.ent->type != DLB_REG) return S_UNDECIDED;
+			dlb_memcpy(orig + on, cap[i], cap_len[i]);
+			dlb_memcpy(orig + on + cap_len[i], name, nn + 1);
+			return found(orig, on + cap_len[i] + nn, c.ent);
+		default:
+			return S_UNDECIDED;
+		}
+	}
+	return S_MISS;
+}
+
+/* walk_list: a DT_RPATH/DT_RUNPATH/LD_LIBRARY_PATH value, elements
+ * separated by any of seps, $ORIGIN taken from origin_map. */
+static int walk_list(const char *list, const char *seps, const struct link_map *origin_map, const char *name, size_t nn)
+{
+	char dir[DLB_PATH_MAX];
+	for (const char *p = list;;) {
+		const char *e = p;
+		while (*e && *e != seps[0] && *e != seps[1]) e++;
+		long dn = expand(p, (size_t)(e - p), origin_map, dir, sizeof dir);
+		if (dn < 0) return S_UNDECIDED;
+		int r = try_dir(dir, (size_t)dn, name, nn);
+		if (r != S_MISS) return r;
+		if (!*e) return S_MISS;
+		p = e + 1;
+	}
+}
+
+/* ---- /etc/ld.so.cache, read as ld.so reads it (node-local, once) ---- */
+static const char *cache;
+static size_t cache_size, cache_new, cache_n;
+static int cache_state; /* 0 not read, 1 usable, 2 absent (ld.so: no cache), -1 not understood */
+
+#define CACHE_NEW_MAGIC "glibc-ld.so.cache1.1"
+#if defined(__x86_64__)
+#define CACHE_FLAGS 0x0303 /* FLAG_ELF_LIBC6 | FLAG_X8664_LIB64: _dl_cache_check_flags */
+#elif defined(__aarch64__)
+#define CACHE_FLAGS 0x0a03 /* FLAG_ELF_LIBC6 | FLAG_AARCH64_LIB64 */
+#endif
+
+static void read_cache(void)
+{
+	cache_state = -1;
+#ifdef CACHE_FLAGS
+	long fd = dlb_sys(DLB_SYS_openat, -100, "/etc/ld.so.cache", 02000000);
+	if (fd == -2 /* ENOENT */) { cache_state = 2; return; }
+	if (fd < 0) return;
+	struct { uint64_t dev, ino, nlink; uint32_t mode, uid, gid, pad; uint64_t rdev; int64_t size; char rest[88]; } st;
+	long rc = dlb_sys(DLB_SYS_fstat, fd, &st, 0);
+#if defined(__aarch64__)
+	int64_t size = *(int64_t *)((char *)&st + 48);
+#else
+	int64_t size = st.size;
+#endif
+	long m = 0;
+	if (rc == 0 && size > 48) m = dlb_syscall6(DLB_SYS_mmap, 0, size, 1, 2, fd, 0);
+	dlb_sys(DLB_SYS_close, fd, 0, 0);
+	if (m <= 0 && m > -4096) return;
+	const char *c = (const char *)m;
+	size_t off = 0;
+	if (dlb_memeq(c, "ld.so-1.7.0", 11)) { /* old format first, the new one after it */
+		uint32_t n = *(const uint32_t *)(c + 12);
+		off = (16 + (size_t)n * 12 + 7) & ~(size_t)7;
+	}
+	if (off + 48 > (size_t)size || !dlb_memeq(c + off, CACHE_NEW_MAGIC, 20)) { dlb_sys(DLB_SYS_munmap, m, size, 0); return; }
+	uint32_t n = *(const uint32_t *)(c + off + 20);
+	if ((size_t)n > ((size_t)size - off - 48) / 24) { dlb_sys(DLB_SYS_munmap, m, size, 0); return; }
+	cache = c;
+	cache_size = (size_t)size;
+	cache_new = off;
+	cache_n = n;
+	cache_state = 1;
+#endif
+}
+
+/* cache_str returns the string at offset o of the new format (relative to
+ * its header), or NULL if it runs off the mapping. */
+static const char *cache_str(uint32_t o)
+{
+	size_t at = cache_new + o;
+	if (at >= cache_size) return 0;
+	for (size_t i = at; i < cache_size; i++)
+		if (cache[i] == 0) return cache + at;
+	return 0;
+}
+
+/* cache_lookup: 1 and *path when the cache names one file for name (the
+ * first entry of our flags, as _dl_load_cache_lookup takes it), 0 none,
+ * -1 undecidable (glibc-hwcaps or legacy hwcap entries: ld.so picks by CPU). */
+static int cache_lookup(const char *name, size_t nn, const char **path)
+{
+	if (cache_state == 0) read_cache();
+	if (cache_state == 2) return 0;
+	if (cache_state != 1) return -1;
+	const char *first = 0;
+	for (size_t i = 0; i < cache_n; i++) {
+		const char *e = cache + cache_new + 48 + i * 24;
+		int32_t flags = *(const int32_t *)e;
+		const char *key = cache_str(*(const uint32_t *)(e + 4));
+		if (!key) return -1;
+		if (flags != CACHE_FLAGS || !dlb_memeq(key, name, nn + 1)) continue;
+		if (*(const uint64_t *)(e + 16) != 0) return -1;
+		if (!first && !(first = cache_str(*(const uint32_t *)(e + 8)))) return -1;
+	}
+	*path = first;
+	return first ? 1 : 0;
+}
+
+/* whole_search: ld.so's search for name (no '/') on behalf of loader. */
+static int whole_search(const char *name, const struct link_map *loader)
+{
+	size_t nn = dlb_strlen(name);
+	struct dyninfo ld;
+	dyn_of(loader, &ld);
+	const struct link_map *mainmap = main_of(loader);
+	if (!mainmap) return S_UNDECIDED; /* another namespace (dlmopen) */
+	int r;
+	if (!ld.runpath) {
+		int did_main = 0;
+		for (const struct link_map *l = loader; l;) {
+			struct dyninfo di;
+			dyn_of(l, &di);
+			if (di.rpath && di.rpath[0]) {
+				if ((r = walk_list(di.rpath, "::", l, name, nn)) != S_MISS) return r;
+				did_main |= l == mainmap;
+			}
+			int known;
+			l = loader_of(l, &known);
+			if (!known) return S_UNDECIDED;
+		}
+		struct dyninfo dm;
+		dyn_of(mainmap, &dm);
+		if (!did_main && dm.rpath && dm.rpath[0] && (r = walk_list(dm.rpath, "::", mainmap, name, nn)) != S_MISS)
+			return r;
+	}
+	if (llp_state < 0) return S_UNDECIDED;
+	if (llp_state > 0 && (r = walk_list(llp, ":;", mainmap, name, nn)) != S_MISS) return r;
+	if (ld.runpath && ld.runpath[0] && (r = walk_list(ld.runpath, "::", loader, name, nn)) != S_MISS) return r;
+	if (ld.nodeflib) return S_MISS;
+	const char *cached;
+	switch (cache_lookup(name, nn, &cached)) {
+	case 1: {
+		char out[DLB_PATH_MAX];
+		struct dlb_res c;
+		switch (dlb_resolve(table, cached, 1, out, &c)) {
+		case DLB_BUNDLED:
+			if (c.ent->type != DLB_REG) return S_UNDECIDED;
+			return found(cached, dlb_strlen(cached), c.ent);
+		case DLB_KNOWN_ERR:
+			if (c.err == DLB_ENOENT) break; /* a stale cache entry: on to the default dirs */
+			return S_UNDECIDED;
+		default:
+			return S_UNDECIDED;
+		}
+		break;
+	}
+	case 0:
+		break;
+	default:
+		return S_UNDECIDED;
+	}
+	for (unsigned i = 0; i < nsysdir; i++)
+		if ((r = try_dir(sysdir[i], sysdir_len[i], name, nn)) != S_MISS) return r;
+	return S_MISS;
+}
+
 /* glibc >= 2.35 refuses an audit module whose la_version returns a version it
  * does not support. We use only la_objsearch and la_objopen, unchanged in
  * interface versions 1 (glibc 2.17..2.34) and 2 (2.35 on): return the version
@@ -204,6 +639,7 @@ unsigned int la_version(unsigned int version)
 {
 	read_environ();
 	if (root_len) map_table();
+	if (table) read_rules();
 	char **env = table ? initial_env() : 0;
 	if (native_env) restore_native_env(env);
 	for (char **e = env; e && *e; e++)
@@ -216,9 +652,44 @@ unsigned int la_version(unsigned int version)
  * $ORIGIN already expanded), so answering per candidate keeps ld.so's search
  * semantics exactly: bundled -> the staged copy, known missing -> "" (ld.so
  * skips the candidate; see below), unknown -> unchanged. */
+/* nolib puts STAGE/nolib/NAME into staged: the answer for a dlopen the
+ * table decides fails with ENOENT. Opening it fails with ENOENT in the
+ * node-local stage, and the preload's dlerror shows "NAME: cannot open shared
+ * object file: No such file or directory" as natively. (During start-up ld.so
+ * prints a fatal error itself, which the preload cannot rewrite: there the
+ * search is left to ld.so.) */
+static int nolib(const char *name)
+{
+	size_t sl = root_len - 5, nn = dlb_strlen(name);
+	if (sl + 7 + nn >= sizeof staged) return 0;
+	dlb_memcpy(staged, root, sl);
+	dlb_memcpy(staged + sl, "/nolib/", 7);
+	dlb_memcpy(staged + sl + 7, name, nn + 1);
+	say("nolib", name, staged);
+	return 1;
+}
+
 char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag)
 {
-	(void)cookie; (void)flag;
+	if (flag == LA_SER_ORIG)
+		/* the cookie of the object on whose behalf ld.so loads: glibc
+		 * initialises every cookie to the object's link_map */
+		pending = (const struct link_map *)*cookie;
+	size_t i = 0;
+	while (name[i] && name[i] != '/') i++;
+	if (table && flag == LA_SER_ORIG && !name[i] && ncap && pending) {
+		switch (whole_search(name, pending)) {
+		case S_FOUND:
+			say("search", name, staged);
+			return staged;
+		case S_MISS:
+			/* nothing to find */
+			if (started && nolib(name)) return staged;
+			break;
+		}
+		say("search-undecided", name, 0);
+		return (char *)name;
+	}
 	if (!table || name[0] != '/')
 		return (char *)name;
 	const char *orig = name;
@@ -244,6 +715,22 @@ char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag)
 		say("found", orig, staged);
 		return staged;
 	case DLB_KNOWN_ERR:
+		/* dlopen of a path the table says does not exist: as for a
+		 * search that finds nothing (ld.so would open the name as given). */
+		if (flag == LA_SER_ORIG) {
+			/* dlopen of a path the table says fails: the staged copy of
+			 * the path fails with the same errno in the node-local stage
+			 * (it mirrors the table), and the preload's dlerror strips
+			 * STAGE/root from the message. ("" here would be searched for
+			 * as a name.) During start-up ld.so prints the error itself:
+			 * leave it the original. */
+			size_t n = dlb_strlen(orig);
+			if (!started || orig != name || root_len + n >= sizeof staged) return (char *)name;
+			dlb_memcpy(staged, root, root_len);
+			dlb_memcpy(staged + root_len, orig, n + 1);
+			say("fails", orig, staged);
+			return staged;
+		}
 		/* Not NULL: after a candidate that "did not open", ld.so reads its
 		 * private errno, which an audit module cannot set, and gives up the
 		 * whole search path unless it is ENOENT. An empty name makes its
@@ -263,6 +750,11 @@ char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag)
 unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie)
 {
 	(void)lmid; (void)cookie;
+	if (nmaps < MAPS_MAX) {
+		maps[nmaps].map = map;
+		maps[nmaps++].loader = pending;
+	}
+	pending = 0;
 	char *n = map->l_name;
 	if (table && n && dlb_hasprefix(n, root, root_len) && n[root_len] == '/') {
 		size_t i = 0;
@@ -270,6 +762,14 @@ unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie)
 		n[i] = 0;
 	}
 	return 0; /* no symbol binding callbacks: they would slow every call */
+}
+
+/* la_preinit: start-up loading is done; what is loaded from now on is
+ * dlopen'ed (see la_objsearch: how a failed search is answered). */
+void la_preinit(uintptr_t *cookie)
+{
+	(void)cookie;
+	started = 1;
 }
 
 /* audit_dirty: p[0:n] is one of the directories in DLBUNDLE_DIRTY (as the

@@ -28,6 +28,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -87,6 +89,8 @@ static int cwd_prefix(const char *p, size_t n);
 	X(readlink, ssize_t, (const char *, char *, size_t))                           \
 	X(readlinkat, ssize_t, (int, const char *, char *, size_t))                    \
 	X(realpath, char *, (const char *, char *))                                    \
+	X(statfs, int, (const char *, struct statfs *))                                \
+	X(statvfs, int, (const char *, struct statvfs *))                              \
 	X(canonicalize_file_name, char *, (const char *))                              \
 	X(opendir, DIR *, (const char *))                                              \
 	X(execve, int, (const char *, char *const[], char *const[]))                   \
@@ -899,6 +903,45 @@ char *realpath(const char *path, char *resolved)
 }
 char *canonicalize_file_name(const char *path) { return realpath(path, NULL); }
 
+/* statfs/statvfs: only a path the table knows is missing is answered (the
+ * file system's figures of a bundled path are the original's, which the
+ * table does not hold): libselinux probes /selinux in every process. The
+ * 64-bit names are aliases of these in glibc on 64-bit targets. */
+int statfs(const char *path, struct statfs *buf)
+{
+	char canon[DLB_PATH_MAX];
+	struct dlb_res r;
+	if (path && lookup("statfs", AT_FDCWD, &path, 1, canon, &r) == DLB_KNOWN_ERR) return set_errno(r.err);
+	return real_statfs(path, buf);
+}
+int statvfs(const char *path, struct statvfs *buf)
+{
+	char canon[DLB_PATH_MAX];
+	struct dlb_res r;
+	if (path && lookup("statvfs", AT_FDCWD, &path, 1, canon, &r) == DLB_KNOWN_ERR) return set_errno(r.err);
+	return real_statvfs(path, buf);
+}
+
+/* _FORTIFY_SOURCE builds (Debian's python3.11) call the checking variants,
+ * which glibc implements with its internal realpath/readlink: out of reach
+ * unless wrapped too. Same checks as glibc (debug/realpath_chk.c and friends). */
+extern void __chk_fail(void) __attribute__((noreturn));
+char *__realpath_chk(const char *path, char *resolved, size_t resolvedlen)
+{
+	if (resolvedlen < PATH_MAX) __chk_fail();
+	return realpath(path, resolved);
+}
+ssize_t __readlink_chk(const char *path, char *buf, size_t len, size_t buflen)
+{
+	if (len > buflen) __chk_fail();
+	return readlink(path, buf, len);
+}
+ssize_t __readlinkat_chk(int dirfd, const char *path, char *buf, size_t len, size_t buflen)
+{
+	if (len > buflen) __chk_fail();
+	return readlinkat(dirfd, path, buf, len);
+}
+
 /* ---- opendir: the complete listing, with d_type, from $STAGE/list ---- */
 DIR *opendir(const char *path)
 {
@@ -922,25 +965,29 @@ DIR *opendir(const char *path)
 
 /* ---- exec: a bundled ELF executable runs from the stage ---- */
 
-/* exec_target returns the staged copy of path when it is a bundled ELF file.
- * Scripts are not redirected: their interpreter would see the staged path in
- * argv. Stack buffers only: this runs in vfork children. */
-static const char *exec_target(const char *fn, const char *path, char *sp, size_t spsz, int *err)
+/* exec_target returns the staged copy of path when it is a bundled ELF file
+ * or, when script is not NULL, a bundled "#!" script (*script = 1; the
+ * caller runs its interpreter itself, see script_argv). Other scripts are not
+ * redirected: their interpreter would see the staged path in argv. Stack
+ * buffers only: this runs in vfork children. */
+static const char *exec_target(const char *fn, const char *path, char *sp, size_t spsz, int *err, int *script)
 {
 	char canon[DLB_PATH_MAX];
 	struct dlb_res r;
 	const char *pp = path; /* not rewritten: the kernel hands the exec'd path to a script's interpreter */
 	*err = 0;
+	if (script) *script = 0;
 	switch (lookup(fn, AT_FDCWD, &pp, 1, canon, &r)) {
 	case DLB_BUNDLED:
 		if (r.ent->type != DLB_REG || staged(sp, spsz, canon, r.len) != 0) break;
 		if (!(r.ent->flags & DLB_FLAG_ELF_EXEC)) {
-			/* The image may not know the kind: check the ELF magic of the staged copy. */
+			/* The image may not know the kind: check the magic of the staged copy. */
 			char m[4] = {0};
 			int fd = (int)syscall(SYS_openat, AT_FDCWD, sp, O_RDONLY | O_CLOEXEC);
 			if (fd < 0) break;
 			long n = syscall(SYS_read, fd, m, 4);
 			syscall(SYS_close, fd);
+			if (script && n >= 2 && m[0] == '#' && m[1] == '!' && (r.ent->mode & 0111)) { *script = 1; return sp; }
 			if (n != 4 || memcmp(m, "\177ELF", 4) != 0) break;
 		}
 		return sp;
@@ -951,12 +998,70 @@ static const char *exec_target(const char *fn, const char *path, char *sp, size_
 	return path;
 }
 
-int execve(const char *path, char *const argv[], char *const envp[])
+/* script_line reads the "#!" line of the staged script sp as the kernel's
+ * binfmt_script does (first 256 bytes; the interpreter is the first word,
+ * the rest of the line with surrounding blanks trimmed is one optional
+ * argument). Returns 0 with *interp (and *arg or NULL) pointing into buf,
+ * -1 when the kernel should decide (line longer than the buffer). */
+static int script_line(const char *sp, char *buf, size_t bufsz, char **interp, char **arg)
+{
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, sp, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) return -1;
+	long n = syscall(SYS_read, fd, buf, bufsz - 1);
+	syscall(SYS_close, fd);
+	if (n < 2) return -1;
+	buf[n] = 0;
+	char *nl = memchr(buf, '\n', (size_t)n);
+	if (!nl) return -1;
+	*nl = 0;
+	char *p = buf + 2;
+	while (*p == ' ' || *p == '\t') p++;
+	if (!*p) return -1;
+	*interp = p;
+	while (*p && *p != ' ' && *p != '\t') p++;
+	char *end = p;
+	while (*p == ' ' || *p == '\t') p++;
+	*end = 0;
+	*arg = NULL;
+	if (*p) {
+		char *e = p + strlen(p);
+		while (e > p && (e[-1] == ' ' || e[-1] == '\t')) e--;
+		*e = 0;
+		*arg = p;
+	}
+	return 0;
+}
+
+/* execve: a bundled ELF runs from its staged copy; a bundled "#!" script is
+ * started as the kernel would start it, with the interpreter (itself looked
+ * up here, so a bundled one runs from the stage) and argv = interpreter,
+ * optional argument, the script's path AS GIVEN, argv[1..]: the interpreter
+ * then reads the script through the shim, and argv, /proc/self/exe and
+ * sys.executable are the native ones. At most 4 nested interpreters (the
+ * kernel's limit: ELOOP after). */
+static int execve_depth(const char *path, char *const argv[], char *const envp[], int depth)
 {
 	char sp[DLB_PATH_MAX + 1024];
-	int err;
-	const char *t = exec_target("execve", path, sp, sizeof sp, &err);
+	int err, script;
+	const char *t = exec_target("execve", path, sp, sizeof sp, &err, &script);
 	if (!t) return set_errno(err);
+	if (script) {
+		char line[256], *interp, *arg;
+		if (script_line(sp, line, sizeof line, &interp, &arg) == 0) {
+			if (depth >= 4) return set_errno(ELOOP);
+			int argc = 0;
+			while (argv && argv[argc]) argc++;
+			char *v[argc + 4];
+			int k = 0;
+			v[k++] = interp;
+			if (arg) v[k++] = arg;
+			v[k++] = (char *)path;
+			for (int i = 1; i < argc; i++) v[k++] = argv[i];
+			v[k] = NULL;
+			return execve_depth(interp, v, envp, depth + 1);
+		}
+		t = path; /* the kernel decides */
+	}
 	size_t n;
 	if (env_for_child(envp, &n)) {
 		char *v[n + 1]; /* on the stack: this runs in vfork children */
@@ -964,6 +1069,8 @@ int execve(const char *path, char *const argv[], char *const envp[])
 	}
 	return real_execve(t, argv, envp);
 }
+
+int execve(const char *path, char *const argv[], char *const envp[]) { return execve_depth(path, argv, envp, 0); }
 int execv(const char *path, char *const argv[]) { return execve(path, argv, environ); }
 
 /* execvp/execvpe: glibc's own PATH search calls its internal execve, which we
@@ -1042,10 +1149,15 @@ char *dlerror(void)
 	static __thread char msg[2 * DLB_PATH_MAX];
 	ensure_init();
 	char *e = real_dlerror();
-	if (!e || !stage_root_len || !strstr(e, stage_root)) return e;
+	/* stage_root minus "/root": the stage dir, for STAGE/nolib/NAME, the
+	 * audit object's answer for a dlopen that the table says fails: the
+	 * native message names NAME alone. */
+	size_t sl = stage_root_len - 5;
+	if (!e || !stage_root_len || !memmem(e, strlen(e), stage_root, sl)) return e;
 	size_t o = 0;
 	for (const char *s = e; *s && o + 1 < sizeof msg;) {
 		if (!strncmp(s, stage_root, stage_root_len) && s[stage_root_len] == '/') { s += stage_root_len; continue; }
+		if (!strncmp(s, stage_root, sl) && !strncmp(s + sl, "/nolib/", 7)) { s += sl + 7; continue; }
 		msg[o++] = *s++;
 	}
 	msg[o] = 0;
@@ -1057,7 +1169,7 @@ int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *
 {
 	char sp[DLB_PATH_MAX + 1024];
 	int err;
-	const char *t = exec_target("posix_spawn", path, sp, sizeof sp, &err);
+	const char *t = exec_target("posix_spawn", path, sp, sizeof sp, &err, NULL);
 	if (!t) return err;
 	size_t n;
 	if (env_for_child(envp, &n)) {
@@ -1088,7 +1200,7 @@ static int spawnp_search(pid_t *pid, const char *file, const posix_spawn_file_ac
 		cand[dl] = '/';
 		memcpy(cand + dl + 1, file, fl + 1);
 		int err;
-		const char *t = exec_target("posix_spawnp", cand, sp, sizeof sp, &err);
+		const char *t = exec_target("posix_spawnp", cand, sp, sizeof sp, &err, NULL);
 		if (t == sp) return real_posix_spawn(pid, t, fa, attr, argv, envp);
 		if (t) break; /* undecided */
 		if (!e) break;

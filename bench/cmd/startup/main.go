@@ -20,7 +20,7 @@ import (
 
 type cli struct {
 	Out        string        `default:"docs/bench" placeholder:"DIR" help:"Where to write results.csv, startup.svg and startup.md."`
-	Scenarios  []string      `default:"loadtest,python,numpy" help:"Scenarios to run: loadtest (C, many shared libraries), python (stdlib imports), numpy."`
+	Scenarios  []string      `default:"loadtest,python,numpy,spack" help:"Scenarios to run: loadtest (C, many shared libraries), python (stdlib imports), numpy, spack (100 prefixes with absolute RUNPATHs)."`
 	Ranks      []int         `default:"1,4,16,64" help:"Numbers of ranks started at the same instant."`
 	Service    time.Duration `help:"Metadata service time of slowfs (e.g. 200us). Default: calibrated per scenario so that native start-up of one rank is --slowdown times the ideal."`
 	Slowdown   float64       `default:"5" help:"Calibration target: native / ideal start-up of one rank."`
