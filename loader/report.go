@@ -20,7 +20,11 @@ type ProcessReport struct {
 	Missing     int64    `json:"missing"`      // lookups answered as known missing (ENOENT/ENOTDIR)
 	Passed      int64    `json:"passed"`       // lookups passed through to the file system
 	PassedPaths []string `json:"passed_paths"` // distinct passed-through paths (first 512)
-	Dropped     int      `json:"dropped"`      // distinct paths beyond the first 512
+	// Outside are the shared objects ld.so had loaded from outside the
+	// image when the process ended (the audit module could not decide their
+	// search, or they were dlopen'ed by a path the image does not hold).
+	Outside []string `json:"outside"`
+	Dropped int      `json:"dropped"` // paths beyond the bounds (docs/loader.md, "Reports")
 }
 
 // ReadReports parses a report file. Lines that are not reports (a process
@@ -65,6 +69,9 @@ type ReportSummary struct {
 	// to re-trace. Most-taken first.
 	NodeLocal []PathCount `json:"node_local"`
 	Pseudo    int         `json:"pseudo"` // distinct passed-through paths in /proc, /sys, /dev
+	// Outside are the libraries ld.so loaded from outside the image (and
+	// so from the shared file system, in every process). Most-taken first.
+	Outside []PathCount `json:"outside"`
 }
 
 // nodeLocalPolicy tells whether build's default rules leave p on the node
@@ -96,6 +103,7 @@ func Summarize(reports []ProcessReport) ReportSummary {
 	var s ReportSummary
 	count := map[string]int{}
 	pseudo := map[string]bool{}
+	outside := map[string]int{}
 	for _, r := range reports {
 		s.Processes++
 		s.Answered += r.Answered
@@ -103,6 +111,13 @@ func Summarize(reports []ProcessReport) ReportSummary {
 		s.Passed += r.Passed
 		s.Dropped += r.Dropped
 		seen := map[string]bool{}
+		for _, p := range r.Outside {
+			if !seen[p] {
+				seen[p] = true
+				outside[p]++
+			}
+		}
+		seen = map[string]bool{}
 		for _, p := range r.PassedPaths {
 			if seen[p] {
 				continue
@@ -122,7 +137,10 @@ func Summarize(reports []ProcessReport) ReportSummary {
 			s.Lacked = append(s.Lacked, PathCount{p, n})
 		}
 	}
-	for _, l := range [][]PathCount{s.Lacked, s.NodeLocal} {
+	for p, n := range outside {
+		s.Outside = append(s.Outside, PathCount{p, n})
+	}
+	for _, l := range [][]PathCount{s.Lacked, s.NodeLocal, s.Outside} {
 		sort.Slice(l, func(i, j int) bool {
 			if l[i].Processes != l[j].Processes {
 				return l[i].Processes > l[j].Processes
@@ -161,6 +179,20 @@ func (s ReportSummary) WriteText(w io.Writer, limit int) error {
 			}
 			fmt.Fprintf(bw, "  %6d  %s\n", p.Processes, p.Path)
 		}
+	}
+	if len(s.Outside) > 0 {
+		fmt.Fprintf(bw, "\n%d libraries ld.so loaded from outside the image (from the shared file system,\n"+
+			"in every process that loaded them):\n", len(s.Outside))
+		for i, p := range s.Outside {
+			if limit > 0 && i == limit {
+				fmt.Fprintf(bw, "  ... and %d more (--all lists them)\n", len(s.Outside)-limit)
+				break
+			}
+			fmt.Fprintf(bw, "  %6d  %s\n", p.Processes, p.Path)
+		}
+		fmt.Fprintln(bw, "Re-trace with the inputs that load them and rebuild; if the trace saw them and a default")
+		fmt.Fprintln(bw, "rule left them out, rebuild with --include PREFIX (their directory or prefix):")
+		fmt.Fprintln(bw, "  dlbundle trace -- ./myapp <those inputs>   # then: dlbundle build --include PREFIX -o app.dlimg")
 	}
 	if len(s.Lacked) == 0 {
 		fmt.Fprintln(bw, "The image held every other path the app looked up.")

@@ -1116,6 +1116,23 @@ static int exec_search(const char *file, char *const argv[], char *const envp[])
 int execvp(const char *file, char *const argv[]) { return exec_search(file, argv, environ); }
 int execvpe(const char *file, char *const argv[], char *const envp[]) { return exec_search(file, argv, envp); }
 
+/* shim_from_outside (report.h): l_name of a loaded object names a file ld.so
+ * opened from outside the image. Objects ld.so opened from the stage carry
+ * their original name (la_objopen), which the table holds as bundled; any
+ * other absolute name outside the stage dir is the real file system's.
+ * Called once per object at exit, possibly in a signal handler: the table
+ * lookup allocates nothing; the static buffer is used by the one report
+ * writer only. */
+int shim_from_outside(const char *name)
+{
+	static char canon[DLB_PATH_MAX];
+	struct dlb_res r;
+	if (!table || !name || name[0] != '/') return 0;
+	size_t sl = stage_root_len - 5;
+	if (!strncmp(name, stage_root, sl) && name[sl] == '/') return 0; /* the shim's own objects */
+	return dlb_resolve(table, name, 1, canon, &r) != DLB_BUNDLED;
+}
+
 /* _exit, _Exit: processes that end this way (dash, os._exit, children after
  * fork) skip destructors; write their report first. */
 void _exit(int status)

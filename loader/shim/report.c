@@ -1,7 +1,10 @@
 /* report.c — see report.h; the line itself is written by reportfmt.h. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/auxv.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -18,6 +21,7 @@
 #define ARENA (256u << 10)
 #define SEEN_MAX 4096
 #define LINE_CAP (512u << 10)
+#define OUTSIDE_MAX 256 /* libraries from outside the image listed per process */
 
 static char report_file[DLB_PATH_MAX];
 static uint64_t counts[3];
@@ -45,6 +49,45 @@ static void report_child_reset(void)
 	dropped = 0;
 }
 
+/* ---- fatal signals: a process killed by SIGTERM (Slurm's time limit, a
+ * scheduler's cancel) or that abort()s runs no destructor and no _exit. With
+ * a report file only, report_init installs report_fatal for the signals
+ * below whose disposition is SIG_DFL: an app's own handler (installed before
+ * us, or later: it simply replaces ours) and ignored signals are left
+ * alone. report_fatal writes the report, restores SIG_DFL and sends the
+ * signal again to its thread; the signal is blocked in the handler, so it is
+ * delivered when the handler returns and the process ends by it, exactly as
+ * without us (exit status, core dump). A fault (SIGSEGV...) raised again by
+ * the faulting instruction ends the same way. SIGINT is not among them:
+ * Python installs its KeyboardInterrupt handler only where SIGINT is
+ * SIG_DFL. What an app can observe: sigaction() reports our handler instead
+ * of SIG_DFL for these signals (docs/loader.md, "Reports"). */
+static const int fatal_sigs[] = {SIGTERM, SIGHUP, SIGQUIT, SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGXCPU};
+
+static void report_fatal(int sig)
+{
+	report_write();
+	struct sigaction dfl;
+	memset(&dfl, 0, sizeof dfl);
+	dfl.sa_handler = SIG_DFL;
+	sigaction(sig, &dfl, NULL);
+	syscall(SYS_tgkill, syscall(SYS_getpid), syscall(SYS_gettid), sig);
+}
+
+static void install_fatal(void)
+{
+	for (unsigned i = 0; i < sizeof fatal_sigs / sizeof *fatal_sigs; i++) {
+		struct sigaction old, sa;
+		if (sigaction(fatal_sigs[i], NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
+			continue;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = report_fatal;
+		sigemptyset(&sa.sa_mask);
+		sa.sa_flags = SA_RESTART;
+		sigaction(fatal_sigs[i], &sa, NULL);
+	}
+}
+
 void report_init(void)
 {
 	const char *f = getenv("DLBUNDLE_REPORT");
@@ -52,6 +95,37 @@ void report_init(void)
 	strcpy(report_file, f);
 	report_pid = (pid_t)syscall(SYS_getpid);
 	pthread_atfork(NULL, NULL, report_child_reset);
+	install_fatal();
+}
+
+/* ---- libraries from outside the image ----
+ *
+ * The audit module answers ld.so's search from the table; what it cannot
+ * decide (a directory the image lacks, a dlopen by a path it does not hold)
+ * ld.so opens on the real file system. At report time the preload walks the
+ * main namespace's link_map list (_r_debug, exported by ld.so) and lists the
+ * objects whose name shim_from_outside judges outside the image. No state is
+ * shared with the audit module (it lives in its own namespace, without
+ * libc): la_objopen gives every object loaded from the stage its original
+ * name, which the table holds as bundled. The walk takes no lock (dl_iterate_
+ * phdr's lock could deadlock in a signal handler): an object being dlopen'ed
+ * by another thread at that moment may be missed, and an object dlclose'd
+ * before exit is not listed. Skipped: the executable (empty name), the vDSO
+ * (no '/'), ld.so itself (AT_BASE; it is the node's, by design). */
+extern struct r_debug _r_debug;
+
+static uint32_t outside_list(const char **ps, size_t *ls, uint32_t max, uint64_t *left)
+{
+	uintptr_t ldso = (uintptr_t)getauxval(AT_BASE);
+	uint32_t n = 0;
+	for (const struct link_map *l = _r_debug.r_map; l; l = l->l_next) {
+		if ((ldso && l->l_addr == ldso) || !l->l_name || l->l_name[0] != '/' || !shim_from_outside(l->l_name))
+			continue;
+		if (n == max) { ++*left; continue; }
+		ps[n] = l->l_name;
+		ls[n++] = strlen(l->l_name);
+	}
+	return n;
 }
 
 /* keep copies a new distinct path into the arena, or counts it as dropped. */
@@ -97,8 +171,8 @@ void report_count(int kind, const char *p)
 	__atomic_fetch_add(&dropped, 1, __ATOMIC_RELAXED);
 }
 
-/* One JSON line per process (reportfmt.h), written by the destructor (exit)
- * or by _exit (preload.c). Async-signal-safe: raw system calls and the
+/* One JSON line per process (reportfmt.h), written by the destructor (exit),
+ * by _exit (preload.c) or by report_fatal. Async-signal-safe: raw system calls and the
  * hand-written formatter only. A vfork child shares the parent's memory and
  * counts: it does not report (its pid differs). */
 __attribute__((destructor)) void report_write(void)
@@ -106,8 +180,8 @@ __attribute__((destructor)) void report_write(void)
 	/* Static, not on the stack: _exit may run on a small signal stack.
 	 * One writer per process (reported). */
 	static char line[LINE_CAP], exe[DLB_PATH_MAX];
-	static const char *ps[MAX_PATHS];
-	static size_t ls[MAX_PATHS];
+	static const char *ps[MAX_PATHS], *os[OUTSIDE_MAX];
+	static size_t ls[MAX_PATHS], ol[OUTSIDE_MAX];
 	static int reported;
 	if (!report_file[0] || (pid_t)syscall(SYS_getpid) != report_pid) return;
 	if (__atomic_exchange_n(&reported, 1, __ATOMIC_ACQ_REL)) return;
@@ -120,10 +194,10 @@ __attribute__((destructor)) void report_write(void)
 		ps[i] = l1 ? arena + slots[i].off : NULL;
 		ls[i] = l1 ? l1 - 1 : 0;
 	}
-	uint64_t c[3];
+	uint64_t c[3], left = __atomic_load_n(&dropped, __ATOMIC_RELAXED);
 	for (int i = 0; i < 3; i++) c[i] = __atomic_load_n(&counts[i], __ATOMIC_RELAXED);
-	size_t len = dlb_report_line(line, sizeof line, (int64_t)report_pid, exe, (size_t)en, c, ps, ls, n,
-				     __atomic_load_n(&dropped, __ATOMIC_RELAXED));
+	uint32_t no = outside_list(os, ol, OUTSIDE_MAX, &left);
+	size_t len = dlb_report_line(line, sizeof line, (int64_t)report_pid, exe, (size_t)en, c, os, ol, no, ps, ls, n, left);
 	int fd = (int)syscall(SYS_openat, AT_FDCWD, report_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0) return;
 	syscall(SYS_write, fd, line, len);

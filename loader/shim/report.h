@@ -14,6 +14,7 @@ enum { REPORT_ANSWERED, REPORT_MISSING, REPORT_PASSED };
 
 void report_init(void);
 void report_count(int kind, const char *passed_path);
-void report_write(void); /* at exit; also called by our _exit */
+void report_write(void); /* at exit; also called by our _exit and fatal signals */
+int shim_from_outside(const char *l_name); /* preload.c: a library ld.so opened from outside the image */
 
 #endif

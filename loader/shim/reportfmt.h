@@ -3,9 +3,10 @@
  * it runs in _exit, which may be called from a signal handler.
  *
  * One line: {"pid":N,"exe":S,"answered":N,"missing":N,"passed":N,
- *            "passed_paths":[S,...],"dropped":N}\n
+ *            "outside":[S,...],"passed_paths":[S,...],"dropped":N}\n
  * Always valid JSON, never longer than the buffer: a path that does not fit
- * is left out and counted in "dropped". Strings are escaped as JSON requires
+ * is left out and counted in "dropped". "outside" (libraries ld.so loaded
+ * from outside the image) comes first: there are few, and they matter most. Strings are escaped as JSON requires
  * ('"', '\\', control characters); JSON text is UTF-8 and paths are bytes, so
  * a byte that is not part of valid UTF-8 is written as U+FFFD, as Go's
  * encoding/json does.
@@ -105,13 +106,35 @@ static inline void dlb_jw_str(struct dlb_jw *w, const char *s, size_t n)
 
 /* The tail written after the paths: ],"dropped":<up to 20 digits>}\n */
 #define DLB_REPORT_TAIL (12 + 20 + 2)
+/* What follows the "outside" list: ],"passed_paths":[ and the tail. */
+#define DLB_REPORT_MID (18 + DLB_REPORT_TAIL)
+
+/* dlb_jw_list appends the paths that fit, comma-separated, keeping reserve
+ * bytes free for what follows; it returns how many it left out (NULL paths:
+ * claimed but never written, see below). */
+static inline uint64_t dlb_jw_list(struct dlb_jw *w, const char *const *paths, const size_t *lens, uint32_t n,
+				   size_t reserve)
+{
+	uint64_t left = 0;
+	int first = 1;
+	for (uint32_t i = 0; i < n; i++) {
+		if (!paths[i]) { left++; continue; }
+		size_t need = dlb_json_size(paths[i], lens[i]) + !first;
+		if (w->n + need + reserve > w->cap) { left++; continue; }
+		if (!first) w->b[w->n++] = ',';
+		dlb_jw_str(w, paths[i], lens[i]);
+		first = 0;
+	}
+	return left;
+}
 
 /* dlb_report_line writes one report line into out[0:cap] (cap >=
- * DLB_REPORT_LINE_MIN) and returns its length. paths[i] is NULL for a path
- * that was claimed but never written (a thread still copying it): it is
- * counted as dropped, like every path that does not fit. */
+ * DLB_REPORT_LINE_MIN) and returns its length. outside[i] and paths[i] are
+ * NULL for a path that was claimed but never written (a thread still copying
+ * it): it is counted as dropped, like every path that does not fit. */
 static inline size_t dlb_report_line(char *out, size_t cap, int64_t pid, const char *exe, size_t exelen,
-				     const uint64_t counts[3], const char *const *paths, const size_t *lens,
+				     const uint64_t counts[3], const char *const *outside, const size_t *olens,
+				     uint32_t noutside, const char *const *paths, const size_t *lens,
 				     uint32_t npaths, uint64_t dropped)
 {
 	struct dlb_jw w = {out, cap, 0};
@@ -128,16 +151,10 @@ static inline size_t dlb_report_line(char *out, size_t cap, int64_t pid, const c
 	dlb_jw_u64(&w, counts[1]);
 	dlb_jw_raw(&w, ",\"passed\":");
 	dlb_jw_u64(&w, counts[2]);
-	dlb_jw_raw(&w, ",\"passed_paths\":[");
-	int first = 1;
-	for (uint32_t i = 0; i < npaths; i++) {
-		if (!paths[i]) { dropped++; continue; }
-		size_t need = dlb_json_size(paths[i], lens[i]) + !first;
-		if (w.n + need + DLB_REPORT_TAIL > cap) { dropped++; continue; }
-		if (!first) w.b[w.n++] = ',';
-		dlb_jw_str(&w, paths[i], lens[i]);
-		first = 0;
-	}
+	dlb_jw_raw(&w, ",\"outside\":[");
+	dropped += dlb_jw_list(&w, outside, olens, noutside, DLB_REPORT_MID);
+	dlb_jw_raw(&w, "],\"passed_paths\":[");
+	dropped += dlb_jw_list(&w, paths, lens, npaths, DLB_REPORT_TAIL);
 	dlb_jw_raw(&w, "],\"dropped\":");
 	dlb_jw_u64(&w, dropped);
 	dlb_jw_raw(&w, "}\n");

@@ -233,12 +233,13 @@ func utf8Bytewise(s string) string {
 }
 
 // FuzzReportLine: whatever the paths, the line fits its buffer, is valid
-// JSON, lists a subsequence of the paths exactly (as UTF-8), and counts
-// every path it leaves out in "dropped".
+// JSON, lists a subsequence of the paths exactly (as UTF-8) in each of its
+// two lists ("outside", then "passed_paths"), and counts every path it
+// leaves out in "dropped".
 func FuzzReportLine(f *testing.F) {
-	f.Add("/usr/bin/python3", "/a\x00/b\"\\\x01\xff\x00/c", uint32(0), int64(42), uint64(3), uint16(0))
-	f.Add(strings.Repeat("\x01", 5000), strings.Repeat("\"\\", 3000), uint32(100), int64(-1), uint64(1)<<63, uint16(5))
-	f.Fuzz(func(t *testing.T, exe, blob string, extra uint32, pid int64, dropped uint64, absentMask uint16) {
+	f.Add("/usr/bin/python3", "/a\x00/b\"\\\x01\xff\x00/c", uint32(0), int64(42), uint64(3), uint16(0), uint8(1))
+	f.Add(strings.Repeat("\x01", 5000), strings.Repeat("\"\\", 3000), uint32(100), int64(-1), uint64(1)<<63, uint16(5), uint8(0))
+	f.Fuzz(func(t *testing.T, exe, blob string, extra uint32, pid int64, dropped uint64, absentMask uint16, nout uint8) {
 		if strings.IndexByte(exe, 0) >= 0 {
 			return
 		}
@@ -261,7 +262,17 @@ func FuzzReportLine(f *testing.F) {
 		}
 		capacity := LineMin + int(extra%(1<<17))
 		counts := [3]uint64{uint64(len(exe)), uint64(pid), dropped}
-		line := ReportLine(capacity, pid, exe, counts, paths, dropped)
+		no := int(nout)
+		if no > len(paths) {
+			no = len(paths)
+		}
+		wantOut := 0 // want[:wantOut] are the "outside" ones
+		for _, p := range paths[:no] {
+			if p != nil {
+				wantOut++
+			}
+		}
+		line := ReportLine(capacity, pid, exe, counts, paths, no, dropped)
 		if len(line) > capacity {
 			t.Fatalf("line of %d bytes in a %d-byte buffer", len(line), capacity)
 		}
@@ -274,6 +285,7 @@ func FuzzReportLine(f *testing.F) {
 			Answered    uint64   `json:"answered"`
 			Missing     uint64   `json:"missing"`
 			Passed      uint64   `json:"passed"`
+			Outside     []string `json:"outside"`
 			PassedPaths []string `json:"passed_paths"`
 			Dropped     uint64   `json:"dropped"`
 		}
@@ -287,19 +299,26 @@ func FuzzReportLine(f *testing.F) {
 		if r.PID != pid || r.Exe != utf8Bytewise(wexe) || r.Answered != counts[0] || r.Missing != counts[1] || r.Passed != counts[2] {
 			t.Fatalf("fields changed: %+v", r)
 		}
-		// The listed paths are the given ones in order, some left out.
-		j := 0
-		for _, p := range r.PassedPaths {
-			for j < len(want) && want[j] != p {
+		// The listed paths are the given ones in order, some left out,
+		// each in its own list.
+		for _, l := range []struct {
+			got  []string
+			want []string
+		}{{r.Outside, want[:wantOut]}, {r.PassedPaths, want[wantOut:]}} {
+			j := 0
+			for _, p := range l.got {
+				for j < len(l.want) && l.want[j] != p {
+					j++
+				}
+				if j == len(l.want) {
+					t.Fatalf("listed %q, which is not among its list's paths in order", p)
+				}
 				j++
 			}
-			if j == len(want) {
-				t.Fatalf("listed %q, which is not among the paths in order", p)
-			}
-			j++
 		}
-		if got := uint64(len(r.PassedPaths)) + r.Dropped; got != uint64(len(paths))+dropped {
-			t.Fatalf("%d listed + %d dropped != %d paths + %d dropped before", len(r.PassedPaths), r.Dropped, len(paths), dropped)
+		listed := len(r.Outside) + len(r.PassedPaths)
+		if got := uint64(listed) + r.Dropped; got != uint64(len(paths))+dropped {
+			t.Fatalf("%d listed + %d dropped != %d paths + %d dropped before", listed, r.Dropped, len(paths), dropped)
 		}
 	})
 }

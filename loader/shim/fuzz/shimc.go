@@ -43,12 +43,13 @@ static long lookup(const void *tab, const char *p, size_t n)
 static size_t line(char *out, size_t cap, long long pid, const char *exe, size_t exelen,
 		   unsigned long long a, unsigned long long m, unsigned long long p,
 		   const char *blob, const size_t *offs, const size_t *lens, const int *absent, unsigned n,
-		   unsigned long long dropped)
+		   unsigned nout, unsigned long long dropped)
 {
 	const char *ps[n ? n : 1];
 	uint64_t c[3] = {a, m, p};
 	for (unsigned i = 0; i < n; i++) ps[i] = absent[i] ? NULL : blob + offs[i];
-	return dlb_report_line(out, cap, pid, exe, exelen, c, ps, lens, n, dropped);
+	// the first nout paths are the "outside" list, the rest "passed_paths"
+	return dlb_report_line(out, cap, pid, exe, exelen, c, ps, lens, nout, ps + nout, lens + nout, n - nout, dropped);
 }
 */
 import "C"
@@ -109,9 +110,13 @@ func (t *Table) Resolve(path string, follow bool) Result {
 	return r
 }
 
-// ReportLine runs dlb_report_line with a buffer of cap bytes; a nil path
+// ReportLine runs dlb_report_line with a buffer of cap bytes; the first
+// nout paths are the "outside" list, the others "passed_paths"; a nil path
 // stands for one claimed but not yet written.
-func ReportLine(cap int, pid int64, exe string, counts [3]uint64, paths []*string, dropped uint64) []byte {
+func ReportLine(cap int, pid int64, exe string, counts [3]uint64, paths []*string, nout int, dropped uint64) []byte {
+	if nout > len(paths) {
+		nout = len(paths)
+	}
 	buf := C.malloc(C.size_t(cap))
 	defer C.free(buf)
 	var blob []byte
@@ -133,6 +138,6 @@ func ReportLine(cap int, pid int64, exe string, counts [3]uint64, paths []*strin
 	defer C.free(cexe)
 	l := C.line((*C.char)(buf), C.size_t(cap), C.longlong(pid), (*C.char)(cexe), C.size_t(len(exe)),
 		C.ulonglong(counts[0]), C.ulonglong(counts[1]), C.ulonglong(counts[2]),
-		(*C.char)(cblob), &offs[0], &lens[0], &absent[0], C.unsigned(n), C.ulonglong(dropped))
+		(*C.char)(cblob), &offs[0], &lens[0], &absent[0], C.unsigned(n), C.unsigned(nout), C.ulonglong(dropped))
 	return C.GoBytes(buf, C.int(l))
 }

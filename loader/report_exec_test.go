@@ -1,0 +1,169 @@
+package loader
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/dlbundle/dlbundle/image"
+)
+
+// reportProbe: a program that dlopens the paths it is given and ends as told
+// (exit, SIGTERM, abort), bundled at /opt/... with one library next to it.
+const reportProbeSource = `#include <dlfcn.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	for (int i = 2; i < argc; i++)
+		if (!dlopen(argv[i], RTLD_NOW)) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 3; }
+	if (argc > 1 && !strcmp(argv[1], "term")) raise(SIGTERM);
+	if (argc > 1 && !strcmp(argv[1], "abort")) abort();
+	return 0;
+}
+`
+
+type reportFixture struct {
+	work, image, probe, lib string // probe, lib: where the image holds them (absent from this machine)
+	outsideLib              string // a library the image lacks, on the file system
+}
+
+func newReportFixture(t *testing.T) *reportFixture {
+	t.Helper()
+	work := t.TempDir()
+	src := filepath.Join(work, "probe.c")
+	if err := os.WriteFile(src, []byte(reportProbeSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "lib.c"), []byte("int dlb_lib(void) { return 1; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nativeProbe, nativeLib := filepath.Join(work, "probe"), filepath.Join(work, "libin.so")
+	outsideLib := filepath.Join(work, "later", "libout.so")
+	if err := os.Mkdir(filepath.Dir(outsideLib), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"-O1", "-o", nativeProbe, src},
+		{"-O1", "-shared", "-fPIC", "-o", nativeLib, filepath.Join(work, "lib.c")},
+		{"-O1", "-shared", "-fPIC", "-o", outsideLib, filepath.Join(work, "lib.c")},
+	} {
+		if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+			t.Fatalf("gcc %v: %v\n%s", args, err, out)
+		}
+	}
+	sum := sha256.Sum256([]byte(t.Name() + work))
+	top := "/opt/dlbundle-test-" + hex.EncodeToString(sum[:6])
+	if _, err := os.Lstat(top); err == nil {
+		t.Fatalf("%s exists on this machine; the test needs a path that does not", top)
+	}
+	f := &reportFixture{work: work, image: filepath.Join(work, "r.dlimg"), probe: top + "/bin/probe",
+		lib: top + "/lib/libin.so", outsideLib: outsideLib}
+	var entries []image.Entry
+	for _, e := range []struct {
+		path, src string
+		kind      image.Kind
+	}{{f.probe, nativeProbe, image.KindELFExec}, {f.lib, nativeLib, image.KindELFShared}} {
+		st, err := os.Stat(e.src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, image.Entry{Path: e.path, Type: image.TypeRegular, Mode: 0o100755, Size: st.Size(),
+			MtimeNS: st.ModTime().UnixNano(), Kind: e.kind, SourcePath: e.src})
+	}
+	out, err := os.Create(f.image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if _, err := image.Write(out, entries, image.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// exec runs the probe under 'dlbundle exec --report' and returns the
+// report's lines and how the app ended.
+func (f *reportFixture) exec(t *testing.T, args ...string) ([]ProcessReport, syscall.WaitStatus, string) {
+	t.Helper()
+	report := filepath.Join(t.TempDir(), "report.jsonl")
+	cli := append([]string{"exec", "--stage-dir", filepath.Join(f.work, "stage"), "--report", report, f.image, "--", f.probe}, args...)
+	_, stderr, _, state := runCLI(t, cleanEnv(f.work), cli...)
+	ws, _ := state.Sys().(syscall.WaitStatus)
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatalf("report: %v (app: %v, stderr %q)", err, state, stderr)
+	}
+	rs, bad, err := ReadReports(bytes.NewReader(b))
+	if err != nil || bad != 0 {
+		t.Fatalf("report %q: %d bad lines, %v", b, bad, err)
+	}
+	return rs, ws, stderr
+}
+
+// TestReportListsLibrariesFromOutside: libraries ld.so opened from outside
+// the image (here libc, which the image lacks, and a dlopen'ed library made
+// after the build) are in the process's report and in the summary with
+// advice; the bundled library, the shim's own objects, ld.so and the vDSO
+// are not.
+func TestReportListsLibrariesFromOutside(t *testing.T) {
+	f := newReportFixture(t)
+	rs, ws, stderr := f.exec(t, "exit", f.lib, f.outsideLib)
+	if !ws.Exited() || ws.ExitStatus() != 0 || len(rs) != 1 {
+		t.Fatalf("app ended %v with %d report lines (stderr %q); want exit 0 and 1 line", ws, len(rs), stderr)
+	}
+	got := map[string]bool{}
+	for _, p := range rs[0].Outside {
+		got[p] = true
+		if strings.HasPrefix(p, f.work) && p != f.outsideLib || strings.Contains(p, "ld-linux") || !strings.HasPrefix(p, "/") {
+			t.Errorf("outside lists %s: the stage, ld.so or the vDSO", p)
+		}
+	}
+	libc := false
+	for p := range got {
+		libc = libc || strings.HasSuffix(p, "/libc.so.6")
+	}
+	if !got[f.outsideLib] || !libc || got[f.lib] {
+		t.Errorf("outside = %q; want %s and libc.so.6, not the bundled %s", rs[0].Outside, f.outsideLib, f.lib)
+	}
+	s := Summarize(rs)
+	var buf bytes.Buffer
+	if err := s.WriteText(&buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	text := buf.String()
+	if !strings.Contains(text, f.outsideLib) || !strings.Contains(text, "--include") {
+		t.Errorf("summary does not list %s with advice:\n%s", f.outsideLib, text)
+	}
+	for _, p := range s.Lacked {
+		if p.Path == f.outsideLib {
+			t.Errorf("%s is listed as a looked-up path too (it is a library from outside)", p.Path)
+		}
+	}
+}
+
+// TestReportAfterFatalSignal: a process that ends by SIGTERM or abort()
+// still writes its line, and still ends by that signal.
+func TestReportAfterFatalSignal(t *testing.T) {
+	f := newReportFixture(t)
+	for _, c := range []struct {
+		arg string
+		sig syscall.Signal
+	}{{"term", syscall.SIGTERM}, {"abort", syscall.SIGABRT}} {
+		rs, ws, stderr := f.exec(t, c.arg, f.outsideLib)
+		if !ws.Signaled() || ws.Signal() != c.sig {
+			t.Errorf("%s: app ended %v, want killed by %v (stderr %q)", c.arg, ws, c.sig, stderr)
+		}
+		if len(rs) != 1 || !strings.HasSuffix(rs[0].Exe, "/probe") || len(rs[0].Outside) == 0 {
+			t.Errorf("%s: report = %+v; want the probe's one line, with its libraries from outside", c.arg, rs)
+		}
+	}
+}
