@@ -11,17 +11,19 @@ import (
 // ReportCmd summarises DLBUNDLE_REPORT files.
 type ReportCmd struct {
 	Files []string `arg:"" name:"file" type:"existingfile" help:"Report file(s) written by 'dlbundle exec --report FILE' (or DLBUNDLE_REPORT=FILE): one JSON line per process."`
-	All   bool     `help:"List every path the image lacked (default: the 30 most taken)."`
+	All   bool     `help:"List every path and library in each category (default: the 30 most taken)."`
 	JSON  bool     `name:"json" help:"Print the summary as JSON instead of text."`
 }
 
 // Help explains what the report shows.
 func (c *ReportCmd) Help() string {
 	return `Every process that runs under 'dlbundle exec' with a report file appends one line at
-exit: how many lookups the shim answered from the stage, answered as known missing, and
-passed through to the file system, with the passed-through paths. This verb totals them
-and lists the paths the image lacked (the app took a path the pilot run did not see),
-most-taken first, so you can decide whether to re-trace and rebuild.
+exit (or when killed by SIGTERM, or on abort()): how many lookups the shim answered from
+the stage, answered as known missing, and passed through to the file system, with the
+passed-through paths and the libraries ld.so loaded from outside the image. This verb
+totals them and lists, most-taken first, node-local paths by policy (apart, nothing to
+do), the libraries from outside the image, and the paths the image lacked (the app took
+a path the pilot run did not see), so you can decide whether to re-trace and rebuild.
 
   srun dlbundle exec --report /scratch/run1.report app.dlimg -- ./myapp
   dlbundle report /scratch/run1.report`
