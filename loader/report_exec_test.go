@@ -27,6 +27,7 @@ int main(int argc, char **argv) {
 		if (!dlopen(argv[i], RTLD_NOW)) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 3; }
 	if (argc > 1 && !strcmp(argv[1], "term")) raise(SIGTERM);
 	if (argc > 1 && !strcmp(argv[1], "abort")) abort();
+	if (argc > 1 && !strcmp(argv[1], "hup")) raise(SIGHUP);
 	return 0;
 }
 `
@@ -164,5 +165,30 @@ func TestReportAfterFatalSignal(t *testing.T) {
 		if len(rs) != 1 || !strings.HasSuffix(rs[0].Exe, "/probe") || len(rs[0].Outside) == 0 {
 			t.Errorf("%s: report = %+v; want the probe's one line, with its libraries from outside", c.arg, rs)
 		}
+	}
+}
+
+// TestReportLeavesAppSignalsAlone: the report's fatal-signal handler is
+// installed only where the disposition is SIG_DFL. An ignored SIGHUP stays
+// ignored (the probe raises it and exits 0, and reports at exit), and
+// Python still installs its KeyboardInterrupt handler for SIGINT, which it
+// does only where SIGINT is SIG_DFL.
+func TestReportLeavesAppSignalsAlone(t *testing.T) {
+	f := newReportFixture(t)
+	report := filepath.Join(t.TempDir(), "report.jsonl")
+	sh := exec.Command("/bin/sh", "-c", `trap "" HUP; exec "$@"`, "sh", dlbundleCLI(t), "exec", "--stage-dir",
+		filepath.Join(f.work, "stage"), "--report", report, f.image, "--", f.probe, "hup")
+	sh.Env = cleanEnv(f.work)
+	if out, err := sh.CombinedOutput(); err != nil {
+		t.Errorf("probe with SIGHUP ignored raised it and ended %v; want exit 0 (output %q)", err, out)
+	}
+	if b, err := os.ReadFile(report); err != nil || bytes.Count(b, []byte("\n")) != 1 {
+		t.Errorf("report after the ignored SIGHUP: %q, %v; want 1 line", b, err)
+	}
+	py := `import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)`
+	out, stderr, _, state := runCLI(t, cleanEnv(f.work), "exec", "--stage-dir", filepath.Join(f.work, "stage"),
+		"--report", report, f.image, "--", "/usr/bin/python3", "-c", py)
+	if !state.Success() || strings.TrimSpace(out) != "True" {
+		t.Errorf("python3 under exec --report: SIGINT handler is Python's: %q (%v, stderr %q); want True", out, state, stderr)
 	}
 }
