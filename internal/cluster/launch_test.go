@@ -16,7 +16,7 @@ import (
 )
 
 // The probe prints what a rank sees: the image version it runs from, its
-// node, its /proc/self/exe (the original path under dlbundle: a path that
+// node, its rank under mpirun, its /proc/self/exe (the original path under dlbundle: a path that
 // does not exist on this machine) and the rank variables of its launcher.
 const probeSource = `#include <signal.h>
 #include <stdio.h>
@@ -28,8 +28,8 @@ int main(int argc, char **argv) {
 	char exe[4096];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
 	exe[n < 0 ? 0 : n] = 0;
-	printf("version=%d node=%s exe=%s staged=%s arg=%s\n", VERSION, env("SLURMD_NODENAME"), exe,
-	       getenv("DLBUNDLE_STAGE") ? "yes" : "no", argc > 1 ? argv[1] : "-");
+	printf("version=%d node=%s rank=%s exe=%s staged=%s arg=%s\n", VERSION, env("SLURMD_NODENAME"),
+	       env("OMPI_COMM_WORLD_RANK"), exe, getenv("DLBUNDLE_STAGE") ? "yes" : "no", argc > 1 ? argv[1] : "-");
 	fflush(stdout);
 	if (argc > 1 && !strcmp(argv[1], "kill")) raise(SIGTERM);
 	if (argc > 1 && !strcmp(argv[1], "exit7")) return 7;
@@ -465,9 +465,21 @@ echo job=$SLURM_JOB_ID`, dlb, p.image[1], p.original), "-N3", "--ntasks-per-node
 }
 
 // example runs examples/jobs/NAME with sbatch (its #SBATCH lines are
-// overridden by args), exporting env, waits for the job to end, and returns
-// its output and job id.
+// overridden by args), exporting env, waits for the job to end, wants it to
+// have completed, and returns its output and job id.
 func example(t *testing.T, name string, env []string, args ...string) (out, job string) {
+	t.Helper()
+	out, job, state, _ := exampleStatus(t, name, env, args...)
+	if state != "COMPLETED" && state != "" {
+		t.Fatalf("job %s (%s) ended %s:\n%s", job, name, state, out)
+	}
+	return out, job
+}
+
+// exampleStatus is example for a job that may fail: it returns the job's
+// final state and exit code as slurmctld reports them ("" and "" if the job
+// record was purged before it was seen ended).
+func exampleStatus(t *testing.T, name string, env []string, args ...string) (out, job, state, exit string) {
 	t.Helper()
 	script, err := filepath.Abs(filepath.Join("..", "..", "examples", "jobs", name))
 	if err != nil {
@@ -484,22 +496,19 @@ func example(t *testing.T, name string, env []string, args ...string) (out, job 
 	job = strings.TrimSpace(r.out)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		state, _ := shared.Command("squeue", "-h", "-t", "all", "-j", job, "-o", "%T").Output()
-		st := strings.TrimSpace(string(state))
-		if st == "" || st == "COMPLETED" || st == "FAILED" || st == "CANCELLED" || st == "TIMEOUT" || st == "NODE_FAIL" {
-			if st != "" && st != "COMPLETED" {
-				b, _ := os.ReadFile(outFile)
-				t.Fatalf("job %s (%s) ended %s:\n%s", job, name, st, b)
-			}
-			break
+		info, _ := shared.Command("scontrol", "-o", "show", "job", job).Output()
+		f := fields(string(info))
+		state, exit = f["JobState"], f["ExitCode"]
+		switch state {
+		case "", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY":
+			b, _ := os.ReadFile(outFile)
+			return string(b), job, state, exit
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("job %s (%s) did not end within 60 s (%s)", job, name, st)
+			t.Fatalf("job %s (%s) did not end within 60 s (%s)", job, name, state)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	b, _ := os.ReadFile(outFile)
-	return string(b), job
 }
 
 // TestSlurmExample runs examples/jobs/slurm.sbatch: every rank starts from
