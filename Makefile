@@ -17,6 +17,10 @@ VERSION  ?= $(shell v=$$(git rev-parse --short=12 HEAD 2>/dev/null) || v=dev; [ 
 LDFLAGS  := -s -w -X github.com/dlbundle/dlbundle/internal/version.Version=$(VERSION)
 export CGO_ENABLED ?= 0
 
+# One `go test -fuzz` run (mk/gotest-fuzz.sh: retries once when Go 1.26's fuzz
+# coordinator fails a run on its own deadline, go.dev/issue/75804).
+GO_FUZZ   = mk/gotest-fuzz.sh $(GO) test
+
 # Debian packages needed by tests, demo and bench (mk/*.mk append).
 APT_PACKAGES := gcc make cpio zstd strace python3 file
 # Targets that must exist before `go test` runs (mk/*.mk append).

@@ -11,4 +11,4 @@ bench-cli: build
 TEST_AFTER += fuzz-cli
 .PHONY: fuzz-cli
 fuzz-cli:
-	$(GO) test -run '^$$' -fuzz '^FuzzSplitCommandLine$$' -fuzztime 10s ./cmd/dlbundle/
+	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzSplitCommandLine$$' -fuzztime 10s ./cmd/dlbundle/

@@ -9,8 +9,8 @@ BENCH_TARGETS += bench-image
 # Two targets, ~15 s in all; -fuzzminimizetime bounds the time spent shrinking
 # new inputs (images are kilobytes; minimising them would eat the budget).
 fuzz-image:
-	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime 7s -fuzzminimizetime 50x ./image/
-	$(GO) test -run '^$$' -fuzz '^FuzzExtract$$' -fuzztime 8s -fuzzminimizetime 50x ./image/
+	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime 7s -fuzzminimizetime 50x ./image/
+	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzExtract$$' -fuzztime 8s -fuzzminimizetime 50x ./image/
 
 # Write and Extract throughput vs raw zstd EncodeAll/DecodeAll on the Python
 # stdlib + numpy file set; results: docs/bench/image.md.

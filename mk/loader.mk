@@ -20,8 +20,8 @@ bench-loader: build
 TEST_AFTER += fuzz-loader
 .PHONY: fuzz-loader
 fuzz-loader:
-	$(GO) test -run '^$$' -fuzz '^FuzzReadReports$$' -fuzztime 10s ./loader/
-	$(GO) test -run '^$$' -fuzz '^FuzzTable$$' -fuzztime 10s ./loader/
+	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzReadReports$$' -fuzztime 10s ./loader/
+	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzTable$$' -fuzztime 10s ./loader/
 
 # The shim's C readers (table.h, reportfmt.h) through cgo, under
 # AddressSanitizer (-asan; the Makefile's CGO_ENABLED=0 is overridden here):
@@ -31,6 +31,6 @@ TEST_AFTER += fuzz-shim
 .PHONY: fuzz-shim
 fuzz-shim:
 	CGO_ENABLED=1 $(GO) test -count=1 -asan ./loader/shim/fuzz/
-	CGO_ENABLED=1 $(GO) test -asan -run '^$$' -fuzz '^FuzzTableResolve$$' -fuzztime 10s ./loader/shim/fuzz/
-	CGO_ENABLED=1 $(GO) test -asan -run '^$$' -fuzz '^FuzzTableCheck$$' -fuzztime 10s ./loader/shim/fuzz/
-	CGO_ENABLED=1 $(GO) test -asan -run '^$$' -fuzz '^FuzzReportLine$$' -fuzztime 10s ./loader/shim/fuzz/
+	CGO_ENABLED=1 $(GO_FUZZ) -asan -run '^$$' -fuzz '^FuzzTableResolve$$' -fuzztime 10s ./loader/shim/fuzz/
+	CGO_ENABLED=1 $(GO_FUZZ) -asan -run '^$$' -fuzz '^FuzzTableCheck$$' -fuzztime 10s ./loader/shim/fuzz/
+	CGO_ENABLED=1 $(GO_FUZZ) -asan -run '^$$' -fuzz '^FuzzReportLine$$' -fuzztime 10s ./loader/shim/fuzz/

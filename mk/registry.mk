@@ -8,7 +8,7 @@ TEST_AFTER    += fuzz-registry
 DEMO_TARGETS  += demo-registry
 
 fuzz-registry:
-	$(GO) test -run '^$$' -fuzz '^FuzzCheckManifest$$' -fuzztime 10s -fuzzminimizetime 50x ./image/registry/
+	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzCheckManifest$$' -fuzztime 10s -fuzzminimizetime 50x ./image/registry/
 
 # A registry on a free 127.0.0.1 port with storage in a temp dir, stopped and
 # removed at the end; the image is a pilot run of `python3 -c 'import json'`.

@@ -8,7 +8,7 @@ TEST_AFTER    += fuzz-squash
 BENCH_TARGETS += bench-build
 
 fuzz-squash:
-	$(GO) test -run '^$$' -fuzz '^FuzzBuild$$' -fuzztime 10s ./squash/
+	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzBuild$$' -fuzztime 10s ./squash/
 
 # Each iteration times build and raw zstd back to back, so that their ratio is
 # measured under the same load.

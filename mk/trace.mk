@@ -12,5 +12,5 @@ bench-trace: $(BIN)
 	GO=$(GO) /usr/bin/python3 trace/bench_trace.py $(BIN) docs/bench/trace.md $(TRACE_BENCH_RUNS)
 
 fuzz-trace:
-	$(GO) test -run '^$$' -fuzz '^FuzzParseDirents$$' -fuzztime 10s ./trace/
-	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime 10s ./trace/
+	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzParseDirents$$' -fuzztime 10s ./trace/
+	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzRead$$' -fuzztime 10s ./trace/

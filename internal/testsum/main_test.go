@@ -105,3 +105,50 @@ func TestSaysWhetherFuzzRunsFuzzed(t *testing.T) {
 		t.Errorf("counts %q\n%s", c.line(), o)
 	}
 }
+
+// mk/gotest-fuzz.sh runs a fuzz target once more only when Go's fuzz
+// coordinator failed it on its own deadline (go.dev/issue/75804) and wrote no
+// input; every other failure is passed on. The "go" here is a script that
+// plays each case, counting its runs.
+func TestFuzzWrapperRetriesOnlyTheCoordinatorRace(t *testing.T) {
+	wrapper, err := filepath.Abs("../../mk/gotest-fuzz.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, firstRun string
+		wantStatus     int
+		wantRuns       string
+	}{
+		{"race then pass", `echo '--- FAIL: FuzzX (10.2s)'; echo '    context deadline exceeded'; echo FAIL; exit 1`, 0, "2"},
+		{"real crasher", `mkdir -p pkg/testdata/fuzz/FuzzX; echo x > pkg/testdata/fuzz/FuzzX/abc; echo '    context deadline exceeded'; echo 'Failing input written to testdata/fuzz/FuzzX/abc'; exit 1`, 1, "1"},
+		{"other failure", `echo '--- FAIL: FuzzX'; echo '    fuzz_test.go:9: wrong'; exit 1`, 1, "1"},
+		{"pass", `echo ok; exit 0`, 0, "1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			fakeGo := filepath.Join(dir, "go")
+			script := "#!/bin/sh\nn=$(cat runs 2>/dev/null || echo 0); n=$((n+1)); echo $n > runs\n" +
+				"if [ $n -eq 1 ]; then " + c.firstRun + "; fi\necho 'ok  example 10s'; exit 0\n"
+			if err := os.WriteFile(fakeGo, []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(wrapper, fakeGo, "test", "-run", "^$", "-fuzz", "^FuzzX$", "-fuzztime", "10s", "./pkg/")
+			cmd.Dir = dir
+			out, err := cmd.CombinedOutput()
+			status := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				status = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			runs, _ := os.ReadFile(filepath.Join(dir, "runs"))
+			if status != c.wantStatus || strings.TrimSpace(string(runs)) != c.wantRuns {
+				t.Fatalf("status %d after %s runs, want %d after %s; output:\n%s", status, runs, c.wantStatus, c.wantRuns, out)
+			}
+			if c.wantRuns == "2" && !strings.Contains(string(out), "go.dev/issue/75804") {
+				t.Errorf("the retry is not said:\n%s", out)
+			}
+		})
+	}
+}
