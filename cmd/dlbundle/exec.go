@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -76,7 +77,7 @@ func (c *ExecCmd) Run() error {
 			f.Close()
 		}
 	}
-	ctx, stop := notifySignals()
+	ctx, stop := notifySignals(true)
 	staged, err := c.stage(ctx)
 	if sig := stop(); sig != nil {
 		// SIGTERM or SIGINT during staging, even after the stage was
@@ -129,17 +130,30 @@ func (c *ExecCmd) stage(ctx context.Context) (*loader.Staged, error) {
 }
 
 // notifySignals returns a context that SIGTERM and SIGINT cancel, and stop,
-// which restores their default action and returns the signal that came
-// before, if any. signal.NotifyContext cannot tell that: its stop cancels the
-// context too. A signal after stop takes its default action (it kills exec,
-// or, pending at execve, the app before it runs); one the runtime caught in
-// the microseconds before stop but relays after it would be lost: Go has no
-// way to block signals across that step.
-func notifySignals() (context.Context, func() os.Signal) {
+// which returns the signal that came before, if any. signal.NotifyContext
+// cannot tell that: its stop cancels the context too.
+//
+// With toKernel, stop first sets the two signals' disposition in the kernel
+// to SIG_DFL (those the process did not inherit ignored), then stops the
+// relay: signal.Stop waits until a signal the runtime already caught has
+// reached the channel, and every later one kills exec in the kernel, or,
+// pending at execve, the app before it runs. Without it, a SIGTERM that
+// Go's own handler caught on another thread while this one was in execve
+// died with that thread and the app started, never told (seen under load in
+// TestExecSIGTERMDuringStagingNeverStartsApp). Go's runtime does not put
+// its handler back after that (it believes it still owns the signal), so
+// the process must exec or exit after a toKernel stop.
+func notifySignals(toKernel bool) (context.Context, func() os.Signal) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigc := make(chan os.Signal, 1)
 	got := make(chan os.Signal, 1)
-	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
+	var relayed []os.Signal
+	for _, s := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		if !signal.Ignored(s) { // inherited SIG_IGN (nohup, a background job) stays as it is
+			relayed = append(relayed, s)
+		}
+	}
+	signal.Notify(sigc, relayed...)
 	go func() {
 		defer close(got)
 		if s, ok := <-sigc; ok {
@@ -148,12 +162,26 @@ func notifySignals() (context.Context, func() os.Signal) {
 		}
 	}()
 	return ctx, func() os.Signal {
+		if toKernel {
+			for _, s := range relayed {
+				kernelDefault(s.(syscall.Signal))
+			}
+		}
 		signal.Stop(sigc) // after Stop, nothing more is sent to sigc: safe to close
 		close(sigc)
 		s := <-got // the goroutine's answer: the signal, or nil once sigc is closed
 		cancel()
 		return s
 	}
+}
+
+// kernelDefault sets sig's disposition to SIG_DFL with rt_sigaction(2)
+// behind the Go runtime's back (os/signal can only hand a signal back to the
+// runtime's handler). The kernel's struct sigaction is all zeros for
+// SIG_DFL, no flags and an empty mask, whatever the architecture's layout.
+func kernelDefault(sig syscall.Signal) {
+	var act [4]uint64
+	unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0)
 }
 
 // dieBy ends this process by sig, with its default action (the exit status

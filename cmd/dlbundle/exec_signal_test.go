@@ -13,7 +13,7 @@ import (
 // check is loader's TestExecSIGTERMDuringStagingNeverStartsApp.
 func TestNotifySignalsReportsLateSignal(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
-		ctx, stop := notifySignals()
+		ctx, stop := notifySignals(false)
 		if err := syscall.Kill(syscall.Getpid(), sig); err != nil {
 			t.Fatal(err)
 		}
@@ -22,7 +22,7 @@ func TestNotifySignalsReportsLateSignal(t *testing.T) {
 			t.Fatalf("stop after %v returned %v", sig, got)
 		}
 	}
-	ctx, stop := notifySignals()
+	ctx, stop := notifySignals(false)
 	if got := stop(); got != nil {
 		t.Fatalf("stop without a signal returned %v", got)
 	}
