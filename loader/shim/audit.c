@@ -174,29 +174,44 @@ static void restore_native_env(char **env)
 	}
 }
 
+/* map_file maps path read-only (private) and closes it again: no fd is
+ * held, apps may close_range() everything. It returns the mapping and its
+ * size, or 0 with *err the open's -errno (0 when the file opened but is
+ * empty or cannot be mapped). */
+static const char *map_file(const char *path, size_t *size, long *err)
+{
+	*size = 0;
+	long fd = dlb_sys(DLB_SYS_openat, -100, path, 02000000 /* O_CLOEXEC */);
+	*err = fd < 0 ? fd : 0;
+	if (fd < 0) return 0;
+	struct { uint64_t dev, ino, nlink; uint32_t mode, uid, gid, pad; uint64_t rdev; int64_t size; char rest[88]; } st;
+	/* x86_64 and aarch64 struct stat differ, but only st_size matters; read it portably below */
+	long rc = dlb_sys(DLB_SYS_fstat, fd, &st, 0);
+#if defined(__aarch64__)
+	int64_t n = *(int64_t *)((char *)&st + 48);
+#else
+	int64_t n = st.size;
+#endif
+	long m = 0;
+	if (rc == 0 && n > 0) m = dlb_syscall6(DLB_SYS_mmap, 0, n, 1 /* PROT_READ */, 2 /* MAP_PRIVATE */, fd, 0);
+	dlb_sys(DLB_SYS_close, fd, 0, 0);
+	if (m < 0 && m > -4096) return 0; /* -errno */
+	if (m) *size = (size_t)n;
+	return (const char *)m;
+}
+
 static void map_table(void)
 {
 	char path[PREFIX_MAX + 16];
 	size_t l = root_len - 5; /* the stage dir */
 	dlb_memcpy(path, root, l);
 	dlb_memcpy(path + l, "/table", 7);
-	long fd = dlb_sys(DLB_SYS_openat, -100, path, 02000000);
-	if (fd < 0) { say("no table", path, 0); return; }
-	struct { uint64_t dev, ino, nlink; uint32_t mode, uid, gid, pad; uint64_t rdev; int64_t size; char rest[88]; } st;
-	/* x86_64 and aarch64 struct stat differ, but only st_size matters; read it portably below */
-	long rc = dlb_sys(DLB_SYS_fstat, fd, &st, 0);
-#if defined(__aarch64__)
-	int64_t size = *(int64_t *)((char *)&st + 48);
-#else
-	int64_t size = st.size;
-#endif
-	if (rc == 0 && size > 0) {
-		long m = dlb_syscall6(DLB_SYS_mmap, 0, size, 1 /* PROT_READ */, 2 /* MAP_PRIVATE */, fd, 0);
-		if (m < 0 && m > -4096) m = 0;
-		if (m && dlb_check((void *)m, (size_t)size)) table = (const void *)m;
-		else if (m) { dlb_sys(DLB_SYS_munmap, m, size, 0); say("bad table", path, 0); }
-	}
-	dlb_sys(DLB_SYS_close, fd, 0, 0); /* hold no fd: apps may close_range() everything */
+	size_t size;
+	long err;
+	const char *m = map_file(path, &size, &err);
+	if (err) { say("no table", path, 0); return; }
+	if (m && dlb_check(m, size)) table = m;
+	else if (m) { dlb_sys(DLB_SYS_munmap, (long)m, (long)size, 0); say("bad table", path, 0); }
 }
 
 /* ---- ld.so's whole search, answered at LA_SER_ORIG ----
@@ -509,21 +524,13 @@ static void read_cache(void)
 {
 	cache_state = -1;
 #ifdef CACHE_FLAGS
-	long fd = dlb_sys(DLB_SYS_openat, -100, "/etc/ld.so.cache", 02000000);
-	if (fd == -2 /* ENOENT */) { cache_state = 2; return; }
-	if (fd < 0) return;
-	struct { uint64_t dev, ino, nlink; uint32_t mode, uid, gid, pad; uint64_t rdev; int64_t size; char rest[88]; } st;
-	long rc = dlb_sys(DLB_SYS_fstat, fd, &st, 0);
-#if defined(__aarch64__)
-	int64_t size = *(int64_t *)((char *)&st + 48);
-#else
-	int64_t size = st.size;
-#endif
-	long m = 0;
-	if (rc == 0 && size > 48) m = dlb_syscall6(DLB_SYS_mmap, 0, size, 1, 2, fd, 0);
-	dlb_sys(DLB_SYS_close, fd, 0, 0);
-	if (m <= 0 && m > -4096) return;
-	const char *c = (const char *)m;
+	size_t size;
+	long err;
+	const char *c = map_file("/etc/ld.so.cache", &size, &err);
+	if (err == -2 /* ENOENT */) { cache_state = 2; return; }
+	if (!c) return;
+	long m = (long)c;
+	if (size <= 48) { dlb_sys(DLB_SYS_munmap, m, (long)size, 0); return; } /* no header */
 	size_t off = 0;
 	if (dlb_memeq(c, "ld.so-1.7.0", 11)) { /* old format first, the new one after it */
 		uint32_t n = *(const uint32_t *)(c + 12);
