@@ -185,7 +185,15 @@ func splitCommandLine(app *kong.Application, args []string) commandLine {
 				return cut(i)
 			}
 			for k, c := range a[1:] {
-				if short[c] {
+				takes, known := short[c]
+				if !known {
+					// "-q000": kong reads an unknown short flag inside a
+					// cluster as the start of the command and splits it
+					// ("-0", "00"); the whole line is kong's to parse, as it
+					// was before the split (found by FuzzSplitCommandLine).
+					return all
+				}
+				if takes {
 					if k+1 == len(a[1:]) {
 						i++ // -o VALUE; otherwise the rest of the token is the value
 					}
