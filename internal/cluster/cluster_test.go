@@ -83,11 +83,15 @@ func jobScripts() (Options, error) {
 		field *string
 		name  string
 	}{{&opt.Prolog, "prolog.sh"}, {&opt.Epilog, "epilog.sh"}, {&opt.TaskProlog, "taskprolog.sh"}} {
-		script, err := filepath.Abs(filepath.Join("..", "..", "examples", "jobs", s.name))
+		// slurmd runs the script inside its node, whose /tmp is private: a
+		// checkout under /tmp is not there. The script goes to the tools
+		// directory (/var/tmp) byte for byte.
+		text, err := os.ReadFile(filepath.Join("..", "..", "examples", "jobs", s.name))
 		if err != nil {
 			return opt, err
 		}
-		if _, err := os.Stat(script); err != nil {
+		script := filepath.Join(tools, "example-"+s.name)
+		if err := os.WriteFile(script, text, 0o755); err != nil {
 			return opt, err
 		}
 		wrapper := filepath.Join(tools, s.name)
