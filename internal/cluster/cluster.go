@@ -280,6 +280,10 @@ func (c *Cluster) start(cmd *exec.Cmd, out string) error {
 	defer f.Close()
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = c.Env(os.Environ())
+	// In the cluster's directory, not the caller's: slurmstepd returns to
+	// its slurmd's working directory, and a checkout under /tmp does not
+	// exist inside a node (its /tmp is private).
+	cmd.Dir = c.Dir
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
