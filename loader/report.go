@@ -172,24 +172,12 @@ func (s ReportSummary) WriteText(w io.Writer, limit int) error {
 	if len(s.NodeLocal) > 0 {
 		fmt.Fprintf(bw, "\n%d node-local paths passed through by policy (configuration, locale data;\n"+
 			"build leaves them on the node, nothing to re-trace):\n", len(s.NodeLocal))
-		for i, p := range s.NodeLocal {
-			if limit > 0 && i == limit {
-				fmt.Fprintf(bw, "  ... and %d more (--all lists them)\n", len(s.NodeLocal)-limit)
-				break
-			}
-			fmt.Fprintf(bw, "  %6d  %s\n", p.Processes, p.Path)
-		}
+		writeCapped(bw, s.NodeLocal, limit)
 	}
 	if len(s.Outside) > 0 {
 		fmt.Fprintf(bw, "\n%d libraries ld.so loaded from outside the image (from the shared file system,\n"+
 			"in every process that loaded them):\n", len(s.Outside))
-		for i, p := range s.Outside {
-			if limit > 0 && i == limit {
-				fmt.Fprintf(bw, "  ... and %d more (--all lists them)\n", len(s.Outside)-limit)
-				break
-			}
-			fmt.Fprintf(bw, "  %6d  %s\n", p.Processes, p.Path)
-		}
+		writeCapped(bw, s.Outside, limit)
 		fmt.Fprintln(bw, "Re-trace with the inputs that load them and rebuild; if the trace saw them and a default")
 		fmt.Fprintln(bw, "rule left them out, rebuild with --include PREFIX (their directory or prefix):")
 		fmt.Fprintln(bw, "  dlbundle trace -- ./myapp <those inputs>   # then: dlbundle build --include PREFIX -o app.dlimg")
@@ -199,13 +187,7 @@ func (s ReportSummary) WriteText(w io.Writer, limit int) error {
 		return bw.Flush()
 	}
 	fmt.Fprintf(bw, "\n%d paths the image lacks (the app took them, the pilot run did not):\n", len(s.Lacked))
-	for i, p := range s.Lacked {
-		if limit > 0 && i == limit {
-			fmt.Fprintf(bw, "  ... and %d more (--all lists them)\n", len(s.Lacked)-limit)
-			break
-		}
-		fmt.Fprintf(bw, "  %6d  %s\n", p.Processes, p.Path)
-	}
+	writeCapped(bw, s.Lacked, limit)
 	if s.Dropped > 0 {
 		fmt.Fprintf(bw, "(%d more distinct paths were not recorded: each process keeps its first 512)\n", s.Dropped)
 	}
@@ -213,4 +195,16 @@ func (s ReportSummary) WriteText(w io.Writer, limit int) error {
 	fmt.Fprintln(bw, "app (not per-run files), re-trace with the inputs that take them and rebuild:")
 	fmt.Fprintln(bw, "  dlbundle trace -- ./myapp <those inputs>   # then: dlbundle build -o app.dlimg")
 	return bw.Flush()
+}
+
+// writeCapped lists paths with their process counts, at most limit of them
+// (0: all), and says how many more --all would show.
+func writeCapped(w io.Writer, paths []PathCount, limit int) {
+	for i, p := range paths {
+		if limit > 0 && i == limit {
+			fmt.Fprintf(w, "  ... and %d more (--all lists them)\n", len(paths)-limit)
+			return
+		}
+		fmt.Fprintf(w, "  %6d  %s\n", p.Processes, p.Path)
+	}
 }
