@@ -36,6 +36,7 @@ type frameTask struct {
 	off      int64 // content offset of this frame in the object
 	comp     []byte
 	obj      *objectState
+	local    bool // all frames of the object are in this frame's batch
 }
 
 type objectState struct {
@@ -242,6 +243,24 @@ func (im *Image) planBatches(check digestChecks) (*batchPlan, error) {
 			}
 		}
 	}
+	// An object is local to a batch when its first and last frames are in
+	// it (its frames are contiguous, and so are a batch's).
+	for _, b := range p.batches {
+		firstIn := map[*objectState]bool{}
+		for _, t := range b.frames {
+			if t.k == 0 {
+				firstIn[t.obj] = true
+			}
+		}
+		for i, t := range b.frames {
+			if t.k != len(im.toc.Entries[t.owner].Frames)-1 || !firstIn[t.obj] {
+				continue
+			}
+			for j := i; j >= 0 && b.frames[j].obj == t.obj; j-- {
+				b.frames[j].local = true
+			}
+		}
+	}
 	if check.stream {
 		p.tail = &gapSpan{pos, im.dataEnd - pos, -1}
 		var err error
@@ -259,6 +278,20 @@ func (im *Image) planBatches(check digestChecks) (*batchPlan, error) {
 // frame it holds. It returns nil after the last batch (and the stream's
 // tail is checked).
 func (im *Image) nextBatch(ctx context.Context, p *batchPlan, buf *[]byte) (*frameBatch, error) {
+	b, err := im.readBatch(ctx, p, buf)
+	if b == nil || err != nil {
+		return nil, err
+	}
+	// The objects whose frames all lie in b (most objects: small files) are
+	// hashed here, outside p.mu: no other batch feeds their digest, and the
+	// other worker can take the next batch meanwhile.
+	return b, im.hashFrames(b, true)
+}
+
+// readBatch is nextBatch's part under p.mu: the image is read as one
+// sequential stream, and the digests of objects spread over several batches
+// are fed in file order.
+func (im *Image) readBatch(ctx context.Context, p *batchPlan, buf *[]byte) (*frameBatch, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := ctx.Err(); err != nil {
@@ -290,17 +323,26 @@ func (im *Image) nextBatch(ctx context.Context, p *batchPlan, buf *[]byte) (*fra
 	for _, t := range b.frames {
 		f := im.toc.Entries[t.owner].Frames[t.k]
 		t.comp = data[f.Offset-b.start : f.Offset-b.start+f.CSize]
-		if t.obj.fh == nil {
+	}
+	return b, im.hashFrames(b, false)
+}
+
+// hashFrames feeds the frames of b to their objects' frames digests, those
+// of objects whose frames all lie in b (local) or the others, and checks the
+// digest of each such object whose last frame is in b.
+func (im *Image) hashFrames(b *frameBatch, local bool) error {
+	for _, t := range b.frames {
+		if t.obj.fh == nil || t.local != local {
 			continue
 		}
 		t.obj.fh.Write(t.comp)
 		if e := &im.toc.Entries[t.owner]; t.k == len(e.Frames)-1 {
 			if got := hex.EncodeToString(t.obj.fh.Sum(nil)); got != e.FramesSHA256 {
-				return nil, fmt.Errorf("%s: compressed frames have sha256:%s, the table of contents says sha256:%s (corrupt image)", e.Path, got, e.FramesSHA256)
+				return fmt.Errorf("%s: compressed frames have sha256:%s, the table of contents says sha256:%s (corrupt image)", e.Path, got, e.FramesSHA256)
 			}
 		}
 	}
-	return b, nil
+	return nil
 }
 
 // checkGap checks the members in g (streamCheck.gap).
