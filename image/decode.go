@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sys/unix"
 )
 
 // The parallel decoder behind Extract and Verify: the workers take batches of
@@ -111,8 +112,11 @@ func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink
 		go func() {
 			defer wg.Done()
 			defer dec.Close()
-			raw := make([]byte, 0, maxRaw+64) // decodeFrame's size with its slack
-			var buf []byte
+			rawMem, freeRaw := populated(maxRaw + 64) // decodeFrame's size with its slack
+			defer freeRaw()
+			raw := rawMem[:0]
+			buf, freeBuf := populated(p.bufSize)
+			defer freeBuf()
 			for ctx.Err() == nil {
 				b, err := im.nextBatch(ctx, p, &buf)
 				if err != nil {
@@ -144,6 +148,17 @@ func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink
 	}
 	wg.Wait()
 	return context.Cause(ctx)
+}
+
+// populated returns n bytes of anonymous memory whose pages are allocated
+// at once (MAP_POPULATE) rather than by one page fault each as the first
+// frames are read and decoded into them, and the function that frees them.
+func populated(n int64) ([]byte, func()) {
+	b, err := unix.Mmap(-1, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	if err != nil {
+		return make([]byte, n), func() {}
+	}
+	return b, func() { unix.Munmap(b) }
 }
 
 // frameDecoder is one worker's decoder. Content frames are decoded into
