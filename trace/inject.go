@@ -20,24 +20,6 @@ import (
 // is the same as under the stub: the filter, no_new_privs, and its own
 // registers and memory at its entry point.
 
-// filterProgram assembles the seccomp filter of filterPolicy.
-func filterProgram() ([]unix.SockFilter, error) {
-	f := filterPolicy()
-	insts, err := f.Policy.Assemble()
-	if err != nil {
-		return nil, err
-	}
-	prog := make([]unix.SockFilter, len(insts))
-	for i, in := range insts {
-		r, err := in.Assemble()
-		if err != nil {
-			return nil, err
-		}
-		prog[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
-	}
-	return prog, nil
-}
-
 // x86_64 system call numbers and arguments of the injected calls.
 const (
 	prSetNoNewPrivs        = 38
