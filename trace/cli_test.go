@@ -277,7 +277,7 @@ func TestGlibcVersionMatchesGetconf(t *testing.T) {
 	}
 	dir := t.TempDir()
 	banner := "GNU C Library stable release version 2.36."
-	for _, pad := range []int{0, 1, 64<<10 - 30, 64<<10 - 16, 64<<10 - 3, 64 << 10, 3 * 64 << 10} {
+	for _, pad := range []int{0, 1, 16<<10 - 30, 16<<10 - 16, 16<<10 - 3, 16 << 10, 3 * 16 << 10, 200 << 10} {
 		p := filepath.Join(dir, "lib")
 		if err := os.WriteFile(p, append(make([]byte, pad), banner+"\x00tail"...), 0o644); err != nil {
 			t.Fatal(err)

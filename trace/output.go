@@ -137,7 +137,7 @@ func glibcVersion() string {
 }
 
 // bannerVersion finds "release version X.Y" in the file at path and returns
-// X.Y, or "". It reads 64 KiB at a time (ld.so is ~200 KiB, the banner near
+// X.Y, or "". It reads 16 KiB at a time (ld.so is ~200 KiB, the banner near
 // its end), keeping a chunk's tail in case the banner spans two.
 func bannerVersion(path string) string {
 	f, err := os.Open(path)
@@ -147,7 +147,7 @@ func bannerVersion(path string) string {
 	defer f.Close()
 	marker := []byte("release version ")
 	const keep = 64 // marker and version
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, 16<<10)
 	carry := 0
 	for {
 		n, err := io.ReadFull(f, buf[carry:])
