@@ -42,7 +42,14 @@ func injectFilter(tid int, prog []unix.SockFilter) (pending []unix.Signal, err e
 	binary.LittleEndian.PutUint16(fprog, uint16(len(prog)))
 	binary.LittleEndian.PutUint64(fprog[8:], addr+16)
 	copy(fprog[16:], unsafe.Slice((*byte)(unsafe.Pointer(&prog[0])), size))
-	if _, err := unix.PtracePokeData(tid, uintptr(addr), fprog); err != nil {
+	// One process_vm_writev, not a PTRACE_POKEDATA per 8 bytes (~64 calls).
+	local := []unix.Iovec{{Base: &fprog[0]}}
+	local[0].SetLen(len(fprog))
+	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(fprog)}}
+	if n, err := unix.ProcessVMWritev(tid, local, remote, 0); err != nil || n != len(fprog) {
+		if err == nil {
+			err = fmt.Errorf("%d of %d bytes written", n, len(fprog))
+		}
 		return nil, fmt.Errorf("writing the filter into the app: %w", err)
 	}
 	var orig [8]byte
