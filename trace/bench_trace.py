@@ -96,6 +96,16 @@ def main():
         per_call, per_open = cost_per_call(), cost_per_call("open")
         fixed = min(
             wall([dlb, "trace", "-q", "-o", trace, "--", "/bin/true"]) - wall(["/bin/true"]) for _ in range(runs))
+        # The floor: one ptrace stop round trip of a minimal C tracer.
+        stopcost = os.path.join(tmp, "stopcost")
+        here = os.path.dirname(os.path.abspath(__file__))
+        subprocess.run(["gcc", "-O2", "-o", stopcost, os.path.join(here, "testdata", "bench_stopcost.c")], check=True)
+        stop = {m: [] for m in ("untraced", "traced", "work")}
+        for _ in range(5):
+            for m in stop:
+                out_ = subprocess.run([stopcost, str(calls), m], check=True, capture_output=True, text=True).stdout
+                stop[m].append(float(out_) * 1e-6)
+        stop = {m: min(v) for m, v in stop.items()}
         print("per traced call %.1f us (open: %.1f us), fixed cost %.1f ms" % (per_call * 1e6, per_open * 1e6, fixed * 1e3))
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     notes = ""
@@ -125,6 +135,18 @@ def main():
         for name, ev, nm, tm, nn, tn, cr in rows:
             f.write("- %s: %d events x %.1f us + %.1f ms = %.0f ms predicted overhead; measured (min) %.0f ms.\n" % (
                 name, ev, per_call * 1e6, fixed * 1e3, (ev * per_call + fixed) * 1e3, (tn - nn) * 1e3))
+        f.write(("\nThe floor (trace/testdata/bench_stopcost.c, a minimal C tracer, " + format(calls, ",") +
+                 " calls, best of 5): a call\n"
+                "costs %.1f us untraced, %.1f us through a bare seccomp stop (the tracer only resumes it), %.1f us\n"
+                "with the work dlbundle does at an answered stop (PTRACE_GETREGS, process_vm_readv, its own fstatat).\n"
+                "Every event is at least one stop, so events x bare stop is a lower bound on the overhead of any\n"
+                "ptrace pilot, before any start-up cost; the 1.5x goal allows 0.5 x native:\n") % (
+                    stop["untraced"] * 1e6, stop["traced"] * 1e6, stop["work"] * 1e6))
+        for name, ev, nm, tm, nn, tn, cr in rows:
+            floor, budget = ev * (stop["traced"] - stop["untraced"]), 0.5 * nn
+            f.write("- %s: %d x %.1f us = %.1f ms floor, budget %.1f ms (0.5 x native min): %s.\n" % (
+                name, ev, (stop["traced"] - stop["untraced"]) * 1e6, floor * 1e3, budget * 1e3,
+                "the floor alone exceeds it" if floor > budget else "%.1f ms left for everything else" % ((budget - floor) * 1e3)))
         f.write("\nA traced call costs one ptrace stop (the seccomp stop at entry; two context switches) when the\n"
                 "tracer can compute its outcome itself (stats, opens whose path does not resolve: the\n"
                 "tracer makes the same call at the stop), two stops otherwise (the syscall-exit stop for\n"
