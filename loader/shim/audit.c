@@ -425,6 +425,10 @@ static int found(const char *orig, size_t n, const struct dlb_entry *ent)
 	if ((ent->mode & 0444) != 0444) return S_UNDECIDED; /* native open may be refused: let ld.so try */
 	dlb_memcpy(staged, root, root_len);
 	dlb_memcpy(staged + root_len, orig, n + 1);
+	/* Staging read the same 20 bytes of the same (read-only) staged file
+	 * (loader.markNodeELF); other entries, and stages made before the flag,
+	 * are checked here. */
+	if (ent->flags & DLB_FLAG_ELF_NODE) return S_FOUND;
 	return elf_ours(staged) ? S_FOUND : S_UNDECIDED;
 }
 

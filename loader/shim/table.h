@@ -15,7 +15,12 @@
 #define DLB_STAGE_MAX 1000
 
 enum { DLB_REG = 1, DLB_DIR = 2, DLB_SYMLINK = 3, DLB_MISSING = 4, DLB_EXTERNAL = 5 };
-enum { DLB_FLAG_ELF_EXEC = 1, DLB_FLAG_BLOCKS = 2 /* blocks holds the source's st_blocks */ };
+enum {
+	DLB_FLAG_ELF_EXEC = 1,
+	DLB_FLAG_BLOCKS = 2,   /* blocks holds the source's st_blocks */
+	DLB_FLAG_ELF = 4,      /* the image's kind: an ELF object */
+	DLB_FLAG_ELF_NODE = 8, /* checked at staging: ELF of this node's class, byte order, machine */
+};
 
 struct dlb_header {
 	char magic[8];
