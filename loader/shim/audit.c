@@ -193,7 +193,10 @@ static const char *map_file(const char *path, size_t *size, long *err)
 	int64_t n = st.size;
 #endif
 	long m = 0;
-	if (rc == 0 && n > 0) m = dlb_syscall6(DLB_SYS_mmap, 0, n, 1 /* PROT_READ */, 2 /* MAP_PRIVATE */, fd, 0);
+	/* MAP_POPULATE: the search reads the table (and the cache) all over;
+	 * mapping every page in this one call costs ~70 us for a 1.3 MB table
+	 * here, against ~22 us for each of the ~20 faults the lookups took. */
+	if (rc == 0 && n > 0) m = dlb_syscall6(DLB_SYS_mmap, 0, n, 1 /* PROT_READ */, 2 | 0x8000 /* MAP_PRIVATE | MAP_POPULATE */, fd, 0);
 	dlb_sys(DLB_SYS_close, fd, 0, 0);
 	if (m < 0 && m > -4096) return 0; /* -errno */
 	if (m) *size = (size_t)n;
