@@ -178,7 +178,7 @@ static void restore_native_env(char **env)
  * held, apps may close_range() everything. It returns the mapping and its
  * size, or 0 with *err the open's -errno (0 when the file opened but is
  * empty or cannot be mapped). */
-static const char *map_file(const char *path, size_t *size, long *err)
+static const char *map_file(const char *path, size_t populate_max, size_t *size, long *err)
 {
 	*size = 0;
 	long fd = dlb_sys(DLB_SYS_openat, -100, path, 02000000 /* O_CLOEXEC */);
@@ -193,10 +193,9 @@ static const char *map_file(const char *path, size_t *size, long *err)
 	int64_t n = st.size;
 #endif
 	long m = 0;
-	/* MAP_POPULATE: the search reads the table (and the cache) all over;
-	 * mapping every page in this one call costs ~70 us for a 1.3 MB table
-	 * here, against ~22 us for each of the ~20 faults the lookups took. */
-	if (rc == 0 && n > 0) m = dlb_syscall6(DLB_SYS_mmap, 0, n, 1 /* PROT_READ */, 2 | 0x8000 /* MAP_PRIVATE | MAP_POPULATE */, fd, 0);
+	/* MAP_POPULATE up to populate_max bytes: see DLB_POPULATE_MAX. */
+	long flags = 2 /* MAP_PRIVATE */ | ((uint64_t)n <= populate_max ? 0x8000 /* MAP_POPULATE */ : 0);
+	if (rc == 0 && n > 0) m = dlb_syscall6(DLB_SYS_mmap, 0, n, 1 /* PROT_READ */, flags, fd, 0);
 	dlb_sys(DLB_SYS_close, fd, 0, 0);
 	if (m < 0 && m > -4096) return 0; /* -errno */
 	if (m) *size = (size_t)n;
@@ -211,7 +210,7 @@ static void map_table(void)
 	dlb_memcpy(path + l, "/table", 7);
 	size_t size;
 	long err;
-	const char *m = map_file(path, &size, &err);
+	const char *m = map_file(path, DLB_POPULATE_MAX, &size, &err);
 	if (err) { say("no table", path, 0); return; }
 	if (m && dlb_check(m, size)) table = m;
 	else if (m) { dlb_sys(DLB_SYS_munmap, (long)m, (long)size, 0); say("bad table", path, 0); }
@@ -596,7 +595,8 @@ static void read_cache(void)
 #ifdef CACHE_FLAGS
 	size_t size;
 	long err;
-	const char *c = map_file("/etc/ld.so.cache", &size, &err);
+	/* populated whatever its size: cache_lookup reads every entry */
+	const char *c = map_file("/etc/ld.so.cache", (size_t)-1, &size, &err);
 	if (err == -2 /* ENOENT */) { cache_state = 2; return; }
 	if (!c) return;
 	long m = (long)c;

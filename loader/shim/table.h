@@ -41,6 +41,15 @@ struct dlb_entry {
 _Static_assert(sizeof(struct dlb_header) == 64, "header layout");
 _Static_assert(sizeof(struct dlb_entry) == 96, "entry layout");
 
+/* DLB_POPULATE_MAX: the largest table that audit.c and preload.c map with
+ * MAP_POPULATE. The lookups of a start-up touch a table all over (buckets
+ * and entries in hash order), a fault maps 64 KiB of it and costs ~22 us on
+ * the VM measured (docs/bench/loader.md), while populating costs ~0.2-0.9 us
+ * a page: 63-93 us for the spack scenario's 1.3 MB table against ~22 faults
+ * it took, but 3.7 ms for 16 MB, more than a process that makes a few
+ * lookups would lose to faults. Larger tables are mapped plainly. */
+#define DLB_POPULATE_MAX (2u << 20)
+
 /* Own helpers: audit.c links against nothing, so no memcmp/strlen from libc. */
 static inline size_t dlb_strlen(const char *s) { size_t n = 0; while (s[n]) n++; return n; }
 static inline int dlb_memeq(const char *a, const char *b, size_t n)
