@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -319,8 +320,12 @@ func FuzzDigestDirName(f *testing.F) {
 	for _, s := range []string{"sha256:" + strings.Repeat("0", 64), "sha256:../..", "", "sha256:" + strings.Repeat("a", 63) + "/"} {
 		f.Add(s)
 	}
+	valid := regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 	f.Fuzz(func(t *testing.T, digest string) {
 		name, err := digestDirName(digest)
+		if want := valid.MatchString(digest); (err == nil) != want {
+			t.Fatalf("digest %q: accepted %v, want %v", digest, err == nil, want)
+		}
 		if err != nil {
 			return
 		}
