@@ -57,6 +57,9 @@ type StageRequest struct {
 	Open func(ctx context.Context) (StageImage, func() error, error)
 	// OnWait, if set, is called once when another process holds the lock.
 	OnWait func()
+	// OnMiss, if set, is called once when the alias names no published
+	// stage, before the lock is taken: this call will wait or stage.
+	OnMiss func()
 	// Ref is the image as given (absolute path or oci:// reference). With
 	// Alias it names the failure marker through which the staging rank
 	// tells the ranks waiting for it why it failed; "" (and no Alias): none.
@@ -119,6 +122,9 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 	}
 	if s := lookupAlias(req.Dir, req.Alias, req.MustHave); s != nil {
 		return s, nil
+	}
+	if req.OnMiss != nil {
+		req.OnMiss()
 	}
 	lock, waited, err := lockStage(ctx, filepath.Join(req.Dir, stageLockName), req.OnWait)
 	if err != nil {

@@ -116,7 +116,8 @@ func (c *ExecCmd) stage(ctx context.Context) (*loader.Staged, error) {
 	defer bar.finish()
 	opts := loader.MaterializeOptions{Workers: c.Workers, Progress: bar.callback()}
 	req := loader.StageRequest{Dir: dir, Alias: alias, Ref: ref, MustHave: loader.StageEssentials,
-		Open: loader.OpenImage(ref, dir, opts, registry.Options{Insecure: c.Insecure, Timeout: c.Timeout})}
+		Open:   loader.OpenImage(ref, dir, opts, registry.Options{Insecure: c.Insecure, Timeout: c.Timeout}),
+		OnMiss: restoreProcs} // staging decompresses on every core
 	if tty {
 		req.OnWait = func() {
 			fmt.Fprintf(os.Stderr, "dlbundle exec: waiting for another process staging into %s\n", dir)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/dlbundle/dlbundle/internal/oneproc"
 	"github.com/dlbundle/dlbundle/internal/version"
 )
 
@@ -58,6 +59,11 @@ func newParser(args []string, options ...kong.Option) (*kong.Kong, error) {
 }
 
 func main() {
+	// Package init ran on one P (internal/oneproc). Only a warm exec stays
+	// there; exec restores GOMAXPROCS itself when it has to stage.
+	if len(os.Args) < 2 || os.Args[1] != "exec" {
+		restoreProcs()
+	}
 	parser, err := newParser(os.Args[1:])
 	if err != nil {
 		panic(err) // the CLI struct is wrong: a bug, not a usage error
@@ -82,6 +88,10 @@ func main() {
 	fmt.Fprintf(os.Stderr, "dlbundle %s: %v\n", verbName(ctx), err)
 	os.Exit(exitFailure)
 }
+
+// restoreProcs gives the process the GOMAXPROCS the runtime chose at start,
+// before any parallel work.
+func restoreProcs() { oneproc.Restore(os.Getenv("GOMAXPROCS") != "") }
 
 // stripDashDash removes the leading "--" that kong keeps in passthrough args.
 func stripDashDash(args []string) []string {
