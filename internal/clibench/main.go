@@ -163,12 +163,19 @@ func run(bin, compare, out string, rounds, longRounds int) error {
 	}
 	fmt.Fprintf(&b, "\n`dlbundle --version` is the runtime, every package initializer and kong, with no staging: %s over the empty Go program, %d minor faults against %d.\n",
 		ms(version.wall-emptyS.wall), version.minflt, emptyS.minflt)
-	if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
-		return err
-	}
 	fmt.Print(b.String())
-	return nil
+	// The analysis written by hand below the marker survives a new run.
+	if old, err := os.ReadFile(out); err == nil {
+		if i := strings.Index(string(old), notesMarker); i >= 0 {
+			b.WriteString("\n" + string(old[i:]))
+		}
+	}
+	return os.WriteFile(out, []byte(b.String()), 0o644)
 }
+
+// notesMarker starts the hand-written part of the report, which a new run
+// keeps.
+const notesMarker = "<!-- notes: kept by clibench -->"
 
 // measure runs every command once per round, rounds times, and sets their
 // medians.
