@@ -59,10 +59,11 @@ func newParser(args []string, options ...kong.Option) (*kong.Kong, error) {
 }
 
 func main() {
-	// Package init ran on one P (internal/oneproc). Only a warm exec stays
-	// there; exec restores GOMAXPROCS itself when it has to stage.
-	if len(os.Args) < 2 || os.Args[1] != "exec" {
-		restoreProcs()
+	// Package init ran on one P (internal/oneproc). Only a warm exec and
+	// the trace stub, which exec the app at once, stay there; exec
+	// restores GOMAXPROCS itself when it has to stage.
+	if len(os.Args) < 2 || os.Args[1] != "exec" && os.Args[1] != "__trace-stub" {
+		oneproc.Restore()
 	}
 	parser, err := newParser(os.Args[1:])
 	if err != nil {
@@ -88,10 +89,6 @@ func main() {
 	fmt.Fprintf(os.Stderr, "dlbundle %s: %v\n", verbName(ctx), err)
 	os.Exit(exitFailure)
 }
-
-// restoreProcs gives the process the GOMAXPROCS the runtime chose at start,
-// before any parallel work.
-func restoreProcs() { oneproc.Restore(os.Getenv("GOMAXPROCS") != "") }
 
 // stripDashDash removes the leading "--" that kong keeps in passthrough args.
 func stripDashDash(args []string) []string {

@@ -8,20 +8,17 @@ var started = runtime.GOMAXPROCS(1)
 var restored bool
 
 // Restore gives the process the GOMAXPROCS the runtime chose at start (once;
-// later calls do nothing). fromEnv says that the GOMAXPROCS environment
-// variable chose it: then that value is kept as is; otherwise the runtime's
-// default behaviour comes back (it follows CPU limit changes of a cgroup).
-// Call it from one goroutine, before starting parallel work.
-func Restore(fromEnv bool) {
+// later calls do nothing). It sets the number, as the GOMAXPROCS environment
+// variable would: runtime.SetDefaultGOMAXPROCS would also bring back the
+// runtime's following of cgroup CPU limit changes, but it reads the cgroup
+// files again, which cost every verb ~1 ms, and dlbundle's verbs are
+// short-lived. Call it from one goroutine, before starting parallel work.
+func Restore() {
 	if restored {
 		return
 	}
 	restored = true
-	if fromEnv {
-		runtime.GOMAXPROCS(started)
-		return
-	}
-	runtime.SetDefaultGOMAXPROCS()
+	runtime.GOMAXPROCS(started)
 }
 
 // Started is GOMAXPROCS as the runtime chose it at start.

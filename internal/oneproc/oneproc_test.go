@@ -14,12 +14,12 @@ func TestRestore(t *testing.T) {
 	if Started() < 1 {
 		t.Fatalf("Started() = %d", Started())
 	}
-	Restore(true)
+	Restore()
 	if got := runtime.GOMAXPROCS(0); got != Started() {
 		t.Fatalf("GOMAXPROCS after Restore = %d, want %d as at start", got, Started())
 	}
 	runtime.GOMAXPROCS(1)
-	Restore(true) // a second call does nothing
+	Restore() // a second call does nothing
 	if got := runtime.GOMAXPROCS(0); got != 1 {
 		t.Fatalf("a second Restore changed GOMAXPROCS to %d", got)
 	}
