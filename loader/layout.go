@@ -12,4 +12,7 @@ const (
 	shimPreload   = "preload.so" // LD_PRELOAD, glibc 2.17+ (see preloadFor)
 	// LD_PRELOAD for glibc 2.34+: needs no libdl.so.2 (see preloadFor)
 	shimPreload234 = "preload-2.34.so"
+	// symlink to the preload build chosen for this node at staging
+	// (preloadFor); absent in stages of older dlbundles
+	shimPreloadChoice = "preload"
 )

@@ -36,10 +36,15 @@ var interpreter = map[string]string{
 	"arm64": "/lib/ld-linux-aarch64.so.1",
 }[runtime.GOARCH]
 
-// writeSearchRules runs the probe and writes STAGE/search; a probe that fails
-// leaves no file (the shim falls back) and says why. The shim objects must
-// be in place (the probe searches for one of them).
+// writeSearchRules writes what this node's ld.so accepts, after extraction:
+// the table's flag for the ELF objects of this node's class and machine
+// (markNodeELF), then STAGE/search from the probe; a probe that fails leaves
+// no file (the shim falls back) and says why. The shim objects must be in
+// place (the probe searches for one of them).
 func writeSearchRules(ctx context.Context, dir string) error {
+	if err := markNodeELF(dir); err != nil {
+		return err
+	}
 	var rules []byte
 	var err error
 	// A freshly written executable can be briefly busy (ETXTBSY: a child

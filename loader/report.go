@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/dlbundle/dlbundle/squash"
 )
@@ -78,16 +79,20 @@ type ReportSummary struct {
 // as node-local system files (squash's Exclude verdict). Temporary and
 // runtime directories are not among them: a job's files there may be the
 // app's own (tests build trees in /tmp and --include them).
-var nodeLocalPolicy = func() func(string) bool {
+// The rules are built on first use, not at package init: every rank's exec
+// would pay for them (~200 allocations) and only `dlbundle report` uses them.
+func nodeLocalPolicy(p string) bool {
+	v, _ := defaultRules().Match(p)
+	return v == squash.Exclude
+}
+
+var defaultRules = sync.OnceValue(func() *squash.Rules {
 	rules, err := squash.NewRules(nil, nil)
 	if err != nil {
 		panic(err) // the default rules are constant
 	}
-	return func(p string) bool {
-		v, _ := rules.Match(p)
-		return v == squash.Exclude
-	}
-}()
+	return rules
+})
 
 func isPseudoPath(p string) bool {
 	for _, pre := range []string{"/proc", "/sys", "/dev"} {

@@ -32,7 +32,9 @@ var shimObjects = map[string][]byte{
 	shimPreload234: shimPreload234Object,
 }
 
-// writeShim writes the shim objects into dir (created).
+// writeShim writes the shim objects into dir (created), the shim directory
+// of a stage whose tree and table are complete, and records there which
+// preload build this node's processes load (shimPreloadChoice).
 func writeShim(dir string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return fmt.Errorf("materialize: %w", err)
@@ -42,17 +44,35 @@ func writeShim(dir string) error {
 			return fmt.Errorf("materialize: write shim: %w", err)
 		}
 	}
+	choice := detectPreload(filepath.Dir(dir))
+	if err := os.Symlink(choice, filepath.Join(dir, shimPreloadChoice)); err != nil {
+		return fmt.Errorf("materialize: record the preload build: %w", err)
+	}
 	return nil
 }
 
 // preloadFor names the preload object for this node in the stage's shim
-// directory. Two builds exist (loader/shim/build.sh): preload.so loads on
-// glibc 2.17 and later but needs libdl.so.2, which every process then loads
-// (an object the app did not ask for: a file opened per process, an extra
-// entry in dl_iterate_phdr); preload-2.34.so needs only libc.so.6, where
-// glibc 2.34 and later define dlsym. A stage written by an older dlbundle
-// has only preload.so.
+// directory: the one recorded at staging (shimPreloadChoice), which costs
+// every rank one readlink; a stage written by an older dlbundle has no
+// record, and then it is detected as at staging. Parsing the libc's ELF
+// version table on every exec cost ~120 page faults (~3 ms), a tenth of
+// exec's whole cost on a warm stage (docs/bench/cli.md).
 func preloadFor(stageDir string) string {
+	if name, err := os.Readlink(filepath.Join(stageDir, stageShimDir, shimPreloadChoice)); err == nil &&
+		(name == shimPreload || name == shimPreload234) {
+		return name
+	}
+	return detectPreload(stageDir)
+}
+
+// detectPreload chooses the preload build for the libc that the stage's
+// processes will use on this node. Two builds exist (loader/shim/build.sh):
+// preload.so loads on glibc 2.17 and later but needs libdl.so.2, which every
+// process then loads (an object the app did not ask for: a file opened per
+// process, an extra entry in dl_iterate_phdr); preload-2.34.so needs only
+// libc.so.6, where glibc 2.34 and later define dlsym. A stage written by an
+// older dlbundle may have only preload.so.
+func detectPreload(stageDir string) string {
 	if _, err := os.Lstat(filepath.Join(stageDir, stageShimDir, shimPreload234)); err != nil {
 		return shimPreload
 	}

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -58,6 +57,9 @@ type StageRequest struct {
 	Open func(ctx context.Context) (StageImage, func() error, error)
 	// OnWait, if set, is called once when another process holds the lock.
 	OnWait func()
+	// OnMiss, if set, is called once when the alias names no published
+	// stage, before the lock is taken: this call will wait or stage.
+	OnMiss func()
 	// Ref is the image as given (absolute path or oci:// reference). With
 	// Alias it names the failure marker through which the staging rank
 	// tells the ranks waiting for it why it failed; "" (and no Alias): none.
@@ -76,16 +78,30 @@ type Staged struct {
 	Materialized bool
 }
 
-var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
-
 // digestDirName maps an image digest to the name of its stage. The digest
 // comes from the image file, which is untrusted: anything but sha256:<hex>
 // is refused so that it cannot name a path outside the stage directory.
 func digestDirName(digest string) (string, error) {
-	if !digestRE.MatchString(digest) {
+	if !isSHA256Digest(digest) {
 		return "", fmt.Errorf("image digest %q is not sha256:<64 hex digits>; the image is corrupt", digest)
 	}
 	return strings.Replace(digest, ":", "-", 1), nil
+}
+
+// isSHA256Digest reports whether d is "sha256:" and 64 lower-case hex
+// digits. (A regexp compiled at package init cost every rank's exec ~100
+// allocations.)
+func isSHA256Digest(d string) bool {
+	hex, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(hex) != 64 {
+		return false
+	}
+	for i := 0; i < len(hex); i++ {
+		if c := hex[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Stage returns the published stage of an image, building it if needed.
@@ -106,6 +122,9 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 	}
 	if s := lookupAlias(req.Dir, req.Alias, req.MustHave); s != nil {
 		return s, nil
+	}
+	if req.OnMiss != nil {
+		req.OnMiss()
 	}
 	lock, waited, err := lockStage(ctx, filepath.Join(req.Dir, stageLockName), req.OnWait)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -319,8 +320,12 @@ func FuzzDigestDirName(f *testing.F) {
 	for _, s := range []string{"sha256:" + strings.Repeat("0", 64), "sha256:../..", "", "sha256:" + strings.Repeat("a", 63) + "/"} {
 		f.Add(s)
 	}
+	valid := regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 	f.Fuzz(func(t *testing.T, digest string) {
 		name, err := digestDirName(digest)
+		if want := valid.MatchString(digest); (err == nil) != want {
+			t.Fatalf("digest %q: accepted %v, want %v", digest, err == nil, want)
+		}
 		if err != nil {
 			return
 		}
@@ -374,5 +379,40 @@ func TestStageWaitersTakeOverFromKilledStager(t *testing.T) {
 	}
 	if n := h.materializeRuns(t); n != 2 {
 		t.Errorf("%d materialize runs; want 2 (the killed stager, then one waiter)", n)
+	}
+}
+
+// OnMiss is called once when the alias names no published stage (the call
+// will wait or stage), and not when it does (exec stays on one P then).
+func TestStageOnMissOnlyWithoutPublishedStage(t *testing.T) {
+	dir, err := OpenStageDir(filepath.Join(t.TempDir(), "stage"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened, missed := 0, 0
+	req := StageRequest{Dir: dir, Alias: "a", OnMiss: func() { missed++ },
+		Open: func(context.Context) (StageImage, func() error, error) {
+			opened++
+			return &fileImage{data: []byte("x"), files: 1}, func() error { return nil }, nil
+		}}
+	if _, err := Stage(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if missed != 1 || opened != 1 {
+		t.Fatalf("first Stage: OnMiss called %d times, image opened %d times; want 1, 1", missed, opened)
+	}
+	s, err := Stage(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if missed != 1 || opened != 1 || s.Materialized {
+		t.Fatalf("Stage through the alias: OnMiss called %d times in all, image opened %d times; want 1, 1 (no call for a published stage)", missed, opened)
+	}
+	req.Alias = "b" // another job: the image is read, and the stage reused
+	if _, err := Stage(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if missed != 2 {
+		t.Fatalf("Stage with an alias not yet written: OnMiss called %d times in all, want 2", missed)
 	}
 }

@@ -3,7 +3,11 @@ package loader
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
+	"os"
 	"path"
+	"path/filepath"
+	"runtime"
 	"sort"
 
 	"github.com/dlbundle/dlbundle/image"
@@ -32,6 +36,8 @@ const (
 const (
 	flagELFExec = 1 // ELF executable
 	flagBlocks  = 2 // the blocks field holds the source's st_blocks
+	flagELF     = 4 // the image's kind: an ELF object (shared object, executable, Python extension)
+	flagELFNode = 8 // set at staging: the staged copy is ELF of this node's class, byte order, machine
 )
 
 // fnv1a64 is the table's hash; the shim computes the same one.
@@ -84,8 +90,11 @@ func tableRows(entries []image.Entry) ([]tableRow, error) {
 		switch e.Type {
 		case image.TypeRegular:
 			r.typ = tabReg
-			if e.Kind == image.KindELFExec {
-				r.flags |= flagELFExec
+			switch e.Kind {
+			case image.KindELFExec:
+				r.flags |= flagELFExec | flagELF
+			case image.KindELFShared, image.KindPyExtension:
+				r.flags |= flagELF
 			}
 		case image.TypeDir:
 			r.typ = tabDir
@@ -309,4 +318,88 @@ func tableTarget(tab []byte, p string) (string, bool) {
 	le := binary.LittleEndian
 	to, tl := le.Uint32(ent[16:]), le.Uint32(ent[20:])
 	return string(tab[to : to+tl]), true
+}
+
+// nodeELF is the ELF identification the audit object accepts as a library
+// for this node (audit.c elf_ours, after ld.so's open_verify): class, byte
+// order, e_machine. ok false: an architecture the shim does not build for.
+func nodeELF() (class, data byte, machine uint16, ok bool) {
+	switch runtime.GOARCH {
+	case "amd64":
+		return 2, 1, 62, true // ELFCLASS64, ELFDATA2LSB, EM_X86_64
+	case "arm64":
+		return 2, 1, 183, true // EM_AARCH64
+	}
+	return 0, 0, 0, false
+}
+
+// markNodeELF sets flagELFNode in the staged table (dir/table) on every
+// regular entry the image calls an ELF object whose staged copy is ELF of
+// this node's class, byte order and machine, so that the audit object's
+// search answers without opening the file (one open, read and close per
+// library per process, otherwise: ~0.4-0.8 ms for 100 libraries on this
+// VM). It reads the first 20 bytes of each such file once per node, after
+// extraction and before the stage is published. An entry it leaves unset
+// (a foreign class, an older stage) is checked by the shim as before.
+func markNodeELF(dir string) error {
+	class, data, machine, ok := nodeELF()
+	if !ok {
+		return nil
+	}
+	tpath := filepath.Join(dir, stageTable)
+	tab, err := os.ReadFile(tpath)
+	if err != nil {
+		return fmt.Errorf("materialize: mark ELF objects: %w", err)
+	}
+	le := binary.LittleEndian
+	if len(tab) < tableHeaderLen || string(tab[:8]) != tableMagic {
+		return fmt.Errorf("materialize: mark ELF objects: %s is not a lookup table", tpath)
+	}
+	n, eo := uint64(le.Uint32(tab[16:])), le.Uint64(tab[32:])
+	if eo > uint64(len(tab)) || n > (uint64(len(tab))-eo)/tableEntryLen {
+		return fmt.Errorf("materialize: mark ELF objects: %s: entries leave the file", tpath)
+	}
+	var marks []int64
+	var h [20]byte
+	for i := uint64(0); i < n; i++ {
+		ent := tab[eo+tableEntryLen*i:][:tableEntryLen]
+		if ent[24] != tabReg || ent[25]&flagELF == 0 {
+			continue
+		}
+		po, pl := uint64(le.Uint32(ent[8:])), uint64(le.Uint32(ent[12:]))
+		if po+pl > uint64(len(tab)) {
+			return fmt.Errorf("materialize: mark ELF objects: %s: a path leaves the file", tpath)
+		}
+		f, err := os.Open(filepath.Join(dir, stageRootDir, string(tab[po:po+pl])))
+		if err != nil {
+			continue // the shim checks it itself (and finds what the kernel says)
+		}
+		_, err = io.ReadFull(f, h[:])
+		f.Close()
+		if err == nil && string(h[:4]) == "\x7fELF" && h[4] == class && h[5] == data && le.Uint16(h[18:]) == machine {
+			marks = append(marks, int64(eo+tableEntryLen*i+25))
+			ent[25] |= flagELFNode
+		}
+	}
+	if len(marks) == 0 {
+		return nil
+	}
+	// The table is written read-only (0444); the stage is not published yet.
+	if err := os.Chmod(tpath, 0o644); err != nil {
+		return fmt.Errorf("materialize: mark ELF objects: %w", err)
+	}
+	f, err := os.OpenFile(tpath, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("materialize: mark ELF objects: %w", err)
+	}
+	for _, off := range marks {
+		if _, err := f.WriteAt(tab[off:off+1], off); err != nil {
+			f.Close()
+			return fmt.Errorf("materialize: mark ELF objects in %s: %w", tpath, err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("materialize: mark ELF objects in %s: %w", tpath, err)
+	}
+	return os.Chmod(tpath, 0o444)
 }

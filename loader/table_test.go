@@ -1,8 +1,12 @@
 package loader
 
 import (
+	"bytes"
 	"encoding/binary"
+	"os"
 	"path"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -89,5 +93,100 @@ func TestTableRecordedAttributes(t *testing.T) {
 		if got := le.Uint64(ent[88:]); got != c.ino {
 			t.Errorf("%s: ino %d, want %d", c.path, got, c.ino)
 		}
+	}
+}
+
+// TestMarkNodeELF: after extraction, staging flags (flagELFNode) exactly the
+// entries the image calls ELF whose staged copy is ELF of this node's class,
+// byte order and machine (what audit.c's elf_ours would accept), and leaves
+// the table read-only again. A real library of this machine is the 64-bit
+// case; the others are made from it by changing the identification bytes.
+func TestMarkNodeELF(t *testing.T) {
+	if _, _, _, ok := nodeELF(); !ok {
+		t.Skipf("no ELF identification for %s", runtime.GOARCH)
+	}
+	real, err := os.ReadFile("/proc/self/exe") // this test binary: ELF of this machine
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := real[:64]
+	class32 := bytes.Clone(head)
+	class32[4] = 1 // ELFCLASS32
+	machine := bytes.Clone(head)
+	binary.LittleEndian.PutUint16(machine[18:], 3) // EM_386
+	files := map[string]struct {
+		kind    image.Kind
+		content []byte
+		want    bool
+	}{
+		"/l/libok.so":     {image.KindELFShared, head, true},
+		"/l/app":          {image.KindELFExec, head, true},
+		"/l/ext.so":       {image.KindPyExtension, head, true},
+		"/l/lib32.so":     {image.KindELFShared, class32, false},
+		"/l/libi386.so":   {image.KindELFShared, machine, false},
+		"/l/short.so":     {image.KindELFShared, head[:19], false},
+		"/l/script.so":    {image.KindELFShared, []byte("INPUT(libc.so.6)\n"), false},
+		"/l/data-elf.bin": {image.KindData, head, false}, // not ELF by the image: the shim checks it
+	}
+	dir := t.TempDir()
+	es := []image.Entry{{Path: "/l", Type: image.TypeDir}}
+	for p, f := range files {
+		es = append(es, image.Entry{Path: p, Type: image.TypeRegular, Kind: f.kind, Mode: 0o100644})
+		if err := os.MkdirAll(filepath.Join(dir, stageRootDir, "l"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, stageRootDir, p), f.content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	es = append(es, image.Entry{Path: "/l/gone.so", Type: image.TypeRegular, Kind: image.KindELFShared}) // not extracted
+	tab, err := encodeTable(es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpath := filepath.Join(dir, stageTable)
+	if err := os.WriteFile(tpath, tab, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := markNodeELF(dir); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(tpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(tpath); err != nil || fi.Mode().Perm() != 0o444 {
+		t.Errorf("table mode after marking: %v %v, want 0444", fi.Mode(), err)
+	}
+	if len(got) != len(tab) {
+		t.Fatalf("table changed size: %d -> %d", len(tab), len(got))
+	}
+	for p, f := range files {
+		_, flags, ok := tableLookup(got, p)
+		if !ok {
+			t.Fatalf("%s: not in the table", p)
+		}
+		if (flags&flagELFNode != 0) != f.want {
+			t.Errorf("%s: flags %#x, want the node-ELF flag %v", p, flags, f.want)
+		}
+		if isELF := f.kind != image.KindData; (flags&flagELF != 0) != isELF {
+			t.Errorf("%s: flags %#x, want the ELF-kind flag %v", p, flags, isELF)
+		}
+	}
+	if _, flags, _ := tableLookup(got, "/l/gone.so"); flags&flagELFNode != 0 {
+		t.Errorf("a file that was not extracted was marked")
+	}
+	// Nothing but flag bytes changed.
+	diff := 0
+	for i := range tab {
+		if tab[i] != got[i] {
+			diff++
+			if tab[i]|flagELFNode != got[i] {
+				t.Fatalf("byte %d changed from %#x to %#x", i, tab[i], got[i])
+			}
+		}
+	}
+	if diff != 3 {
+		t.Errorf("%d bytes changed, want 3 flag bytes", diff)
 	}
 }

@@ -1,10 +1,12 @@
 # dlbundle's own cost (issue 13 goals 1 and 4): exec's fixed cost on a warm
-# stage against /bin/true and an empty Go program, and what 100,000 arguments
-# add to exec and trace -> docs/bench/cli.md. About a minute.
+# stage against /bin/true and an empty Go program (split into dlbundle's own
+# process and the shim's share in the app), and what 100,000 arguments add to
+# exec and trace -> docs/bench/cli.md (the notes below its marker are kept).
+# About a minute; COMPARE=OTHER_BINARY runs an older build in the same rounds.
 BENCH_TARGETS += bench-cli
 .PHONY: bench-cli
 bench-cli: build
-	$(GO) run ./internal/clibench -dlbundle $(BIN) -out docs/bench/cli.md
+	$(GO) run ./internal/clibench -dlbundle $(BIN) -out docs/bench/cli.md $(if $(COMPARE),-compare $(COMPARE))
 
 # A short fuzz run of the command-line split after `go test`: main's linear
 # parse must agree with kong's own on every line kong accepts.

@@ -14,3 +14,4 @@ bench-trace: $(BIN)
 fuzz-trace:
 	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzParseDirents$$' -fuzztime 10s ./trace/
 	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzRead$$' -fuzztime 10s ./trace/
+	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzEncodeString$$' -fuzztime 10s ./trace/

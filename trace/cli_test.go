@@ -262,3 +262,31 @@ func TestCtrlCOnce(t *testing.T) {
 		t.Fatalf("app saw SIGINT %v times (exit status), want 1; stderr: %s", err, stderr.String())
 	}
 }
+
+// TestGlibcVersionMatchesGetconf: the version read from ld.so's banner is
+// what getconf (gnu_get_libc_version) says, and the banner is found at any
+// chunk offset.
+func TestGlibcVersionMatchesGetconf(t *testing.T) {
+	out, err := exec.Command("getconf", "GNU_LIBC_VERSION").Output()
+	if err != nil {
+		t.Fatalf("getconf: %v", err)
+	}
+	want := strings.TrimSpace(strings.TrimPrefix(string(out), "glibc "))
+	if got := bannerVersion(ldso); got != want || got == "" {
+		t.Errorf("ld.so banner says %q, getconf %q", got, want)
+	}
+	dir := t.TempDir()
+	banner := "GNU C Library stable release version 2.36."
+	for _, pad := range []int{0, 1, 16<<10 - 30, 16<<10 - 16, 16<<10 - 3, 16 << 10, 3 * 16 << 10, 200 << 10} {
+		p := filepath.Join(dir, "lib")
+		if err := os.WriteFile(p, append(make([]byte, pad), banner+"\x00tail"...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := bannerVersion(p); got != "2.36" {
+			t.Errorf("banner at %d: %q", pad, got)
+		}
+	}
+	if got := bannerVersion(filepath.Join(dir, "missing")); got != "" {
+		t.Errorf("missing file: %q", got)
+	}
+}

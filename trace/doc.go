@@ -9,14 +9,18 @@
 // How a run goes (Run, run.go):
 //   - the output file is created first (an unwritable path fails before the
 //     app starts) and the command is resolved like a shell does (127/126);
-//   - dlbundle re-executes itself as the hidden verb __trace-stub with
-//     PTRACE_TRACEME (os/exec cannot install a seccomp filter between fork and
-//     exec); the stub (stub.go) sets no_new_privs, loads the filter (TSYNC) and
-//     execs the app;
+//   - the app is started under PTRACE_TRACEME and, stopped before its first
+//     instruction, made to call prctl(PR_SET_NO_NEW_PRIVS) and seccomp(2)
+//     with the filter (inject.go; the filter is assembled in filter.go). The
+//     stub (stub.go: dlbundle re-executed as the hidden verb __trace-stub,
+//     which loads the filter and execs the app) does the same with a second
+//     start of dlbundle; the tests compare the two;
 //   - one locked OS thread (tracer.go) runs every ptrace request: at a seccomp
-//     stop it decodes the arguments (syscalls_linux_amd64.go, memory.go), then
-//     PTRACE_SYSCALL catches the exit for the result; getdents64 buffers are
-//     collected per directory (dirents.go) into one listing;
+//     stop it decodes the arguments (syscalls_linux_amd64.go, memory.go) and
+//     either computes the outcome itself (stats, failing opens: predict.go)
+//     or catches the exit for the result with PTRACE_SYSCALL; getdents64
+//     buffers are collected per directory (dirents.go) into one listing;
+//     records are written as JSON Lines by jsonenc.go;
 //   - when the main process exits, survivors are detached, the end record is
 //     written, the file renamed into place and a summary printed (summary.go).
 //

@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -36,5 +37,25 @@ func TestInjectedFilterMatchesStub(t *testing.T) {
 				t.Errorf("the injected run's first record is not the app's exec:\n%s", strings.Join(got[1], "\n"))
 			}
 		})
+	}
+}
+
+// TestInjectWithManyArguments: 100,000 arguments (issue 13, goal 4) fill the
+// stack the kernel maps at execve; the filter is written below it all the
+// same, and the header keeps every argument.
+func TestInjectWithManyArguments(t *testing.T) {
+	command := []string{"/bin/true"}
+	for i := range 100_000 {
+		command = append(command, strconv.Itoa(i))
+	}
+	tr, res := traceRunOpts(t, Options{Command: command})
+	if res.Exit != 0 {
+		t.Fatalf("exit %d", res.Exit)
+	}
+	if len(tr.Header.Command) != len(command) || tr.Header.Command[len(command)-1] != "99999" {
+		t.Errorf("header holds %d arguments, want %d", len(tr.Header.Command), len(command))
+	}
+	if e := mustFind(t, tr, OpExec, "/bin/true", ""); e.Syscall != "execve" {
+		t.Errorf("exec record %+v", e)
 	}
 }

@@ -25,13 +25,14 @@ func readMem(tid int, addr uint64, buf []byte) (int, error) {
 }
 
 // readString reads a NUL-terminated string from the tracee. It reads page by
-// page so that a string near the end of a mapping does not fault.
-func readString(tid int, addr uint64) (string, error) {
+// page so that a string near the end of a mapping does not fault, through
+// buf (pageSize bytes, reused: a fresh 4 KiB per call made the heap grow by
+// a page fault per traced call until the next garbage collection).
+func readString(tid int, addr uint64, buf []byte) (string, error) {
 	if addr == 0 {
 		return "", syscall.EFAULT
 	}
 	var out []byte
-	buf := make([]byte, pageSize)
 	for len(out) < maxPathRead {
 		chunk := pageSize - int(addr%pageSize)
 		n, err := readMem(tid, addr, buf[:chunk])
@@ -39,6 +40,9 @@ func readString(tid int, addr uint64) (string, error) {
 			return "", err
 		}
 		if i := bytes.IndexByte(buf[:n], 0); i >= 0 {
+			if out == nil {
+				return string(buf[:i]), nil
+			}
 			return string(append(out, buf[:i]...)), nil
 		}
 		out = append(out, buf[:n]...)

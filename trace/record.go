@@ -113,35 +113,46 @@ func (e *Event) Writes() bool {
 	return true
 }
 
-// Writer writes a trace as JSON Lines. It is not safe for concurrent use.
+// Writer writes a trace as JSON Lines (jsonenc.go). It is not safe for
+// concurrent use.
 type Writer struct {
-	bw     *bufio.Writer
-	enc    *json.Encoder
-	events int64
+	bw      *bufio.Writer
+	scratch []byte // one record, reused
+	events  int64
 }
 
 // NewWriter writes h as the header record and returns a writer for events.
+// Its buffer (64 KiB: each page costs a fault when first written) is flushed
+// when full, while the tracee waits.
 func NewWriter(w io.Writer, h Header) (*Writer, error) {
-	bw := bufio.NewWriterSize(w, 256<<10)
-	tw := &Writer{bw: bw, enc: json.NewEncoder(bw)}
-	tw.enc.SetEscapeHTML(false)
+	tw := &Writer{bw: bufio.NewWriterSize(w, 64<<10), scratch: make([]byte, 0, 8192)}
 	h.Rec, h.Format, h.Version = "header", FormatName, FormatVersion
-	if err := tw.enc.Encode(&h); err != nil {
+	if err := writeHeader(tw, &h); err != nil {
 		return nil, err
 	}
 	return tw, nil
+}
+
+// buf returns the record buffer, empty; write writes a record built in it
+// and keeps its (possibly grown) storage.
+func (w *Writer) buf() []byte { return w.scratch[:0] }
+
+func (w *Writer) write(b []byte) error {
+	w.scratch = b[:0]
+	_, err := w.bw.Write(b)
+	return err
 }
 
 // Event appends one event record.
 func (w *Writer) Event(e *Event) error {
 	e.Rec = "ev"
 	w.events++
-	return w.enc.Encode(e)
+	return w.write(appendEvent(w.buf(), e))
 }
 
 // Close writes the end record and flushes. It does not close the underlying writer.
 func (w *Writer) Close(exit int, wallNS int64) error {
-	if err := w.enc.Encode(&End{Rec: "end", Exit: exit, Events: w.events, WallNS: wallNS}); err != nil {
+	if err := w.write(appendEnd(w.buf(), &End{Rec: "end", Exit: exit, Events: w.events, WallNS: wallNS})); err != nil {
 		return err
 	}
 	return w.bw.Flush()

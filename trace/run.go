@@ -94,6 +94,7 @@ func Run(opts Options) (*Result, error) {
 		return nil, fmt.Errorf("writing %s: %v", outPath, err)
 	}
 	rec := newRecorder(w, stderr)
+	rec.noSummary = opts.Quiet
 
 	exit, predicted, err := traceCommand(stub, path, opts.Command, rec, start, opts.NoPredict)
 	if err != nil {

@@ -8,8 +8,6 @@ import (
 	"os/exec"
 	"strings"
 	"syscall"
-
-	seccomp "github.com/elastic/go-seccomp-bpf"
 )
 
 // StubVerb is the hidden dlbundle verb that runs StubMain.
@@ -20,37 +18,6 @@ const (
 	ExitNotFound      = 127
 	ExitNotExecutable = 126
 )
-
-// fdFormFlags are the stat calls that glibc also uses as fstat (a path of ""
-// with AT_EMPTY_PATH, argument index given): those forms are not lookups and
-// are a third of Python's traced calls, so the filter lets them run untraced.
-// The price: a lookup that passes AT_EMPTY_PATH with a non-empty path is not
-// seen (no known loader or interpreter does that).
-var fdFormFlags = map[string]uint32{"newfstatat": 3, "statx": 2}
-
-// filterPolicy makes the file-related system calls stop in the tracer
-// (SECCOMP_RET_TRACE) and lets every other call run at full speed.
-func filterPolicy() seccomp.Filter {
-	group := seccomp.SyscallGroup{Action: seccomp.ActionTrace}
-	for _, name := range syscallNames() {
-		if arg, ok := fdFormFlags[name]; ok {
-			group.NamesWithCondtions = append(group.NamesWithCondtions, seccomp.NameWithConditions{
-				Name: name,
-				Conditions: seccomp.ArgumentConditions{
-					{Argument: arg, Operation: seccomp.BitsNotSet, Value: atEmptyPath},
-				},
-			})
-			continue
-		}
-		group.Names = append(group.Names, name)
-	}
-	group.Names = append(group.Names, contextCallNames...)
-	return seccomp.Filter{
-		NoNewPrivs: true,
-		Flag:       seccomp.FilterFlagTSync,
-		Policy:     seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: []seccomp.SyscallGroup{group}},
-	}
-}
 
 // StubMain runs in the re-executed dlbundle process, already traced by its
 // parent (PTRACE_TRACEME): it installs the seccomp filter and execs the
@@ -65,7 +32,11 @@ func StubMain(argv []string) (code int, err error) {
 	if err != nil {
 		return code, err
 	}
-	if err := seccomp.LoadFilter(filterPolicy()); err != nil {
+	prog, err := filterProgram()
+	if err != nil {
+		return 1, fmt.Errorf("assembling the seccomp filter: %w", err)
+	}
+	if err := loadFilter(prog); err != nil {
 		return 1, fmt.Errorf("installing the seccomp filter: %w", err)
 	}
 	err = syscall.Exec(path, argv, os.Environ())

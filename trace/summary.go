@@ -17,6 +17,9 @@ type recorder struct {
 	stats   stats
 	warnOut io.Writer
 	warned  int
+	// noSummary: -q, the summary's maps are not kept (a map update and a
+	// string per event, in the tracer's path while the tracee waits).
+	noSummary bool
 }
 
 // stats are the figures of the summary printed at the end of a run.
@@ -38,7 +41,9 @@ func (r *recorder) emit(ev *Event, start time.Time) {
 	if err := r.w.Event(ev); err != nil && r.err == nil {
 		r.err = err
 	}
-	r.stats.add(ev)
+	if !r.noSummary {
+		r.stats.add(ev)
+	}
 }
 
 // warn reports a problem of the tracer (not of the app), at most a few times.

@@ -31,12 +31,3 @@ type scSpec struct {
 }
 
 func (a argIdx) of(args [6]uint64) uint64 { return args[a-1] }
-
-// syscallNames lists the filtered calls by name for the seccomp policy.
-func syscallNames() []string {
-	names := make([]string, 0, len(syscallTable))
-	for _, s := range syscallTable {
-		names = append(names, s.name)
-	}
-	return names
-}

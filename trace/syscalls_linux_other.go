@@ -9,8 +9,8 @@ import "golang.org/x/sys/unix"
 var syscallTable = map[uint64]scSpec{}
 
 var (
-	contextCalls     = map[uint64]bool{}
-	contextCallNames []string
+	fdFormFlags  = map[uint64]int{}
+	contextCalls = map[uint64]bool{}
 )
 
 func syscallArgs(r *unix.PtraceRegs) (nr uint64, args [6]uint64) { return 0, args }

@@ -75,6 +75,19 @@ type tracer struct {
 	// appPath is what was exec'd, for its exec record.
 	inject  []unix.SockFilter
 	appPath string
+	// page and scratch are reused buffers for reading the tracee's memory
+	// (path strings; readlink results and getdents64 buffers).
+	page    [pageSize]byte
+	scratch []byte
+	spare   *pendingCall // a finished call's record, reused by the next one
+}
+
+// scratchBuf returns a reused buffer of n bytes.
+func (t *tracer) scratchBuf(n int) []byte {
+	if cap(t.scratch) < n {
+		t.scratch = make([]byte, n)
+	}
+	return t.scratch[:n]
 }
 
 // loop waits for tracee stops until the main process exits, and returns its
@@ -297,6 +310,7 @@ func (t *tracer) onSeccomp(tid int, tk *task) {
 		// The outcome is known: emit now and let the call run without an exit stop.
 		t.predicted++
 		t.rec.emit(&p.ev, t.start)
+		t.spare = p
 		resume(tid, 0)
 		return
 	}
@@ -314,6 +328,7 @@ func (t *tracer) onSyscallExit(tid int, tk *task) {
 		if err := unix.PtraceGetRegs(tid, &regs); err == nil {
 			t.decodeExit(tid, p, syscallResult(&regs))
 		}
+		t.spare = p // written out, or dropped
 	}
 	resume(tid, 0)
 }
@@ -321,7 +336,12 @@ func (t *tracer) onSyscallExit(tid int, tk *task) {
 // decodeEntry builds the event of a call from its arguments. It returns nil
 // for calls that are not lookups (fstat through newfstatat(fd, "", AT_EMPTY_PATH)).
 func (t *tracer) decodeEntry(tid int, spec *scSpec, args [6]uint64) *pendingCall {
-	p := &pendingCall{spec: spec, args: args}
+	p := t.spare
+	if p == nil {
+		p = &pendingCall{}
+	}
+	t.spare = nil
+	*p = pendingCall{spec: spec, args: args}
 	ev := &p.ev
 	ev.PID, ev.Op, ev.Syscall = tid, spec.op, spec.name
 	if spec.flags != argNone {
@@ -342,7 +362,7 @@ func (t *tracer) decodeEntry(tid int, spec *scSpec, args [6]uint64) *pendingCall
 		var s string
 		if addr != 0 {
 			var err error
-			if s, err = readString(tid, addr); err != nil {
+			if s, err = readString(tid, addr, t.page[:]); err != nil {
 				return nil // the call fails with EFAULT: no lookup happens
 			}
 		}
@@ -362,7 +382,7 @@ func (t *tracer) decodeEntry(tid int, spec *scSpec, args [6]uint64) *pendingCall
 		}
 	}
 	if spec.path2 != argNone {
-		if s, err := readString(tid, spec.path2.of(args)); err == nil {
+		if s, err := readString(tid, spec.path2.of(args), t.page[:]); err == nil {
 			dirfd := atFDCWD
 			if spec.dirfd2 != argNone {
 				dirfd = int(int32(spec.dirfd2.of(args)))
@@ -371,7 +391,7 @@ func (t *tracer) decodeEntry(tid int, spec *scSpec, args [6]uint64) *pendingCall
 		}
 	}
 	if spec.rawPath2 != argNone {
-		ev.Path2, _ = readString(tid, spec.rawPath2.of(args))
+		ev.Path2, _ = readString(tid, spec.rawPath2.of(args), t.page[:])
 	}
 	if spec.fdArg != argNone {
 		fd := int(int32(spec.fdArg.of(args)))
@@ -410,7 +430,7 @@ func (t *tracer) decodeExit(tid int, p *pendingCall, res int64) {
 		}
 	case OpReadlink:
 		if ev.Err == "" && res > 0 {
-			buf := make([]byte, res)
+			buf := t.scratchBuf(int(res))
 			if n, err := readMem(tid, p.spec.outBuf.of(p.args), buf); err == nil {
 				ev.Path2 = string(buf[:n])
 			}
@@ -450,7 +470,7 @@ func (t *tracer) collectListing(tid int, p *pendingCall, res int64) {
 	}
 	switch {
 	case res > 0:
-		buf := make([]byte, res)
+		buf := t.scratchBuf(int(res))
 		n, err := readMem(tid, p.spec.outBuf.of(p.args), buf)
 		if err == nil {
 			l.entries, err = parseDirents(buf[:n], l.entries)

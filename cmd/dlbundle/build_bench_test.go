@@ -13,14 +13,18 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/oneproc"
 	"github.com/dlbundle/dlbundle/squash"
 	"github.com/dlbundle/dlbundle/trace"
 )
 
 // TestMain lets the test binary act as the tracer's stub (`dlbundle
-// __trace-stub`), so that the benchmarks can run a real pilot.
+// __trace-stub`), so that the benchmarks can run a real pilot. Otherwise it
+// gives the tests every core, as main does for every verb but exec: the
+// package's initializers ran on one P (internal/oneproc).
 func TestMain(m *testing.M) {
 	trace.BecomeStubIfAsked()
+	oneproc.Restore()
 	os.Exit(m.Run())
 }
 

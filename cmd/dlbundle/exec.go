@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dlbundle/dlbundle/image/registry"
+	"github.com/dlbundle/dlbundle/internal/oneproc"
 	"github.com/dlbundle/dlbundle/loader"
 )
 
@@ -116,7 +117,8 @@ func (c *ExecCmd) stage(ctx context.Context) (*loader.Staged, error) {
 	defer bar.finish()
 	opts := loader.MaterializeOptions{Workers: c.Workers, Progress: bar.callback()}
 	req := loader.StageRequest{Dir: dir, Alias: alias, Ref: ref, MustHave: loader.StageEssentials,
-		Open: loader.OpenImage(ref, dir, opts, registry.Options{Insecure: c.Insecure, Timeout: c.Timeout})}
+		Open:   loader.OpenImage(ref, dir, opts, registry.Options{Insecure: c.Insecure, Timeout: c.Timeout}),
+		OnMiss: oneproc.Restore} // staging decompresses on every core
 	if tty {
 		req.OnWait = func() {
 			fmt.Fprintf(os.Stderr, "dlbundle exec: waiting for another process staging into %s\n", dir)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/dlbundle/dlbundle/internal/oneproc"
 	"github.com/dlbundle/dlbundle/internal/version"
 )
 
@@ -58,6 +59,12 @@ func newParser(args []string, options ...kong.Option) (*kong.Kong, error) {
 }
 
 func main() {
+	// Package init ran on one P (internal/oneproc). Only a warm exec and
+	// the trace stub, which exec the app at once, stay there; exec
+	// restores GOMAXPROCS itself when it has to stage.
+	if len(os.Args) < 2 || os.Args[1] != "exec" && os.Args[1] != "__trace-stub" {
+		oneproc.Restore()
+	}
 	parser, err := newParser(os.Args[1:])
 	if err != nil {
 		panic(err) // the CLI struct is wrong: a bug, not a usage error

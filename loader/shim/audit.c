@@ -178,7 +178,7 @@ static void restore_native_env(char **env)
  * held, apps may close_range() everything. It returns the mapping and its
  * size, or 0 with *err the open's -errno (0 when the file opened but is
  * empty or cannot be mapped). */
-static const char *map_file(const char *path, size_t *size, long *err)
+static const char *map_file(const char *path, size_t populate_max, size_t *size, long *err)
 {
 	*size = 0;
 	long fd = dlb_sys(DLB_SYS_openat, -100, path, 02000000 /* O_CLOEXEC */);
@@ -193,7 +193,9 @@ static const char *map_file(const char *path, size_t *size, long *err)
 	int64_t n = st.size;
 #endif
 	long m = 0;
-	if (rc == 0 && n > 0) m = dlb_syscall6(DLB_SYS_mmap, 0, n, 1 /* PROT_READ */, 2 /* MAP_PRIVATE */, fd, 0);
+	/* MAP_POPULATE up to populate_max bytes: see DLB_POPULATE_MAX. */
+	long flags = 2 /* MAP_PRIVATE */ | ((uint64_t)n <= populate_max ? 0x8000 /* MAP_POPULATE */ : 0);
+	if (rc == 0 && n > 0) m = dlb_syscall6(DLB_SYS_mmap, 0, n, 1 /* PROT_READ */, flags, fd, 0);
 	dlb_sys(DLB_SYS_close, fd, 0, 0);
 	if (m < 0 && m > -4096) return 0; /* -errno */
 	if (m) *size = (size_t)n;
@@ -208,7 +210,7 @@ static void map_table(void)
 	dlb_memcpy(path + l, "/table", 7);
 	size_t size;
 	long err;
-	const char *m = map_file(path, &size, &err);
+	const char *m = map_file(path, DLB_POPULATE_MAX, &size, &err);
 	if (err) { say("no table", path, 0); return; }
 	if (m && dlb_check(m, size)) table = m;
 	else if (m) { dlb_sys(DLB_SYS_munmap, (long)m, (long)size, 0); say("bad table", path, 0); }
@@ -425,14 +427,66 @@ static int found(const char *orig, size_t n, const struct dlb_entry *ent)
 	if ((ent->mode & 0444) != 0444) return S_UNDECIDED; /* native open may be refused: let ld.so try */
 	dlb_memcpy(staged, root, root_len);
 	dlb_memcpy(staged + root_len, orig, n + 1);
+	/* Staging read the same 20 bytes of the same (read-only) staged file
+	 * (loader.markNodeELF); other entries, and stages made before the flag,
+	 * are checked here. */
+	if (ent->flags & DLB_FLAG_ELF_NODE) return S_FOUND;
 	return elf_ours(staged) ? S_FOUND : S_UNDECIDED;
+}
+
+/* dead_caps: the subdirectories of the node's rules (cap[i], e.g.
+ * "glibc-hwcaps/x86-64-v3/") that cannot hold any candidate below the
+ * bundled directory dir (canonical path p[0:n], n > 0 for all but "/", hash
+ * h): a component absent from the table below a bundled directory (its
+ * listing is complete), a missing entry (the pilot saw ld.so's stat fail), or
+ * a regular file on the way (ENOTDIR; for these subdirectories ld.so goes on
+ * after any error, see try_dir). Bit i set: skip cap[i] for every name. A
+ * subdirectory that is bundled all the way, or reached through a symlink or
+ * an external entry, stays live and is resolved per name. The answer depends
+ * on the table alone (read-only), so it is kept per directory in a small
+ * direct-mapped cache: a Spack-style RUNPATH of 100 directories is walked
+ * once per library, and without the cache every walk repeats ncap lookups
+ * per directory. */
+#define DEAD_SLOTS 256
+static struct { const struct dlb_entry *dir; uint32_t dead; } dead_cache[DEAD_SLOTS];
+
+static uint32_t dead_caps(const struct dlb_entry *dir, const char *p, size_t n, uint64_t h)
+{
+	unsigned slot = (unsigned)((uintptr_t)dir / sizeof *dir) & (DEAD_SLOTS - 1);
+	if (dead_cache[slot].dir == dir) return dead_cache[slot].dead;
+	char b[DLB_PATH_MAX];
+	uint32_t dead = 0;
+	for (unsigned i = 0; i < ncap; i++) {
+		if (cap_len[i] == 0 || n + 1 + cap_len[i] >= sizeof b) continue;
+		dlb_memcpy(b, p, n);
+		size_t bn = n;
+		uint64_t bh = h;
+		int live = 1; /* every component so far a bundled directory */
+		for (size_t c = 0; c < cap_len[i] && live == 1;) {
+			size_t e = c;
+			while (e < cap_len[i] && cap[i][e] != '/') e++;
+			if (e == c) { c++; continue; } /* "//" in a rule: ld.so's path has it too; the kernel skips it */
+			b[bn] = '/';
+			dlb_memcpy(b + bn + 1, cap[i] + c, e - c);
+			bh = dlb_hash_more(bh, b + bn, 1 + e - c);
+			bn += 1 + e - c;
+			const struct dlb_entry *x = dlb_lookup_h(table, b, bn, bh);
+			if (!x || x->type == DLB_MISSING || x->type == DLB_REG) live = 0;
+			else if (x->type != DLB_DIR) live = 2; /* symlink, external: resolve per name */
+			c = e;
+		}
+		if (!live) dead |= 1u << i;
+	}
+	dead_cache[slot].dir = dir;
+	dead_cache[slot].dead = dead;
+	return dead;
 }
 
 /* try_dir: the candidates of one search directory d[0:dn] (as ld.so keeps
  * it: trailing slashes dropped), in ld.so's order. */
 static int try_dir(const char *d, size_t dn, const char *name, size_t nn)
 {
-	char orig[DLB_PATH_MAX], canon[DLB_PATH_MAX], cand[DLB_PATH_MAX];
+	char orig[DLB_PATH_MAX], cand[DLB_PATH_MAX];
 	if (dn == 0 || d[0] != '/') return S_UNDECIDED; /* relative to the cwd */
 	while (dn > 1 && d[dn - 1] == '/') dn--;
 	/* a mapped LD_LIBRARY_PATH entry or $ORIGIN inside the stage: the original */
@@ -441,7 +495,8 @@ static int try_dir(const char *d, size_t dn, const char *name, size_t nn)
 	dlb_memcpy(orig, d, dn);
 	orig[dn] = 0;
 	struct dlb_res r;
-	switch (dlb_resolve(table, orig, 1, canon, &r)) {
+	/* cand[0:r.len] receives the directory's canonical path */
+	switch (dlb_resolve(table, orig, 1, cand, &r)) {
 	case DLB_KNOWN_ERR:
 		return S_MISS; /* every candidate fails, ld.so's stat marks it nonexisting */
 	case DLB_BUNDLED:
@@ -453,22 +508,36 @@ static int try_dir(const char *d, size_t dn, const char *name, size_t nn)
 	size_t on = dn == 1 ? 0 : dn; /* "/" + name, not "//" + name */
 	orig[on++] = '/';
 	size_t cn = r.len == 1 ? 0 : r.len;
-	uint64_t ch = dlb_hash(canon, cn);
-	canon[cn++] = '/';
+	/* The resolver found r.ent by looking up exactly cand[0:r.len] with its
+	 * hash, so the entry's hash is that path's ("/": continue from ""). */
+	uint64_t ch = cn ? r.ent->hash : DLB_HASH_INIT;
+	/* Written directories: no shortcut, every candidate goes to the resolver. */
+	int fast = !DLB_DIRTY_ANY();
+	uint32_t dead = fast ? dead_caps(r.ent, cand, cn, ch) : 0;
+	cand[cn++] = '/';
+	uint64_t sh = dlb_hash_more(ch, "/", 1);
 	for (unsigned i = 0; i < ncap; i++) {
+		if (dead >> i & 1) continue;
 		size_t l = cn + cap_len[i] + nn;
 		if (l >= sizeof cand || on + cap_len[i] + nn >= sizeof orig) return S_UNDECIDED;
 		/* Fast path: the candidate's first component below the directory
-		 * (the subdirectory, or the name itself) absent from the table is
-		 * ENOENT (a bundled directory's listing is complete): one hash
-		 * continued from the directory's instead of a walk from "/". */
+		 * (the subdirectory, or the name itself) absent from the table, or
+		 * a missing entry, is ENOENT (a bundled directory's listing is
+		 * complete): one hash continued from the directory's instead of a
+		 * walk from "/". The name itself as a bundled regular file is the
+		 * answer the resolver would give (an exact key). */
 		const char *first = cap_len[i] ? cap[i] : name;
 		size_t fl = 0;
 		while (first[fl] && first[fl] != '/') fl++;
-		uint64_t fh = dlb_hash_more(dlb_hash_more(ch, "/", 1), first, fl);
-		dlb_memcpy(cand, canon, cn);
-		dlb_memcpy(cand + cn, first, fl);
-		if (!DLB_DIRTY_ANY() && !dlb_lookup_h(table, cand, cn + fl, fh)) continue; /* written dirs: the resolver */
+		if (fast) {
+			dlb_memcpy(cand + cn, first, fl);
+			const struct dlb_entry *x = dlb_lookup_h(table, cand, cn + fl, dlb_hash_more(sh, first, fl));
+			if (!x || x->type == DLB_MISSING) continue;
+			if (cap_len[i] == 0 && x->type == DLB_REG) {
+				dlb_memcpy(orig + on, name, nn + 1);
+				return found(orig, on + nn, x);
+			}
+		}
 		dlb_memcpy(cand + cn, cap[i], cap_len[i]);
 		dlb_memcpy(cand + cn + cap_len[i], name, nn + 1);
 		char out[DLB_PATH_MAX];
@@ -526,7 +595,8 @@ static void read_cache(void)
 #ifdef CACHE_FLAGS
 	size_t size;
 	long err;
-	const char *c = map_file("/etc/ld.so.cache", &size, &err);
+	/* populated whatever its size: cache_lookup reads every entry */
+	const char *c = map_file("/etc/ld.so.cache", (size_t)-1, &size, &err);
 	if (err == -2 /* ENOENT */) { cache_state = 2; return; }
 	if (!c) return;
 	long m = (long)c;

@@ -15,7 +15,12 @@
 #define DLB_STAGE_MAX 1000
 
 enum { DLB_REG = 1, DLB_DIR = 2, DLB_SYMLINK = 3, DLB_MISSING = 4, DLB_EXTERNAL = 5 };
-enum { DLB_FLAG_ELF_EXEC = 1, DLB_FLAG_BLOCKS = 2 /* blocks holds the source's st_blocks */ };
+enum {
+	DLB_FLAG_ELF_EXEC = 1,
+	DLB_FLAG_BLOCKS = 2,   /* blocks holds the source's st_blocks */
+	DLB_FLAG_ELF = 4,      /* the image's kind: an ELF object */
+	DLB_FLAG_ELF_NODE = 8, /* checked at staging: ELF of this node's class, byte order, machine */
+};
 
 struct dlb_header {
 	char magic[8];
@@ -35,6 +40,15 @@ struct dlb_entry {
 
 _Static_assert(sizeof(struct dlb_header) == 64, "header layout");
 _Static_assert(sizeof(struct dlb_entry) == 96, "entry layout");
+
+/* DLB_POPULATE_MAX: the largest table that audit.c and preload.c map with
+ * MAP_POPULATE. The lookups of a start-up touch a table all over (buckets
+ * and entries in hash order), a fault maps 64 KiB of it and costs ~22 us on
+ * the VM measured (docs/bench/loader.md), while populating costs ~0.2-0.9 us
+ * a page: 63-93 us for the spack scenario's 1.3 MB table against ~22 faults
+ * it took, but 3.7 ms for 16 MB, more than a process that makes a few
+ * lookups would lose to faults. Larger tables are mapped plainly. */
+#define DLB_POPULATE_MAX (2u << 20)
 
 /* Own helpers: audit.c links against nothing, so no memcmp/strlen from libc. */
 static inline size_t dlb_strlen(const char *s) { size_t n = 0; while (s[n]) n++; return n; }
@@ -57,8 +71,13 @@ static inline uint64_t dlb_hash_more(uint64_t h, const char *s, size_t n)
 }
 static inline uint64_t dlb_hash(const char *s, size_t n) { return dlb_hash_more(DLB_HASH_INIT, s, n); }
 
-/* dlb_check validates a mapped table once at start-up, so that lookups can
- * trust every offset. Returns 0 if the table is unusable. */
+/* dlb_check validates a mapped table's header once at start-up: the bucket
+ * and entry arrays lie inside the file, aligned. Returns 0 if the table is
+ * unusable. The arrays themselves are checked where a lookup reads them
+ * (dlb_lookup_h): a check of every bucket and entry here touched every page
+ * of the table in every process (twice: audit.so and the preload each map
+ * it), ~40 minor faults for a 1.3 MB table, where a start-up reads a few
+ * dozen pages of it. */
 static inline int dlb_check(const void *base, size_t len)
 {
 	const struct dlb_header *h = base;
@@ -71,39 +90,42 @@ static inline int dlb_check(const void *base, size_t len)
 		return 0;
 	if (h->entries > len || 96ull * h->nentries > len - h->entries || (h->entries & 7))
 		return 0;
-	const uint32_t *b = (const uint32_t *)((const char *)base + h->buckets);
-	const struct dlb_entry *e = (const struct dlb_entry *)((const char *)base + h->entries);
-	uint32_t empty = 0; /* a probe sequence ends at an empty bucket: there must be one */
-	for (uint32_t i = 0; i < h->nbuckets; i++) {
-		if (b[i] > h->nentries) return 0;
-		empty += b[i] == 0;
-	}
-	if (!empty) return 0;
-	for (uint32_t i = 0; i < h->nentries; i++) {
-		if ((uint64_t)e[i].path + e[i].path_len >= len || (uint64_t)e[i].target + e[i].target_len >= len)
-			return 0;
-		if (((const char *)base)[e[i].path + e[i].path_len] != 0) return 0;
-		if (e[i].target_len && ((const char *)base)[e[i].target + e[i].target_len] != 0) return 0;
-	}
 	return 1;
 }
 
 static inline const char *dlb_str(const void *base, uint32_t off) { return (const char *)base + off; }
 
+/* dlb_entry_ok: the entry's path (and target) lie inside the table and end
+ * with a NUL, so that the callers may read them as C strings. */
+static inline int dlb_entry_ok(const void *base, const struct dlb_entry *x)
+{
+	uint64_t len = ((const struct dlb_header *)base)->size;
+	if ((uint64_t)x->path + x->path_len >= len || (uint64_t)x->target + x->target_len >= len)
+		return 0;
+	if (dlb_str(base, x->path)[x->path_len] != 0) return 0;
+	return x->target_len == 0 || dlb_str(base, x->target)[x->target_len] == 0;
+}
+
 /* dlb_lookup_h returns the entry for the exact path p[0:n] whose hash is
- * hash, or NULL. */
+ * hash, or NULL. Damage found on the way is not trusted: a bucket that names
+ * no entry is passed over, an entry whose strings leave the table never
+ * matches, and a probe ends after nbuckets buckets even if none is empty. */
 static inline const struct dlb_entry *dlb_lookup_h(const void *base, const char *p, size_t n, uint64_t hash)
 {
 	const struct dlb_header *h = base;
 	const uint32_t *b = (const uint32_t *)((const char *)base + h->buckets);
 	const struct dlb_entry *e = (const struct dlb_entry *)((const char *)base + h->entries);
-	for (uint32_t i = (uint32_t)hash & (h->nbuckets - 1);; i = (i + 1) & (h->nbuckets - 1)) {
+	uint32_t mask = h->nbuckets - 1;
+	uint32_t i = (uint32_t)hash & mask;
+	for (uint64_t k = 0; k <= mask; k++, i = (i + 1) & mask) {
 		uint32_t idx = b[i];
 		if (idx == 0) return NULL;
+		if (idx > h->nentries) continue;
 		const struct dlb_entry *x = &e[idx - 1];
-		if (x->hash == hash && x->path_len == n && dlb_memeq(dlb_str(base, x->path), p, n))
+		if (x->hash == hash && x->path_len == n && dlb_entry_ok(base, x) && dlb_memeq(dlb_str(base, x->path), p, n))
 			return x;
 	}
+	return NULL;
 }
 
 static inline const struct dlb_entry *dlb_lookup(const void *base, const char *p, size_t n)

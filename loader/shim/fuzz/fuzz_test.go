@@ -323,29 +323,94 @@ func FuzzReportLine(f *testing.F) {
 	})
 }
 
-// TestTableCheckRefuses: tables that would make a lookup read outside the
-// table or never end. Found by FuzzTableCheck: a bucket offset near 2^64
+// TestTableCheckRefuses: tables whose header would make a lookup read
+// outside the table. Found by FuzzTableCheck: a bucket offset near 2^64
 // wrapped the bounds check (heap-buffer-overflow under -asan).
 func TestTableCheckRefuses(t *testing.T) {
 	good := encode(rowsOf("1 /a/b\n3 /a/l b\n4 /a/m\n5 /x"))
 	le := binary.LittleEndian
-	nb := le.Uint32(good[12:])
 	for name, damage := range map[string]func(b []byte){
 		"buckets offset wraps": func(b []byte) { le.PutUint64(b[24:], ^uint64(0)) },
 		"entries offset wraps": func(b []byte) { le.PutUint64(b[32:], ^uint64(0)-95) },
 		"buckets unaligned":    func(b []byte) { le.PutUint64(b[24:], 65) },
-		// every bucket taken: a probe for an absent path never ends
-		"no empty bucket": func(b []byte) {
-			for i := uint32(0); i < nb; i++ {
-				le.PutUint32(b[64+4*i:], 1)
-			}
-		},
+		"entries unaligned":    func(b []byte) { le.PutUint64(b[32:], le.Uint64(b[32:])+4) },
+		"entries past the end": func(b []byte) { le.PutUint32(b[16:], le.Uint32(b[12:])-1) },
 	} {
 		b := bytes.Clone(good)
 		damage(b)
 		tab := NewTable(b)
 		if tab.Check() {
 			t.Errorf("%s: dlb_check accepted the table", name)
+		}
+		tab.Free()
+	}
+}
+
+// TestTableLookupDistrustsDamage: dlb_check reads the header only (the shim
+// maps the table in every process and must not touch all of it); damage in
+// the arrays is met by the lookup: a probe ends without an empty bucket, a
+// bucket naming no entry is passed over, an entry whose path leaves the
+// table never matches. Each case would read out of bounds or never end
+// without its check (run with -asan).
+func TestTableLookupDistrustsDamage(t *testing.T) {
+	good := encode(rowsOf("1 /a/b\n3 /a/l b\n4 /a/m\n5 /x"))
+	le := binary.LittleEndian
+	nb := le.Uint32(good[12:])
+	gt := NewTable(good)
+	ab := gt.Lookup("/a/b") // the entry the cases damage
+	gt.Free()
+	if ab < 0 {
+		t.Fatal("the undamaged table lacks /a/b")
+	}
+	e := le.Uint64(good[32:]) + 96*uint64(ab)
+	// last: the table's last string with its NUL ("/x\x00" or so)
+	last := string(good[bytes.LastIndexByte(good[:len(good)-1], 0)+1:])
+	// every: each bucket names the damaged entry, so any probe meets it
+	every := func(b []byte) {
+		for i := uint32(0); i < nb; i++ {
+			le.PutUint32(b[64+4*i:], uint32(ab)+1)
+		}
+	}
+	for name, c := range map[string]struct {
+		damage func(b []byte)
+		path   string
+		found  bool
+	}{
+		// every bucket taken: a probe for an absent path must still end
+		"no empty bucket": {every, "/nope", false},
+		"buckets name no entry": {func(b []byte) {
+			for i := uint32(0); i < nb; i++ {
+				if le.Uint32(b[64+4*i:]) != 0 {
+					le.PutUint32(b[64+4*i:], 1000)
+				}
+			}
+		}, "/a/b", false},
+		// an entry naming the table's last bytes (a string and its NUL)
+		// ends exactly at the table's end: its NUL would lie past it
+		"path leaves the table": {func(b []byte) {
+			every(b)
+			le.PutUint64(b[e:], fnv(last))
+			le.PutUint32(b[e+8:], uint32(len(b)-len(last)))
+			le.PutUint32(b[e+12:], uint32(len(last)))
+		}, last, false},
+		// hash and length of "/a/", its bytes "/a/b": no NUL at the end
+		"path not NUL-terminated": {func(b []byte) {
+			every(b)
+			le.PutUint64(b[e:], fnv("/a/"))
+			le.PutUint32(b[e+12:], 3)
+		}, "/a/", false},
+		"target leaves the table": {func(b []byte) { le.PutUint32(b[e+16:], uint32(len(b))) }, "/a/b", false},
+		"undamaged":               {func([]byte) {}, "/a/b", true},
+	} {
+		b := bytes.Clone(good)
+		c.damage(b)
+		tab := NewTable(b)
+		if !tab.Check() {
+			t.Errorf("%s: dlb_check refused a table with a good header", name)
+		} else if got := tab.Lookup(c.path); (got >= 0) != c.found {
+			t.Errorf("%s: lookup %s = entry %d, want found = %v", name, c.path, got, c.found)
+		} else {
+			tab.Resolve(c.path, true)
 		}
 		tab.Free()
 	}
