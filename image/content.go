@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"hash"
 	"io"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // frameRawSize is how many bytes frame k of owner entry o decodes to: the cpio
@@ -23,9 +25,10 @@ func (im *Image) frameRawSize(o, k int) int64 {
 	return n
 }
 
-// decodeFrame decompresses comp, frame k of owner entry o, into dst (reused
-// when large enough), checks its cpio framing and returns the content bytes.
-func (im *Image) decodeFrame(o, k int, comp, dst []byte) (content, buf []byte, err error) {
+// decodeFrame decompresses comp, frame k of owner entry o, with dec into dst
+// (reused when large enough), checks its cpio framing and returns the
+// content bytes.
+func (im *Image) decodeFrame(dec *zstd.Decoder, o, k int, comp, dst []byte) (content, buf []byte, err error) {
 	e := &im.toc.Entries[o]
 	want := im.frameRawSize(o, k)
 	// Capacity bounds the output (WithDecodeAllCapLimit: a larger frame is an
@@ -34,7 +37,7 @@ func (im *Image) decodeFrame(o, k int, comp, dst []byte) (content, buf []byte, e
 	if int64(cap(dst)) < want+slack { // grow geometrically: few allocations per worker
 		dst = make([]byte, 0, max(want+slack, 2*int64(cap(dst)), 256<<10))
 	}
-	out, err := im.dec.DecodeAll(comp, dst[:0:want+slack])
+	out, err := dec.DecodeAll(comp, dst[:0:want+slack])
 	if err != nil {
 		return nil, dst, fmt.Errorf("%s: frame %d at offset %d: %v (corrupt image)", e.Path, k, e.Frames[k].Offset, err)
 	}
@@ -119,7 +122,7 @@ func (c *contentReader) Read(p []byte) (int, error) {
 			return 0, err
 		}
 		c.comp = comp
-		content, raw, err := c.im.decodeFrame(c.owner, c.k, comp, c.raw)
+		content, raw, err := c.im.decodeFrame(c.im.dec, c.owner, c.k, comp, c.raw)
 		c.raw = raw
 		if err != nil {
 			c.err = err

@@ -113,7 +113,24 @@ func TestRoundTripRealFiles(t *testing.T) {
 		t.Fatalf("Verify: %v", err)
 	}
 
-	dir := filepath.Join(t.TempDir(), "x")
+	// On disk (unix.Pwrite) and on tmpfs (rawPwrite, the stage's case).
+	shm, err := os.MkdirTemp("/dev/shm", "dlbundle-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shm) })
+	for _, parent := range []string{t.TempDir(), shm} {
+		dir := filepath.Join(parent, "x")
+		if memFS := isMemFS(parent); memFS != (parent == shm) {
+			t.Fatalf("isMemFS(%s) = %v", parent, memFS)
+		}
+		extractMatches(t, im, in, dir)
+	}
+}
+
+// extractMatches extracts im into dir and checks every entry of in there.
+func extractMatches(t *testing.T, im *Image, in []Entry, dir string) {
+	t.Helper()
 	if err := im.Extract(context.Background(), dir, ExtractOptions{Workers: 2}); err != nil {
 		t.Fatalf("Extract: %v", err)
 	}

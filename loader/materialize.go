@@ -58,13 +58,20 @@ func Materialize(ctx context.Context, src Source, dir string, opts MaterializeOp
 	if err := relativizeSymlinks(ctx, root, entries); err != nil {
 		return err
 	}
-	if err := mirrorListedDirs(ctx, root, entries); err != nil {
-		return err
+	// The mirrored directories (only mkdir of names the image does not
+	// bundle) beside the shim and the ld.so probe, which waits for ld.so
+	// to run twice: these last steps are serial, one core idle otherwise.
+	// The probe runs the image's ld.so if it bundles one: after
+	// relativizeSymlinks, which may still be rewriting the link to it.
+	go func() { side <- mirrorListedDirs(ctx, root, entries) }()
+	err = writeShim(filepath.Join(dir, stageShimDir))
+	if err == nil {
+		err = writeSearchRules(ctx, dir) // runs the node's ld.so on the shim just written
 	}
-	if err := writeShim(filepath.Join(dir, stageShimDir)); err != nil {
-		return err
+	if sideErr := <-side; err == nil {
+		err = sideErr
 	}
-	return writeSearchRules(ctx, dir) // runs the node's ld.so on the shim just written
+	return err
 }
 
 // writeListingsAndTable writes the placeholder listings and the lookup table.

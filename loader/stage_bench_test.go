@@ -19,6 +19,7 @@ package loader
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"io/fs"
@@ -200,28 +201,49 @@ func BenchmarkZstdDecodeAll(b *testing.B) {
 
 // BenchmarkStageVsDecodeAll alternates a cold Stage and a raw DecodeAll of
 // the same frames in every iteration, so that their ratio is measured under
-// the same load (the machine is shared): reported as stage/decode-%.
+// the same load (the machine is shared): reported as stage/decode-%. Each
+// iteration also measures the two costs staging adds to decoding that it
+// cannot drop (docs/bench/stage.md): writing as many bytes into the stage
+// dir's file system (pwrite of 4 MiB blocks on all cores: page allocation
+// and copy, floor-write) and the SHA-256 of the compressed frames in memory
+// (the frames digests, on all cores: floor-sha).
 func BenchmarkStageVsDecodeAll(b *testing.B) {
 	img, raw := benchImage(b)
 	frames := imageFrames(b, img)
-	var stageNS, decodeNS, stageCPU, decodeCPU int64
+	comp := readFrames(b, img, frames)
+	var stageNS, decodeNS, stageCPU, decodeCPU, writeCPU, shaCPU int64
+	var stageRU, decodeRU rusageDelta
 	for b.Loop() {
-		dir, err := OpenStageDir(filepath.Join(benchStageParent(b), "stage"))
+		parent := benchStageParent(b)
+		dir, err := OpenStageDir(filepath.Join(parent, "stage"))
 		if err != nil {
 			b.Fatal(err)
 		}
-		t0, c0 := time.Now(), cpuNS()
+		t0, c0, r0 := time.Now(), cpuNS(), rusage()
 		if _, err := Stage(context.Background(), StageRequest{Dir: dir, Open: OpenImage(img, dir, MaterializeOptions{}, registry.Options{})}); err != nil {
 			b.Fatal(err)
 		}
-		t1, c1 := time.Now(), cpuNS()
+		t1, c1, r1 := time.Now(), cpuNS(), rusage()
 		decodeAll(b, img, frames)
-		t2, c2 := time.Now(), cpuNS()
+		t2, c2, r2 := time.Now(), cpuNS(), rusage()
+		// The floor writes into pages that the stage just freed, as each
+		// stage writes into those of the previous iteration's.
+		removeTree(dir)
+		c2w := cpuNS()
+		writeFloor(b, parent, raw)
+		c3 := cpuNS()
+		removeTree(parent)
+		c3s := cpuNS()
+		shaFloor(comp)
+		c4 := cpuNS()
 		stageNS += t1.Sub(t0).Nanoseconds()
 		decodeNS += t2.Sub(t1).Nanoseconds()
 		stageCPU += c1 - c0
 		decodeCPU += c2 - c1
-		removeTree(dir)
+		writeCPU += c3 - c2w
+		shaCPU += c4 - c3s
+		stageRU.add(r0, r1)
+		decodeRU.add(r1, r2)
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(raw)*n/float64(stageNS)*1e3, "stage-MB/s")
@@ -231,6 +253,94 @@ func BenchmarkStageVsDecodeAll(b *testing.B) {
 	// cost whatever else the machine runs.
 	b.ReportMetric(float64(stageCPU)/n/float64(raw)*1e3, "stage-CPU-ms/GB")
 	b.ReportMetric(float64(decodeCPU)/n/float64(raw)*1e3, "decode-CPU-ms/GB")
+	b.ReportMetric(float64(writeCPU)/n/float64(raw)*1e3, "floor-write-CPU-ms/GB")
+	b.ReportMetric(float64(shaCPU)/n/float64(raw)*1e3, "floor-sha-CPU-ms/GB")
+	// Counts that do not depend on the load: page faults and context
+	// switches of the process (all threads) per stage and per decode.
+	b.ReportMetric(float64(stageRU.minflt)/n, "stage-faults")
+	b.ReportMetric(float64(decodeRU.minflt)/n, "decode-faults")
+	b.ReportMetric(float64(stageRU.csw)/n, "stage-ctxsw")
+	b.ReportMetric(float64(decodeRU.csw)/n, "decode-ctxsw")
+}
+
+// rusageDelta sums minor faults and context switches (voluntary and not)
+// between two getrusage samples.
+type rusageDelta struct{ minflt, csw int64 }
+
+func (d *rusageDelta) add(a, b syscall.Rusage) {
+	d.minflt += b.Minflt - a.Minflt
+	d.csw += b.Nvcsw + b.Nivcsw - a.Nvcsw - a.Nivcsw
+}
+
+func rusage() syscall.Rusage {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru
+}
+
+// writeFloor writes size bytes into new files in dir with pwrite of 4 MiB
+// blocks, one file per core, as staging writes the decoded frames.
+func writeFloor(b *testing.B, dir string, size int64) {
+	buf := make([]byte, 4<<20)
+	for i := range buf {
+		buf[i] = byte(i * 7)
+	}
+	workers := int64(runtime.NumCPU())
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("floor-%d", w)))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			defer f.Close()
+			for off := int64(0); off < size/workers; off += int64(len(buf)) {
+				if _, err := f.WriteAt(buf[:min(int64(len(buf)), size/workers-off)], off); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// readFrames reads the compressed frames into memory, for shaFloor.
+func readFrames(b *testing.B, img string, frames []image.Frame) [][]byte {
+	f, err := os.Open(img)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	out := make([][]byte, len(frames))
+	for i, fr := range frames {
+		out[i] = make([]byte, fr.CSize)
+		if _, err := f.ReadAt(out[i], fr.Offset); err != nil && err != io.EOF {
+			b.Fatal(err)
+		}
+	}
+	return out
+}
+
+// shaFloor hashes the compressed frames (in memory: reading them is a cost
+// of the decode too) with SHA-256, split between the cores.
+func shaFloor(comp [][]byte) {
+	workers := runtime.NumCPU()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := sha256.New()
+			for i := w; i < len(comp); i += workers {
+				h.Write(comp[i])
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // cpuNS is the user+system CPU time of this process so far.
