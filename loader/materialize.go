@@ -138,20 +138,67 @@ func mirrorListedDirs(ctx context.Context, root string, entries []image.Entry) e
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("materialize: %w", err)
 		}
-		for k, c := range e.Listing {
+		var missing []string
+		for _, c := range e.Listing {
 			if c.Type != image.TypeDir || c.Name == "" || c.Name == "." || c.Name == ".." || strings.Contains(c.Name, "/") {
 				continue // invalid names are refused by writeListings
 			}
-			if k%4096 == 4095 && ctx.Err() != nil {
-				return fmt.Errorf("materialize: %w", ctx.Err())
-			}
-			err := os.Mkdir(filepath.Join(root, e.Path, c.Name), 0o755)
-			if err != nil && !errors.Is(err, fs.ErrExist) {
-				return fmt.Errorf("materialize: directory %s: %w", filepath.Join(e.Path, c.Name), err)
+			missing = append(missing, c.Name)
+		}
+		if len(missing) > 0 {
+			if err := mkdirsIn(ctx, filepath.Join(root, e.Path), missing); err != nil {
+				return fmt.Errorf("materialize: directory %s: %w", e.Path, err)
 			}
 		}
 	}
 	return nil
+}
+
+// mkdirsIn creates the empty directories names in parent, an extracted
+// directory whose mode and times the extraction has already set. A
+// read-only directory (mode 0555, as in a Nix store or a locked-down
+// install) is made writable for the owner meanwhile: without that, a stager
+// that is not root cannot create them (root passes permission checks, which
+// is why only unprivileged users saw it fail). Afterwards the parent gets
+// back its mode and times (a mkdir changes its mtime).
+func mkdirsIn(ctx context.Context, parent string, names []string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(parent, &st); err != nil {
+		return err
+	}
+	mode := st.Mode & 0o7777
+	if mode&0o300 != 0o300 {
+		if err := unix.Chmod(parent, mode|0o700); err != nil {
+			return err
+		}
+	}
+	made := false
+	var err error
+	for k, name := range names {
+		if k%4096 == 4095 && ctx.Err() != nil {
+			err = ctx.Err()
+			break
+		}
+		e := unix.Mkdir(filepath.Join(parent, name), 0o755)
+		if e == nil {
+			made = true
+		} else if !errors.Is(e, unix.EEXIST) {
+			err = fmt.Errorf("mkdir %s: %w", name, e)
+			break
+		}
+	}
+	if made {
+		times := []unix.Timespec{st.Atim, st.Mtim}
+		if e := unix.UtimesNanoAt(unix.AT_FDCWD, parent, times, unix.AT_SYMLINK_NOFOLLOW); e != nil && err == nil {
+			err = e
+		}
+	}
+	if mode&0o300 != 0o300 {
+		if e := unix.Chmod(parent, mode); e != nil && err == nil {
+			err = e
+		}
+	}
+	return err
 }
 
 // writeListings creates, for every bundled directory, a directory under list
