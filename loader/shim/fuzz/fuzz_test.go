@@ -62,7 +62,10 @@ func encode(rows []row) []byte {
 		le.PutUint32(buf[e+8:], po)
 		le.PutUint32(buf[e+12:], uint32(len(r.path)))
 		if r.typ == tSymlink {
-			le.PutUint32(buf[e+16:], str(r.target))
+			// str first: its append may move buf, and buf[e+16:] evaluated
+			// before it would write into the old array.
+			to := str(r.target)
+			le.PutUint32(buf[e+16:], to)
 			le.PutUint32(buf[e+20:], uint32(len(r.target)))
 		}
 		buf[e+24] = r.typ
