@@ -70,16 +70,7 @@ func TestMaterializeReadOnlyDirAsUnprivilegedUser(t *testing.T) {
 	if err := os.Mkdir(work, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Create(filepath.Join(work, "app.dlimg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := image.Write(f, entries, image.WriteOptions{Level: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeEntriesImage(t, filepath.Join(work, "app.dlimg"), entries)
 	if err := os.Chown(work, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}

@@ -90,16 +90,7 @@ func fsEntry(t *testing.T, p string) image.Entry {
 func stageEntries(t *testing.T, dir string, entries []image.Entry) string {
 	t.Helper()
 	imgPath := filepath.Join(dir, "app.dlimg")
-	f, err := os.Create(imgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := image.Write(f, entries, image.WriteOptions{Level: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeEntriesImage(t, imgPath, entries)
 	im, err := image.OpenFile(imgPath)
 	if err != nil {
 		t.Fatal(err)
@@ -117,4 +108,19 @@ func stageEntries(t *testing.T, dir string, entries []image.Entry) string {
 		t.Fatal(err)
 	}
 	return final
+}
+
+// writeEntriesImage writes an image of entries to path with the real writer.
+func writeEntriesImage(t *testing.T, path string, entries []image.Entry) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := image.Write(f, entries, image.WriteOptions{Level: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
