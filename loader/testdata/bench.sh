@@ -146,5 +146,11 @@ echo "  (internal calls that no preload can see) and paths the pilot did not tak
 echo "  are opens and fstats of staged files on the node-local stage."
 echo "- The audit object costs its own open, /proc/self/environ and the table; linked with libc it"
 echo "  would also make ld.so search every LD_LIBRARY_PATH directory for a second libc."
-} > "$OUT"
+} > "$W/loader.md"
+# The analysis written by hand below the marker survives a new run.
+MARK='<!-- notes: kept by make bench-loader -->'
+if [ -f "$OUT" ] && grep -qF "$MARK" "$OUT"; then
+	{ echo; sed -n "/^$MARK\$/,\$p" "$OUT"; } >> "$W/loader.md"
+fi
+mv "$W/loader.md" "$OUT"
 echo "wrote $OUT"
