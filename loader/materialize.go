@@ -167,7 +167,8 @@ func mkdirsIn(ctx context.Context, parent string, names []string) error {
 		return err
 	}
 	mode := st.Mode & 0o7777
-	if mode&0o300 != 0o300 {
+	locked := mode&0o300 != 0o300 // the owner may not write or search it
+	if locked {
 		if err := unix.Chmod(parent, mode|0o700); err != nil {
 			return err
 		}
@@ -193,7 +194,7 @@ func mkdirsIn(ctx context.Context, parent string, names []string) error {
 			err = e
 		}
 	}
-	if mode&0o300 != 0o300 {
+	if locked {
 		if e := unix.Chmod(parent, mode); e != nil && err == nil {
 			err = e
 		}
