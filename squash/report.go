@@ -136,3 +136,17 @@ func IncludePrefix(p string) string {
 	next, _, _ := strings.Cut(rest, "/")
 	return best.prefix + "/" + next
 }
+
+// RulesOfBuild returns the rules an image was built with, from the build
+// information it records ("include" and "exclude": the prefixes joined by
+// ':'), so that readers of what ran from it (dlbundle report) tell the
+// paths it left out by policy from the paths its pilot did not take.
+func RulesOfBuild(info map[string]string) (*Rules, error) {
+	split := func(s string) []string {
+		if s == "" {
+			return nil
+		}
+		return strings.Split(s, ":")
+	}
+	return NewRules(split(info["include"]), split(info["exclude"]))
+}

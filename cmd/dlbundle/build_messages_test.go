@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,5 +69,37 @@ func TestBuildSummaryNamesTheTmpPrefix(t *testing.T) {
 	want := "2 under " + app + ": to bundle them, --include " + app + "\n"
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("summary lacks %q:\n%s", want, out.String())
+	}
+}
+
+// dlbundle report: a /tmp path is left out by build's policy, unless the
+// image (--image) was built with --include of its prefix: then the image
+// lacks it (the pilot did not take it), and re-tracing is the advice.
+func TestReportImageRulesDecideTmpPaths(t *testing.T) {
+	app, files := pynamicLikeTree(t)
+	t.Chdir(t.TempDir())
+	writeTestTrace(t, "app.trace", files...)
+	if err := (&BuildCmd{Output: "app.dlimg", Traces: []string{"app.trace"}, Include: []string{app}, summary: io.Discard}).Run(); err != nil {
+		t.Fatal(err)
+	}
+	later := filepath.Join(app, "lib", "libmodule1.so")
+	line := `{"pid":7,"exe":"/usr/bin/python3","answered":5,"missing":0,"passed":1,"passed_paths":["` + later + `"],"dropped":0}` + "\n"
+	if err := os.WriteFile("run.report", []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(c *ReportCmd) string {
+		t.Helper()
+		var out bytes.Buffer
+		c.Files, c.out = []string{"run.report"}, &out
+		if err := c.Run(); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	if text := run(&ReportCmd{}); !strings.Contains(text, "dlbundle build --include "+app) || strings.Contains(text, "image lacks") {
+		t.Errorf("default rules: %s not left out by policy with --include advice:\n%s", later, text)
+	}
+	if text := run(&ReportCmd{Image: "app.dlimg"}); !strings.Contains(text, "1 paths the image lacks") || strings.Contains(text, "temporary or runtime") {
+		t.Errorf("image built with --include %s: %s not listed as lacked:\n%s", app, later, text)
 	}
 }
