@@ -76,6 +76,9 @@ func TestDemoSmoke(t *testing.T) {
 		if !ok1 || !ok2 || nat.MetaOps == 0 || warm.MetaOps >= nat.MetaOps {
 			t.Errorf("N=%d: native %d metadata ops, warm %d: want warm < native", n, nat.MetaOps, warm.MetaOps)
 		}
+		if nat.CPU <= 0 || warm.CPU <= 0 {
+			t.Errorf("N=%d: ranks' CPU time native %v, warm %v: not measured (the CPU-bound mark needs it)", n, nat.CPU, warm.CPU)
+		}
 		// Warm means staged before: at N=2 there is no measured cold run, so
 		// the harness must have staged unmeasured; a warm rank reads no image.
 		if img := res.Calibrations[0].ImageBytes; img == 0 || warm.BytesRead >= uint64(img)/2 {
@@ -126,18 +129,21 @@ func TestDemoSummaryMarksCPUBoundRows(t *testing.T) {
 	defer func(f func() int) { numCPU = f }(numCPU)
 	for _, tc := range []struct {
 		cores int
-		warm  time.Duration // of the 16-rank row; one rank takes 10 ms from tmpfs
-		bound bool
+		warm  time.Duration // of the 16-rank row, whose ranks took 160 ms of CPU
+		load  string        // at the start
+		bound string        // the footnote's reason, "" if not CPU-bound
 	}{
-		{2, 100 * time.Millisecond, true},   // 16 x 10 ms / 2 = 80 ms of CPU, of 100 ms
-		{2, 1000 * time.Millisecond, false}, // 80 ms of 1 s: the wait is elsewhere
-		{16, 100 * time.Millisecond, false}, // a core per rank
+		{2, 100 * time.Millisecond, "0.50", "the CPU work fills the cores"}, // 160 ms / 2 cores = 80 ms, of 100 ms
+		{2, 1000 * time.Millisecond, "0.50", ""},                            // 80 ms of 1 s on a quiet machine: the wait is elsewhere
+		{2, 1000 * time.Millisecond, "6.82", "the rest: cores busy with other work (load average 6.82)"},
+		{16, 100 * time.Millisecond, "0.50", ""}, // a core per rank
 	} {
 		numCPU = func() int { return tc.cores }
 		r := synthetic()
+		r.Load[0] = tc.load
 		for i := range r.Rows {
 			if r.Rows[i].Mode == ModeWarm && r.Rows[i].Ranks == 16 {
-				r.Rows[i].Wall = tc.warm
+				r.Rows[i].Wall, r.Rows[i].CPU = tc.warm, 160*time.Millisecond
 			}
 		}
 		var b bytes.Buffer
@@ -152,11 +158,12 @@ func TestDemoSummaryMarksCPUBoundRows(t *testing.T) {
 				row16 = line
 			}
 		}
-		if got := strings.HasSuffix(row16, "CPU-bound*"); got != tc.bound {
-			t.Errorf("%d cores, warm %v: 16-rank row %q marked CPU-bound %v, want %v", tc.cores, tc.warm, row16, got, tc.bound)
+		if got := strings.HasSuffix(row16, "CPU-bound*"); got != (tc.bound != "") {
+			t.Errorf("%d cores, warm %v, load %s: 16-rank row %q marked CPU-bound %v, want %v", tc.cores, tc.warm, tc.load, row16, got, tc.bound != "")
 		}
-		if got := strings.Contains(out, "app at 16 ranks: 16 x 10.0 ms / 2 cores = 0.080 s"); got != tc.bound {
-			t.Errorf("%d cores, warm %v: footnote with the CPU floor shown %v, want %v:\n%s", tc.cores, tc.warm, got, tc.bound, out)
+		foot := fmt.Sprintf("app at 16 ranks: 0.160 s of CPU / 2 cores = 0.080 s of its %s; %s", seconds(tc.warm), tc.bound)
+		if got := strings.Contains(out, foot); got != (tc.bound != "") {
+			t.Errorf("%d cores, warm %v, load %s: footnote %q shown %v, want %v:\n%s", tc.cores, tc.warm, tc.load, foot, got, tc.bound != "", out)
 		}
 		if strings.Contains(out, "app           1 ") && strings.Contains(strings.SplitAfter(out, "app           1 ")[1][:60], "CPU-bound") {
 			t.Errorf("the one-rank row is marked CPU-bound:\n%s", out)

@@ -80,6 +80,7 @@ type Row struct {
 	Ranks     int
 	Wall      time.Duration // release until the last rank exited
 	Spread    time.Duration // slowest minus fastest Wall of the runs Wall is the median of (0: one run)
+	CPU       time.Duration // user + system time of all ranks of the run Wall is from
 	MeanRank  time.Duration
 	MetaOps   uint64 // on slowfs, all ranks together
 	Reads     uint64
@@ -303,7 +304,7 @@ func (b *bench) measure(ctx context.Context, mode string, n int, l launch) Row {
 		r = runs[len(runs)/2]
 		spread = runs[len(runs)-1].wall - runs[0].wall
 	}
-	row := Row{Scenario: b.sc.name, Mode: mode, Ranks: n, Wall: r.wall, Spread: spread, MeanRank: r.mean(),
+	row := Row{Scenario: b.sc.name, Mode: mode, Ranks: n, Wall: r.wall, Spread: spread, CPU: r.cpu, MeanRank: r.mean(),
 		MetaOps: s.MetadataOps(), Reads: s.Read, BytesRead: s.BytesRead, Service: b.cal.Service}
 	if mode == ModeWarm {
 		row.TopPaths = b.fsys.TopPaths(8)
