@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -172,11 +173,38 @@ func checkSomethingToBundle(plan *squash.Plan) error {
 	var why []string
 	for _, r := range plan.Report.SkippedReasons() {
 		why = append(why, fmt.Sprintf("%d %s", plan.Report.Skipped[r], r))
+		if under := underPrefixes(plan.Report, r, 3); under != "" {
+			why[len(why)-1] += ": " + under
+		}
 	}
 	if len(why) == 0 {
 		why = append(why, "the traces record no file the app read")
 	}
-	return fmt.Errorf("nothing to bundle: %s", strings.Join(why, "; "))
+	msg := "nothing to bundle: " + strings.Join(why, "; ")
+	if inc := plan.Report.SkippedPrefixes(squash.ReasonTempDir); len(inc) > 0 {
+		msg += fmt.Sprintf("; if that is the app's own tree, build with --include %s", inc[0].Prefix)
+	}
+	return errors.New(msg)
+}
+
+// underPrefixes names, for a reason a default prefix rule gave, where the
+// paths it left out are ("34 under /tmp/pynamic-build"), at most max
+// prefixes; only for temporary directories, where --include PREFIX is the
+// fix and the prefix is the user's to name.
+func underPrefixes(rep squash.Report, reason string, max int) string {
+	if reason != squash.ReasonTempDir {
+		return ""
+	}
+	var parts []string
+	ps := rep.SkippedPrefixes(reason)
+	for i, p := range ps {
+		if i == max {
+			parts = append(parts, fmt.Sprintf("%d more prefixes", len(ps)-max))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%d under %s (--include %s)", p.Paths, p.Prefix, p.Prefix))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // buildInfo is stored in the image; it holds no wall-clock time unless
@@ -377,6 +405,18 @@ func printPlanSummary(w io.Writer, plan *squash.Plan, content string) {
 		fmt.Fprintln(w, "  not bundled:")
 		for _, r := range rep.SkippedReasons() {
 			fmt.Fprintf(w, "    %5d  %s\n", rep.Skipped[r], r)
+			if r != squash.ReasonTempDir {
+				continue
+			}
+			// Name where they are, so that the fix can be copied.
+			ps := rep.SkippedPrefixes(r)
+			for i, p := range ps {
+				if i == 3 {
+					fmt.Fprintf(w, "           ... and %d more prefixes\n", len(ps)-3)
+					break
+				}
+				fmt.Fprintf(w, "           %5d under %s: to bundle them, --include %s\n", p.Paths, p.Prefix, p.Prefix)
+			}
 		}
 	}
 	if len(rep.PycCaches) > 0 {

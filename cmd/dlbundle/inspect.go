@@ -19,11 +19,14 @@ import (
 
 // InspectCmd summarises or lists an image.
 type InspectCmd struct {
-	Image    string `arg:"" help:"Image file (.dlimg), or a registry reference oci://REGISTRY/REPO:TAG (or @sha256:...): only the manifest, footer and table of contents are fetched."`
-	Insecure bool   `help:"With an oci:// reference: talk plain http to the registry (a lab registry without TLS)."`
-	List     bool   `short:"l" help:"List every entry in load order: order, type, kind, size, compressed size, path."`
-	JSON     bool   `help:"Print JSON instead of text (with --list: the entries too)."`
-	Top      int    `default:"10" help:"How many of the largest objects and missing paths to show."`
+	Image    string   `arg:"" help:"Image file (.dlimg), or a registry reference oci://REGISTRY/REPO:TAG (or @sha256:...): only the manifest, footer and table of contents are fetched."`
+	Insecure bool     `help:"With an oci:// reference: talk plain http to the registry (a lab registry without TLS)."`
+	List     bool     `short:"l" help:"List every entry in load order: order, type, kind, size, compressed size, path."`
+	JSON     bool     `help:"Print JSON instead of text (with --list: the entries too)."`
+	Top      int      `default:"10" help:"How many of the largest objects and missing paths to show."`
+	HTML     string   `name:"html" placeholder:"FILE" help:"Write a page (one self-contained HTML file) that draws where start-up goes: the image's bytes by prefix and, with --trace and --report, the pilot's lookups over time and by directory, what exec saves per rank, what the image lacked."`
+	Traces   []string `name:"trace" placeholder:"TRACE" type:"existingfile" sep:"none" help:"With --html: the pilot's trace(s) the image was built from (repeatable)."`
+	Reports  []string `name:"report" placeholder:"FILE" type:"existingfile" sep:"none" help:"With --html: report file(s) of 'dlbundle exec --report' (repeatable)."`
 }
 
 // Help is shown by `dlbundle inspect --help`.
@@ -35,7 +38,10 @@ checked when it is opened; contents are not decompressed (use dlbundle verify).
 
   dlbundle inspect app.dlimg
   dlbundle inspect --list app.dlimg | grep numpy
-  dlbundle inspect --json app.dlimg | jq .by_kind`
+  dlbundle inspect --json app.dlimg | jq .by_kind
+  dlbundle inspect --html app.html --trace dlbundle.trace --report run1.report app.dlimg
+
+--html draws it for people: open the file in any browser (no network needed).`
 }
 
 type kindStats struct {
@@ -76,6 +82,12 @@ func (c *InspectCmd) Run() error {
 		return err
 	}
 	defer im.Close()
+	if c.HTML != "" {
+		return writePage(c.HTML, c.Traces, c.Image, im, c.Reports)
+	}
+	if len(c.Traces) > 0 || len(c.Reports) > 0 {
+		return fmt.Errorf("--trace and --report go with --html FILE (the page they are drawn on)")
+	}
 	s := summarise(c.Image, im)
 	if c.JSON {
 		if c.List {

@@ -1136,6 +1136,12 @@ int shim_from_outside(const char *name)
 	return dlb_resolve(table, name, 1, canon, &r) != DLB_BUNDLED;
 }
 
+/* shim_unstage (report.h): the report's exe is what /proc/self/exe names,
+ * the staged copy when the executable ran from the stage; the report gives
+ * its original path, as readlink of it through the shim does. In place, no
+ * allocation (called from the report writer, possibly in a signal handler). */
+size_t shim_unstage(char *path, size_t len) { return strip_stage(path, len); }
+
 /* _exit, _Exit: processes that end this way (dash, os._exit, children after
  * fork) skip destructors; write their report first. */
 void _exit(int status)

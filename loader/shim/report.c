@@ -187,6 +187,7 @@ __attribute__((destructor)) void report_write(void)
 	if (__atomic_exchange_n(&reported, 1, __ATOMIC_ACQ_REL)) return;
 	long en = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, sizeof exe - 1);
 	if (en < 0) en = 0;
+	en = (long)shim_unstage(exe, (size_t)en); /* the original path, not the staged copy */
 	uint32_t n = __atomic_load_n(&nslots, __ATOMIC_ACQUIRE);
 	if (n > MAX_PATHS) n = MAX_PATHS;
 	for (uint32_t i = 0; i < n; i++) {
