@@ -1,0 +1,144 @@
+package main
+
+import (
+	"io"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/alecthomas/kong"
+)
+
+// mainParse is what main does with args without quickExec: one verb's
+// grammar, the command line split (parse). It returns the selected verb's
+// struct, or an error (also for --help and --version, which exit).
+func mainParse(args []string) (v any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(kongExited); !ok {
+				panic(r)
+			}
+			v, err = nil, io.EOF
+		}
+	}()
+	p, err := newParser(args, kong.Writers(io.Discard, io.Discard), kong.Exit(func(int) { panic(kongExited{}) }))
+	if err != nil {
+		return nil, err
+	}
+	ctx, err := parse(p, args)
+	if err != nil {
+		return nil, err
+	}
+	return ctx.Selected().Target.Interface(), nil
+}
+
+// The command lines of the docs and of job scripts take the quick path, with
+// the struct kong gives; the rest is left to kong.
+func TestQuickExecReadsPlainLinesAsKong(t *testing.T) {
+	t.Setenv("DLBUNDLE_STAGE_DIR", "/env/stage")
+	for _, line := range []string{
+		"exec /lustre/me/app.dlimg -- ./myapp input.nml",
+		"exec app.dlimg ./myapp -n 3",
+		"exec --stage-dir /s img -- /bin/true",
+		"exec --stage-dir=/s --workers 4 --timeout 1m --insecure oci://reg:5000/a/b:v1 -- python3 -c x",
+		"exec --report r.txt --debug --fallback img -- cmd -- --stage-dir x",
+		"exec img --debug -- cmd",
+		"exec --workers=0 --report= img -- cmd",
+	} {
+		args := strings.Fields(line)
+		want, err := mainParse(args)
+		if err != nil {
+			t.Fatalf("%q: kong: %v", line, err)
+		}
+		got, ok := quickExec(args, os.LookupEnv)
+		if !ok {
+			t.Errorf("%q: quickExec declined a plain line", line)
+			continue
+		}
+		if !reflect.DeepEqual(*got, want) {
+			t.Errorf("%q:\nquick %+v\nkong  %+v", line, *got, want)
+		}
+	}
+	if c, _ := quickExec(strings.Fields("exec img -- cmd"), os.LookupEnv); c.StageDir != "/env/stage" || c.Timeout != 30*time.Second {
+		t.Errorf("environment and defaults: stage dir %q, timeout %v", c.StageDir, c.Timeout)
+	}
+	if _, ok := quickExec(strings.Fields("exec img -- cmd --help"), os.LookupEnv); !ok {
+		t.Error("the app's own --help after -- is the app's: quickExec declined it")
+	}
+	for _, line := range []string{
+		"exec --help",
+		"exec -h img -- cmd",
+		"exec --version img -- cmd",
+		"exec --bogus img -- cmd",
+		"exec img --bogus cmd",
+		"exec img",
+		"exec img --",
+		"exec -- img cmd",
+		"exec --workers 0x10 img -- cmd",
+		"exec --workers 010 img -- cmd",
+		"exec --workers -1 img -- cmd",
+		"exec --timeout 3 img -- cmd",
+		"exec --debug=true img -- cmd",
+		"exec --debug --debug img -- cmd",
+		"exec --stage-dir -- img cmd",
+		"trace -- /bin/true",
+	} {
+		if _, ok := quickExec(strings.Fields(line), os.LookupEnv); ok {
+			t.Errorf("%q: quickExec read it; it is kong's (help, a usage error, or a spelling kong reads its own way)", line)
+		}
+	}
+}
+
+// FuzzQuickExecMatchesKong: whatever the command line and DLBUNDLE_STAGE_DIR,
+// a line quickExec reads gives the ExecCmd main's kong parse gives.
+func FuzzQuickExecMatchesKong(f *testing.F) {
+	for _, s := range []string{
+		"exec\x00img\x00--\x00/bin/echo\x00a",
+		"exec\x00--debug\x00--workers\x003\x00img\x00echo\x00-x",
+		"exec\x00--stage-dir=--\x00img\x00--\x00--",
+		"exec\x00--timeout\x001h2m\x00--report=\x00img\x00--debug\x00cmd",
+		"exec\x00--workers=9223372036854775807\x00img\x00c",
+		"exec\x00img\x00--\x00--\x00x",
+		"exec\x00--workers\x00010\x00img\x00--\x00x",
+		"exec\x00--workers=0x10\x00--timeout=1\x00img\x00x",
+		"exec\x00--debug=false\x00img\x00x",
+	} {
+		f.Add(s, "/stage", true)
+		f.Add(s, "", false)
+	}
+	f.Fuzz(func(t *testing.T, line, env string, envSet bool) {
+		args := strings.Split(line, "\x00")
+		if len(args) > 64 || !utf8.ValidString(line) || !utf8.ValidString(env) || strings.ContainsRune(env, 0) {
+			// kong turns invalid UTF-8 into U+FFFD (quickExec keeps the
+			// bytes of a file name); an environment value has no NUL.
+			return
+		}
+		old, had := os.LookupEnv("DLBUNDLE_STAGE_DIR")
+		defer func() {
+			if had {
+				os.Setenv("DLBUNDLE_STAGE_DIR", old)
+			} else {
+				os.Unsetenv("DLBUNDLE_STAGE_DIR")
+			}
+		}()
+		if envSet {
+			os.Setenv("DLBUNDLE_STAGE_DIR", env)
+		} else {
+			os.Unsetenv("DLBUNDLE_STAGE_DIR")
+		}
+		got, ok := quickExec(args, os.LookupEnv)
+		if !ok {
+			return // kong's line
+		}
+		want, err := mainParse(args)
+		if err != nil {
+			t.Fatalf("%q: quickExec read it, kong: %v", args, err)
+		}
+		if !reflect.DeepEqual(*got, want) {
+			t.Fatalf("%q:\nquick %+v\nkong  %+v", args, *got, want)
+		}
+	})
+}
