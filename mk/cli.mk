@@ -9,10 +9,10 @@ bench-cli: build
 	$(GO) run ./internal/clibench -dlbundle $(BIN) -out docs/bench/cli.md $(if $(COMPARE),-compare $(COMPARE))
 
 # Short fuzz runs of the command line after `go test`: main's linear split
-# parse, and exec's parse without kong (quickExec), must agree with kong's
+# parse, and exec and trace read without kong (quickParse), must agree with kong's
 # own on every line they accept.
 TEST_AFTER += fuzz-cli
 .PHONY: fuzz-cli
 fuzz-cli:
 	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzSplitCommandLine$$' -fuzztime 10s ./cmd/dlbundle/
-	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzQuickExecMatchesKong$$' -fuzztime 10s ./cmd/dlbundle/
+	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzQuickParseMatchesKong$$' -fuzztime 10s ./cmd/dlbundle/

@@ -59,16 +59,16 @@ func newParser(args []string, options ...kong.Option) (*kong.Kong, error) {
 }
 
 func main() {
-	// Every rank's exec: a plain command line is read without kong
-	// (quickExec), which kong's model of the verb would cost.
-	if c, ok := quickExec(os.Args[1:], os.LookupEnv); ok {
-		fail(c.Run(), func() *kong.Context { return kongContext(os.Args[1:]) })
-	}
 	// Package init ran on one P (internal/oneproc). Only a warm exec and
 	// the trace stub, which exec the app at once, stay there; exec
 	// restores GOMAXPROCS itself when it has to stage.
 	if len(os.Args) < 2 || os.Args[1] != "exec" && os.Args[1] != "__trace-stub" {
 		oneproc.Restore()
+	}
+	// Every rank's exec and every pilot run: a plain command line is read
+	// without kong (quickParse), which kong's model of the verb would cost.
+	if verb, ok := quickParse(os.Args[1:], os.LookupEnv); ok {
+		fail(verb.Run(), func() *kong.Context { return kongContext(os.Args[1:]) })
 	}
 	ctx := kongContext(os.Args[1:])
 	fail(ctx.Run(), func() *kong.Context { return ctx })

@@ -12,7 +12,7 @@ import (
 	"github.com/alecthomas/kong"
 )
 
-// mainParse is what main does with args without quickExec: one verb's
+// mainParse is what main does with args without quickParse: one verb's
 // grammar, the command line split (parse). It returns the selected verb's
 // struct, or an error (also for --help and --version, which exit).
 func mainParse(args []string) (v any, err error) {
@@ -37,7 +37,7 @@ func mainParse(args []string) (v any, err error) {
 
 // The command lines of the docs and of job scripts take the quick path, with
 // the struct kong gives; the rest is left to kong.
-func TestQuickExecReadsPlainLinesAsKong(t *testing.T) {
+func TestQuickParseReadsPlainLinesAsKong(t *testing.T) {
 	t.Setenv("DLBUNDLE_STAGE_DIR", "/env/stage")
 	for _, line := range []string{
 		"exec /lustre/me/app.dlimg -- ./myapp input.nml",
@@ -47,26 +47,30 @@ func TestQuickExecReadsPlainLinesAsKong(t *testing.T) {
 		"exec --report r.txt --debug --fallback img -- cmd -- --stage-dir x",
 		"exec img --debug -- cmd",
 		"exec --workers=0 --report= img -- cmd",
+		"trace -- ./myapp --input small.nml",
+		"trace -o numpy.trace -- /usr/bin/python3 -c x",
+		"trace -q --output=t -- ./run.sh",
+		"trace ./app -q",
 	} {
 		args := strings.Fields(line)
 		want, err := mainParse(args)
 		if err != nil {
 			t.Fatalf("%q: kong: %v", line, err)
 		}
-		got, ok := quickExec(args, os.LookupEnv)
+		got, ok := quickParse(args, os.LookupEnv)
 		if !ok {
-			t.Errorf("%q: quickExec declined a plain line", line)
+			t.Errorf("%q: quickParse declined a plain line", line)
 			continue
 		}
-		if !reflect.DeepEqual(*got, want) {
-			t.Errorf("%q:\nquick %+v\nkong  %+v", line, *got, want)
+		if g := reflect.ValueOf(got).Elem().Interface(); !reflect.DeepEqual(g, want) {
+			t.Errorf("%q:\nquick %+v\nkong  %+v", line, g, want)
 		}
 	}
-	if c, _ := quickExec(strings.Fields("exec img -- cmd"), os.LookupEnv); c.StageDir != "/env/stage" || c.Timeout != 30*time.Second {
-		t.Errorf("environment and defaults: stage dir %q, timeout %v", c.StageDir, c.Timeout)
+	if v, _ := quickParse(strings.Fields("exec img -- cmd"), os.LookupEnv); v.(*ExecCmd).StageDir != "/env/stage" || v.(*ExecCmd).Timeout != 30*time.Second {
+		t.Errorf("environment and defaults: %+v", v)
 	}
-	if _, ok := quickExec(strings.Fields("exec img -- cmd --help"), os.LookupEnv); !ok {
-		t.Error("the app's own --help after -- is the app's: quickExec declined it")
+	if _, ok := quickParse(strings.Fields("exec img -- cmd --help"), os.LookupEnv); !ok {
+		t.Error("the app's own --help after -- is the app's: quickParse declined it")
 	}
 	for _, line := range []string{
 		"exec --help",
@@ -84,17 +88,24 @@ func TestQuickExecReadsPlainLinesAsKong(t *testing.T) {
 		"exec --debug=true img -- cmd",
 		"exec --debug --debug img -- cmd",
 		"exec --stage-dir -- img cmd",
-		"trace -- /bin/true",
+		"trace -qo t -- /bin/true",
+		"trace -ot -- /bin/true",
+		"trace -q -q -- /bin/true",
+		"trace -x -- /bin/true",
+		"trace --",
+		"trace -o -- /bin/true",
+		"__trace-stub -- /bin/true",
+		"build -o app.dlimg a.trace",
 	} {
-		if _, ok := quickExec(strings.Fields(line), os.LookupEnv); ok {
-			t.Errorf("%q: quickExec read it; it is kong's (help, a usage error, or a spelling kong reads its own way)", line)
+		if _, ok := quickParse(strings.Fields(line), os.LookupEnv); ok {
+			t.Errorf("%q: quickParse read it; it is kong's (help, a usage error, or a spelling kong reads its own way)", line)
 		}
 	}
 }
 
-// FuzzQuickExecMatchesKong: whatever the command line and DLBUNDLE_STAGE_DIR,
-// a line quickExec reads gives the ExecCmd main's kong parse gives.
-func FuzzQuickExecMatchesKong(f *testing.F) {
+// FuzzQuickParseMatchesKong: whatever the command line and DLBUNDLE_STAGE_DIR,
+// a line quickParse reads gives the verb's struct main's kong parse gives.
+func FuzzQuickParseMatchesKong(f *testing.F) {
 	for _, s := range []string{
 		"exec\x00img\x00--\x00/bin/echo\x00a",
 		"exec\x00--debug\x00--workers\x003\x00img\x00echo\x00-x",
@@ -105,6 +116,10 @@ func FuzzQuickExecMatchesKong(f *testing.F) {
 		"exec\x00--workers\x00010\x00img\x00--\x00x",
 		"exec\x00--workers=0x10\x00--timeout=1\x00img\x00x",
 		"exec\x00--debug=false\x00img\x00x",
+		"trace\x00-q\x00-o\x00f\x00--\x00sh",
+		"trace\x00--output=f\x00sh\x00-q",
+		"trace\x00-qo\x00f\x00--\x00sh",
+		"exec\x00-h\x00img\x00x",
 	} {
 		f.Add(s, "/stage", true)
 		f.Add(s, "", false)
@@ -112,7 +127,7 @@ func FuzzQuickExecMatchesKong(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line, env string, envSet bool) {
 		args := strings.Split(line, "\x00")
 		if len(args) > 64 || !utf8.ValidString(line) || !utf8.ValidString(env) || strings.ContainsRune(env, 0) {
-			// kong turns invalid UTF-8 into U+FFFD (quickExec keeps the
+			// kong turns invalid UTF-8 into U+FFFD (quickParse keeps the
 			// bytes of a file name); an environment value has no NUL.
 			return
 		}
@@ -129,16 +144,16 @@ func FuzzQuickExecMatchesKong(f *testing.F) {
 		} else {
 			os.Unsetenv("DLBUNDLE_STAGE_DIR")
 		}
-		got, ok := quickExec(args, os.LookupEnv)
+		got, ok := quickParse(args, os.LookupEnv)
 		if !ok {
 			return // kong's line
 		}
 		want, err := mainParse(args)
 		if err != nil {
-			t.Fatalf("%q: quickExec read it, kong: %v", args, err)
+			t.Fatalf("%q: quickParse read it, kong: %v", args, err)
 		}
-		if !reflect.DeepEqual(*got, want) {
-			t.Fatalf("%q:\nquick %+v\nkong  %+v", args, *got, want)
+		if g := reflect.ValueOf(got).Elem().Interface(); !reflect.DeepEqual(g, want) {
+			t.Fatalf("%q:\nquick %+v\nkong  %+v", args, g, want)
 		}
 	})
 }
