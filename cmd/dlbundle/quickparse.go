@@ -26,15 +26,11 @@ import (
 // tags, so a new flag is read here too, or declined if of a kind this does
 // not know. FuzzQuickParseMatchesKong compares the two.
 func quickParse(args []string, lookupEnv func(string) (string, bool)) (verb interface{ Run() error }, ok bool) {
-	if len(args) < 2 {
+	if len(args) < 2 || quickVerbs[args[0]] == nil {
 		return nil, false
 	}
-	switch args[0] {
-	case "exec":
-		verb = &ExecCmd{}
-	case "trace":
-		verb = &TraceCmd{}
-	default:
+	verb = quickVerbs[args[0]]()
+	if hasKongHooks(reflect.TypeOf(verb)) {
 		return nil, false
 	}
 	v := reflect.ValueOf(verb).Elem()
@@ -104,7 +100,30 @@ func quickParse(args []string, lookupEnv func(string) (string, bool)) (verb inte
 			return nil, false
 		}
 	}
+	// kong validates the verb after parsing: so does the quick path, and
+	// leaves a rejected line to kong, which reports it.
+	if val, ok := verb.(interface{ Validate() error }); ok && val.Validate() != nil {
+		return nil, false
+	}
 	return verb, true
+}
+
+// quickVerbs are the verbs quickParse reads: those that run an app.
+var quickVerbs = map[string]func() interface{ Run() error }{
+	"exec":  func() interface{ Run() error } { return &ExecCmd{} },
+	"trace": func() interface{ Run() error } { return &TraceCmd{} },
+}
+
+// hasKongHooks reports whether kong would call a method of the verb's type
+// besides Run and Validate while it parses (hooks with kong's own
+// arguments): such a verb is left to kong.
+func hasKongHooks(t reflect.Type) bool {
+	for _, m := range []string{"BeforeReset", "BeforeResolve", "BeforeApply", "AfterApply", "AfterRun"} {
+		if _, ok := t.MethodByName(m); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // verbGrammar is a verb's command line as kong reads its struct tags.

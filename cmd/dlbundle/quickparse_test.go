@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"os"
 	"reflect"
@@ -157,3 +158,44 @@ func FuzzQuickParseMatchesKong(f *testing.F) {
 		}
 	})
 }
+
+// A verb with a kong hook besides Run is left to kong, and one whose
+// Validate rejects the line too: an option check added to exec that way
+// (or by a hook) is never skipped by the quick path.
+func TestQuickParseLeavesHooksToKong(t *testing.T) {
+	if hasKongHooks(reflect.TypeFor[*ExecCmd]()) || hasKongHooks(reflect.TypeFor[*TraceCmd]()) {
+		t.Fatal("exec or trace has a kong hook: quickParse never reads them")
+	}
+	if !hasKongHooks(reflect.TypeFor[*hookedVerb]()) {
+		t.Error("AfterApply not seen")
+	}
+}
+
+type hookedVerb struct{}
+
+func (*hookedVerb) AfterApply() error { return nil }
+
+func TestQuickParseValidates(t *testing.T) {
+	quickVerbs["validated"] = func() interface{ Run() error } { return &validatedVerb{} }
+	defer delete(quickVerbs, "validated")
+	if _, ok := quickParse([]string{"validated", "--n", "2", "--", "cmd"}, os.LookupEnv); !ok {
+		t.Error("a line Validate accepts was declined")
+	}
+	if _, ok := quickParse([]string{"validated", "--n", "1", "--", "cmd"}, os.LookupEnv); ok {
+		t.Error("a line Validate rejects was read: kong would have reported it")
+	}
+}
+
+type validatedVerb struct {
+	N       int      `help:"even"`
+	Command []string `arg:"" passthrough:""`
+}
+
+func (v *validatedVerb) Validate() error {
+	if v.N%2 != 0 {
+		return errors.New("odd")
+	}
+	return nil
+}
+
+func (*validatedVerb) Run() error { return nil }
