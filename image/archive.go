@@ -17,7 +17,7 @@ import (
 // load order, with their content, ending with the trailer.
 func (im *Image) verifyArchive(ctx context.Context) error {
 	zr, err := zstd.NewReader(io.NewSectionReader(im.r, 0, im.dataEnd), zstd.WithDecoderConcurrency(1),
-		zstd.WithDecoderMaxMemory(maxFrameUSize*2))
+		zstd.WithDecoderMaxMemory(maxFrameContent*2))
 	if err != nil {
 		return err
 	}

@@ -82,13 +82,13 @@ func (im *Image) readFrame(o, k int, buf []byte) ([]byte, error) {
 // Content returns e's decompressed content. The SHA-256 digest is checked at
 // EOF: the last Read returns an error instead of io.EOF when it is wrong.
 func (im *Image) Content(e *Entry) (io.ReadCloser, error) {
-	i, ok := im.index[e.Path]
+	i, ok := im.find(e.Path)
 	if !ok {
-		return nil, fmt.Errorf("%s is not in the image", e.Path)
+		return nil, fmt.Errorf("%s is not in the image", quote(e.Path))
 	}
 	e = &im.toc.Entries[i]
 	if e.Type != TypeRegular {
-		return nil, fmt.Errorf("%s is a %s, not a regular file with content", e.Path, e.Type)
+		return nil, fmt.Errorf("%s is a %s, not a regular file with content", quote(e.Path), e.Type)
 	}
 	return &contentReader{im: im, e: e, owner: im.owner[i], h: sha256.New()}, nil
 }

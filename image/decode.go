@@ -172,7 +172,7 @@ func populated(n int64) ([]byte, func()) {
 // without the frames digest (SkipDigests, Verify's own content digests
 // aside) the checksum is checked.
 func frameDecoder(framesChecked bool) (*zstd.Decoder, error) {
-	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxFrameUSize+4096),
+	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxFrameContent+64<<10),
 		zstd.WithDecodeAllCapLimit(true), zstd.IgnoreChecksum(framesChecked))
 }
 

@@ -24,7 +24,7 @@ type streamCheck struct {
 }
 
 func newStreamCheck(im *Image) (*streamCheck, error) {
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxFrameUSize*2))
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxFrameContent*2))
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"sort"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/u-root/u-root/pkg/cpio"
@@ -30,10 +29,11 @@ type WriteOptions struct {
 
 // WriteStats summarises a written image.
 type WriteStats struct {
-	Entries, Objects int   // TOC entries; regular files whose content is stored
-	RawBytes         int64 // content bytes of all regular entries
-	StoredBytes      int64 // bytes of the image file
-	DedupedBytes     int64 // content bytes not stored because identical content was
+	Entries, Objects int    // TOC entries; regular files whose content is stored
+	RawBytes         int64  // content bytes of all regular entries
+	StoredBytes      int64  // bytes of the image file
+	DedupedBytes     int64  // content bytes not stored because identical content was
+	Arch             string // the image's architecture (docs/SPEC.md 1.5)
 }
 
 // Write packs entries (in load order) into w. Regular files are read from
@@ -66,7 +66,7 @@ func Write(w io.Writer, entries []Entry, opts WriteOptions) (WriteStats, error) 
 	if err != nil {
 		return st, err
 	}
-	p := &packer{es: es, links: links, enc: enc, opts: opts, out: &countingWriter{w: w}}
+	p := &packer{es: es, links: links, enc: enc, opts: opts, out: &countingWriter{w: w}, elf: make([]elfIdent, len(es))}
 	for i := range es { // progress counts the bytes read: content stored once
 		if l, dup := links[i]; es[i].Type == TypeRegular && (!dup || l.owner == i) {
 			p.total += es[i].Size
@@ -92,13 +92,11 @@ func Write(w io.Writer, entries []Entry, opts WriteOptions) (WriteStats, error) 
 			st.Objects++
 		}
 	}
-	if err := writeTOC(p.out, enc, &toc{
-		Format: FormatName, Version: FormatVersion, DataEnd: p.out.n,
-		Entries: es, Pilots: opts.Pilots, Build: opts.Build,
-	}); err != nil {
+	arch := p.arch(opts.Warn)
+	if err := writeTOC(p.out, enc, &toc{DataEnd: p.out.n, Arch: arch, Entries: es, Pilots: opts.Pilots, Build: opts.Build}); err != nil {
 		return st, err
 	}
-	st.Entries = len(es)
+	st.Entries, st.Arch = len(es), arch
 	st.StoredBytes = p.out.n
 	return st, nil
 }
@@ -128,31 +126,17 @@ func encoderFor(level, workers int) (*zstd.Encoder, error) {
 	return e, nil
 }
 
-// representable copies the entries that a JSON table of contents can hold:
-// Linux names are bytes, JSON strings are UTF-8 (encoding/json would silently
-// replace invalid bytes, and the image would name another file). The others
-// are left out with a warning: lookups of a path the image does not know go
-// to the file system.
+// representable copies the entries an image can hold: a path longer than
+// MaxPathLen (its staged copy would not fit PATH_MAX) is left out with a
+// warning, as is everything below it; lookups of a path the image does not
+// know go to the file system.
 func representable(entries []Entry, warn func(string)) []Entry {
 	es := make([]Entry, 0, len(entries))
 	for _, e := range entries {
-		bad := ""
-		switch {
-		case !utf8.ValidString(e.Path):
-			bad = "its path"
-		case !utf8.ValidString(e.Target):
-			bad = "its symlink target"
-		default:
-			for _, d := range e.Listing {
-				if !utf8.ValidString(d.Name) {
-					bad = fmt.Sprintf("the name %q in its listing", d.Name)
-					break
-				}
-			}
-		}
-		if bad != "" {
+		if len(e.Path) > MaxPathLen {
 			if warn != nil {
-				warn(fmt.Sprintf("%q: %s is not valid UTF-8, which the image's JSON table of contents cannot hold; left out (lookups of it go to the file system)", e.Path, bad))
+				warn(fmt.Sprintf("%s...: a path of %d bytes is longer than the %d an image holds (its staged copy would not fit PATH_MAX); left out (lookups of it go to the file system)",
+					quote(e.Path[:64]), len(e.Path), MaxPathLen))
 			}
 			continue
 		}
@@ -164,6 +148,14 @@ func representable(entries []Entry, warn func(string)) []Entry {
 // prepareEntries checks the writer's input and normalises it in place: load
 // order numbers, regular files too large for cpio become external.
 func prepareEntries(es []Entry, warn func(string)) error {
+	// The reader's limits (docs/SPEC.md 3.2), before any content is read.
+	names := 0
+	for i := range es {
+		names += len(es[i].Listing)
+	}
+	if len(es) > maxEntries || names > maxNames {
+		return fmt.Errorf("the load plan has %d entries and %d listed names; an image holds at most %d and %d (docs/SPEC.md 3.2): trace a narrower start-up or exclude prefixes", len(es), names, maxEntries, maxNames)
+	}
 	seen := make(map[string]bool, len(es))
 	for i := range es {
 		e := &es[i]
@@ -308,6 +300,7 @@ type packer struct {
 	total int64
 	done  int64
 	ino   uint64
+	elf   []elfIdent // per entry: the ELF header fields of its content (arch.go)
 }
 
 // frameJob is one data frame: raw is the cpio bytes, usize the content bytes.
@@ -537,6 +530,9 @@ func (p *packer) object(i int, info cpio.Info, emit func(*frameJob) bool) error 
 			}
 			return fmt.Errorf("reading %s: %w", e.Path, err)
 		}
+		if first {
+			p.elf[i] = readELFIdent(content)
+		}
 		h.Write(content)
 		read += n
 		if read == e.Size {
@@ -576,6 +572,7 @@ func (p *packer) readSmall(i int, hdr []byte) ([]byte, error) {
 		return nil, sizeChanged(e, int64(m))
 	}
 	buf = buf[:n]
+	p.elf[i] = readELFIdent(buf[len(hdr):])
 	sum := sha256.Sum256(buf[len(hdr):])
 	e.SHA256 = hex.EncodeToString(sum[:])
 	return append(buf, make([]byte, round4(e.Size)-e.Size)...), nil
@@ -601,16 +598,22 @@ func countRest(f *os.File) int64 {
 
 // writeTOC appends the TOC frame and the footer.
 func writeTOC(out *countingWriter, enc *zstd.Encoder, t *toc) error {
-	js, err := json.Marshal(t)
+	h, body, err := encodeTOC(t)
 	if err != nil {
-		return err
-	}
-	// The writer's output must pass the reader's checks: catch a bad load
-	// plan (unsorted listing, entry below a symlink, ...) here, not on 1,000 nodes.
-	if err := (&Image{dataEnd: t.DataEnd}).load(js); err != nil {
 		return fmt.Errorf("load plan gives an invalid image: %w", err)
 	}
-	payload := enc.EncodeAll(js, nil)
+	// The writer's output must pass the reader's checks: catch a bad load
+	// plan (a name listed twice, an entry below a symlink, too many
+	// entries, ...) here, not on 1,000 nodes. The reader decodes the very
+	// bytes written.
+	hb := h.marshal()
+	if _, err := parseTOCHeader(hb, t.DataEnd); err != nil {
+		return fmt.Errorf("load plan gives an invalid image: %w", err)
+	}
+	if err := (&Image{dataEnd: t.DataEnd}).load(&h, body); err != nil {
+		return fmt.Errorf("load plan gives an invalid image: %w", err)
+	}
+	payload := enc.EncodeAll(body, hb)
 	off := out.n
 	frame := append(skippableHeader(tocFrameMagic, len(payload)), payload...)
 	if _, err := out.Write(frame); err != nil {
