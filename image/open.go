@@ -42,6 +42,11 @@ type Image struct {
 	metaOnce sync.Once
 }
 
+// tailRead is how much of an image's end Open reads first: the footer, the
+// TOC header and, for most images, the whole TOC (numpy's is 94 KB, torch's
+// 285 KB).
+const tailRead = 256 << 10
+
 // maxFrameRatio is the most a zstd frame can expand (128 KiB per 4-byte RLE
 // block); a legitimate frame of zeros reaches about 30,000 (level 19).
 const maxFrameRatio = 1 << 15
@@ -100,17 +105,48 @@ func OpenWith(r io.ReaderAt, size int64, opts OpenOptions) (*Image, error) {
 	if size < footerSize {
 		return nil, fmt.Errorf("not a dlbundle image: %d bytes is shorter than the %d-byte footer (truncated?)", size, footerSize)
 	}
-	fb := make([]byte, footerSize)
-	if _, err := r.ReadAt(fb, size-footerSize); err != nil {
+	// One read of the file's tail holds the footer, the TOC header and, for
+	// most images, the whole TOC (one range request from a registry); the
+	// TOC header is checked against the limits before anything larger is
+	// read or allocated.
+	tailLen := min(size, tailRead)
+	tail := make([]byte, tailLen)
+	if _, err := r.ReadAt(tail, size-tailLen); err != nil {
 		return nil, fmt.Errorf("reading image footer: %w", &ReadError{err})
 	}
-	ft, err := parseFooter(fb, size)
+	ft, err := parseFooter(tail[tailLen-footerSize:], size)
 	if err != nil {
 		return nil, err
 	}
-	frame := make([]byte, ft.TOCLength)
-	if _, err := r.ReadAt(frame, ft.TOCOffset); err != nil {
-		return nil, fmt.Errorf("reading table of contents: %w", &ReadError{err})
+	hdrEnd := ft.TOCOffset + skippableHeaderSize + tocHeaderSize
+	var hb []byte
+	if ft.TOCOffset >= size-tailLen {
+		hb = tail[ft.TOCOffset-(size-tailLen)+skippableHeaderSize:][:tocHeaderSize]
+	} else {
+		hb = make([]byte, tocHeaderSize)
+		if _, err := r.ReadAt(hb, hdrEnd-tocHeaderSize); err != nil {
+			return nil, fmt.Errorf("reading table of contents: %w", &ReadError{err})
+		}
+	}
+	// The header is not authenticated yet (the digest covers the whole
+	// frame): it may only make the reader refuse, never read more.
+	h, err := parseTOCHeader(hb, ft.TOCOffset)
+	if err != nil {
+		return nil, err
+	}
+	if opts.StageDir != "" {
+		if err := checkCapacity(&h, opts.StageDir); err != nil {
+			return nil, err
+		}
+	}
+	var frame []byte
+	if ft.TOCOffset >= size-tailLen {
+		frame = tail[ft.TOCOffset-(size-tailLen):][:ft.TOCLength]
+	} else {
+		frame = make([]byte, ft.TOCLength)
+		if _, err := r.ReadAt(frame, ft.TOCOffset); err != nil {
+			return nil, fmt.Errorf("reading table of contents: %w", &ReadError{err})
+		}
 	}
 	if binary.LittleEndian.Uint32(frame) != tocFrameMagic || int64(binary.LittleEndian.Uint32(frame[4:])) != ft.TOCLength-skippableHeaderSize {
 		return nil, fmt.Errorf("no table-of-contents frame at offset %d (corrupt image)", ft.TOCOffset)
@@ -119,14 +155,8 @@ func OpenWith(r io.ReaderAt, size int64, opts OpenOptions) (*Image, error) {
 	if sum := sha256.Sum256(payload); !bytes.Equal(sum[:], ft.TOCSHA256[:]) {
 		return nil, fmt.Errorf("table of contents digest mismatch: footer says sha256:%x, content is sha256:%x (corrupt image)", ft.TOCSHA256, sum)
 	}
-	h, err := parseTOCHeader(payload, ft.TOCOffset)
-	if err != nil {
-		return nil, err
-	}
-	if opts.StageDir != "" {
-		if err := checkCapacity(&h, opts.StageDir); err != nil {
-			return nil, err
-		}
+	if !bytes.Equal(hb, payload[:tocHeaderSize]) { // read twice, and the file changed between
+		return nil, fmt.Errorf("table-of-contents header changed while it was read (image rewritten meanwhile?)")
 	}
 	body, err := decodeBody(payload[tocHeaderSize:], h.BodySize)
 	if err != nil {
