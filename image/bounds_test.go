@@ -152,9 +152,16 @@ func decodeHelper(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	var ru unix.Rusage
-	unix.Getrusage(unix.RUSAGE_SELF, &ru)
-	fmt.Printf("%d %d\n", resident*int64(os.Getpagesize())/1024, ru.Maxrss)
+	// VmHWM, not getrusage's ru_maxrss: Linux keeps the latter across
+	// execve, so it would report the test process that started this one.
+	status, _ := os.ReadFile("/proc/self/status")
+	var hwm int64
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			fmt.Sscan(v, &hwm)
+		}
+	}
+	fmt.Printf("%d %d\n", resident*int64(os.Getpagesize())/1024, hwm)
 	return 0
 }
 
