@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/u-root/u-root/pkg/cpio"
+	"golang.org/x/sys/unix"
 )
 
 // realSet is a slice of a real Python + shared library installation: source
@@ -121,9 +122,14 @@ func TestRoundTripRealFiles(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(shm) })
 	for _, parent := range []string{t.TempDir(), shm} {
 		dir := filepath.Join(parent, "x")
-		if memFS := isMemFS(parent); memFS != (parent == shm) {
+		pfd, err := unix.Open(parent, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if memFS := isMemFS(pfd); memFS != (parent == shm) {
 			t.Fatalf("isMemFS(%s) = %v", parent, memFS)
 		}
+		unix.Close(pfd)
 		extractMatches(t, im, in, dir)
 	}
 }
