@@ -39,20 +39,20 @@ func (im *Image) decodeFrame(dec *zstd.Decoder, o, k int, comp, dst []byte) (con
 	}
 	out, err := dec.DecodeAll(comp, dst[:0:want+slack])
 	if err != nil {
-		return nil, dst, fmt.Errorf("%s: frame %d at offset %d: %v (corrupt image)", e.Path, k, e.Frames[k].Offset, err)
+		return nil, dst, fmt.Errorf("%s: frame %d at offset %d: %v (corrupt image)", quote(e.Path), k, e.Frames[k].Offset, err)
 	}
 	if int64(len(out)) != want {
-		return nil, dst, fmt.Errorf("%s: frame %d at offset %d decodes to %d bytes, want %d (corrupt image)", e.Path, k, e.Frames[k].Offset, len(out), want)
+		return nil, dst, fmt.Errorf("%s: frame %d at offset %d decodes to %d bytes, want %d (corrupt image)", quote(e.Path), k, e.Frames[k].Offset, len(out), want)
 	}
 	start := int64(0)
 	if k == 0 {
 		if start, err = parseRegularHeader(out, memberName(e.Path), e.Size); err != nil {
-			return nil, dst, fmt.Errorf("%s: %v (corrupt image)", e.Path, err)
+			return nil, dst, fmt.Errorf("%s: %v (corrupt image)", quote(e.Path), err)
 		}
 	}
 	end := start + e.Frames[k].USize
 	if k == len(e.Frames)-1 && !allZero(out[end:]) {
-		return nil, dst, fmt.Errorf("%s: cpio padding is not zero (corrupt image)", e.Path)
+		return nil, dst, fmt.Errorf("%s: cpio padding is not zero (corrupt image)", quote(e.Path))
 	}
 	return out[start:end], dst, nil
 }
@@ -74,7 +74,7 @@ func (im *Image) readFrame(o, k int, buf []byte) ([]byte, error) {
 	}
 	buf = buf[:f.CSize]
 	if _, err := im.r.ReadAt(buf, f.Offset); err != nil {
-		return nil, fmt.Errorf("reading %s frame %d at offset %d: %w", im.toc.Entries[o].Path, k, f.Offset, err)
+		return nil, fmt.Errorf("reading %s frame %d at offset %d: %w", quote(im.toc.Entries[o].Path), k, f.Offset, err)
 	}
 	return buf, nil
 }
@@ -143,7 +143,7 @@ func checkDigest(e *Entry, h hash.Hash) error {
 	sum := h.Sum(nil)
 	want, _ := hex.DecodeString(e.SHA256)
 	if !bytes.Equal(sum, want) {
-		return fmt.Errorf("%s: content digest sha256:%x, the table of contents says sha256:%s (corrupt image)", e.Path, sum, e.SHA256)
+		return fmt.Errorf("%s: content digest sha256:%x, the table of contents says sha256:%s (corrupt image)", quote(e.Path), sum, e.SHA256)
 	}
 	return nil
 }

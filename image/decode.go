@@ -243,7 +243,7 @@ func (im *Image) planBatches(check digestChecks) (*batchPlan, error) {
 		var coff int64
 		for k, f := range e.Frames {
 			if f.Offset < pos {
-				return nil, fmt.Errorf("%s: frame %d at offset %d lies before the end of the previous frame (corrupt image)", e.Path, k, f.Offset)
+				return nil, fmt.Errorf("%s: frame %d at offset %d lies before the end of the previous frame (corrupt image)", quote(e.Path), k, f.Offset)
 			}
 			if k == 0 && check.stream {
 				pendingGaps = append(pendingGaps, gapSpan{pos, f.Offset - pos, o})
@@ -343,7 +343,7 @@ func (im *Image) readBatch(ctx context.Context, p *batchPlan, buf *[]byte) (*fra
 	data := (*buf)[:b.end-b.start]
 	if n, err := im.r.ReadAt(data, b.start); n < len(data) {
 		t := b.frames[0]
-		return nil, fmt.Errorf("reading %s frame %d at offset %d: %w (truncated image?)", im.toc.Entries[t.owner].Path, t.k, b.start, err)
+		return nil, fmt.Errorf("reading %s frame %d at offset %d: %w (truncated image?)", quote(im.toc.Entries[t.owner].Path), t.k, b.start, err)
 	}
 	for _, t := range b.frames {
 		f := im.toc.Entries[t.owner].Frames[t.k]
@@ -363,7 +363,7 @@ func (im *Image) hashFrames(b *frameBatch, local bool) error {
 		t.obj.fh.Write(t.comp)
 		if e := &im.toc.Entries[t.owner]; t.k == len(e.Frames)-1 {
 			if got := hex.EncodeToString(t.obj.fh.Sum(nil)); got != e.FramesSHA256 {
-				return fmt.Errorf("%s: compressed frames have sha256:%s, the table of contents says sha256:%s (corrupt image)", e.Path, got, e.FramesSHA256)
+				return fmt.Errorf("%s: compressed frames have sha256:%s, the table of contents says sha256:%s (corrupt image)", quote(e.Path), got, e.FramesSHA256)
 			}
 		}
 	}

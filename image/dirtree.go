@@ -206,16 +206,16 @@ func (t *tree) mkdir(p string) error {
 	defer release()
 	name := path.Base(p)
 	if err := unix.Mkdirat(pfd, name, 0o700); err != nil {
-		return &os.PathError{Op: "mkdirat", Path: t.dir + p, Err: err}
+		return &os.PathError{Op: "mkdirat", Path: quote(t.dir + p), Err: err}
 	}
 	fd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("%s: %w", t.dir+p, errChanged)
+		return fmt.Errorf("%s: %w", quote(t.dir+p), errChanged)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil || int(st.Uid) != t.euid || st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		unix.Close(fd)
-		return fmt.Errorf("%s: %w", t.dir+p, errChanged)
+		return fmt.Errorf("%s: %w", quote(t.dir+p), errChanged)
 	}
 	d := &madeDir{dev: st.Dev, ino: st.Ino, fd: -1}
 	if t.held < t.maxHeld {
@@ -240,7 +240,7 @@ func (t *tree) dirFD(p string) (int, func(), error) {
 		return t.root, noRelease, nil
 	}
 	if d := t.dirs[p]; d == nil {
-		return -1, noRelease, fmt.Errorf("%s: not a directory extraction made", t.dir+p)
+		return -1, noRelease, fmt.Errorf("%s: not a directory extraction made", quote(t.dir+p))
 	} else if d.fd >= 0 {
 		return d.fd, noRelease, nil
 	}
@@ -252,7 +252,7 @@ func (t *tree) dirFD(p string) (int, func(), error) {
 	start := t.root
 	if q != "/" {
 		if t.dirs[q] == nil {
-			return -1, noRelease, fmt.Errorf("%s: not a directory extraction made", t.dir+q)
+			return -1, noRelease, fmt.Errorf("%s: not a directory extraction made", quote(t.dir+q))
 		}
 		start = t.dirs[q].fd
 	}
@@ -270,7 +270,7 @@ func (t *tree) dirFD(p string) (int, func(), error) {
 			if err == nil {
 				unix.Close(next)
 			}
-			return -1, noRelease, fmt.Errorf("%s: %w", t.dir+chain[i], errChanged)
+			return -1, noRelease, fmt.Errorf("%s: %w", quote(t.dir+chain[i]), errChanged)
 		}
 		fd = next
 	}

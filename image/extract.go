@@ -91,9 +91,9 @@ type extractor struct {
 	memFS bool          // dir is on tmpfs: writes are memory copies (rawPwrite)
 }
 
-// local is the host path of image path p (for messages: nothing is opened
-// by this name).
-func (x *extractor) local(p string) string { return x.dir + p }
+// local is the host path of image path p, quoted for messages (nothing is
+// opened by this name).
+func (x *extractor) local(p string) string { return quote(x.dir + p) }
 
 // mkdirs creates every directory entry and every parent of an extracted
 // entry, owner-only until finishDirs sets their modes.

@@ -77,7 +77,7 @@ func Write(w io.Writer, entries []Entry, opts WriteOptions) (WriteStats, error) 
 	}
 	for i, ls := range links {
 		if ls.owner == i && es[i].SHA256 != ls.sum {
-			return st, fmt.Errorf("%s: content changed while the image was written; rebuild", es[i].Path)
+			return st, fmt.Errorf("%s: content changed while the image was written; rebuild", quote(es[i].Path))
 		}
 	}
 	for i := range es {
@@ -163,7 +163,7 @@ func prepareEntries(es []Entry, warn func(string)) error {
 			return fmt.Errorf("entry %d: %v", i, err)
 		}
 		if seen[e.Path] {
-			return fmt.Errorf("entry %d: path %s appears twice; the load plan must list each path once", i, e.Path)
+			return fmt.Errorf("entry %d: path %s appears twice; the load plan must list each path once", i, quote(e.Path))
 		}
 		seen[e.Path] = true
 		e.Order = i
@@ -174,17 +174,17 @@ func prepareEntries(es []Entry, warn func(string)) error {
 		switch e.Type {
 		case TypeRegular:
 			if e.Size < 0 {
-				return fmt.Errorf("%s: negative size %d", e.Path, e.Size)
+				return fmt.Errorf("%s: negative size %d", quote(e.Path), e.Size)
 			}
 			if e.Size > maxCpioSize {
 				if warn != nil {
-					warn(fmt.Sprintf("%s: %d bytes is over the 4 GiB cpio newc limit; left out of the image (recorded as external: lookups go to the file system)", e.Path, e.Size))
+					warn(fmt.Sprintf("%s: %d bytes is over the 4 GiB cpio newc limit; left out of the image (recorded as external: lookups go to the file system)", quote(e.Path), e.Size))
 				}
 				e.Type, e.Kind, e.Size = TypeExternal, "", 0
 			}
 		case TypeDir, TypeSymlink, TypeMissing, TypeExternal:
 		default:
-			return fmt.Errorf("%s: unknown entry type %q", e.Path, e.Type)
+			return fmt.Errorf("%s: unknown entry type %q", quote(e.Path), e.Type)
 		}
 		if e.Path == "/" && e.Type != TypeDir {
 			return fmt.Errorf("/ must be a directory entry, not %s", e.Type)
@@ -269,13 +269,13 @@ func sourcePath(e *Entry) string {
 func hashFile(e *Entry) (string, error) {
 	f, err := OpenSource(sourcePath(e))
 	if err != nil {
-		return "", fmt.Errorf("reading %s: %w", e.Path, err)
+		return "", fmt.Errorf("reading %s: %w", quote(e.Path), err)
 	}
 	defer f.Close()
 	h := sha256.New()
 	n, err := io.Copy(h, f)
 	if err != nil {
-		return "", fmt.Errorf("reading %s: %w", e.Path, err)
+		return "", fmt.Errorf("reading %s: %w", quote(e.Path), err)
 	}
 	if n != e.Size {
 		return "", sizeChanged(e, n)
@@ -284,7 +284,7 @@ func hashFile(e *Entry) (string, error) {
 }
 
 func sizeChanged(e *Entry, n int64) error {
-	return fmt.Errorf("%s: %d bytes when read, the load plan says %d: the file changed since the pilot run; re-run the pilot (dlbundle trace) or rebuild", e.Path, n, e.Size)
+	return fmt.Errorf("%s: %d bytes when read, the load plan says %d: the file changed since the pilot run; re-run the pilot (dlbundle trace) or rebuild", quote(e.Path), n, e.Size)
 }
 
 // packer turns entries into compressed frames: one goroutine walks the
@@ -446,7 +446,7 @@ func (p *packer) produce(emit func(*frameJob) bool) error {
 			}
 		case TypeSymlink:
 			if e.Target == "" || len(e.Target) > 4095 || bytes.IndexByte([]byte(e.Target), 0) >= 0 {
-				return fmt.Errorf("%s: symlink target %q is empty, too long or holds NUL", e.Path, e.Target)
+				return fmt.Errorf("%s: symlink target %q is empty, too long or holds NUL", quote(e.Path), e.Target)
 			}
 			p.ino++
 			err = addMeta(cpioInfo(e, p.ino, 1, int64(len(e.Target))), []byte(e.Target))
@@ -508,7 +508,7 @@ func (p *packer) object(i int, info cpio.Info, emit func(*frameJob) bool) error 
 	hdr := cpioHeader(info)
 	f, err := OpenSource(sourcePath(e))
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", e.Path, err)
+		return fmt.Errorf("reading %s: %w", quote(e.Path), err)
 	}
 	defer f.Close()
 	h := sha256.New()
@@ -528,7 +528,7 @@ func (p *packer) object(i int, info cpio.Info, emit func(*frameJob) bool) error 
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 				return sizeChanged(e, read+int64(m))
 			}
-			return fmt.Errorf("reading %s: %w", e.Path, err)
+			return fmt.Errorf("reading %s: %w", quote(e.Path), err)
 		}
 		if first {
 			p.elf[i] = readELFIdent(content)
@@ -556,7 +556,7 @@ func (p *packer) readSmall(i int, hdr []byte) ([]byte, error) {
 	e := &p.es[i]
 	f, err := OpenSource(sourcePath(e))
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", e.Path, err)
+		return nil, fmt.Errorf("reading %s: %w", quote(e.Path), err)
 	}
 	defer f.Close()
 	n := len(hdr) + int(e.Size)
@@ -567,7 +567,7 @@ func (p *packer) readSmall(i int, hdr []byte) ([]byte, error) {
 	case err == nil: // n+1 bytes: longer than planned
 		return nil, sizeChanged(e, e.Size+1+countRest(f))
 	case err != io.ErrUnexpectedEOF && err != io.EOF:
-		return nil, fmt.Errorf("reading %s: %w", e.Path, err)
+		return nil, fmt.Errorf("reading %s: %w", quote(e.Path), err)
 	case int64(m) != e.Size:
 		return nil, sizeChanged(e, int64(m))
 	}
@@ -582,7 +582,7 @@ func (p *packer) readSmall(i int, hdr []byte) ([]byte, error) {
 func checkEmpty(e *Entry) error {
 	f, err := OpenSource(sourcePath(e))
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", e.Path, err)
+		return fmt.Errorf("reading %s: %w", quote(e.Path), err)
 	}
 	defer f.Close()
 	if n, _ := f.Read(make([]byte, 1)); n > 0 {
