@@ -101,7 +101,7 @@ func TestInspectVerifyExtractVerbs(t *testing.T) {
 	img, root := imageOfTree(t)
 
 	out, code := runCLI(t, bin, "inspect", img)
-	for _, want := range []string{"./app --fast", "node17", "glibc 2.36", "elf-shared", root + "/lib/libnope.so", "libz.so.1.2.13"} {
+	for _, want := range []string{"./app --fast", "node17", "glibc 2.36", "elf-shared", root + "/lib/libnope.so", "libz.so.1.2.13", "arch       x86_64\n"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("inspect (exit %d) does not show %q:\n%s", code, want, out)
 		}
