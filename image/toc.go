@@ -381,7 +381,9 @@ func decodeTOC(h *tocHeader, body []byte) (*decodedTOC, error) {
 		cursor += n
 		return strs[off : uint64(off)+n], nil
 	}
-	d := &decodedTOC{toc: toc{DataEnd: int64(h.DataEnd), Arch: h.Arch}, meta: body[l.meta:l.end]}
+	// The meta area is copied (at most 1 MiB) so that nothing keeps the
+	// body alive once it is decoded.
+	d := &decodedTOC{toc: toc{DataEnd: int64(h.DataEnd), Arch: h.Arch}, meta: bytes.Clone(body[l.meta:l.end])}
 	es := make([]Entry, h.Entries)
 	d.Entries = es
 	d.objOf = make([]uint32, h.Entries)
