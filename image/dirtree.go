@@ -99,17 +99,16 @@ func openTarget(dir string) (*tree, error) {
 	return t, nil
 }
 
-// walkDirPath opens directory p (absolute) component by component from /
-// with O_NOFOLLOW, creating missing components (mode 0755, as mkdir -p). A
+// walkDirPath opens directory p (absolute) component by component with
+// O_NOFOLLOW, creating missing components (mode 0755, as mkdir -p). A
 // symlink on the way is followed only when it and the directory holding it
 // belong to root or to the caller: what fs.protected_symlinks enforces in
 // sticky directories, here whatever the sysctl says (issue 18: it is 0 on
 // some nodes), so that another user's link cannot point the path elsewhere.
+// The walk starts at "/" + the first component, not at "/" itself: staging
+// must not touch an image's original paths, and "/" is one.
 func walkDirPath(p string, euid int) (int, error) {
-	fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, err
-	}
+	fd := atRoot
 	rest := strings.Split(p, "/")
 	where := "" // the path walked so far, for messages
 	for hops := 0; len(rest) > 0; {
@@ -119,55 +118,96 @@ func walkDirPath(p string, euid int) (int, error) {
 			continue
 		}
 		const flags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-		next, err := unix.Openat(fd, name, flags, 0)
+		next, err := openat(fd, name, flags)
 		if err == unix.ENOENT {
-			if err := unix.Mkdirat(fd, name, 0o755); err != nil && err != unix.EEXIST {
-				unix.Close(fd)
+			if err := mkdirat(fd, name, 0o755); err != nil && err != unix.EEXIST {
+				closeDir(fd)
 				return -1, &os.PathError{Op: "mkdirat", Path: where + "/" + name, Err: err}
 			}
-			next, err = unix.Openat(fd, name, flags, 0)
+			next, err = openat(fd, name, flags)
 		}
 		if err == nil {
-			unix.Close(fd)
+			closeDir(fd)
 			fd, where = next, where+"/"+name
 			continue
 		}
-		var st, dst unix.Stat_t
-		if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFLNK {
-			unix.Close(fd)
+		var st unix.Stat_t
+		if lstatat(fd, name, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			closeDir(fd)
 			return -1, &os.PathError{Op: "openat", Path: where + "/" + name, Err: err}
 		}
-		unix.Fstat(fd, &dst)
+		dirUID := uint32(0) // "/" is root's
+		if fd != atRoot {
+			var dst unix.Stat_t
+			unix.Fstat(fd, &dst)
+			dirUID = dst.Uid
+		}
 		trusted := func(uid uint32) bool { return uid == 0 || int(uid) == euid }
-		if !trusted(st.Uid) || !trusted(dst.Uid) {
-			unix.Close(fd)
+		if !trusted(st.Uid) || !trusted(dirUID) {
+			closeDir(fd)
 			return -1, fmt.Errorf("the path goes through the symlink %s, which belongs to uid %d in a directory of uid %d: another user could point it anywhere, so it is not followed (uid %d); give the path it resolves to",
-				quote(where+"/"+name), st.Uid, dst.Uid, euid)
+				quote(where+"/"+name), st.Uid, dirUID, euid)
 		}
 		if hops++; hops > 40 {
-			unix.Close(fd)
+			closeDir(fd)
 			return -1, &os.PathError{Op: "openat", Path: where + "/" + name, Err: unix.ELOOP}
 		}
 		target, err := readlinkat(fd, name)
 		if err != nil {
-			unix.Close(fd)
+			closeDir(fd)
 			return -1, err
 		}
 		rest = append(strings.Split(target, "/"), rest...)
 		if strings.HasPrefix(target, "/") {
-			unix.Close(fd)
-			if fd, err = unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
-				return -1, err
-			}
-			where = ""
+			closeDir(fd)
+			fd, where = atRoot, ""
 		}
+	}
+	if fd == atRoot { // p is "/"
+		return unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	}
 	return fd, nil
 }
 
+// atRoot stands for "/" in walkDirPath: calls there take "/" + name.
+const atRoot = -1
+
+func openat(fd int, name string, flags int) (int, error) {
+	if fd == atRoot {
+		return unix.Open("/"+name, flags, 0)
+	}
+	return unix.Openat(fd, name, flags, 0)
+}
+
+func mkdirat(fd int, name string, mode uint32) error {
+	if fd == atRoot {
+		return unix.Mkdir("/"+name, mode)
+	}
+	return unix.Mkdirat(fd, name, mode)
+}
+
+func lstatat(fd int, name string, st *unix.Stat_t) error {
+	if fd == atRoot {
+		return unix.Lstat("/"+name, st)
+	}
+	return unix.Fstatat(fd, name, st, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+func closeDir(fd int) {
+	if fd != atRoot {
+		unix.Close(fd)
+	}
+}
+
 func readlinkat(dirfd int, name string) (string, error) {
 	buf := make([]byte, 4096)
-	n, err := unix.Readlinkat(dirfd, name, buf)
+	var n int
+	var err error
+	if dirfd == atRoot {
+		n, err = unix.Readlink("/"+name, buf)
+	} else {
+		n, err = unix.Readlinkat(dirfd, name, buf)
+	}
 	if err != nil {
 		return "", err
 	}
