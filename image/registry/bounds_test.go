@@ -52,12 +52,26 @@ func blobGets(n *atomic.Int64, onGet func()) func(http.Handler) http.Handler {
 func TestPullChecksFreeSpaceFirst(t *testing.T) {
 	ctx := context.Background()
 	var gets atomic.Int64
+	var lie atomic.Bool
 	var fill func()
-	reg := startRegistry(t, blobGets(&gets, func() {
-		if fill != nil {
-			fill()
-		}
-	}))
+	reg := startRegistry(t, func(h http.Handler) http.Handler {
+		counted := blobGets(&gets, func() {
+			if fill != nil {
+				fill()
+			}
+		})(h)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !lie.Load() || r.Method != http.MethodGet || !strings.Contains(r.URL.Path, "/blobs/") {
+				counted.ServeHTTP(w, r)
+				return
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			w.WriteHeader(rec.Code)
+			w.Write(rec.Body.Bytes())
+			w.Write(make([]byte, 4<<20))
+		})
+	})
 	file, _ := writeImageFile(t, 600<<10)
 	ref := reg + "/apps/big:1"
 	if _, err := Push(ctx, file, ref, testOptions()); err != nil {
@@ -91,6 +105,20 @@ func TestPullChecksFreeSpaceFirst(t *testing.T) {
 	}
 	if names := dirNames(t, room); len(names) != 1 {
 		t.Errorf("the failed pull left %v (want only someone-else)", names)
+	}
+
+	// A registry that serves more than the manifest declares (4 MiB more)
+	// cannot fill the file system: the download stops one byte past the
+	// declared size, a digest mismatch.
+	fill = nil
+	lie.Store(true)
+	room2 := smallTmpfs(t, 1<<20)
+	_, err = Fetch(ctx, ref, filepath.Join(room2, "x.dlimg"), testOptions())
+	if !errors.Is(err, ErrDigestMismatch) || errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Fetch of a blob longer than declared: %v; want ErrDigestMismatch", err)
+	}
+	if names := dirNames(t, room2); len(names) != 0 {
+		t.Errorf("the refused pull left %v", names)
 	}
 }
 
