@@ -36,7 +36,6 @@ type Image struct {
 	objects []int         // owners in file order (the objects' order)
 	dec     *zstd.Decoder
 	dataEnd int64
-	hdr     tocHeader
 
 	meta     []byte // the TOC's meta area, parsed by Pilots and BuildInfo
 	metaOnce sync.Once
@@ -162,7 +161,7 @@ func OpenWith(r io.ReaderAt, size int64, opts OpenOptions) (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	im := &Image{r: r, size: size, digest: "sha256:" + hex.EncodeToString(ft.TOCSHA256[:]), dataEnd: ft.TOCOffset, hdr: h}
+	im := &Image{r: r, size: size, digest: "sha256:" + hex.EncodeToString(ft.TOCSHA256[:]), dataEnd: ft.TOCOffset}
 	if err := im.load(&h, body); err != nil {
 		return nil, err
 	}
