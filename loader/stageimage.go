@@ -45,7 +45,9 @@ func OpenImage(ref, stageDir string, opts MaterializeOptions, reg registry.Optio
 				return nil, nil, err
 			}
 		}
-		im, err := image.OpenFile(path)
+		// StageDir: the TOC header is checked against the stage's free
+		// inodes and bytes before the TOC is read (docs/SPEC.md 3.2).
+		im, err := image.OpenFileWith(path, image.OpenOptions{StageDir: stageDir})
 		if errors.Is(err, fs.ErrNotExist) && !registry.IsRef(ref) {
 			if s := consumedStage(stageDir, ref); s != nil { // consume.go
 				return consumedImage{filepath.Base(s.Dir)}, func() error { return nil }, nil
