@@ -31,7 +31,9 @@ func ListStages(dir string) ([]StageInfo, error) {
 	byName := map[string]*StageInfo{}
 	var out []*StageInfo
 	for _, e := range ents {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), "sha256-") {
+		// Only names Stage publishes (digestDirName): anything else that
+		// starts with sha256- was not made by dlbundle and is left alone.
+		if !e.IsDir() || !isSHA256Digest(strings.Replace(e.Name(), "-", ":", 1)) {
 			continue
 		}
 		s := &StageInfo{Name: e.Name()}
@@ -216,7 +218,9 @@ func GC(ctx context.Context, dir string, opts GCOptions) (*GCResult, error) {
 			continue
 		}
 		for _, a := range s.Aliases {
-			os.Remove(filepath.Join(aliasDir, a))
+			if os.Remove(filepath.Join(aliasDir, a)) == nil {
+				res.Aliases++
+			}
 		}
 		tmp := filepath.Join(dir, "tmp.gc-"+randomName())
 		if err := os.Rename(filepath.Join(dir, s.Name), tmp); err != nil {

@@ -133,3 +133,52 @@ func TestGCWaitsForStager(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Issue 22: gc said "0 aliases" after it had removed the aliases of the
+// stages it removed. Every alias it removes is counted, whatever the reason.
+func TestGCCountsAliasesOfRemovedStages(t *testing.T) {
+	dir, err := OpenStageDir(filepath.Join(t.TempDir(), "stages"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fakeStage(t, dir, "a", 100, time.Hour, "job-1.aaa")
+	if err := writeAlias(dir, "job-2.bbb", name); err != nil {
+		t.Fatal(err)
+	}
+	res, err := GC(context.Background(), dir, GCOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Stages) != 1 || res.Aliases != 2 {
+		t.Errorf("gc removed %d stages and reported %d aliases; want 1 stage and its 2 aliases", len(res.Stages), res.Aliases)
+	}
+	if left, _ := os.ReadDir(filepath.Join(dir, aliasDirName)); len(left) != 0 {
+		t.Errorf("aliases left: %v", left)
+	}
+}
+
+// Issue 18 item 7: a directory in the stage dir whose name merely starts
+// with sha256- (made by hand, or by anything else) is not a stage: ls and gc
+// leave it alone (ls panicked on "sha256-x").
+func TestListStagesIgnoresForeignNames(t *testing.T) {
+	dir, err := OpenStageDir(filepath.Join(t.TempDir(), "stages"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := fakeStage(t, dir, "a", 100, time.Hour, "job-1.aaa")
+	for _, n := range []string{"sha256-x", "sha256-" + strings.Repeat("A", 64), "sha256-" + strings.Repeat("a", 65)} {
+		if err := os.Mkdir(filepath.Join(dir, n), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stages, err := ListStages(dir)
+	if err != nil || len(stages) != 1 || stages[0].Name != real {
+		t.Fatalf("ListStages = %v, %v; want only %s", stages, err, real)
+	}
+	if _, err := GC(context.Background(), dir, GCOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sha256-x")); err != nil {
+		t.Errorf("gc removed a directory that is not a stage: %v", err)
+	}
+}

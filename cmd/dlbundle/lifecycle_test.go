@@ -54,3 +54,20 @@ func TestStageLsGcVerbs(t *testing.T) {
 		t.Errorf("--consume outside a job removed the image: %v", err)
 	}
 }
+
+// Issue 18 item 7: `dlbundle ls` panicked on a directory named sha256-x in
+// the stage dir (it printed the first 16 bytes of every name).
+func TestLsIgnoresForeignStageName(t *testing.T) {
+	bin := buildCLI(t)
+	stage := filepath.Join(t.TempDir(), "stages")
+	if err := os.Mkdir(stage, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(stage, "sha256-x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "ls", "--stage-dir", stage).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "0 stages") {
+		t.Errorf("ls: %v\n%s", err, out)
+	}
+}

@@ -32,7 +32,7 @@ func (c *LsCmd) Run() error {
 		if len(s.InUse) > 0 {
 			use = fmt.Sprintf("%d processes (pid %d ...)", len(s.InUse), s.InUse[0])
 		}
-		fmt.Printf("%-16s %10s  %-20s %s\n", s.Name[:16], units.Bytes(s.Size), s.LastUse.Format(time.DateTime), use)
+		fmt.Printf("%-16.16s %10s  %-20s %s\n", s.Name, units.Bytes(s.Size), s.LastUse.Format(time.DateTime), use)
 	}
 	fmt.Fprintf(os.Stdout, "%d stages, %s in %s\n", len(stages), units.Bytes(total), dir)
 	return nil
