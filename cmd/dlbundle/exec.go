@@ -100,7 +100,7 @@ func (c *ExecCmd) Run() error {
 
 // stage opens the stage dir and returns the published stage of the image.
 func (c *ExecCmd) stage(ctx context.Context) (*loader.Staged, error) {
-	dir, err := loader.OpenStageDirFor(c.StageDir)
+	dir, squat, err := loader.OpenStageDirFor(c.StageDir)
 	if err != nil {
 		return nil, err
 	}
@@ -125,6 +125,11 @@ func (c *ExecCmd) stage(ctx context.Context) (*loader.Staged, error) {
 		}
 	}
 	s, err := loader.Stage(ctx, req)
+	// A squatted stage dir: said once per node and launch, by the process
+	// that looked at the image (the others found its stage by the alias).
+	if squat != nil && (err != nil || s.Digest != "") {
+		fmt.Fprintf(os.Stderr, "dlbundle: warning: %s\n", squat.Warning())
+	}
 	if tty && err == nil && s.Materialized {
 		fmt.Fprintf(os.Stderr, "\r\x1b[Kdlbundle exec: staged %s into %s\n", c.Image, s.Dir)
 	}

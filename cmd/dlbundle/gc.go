@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/dlbundle/dlbundle/internal/units"
@@ -36,9 +37,12 @@ func (c *GcCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	dir, err := loader.OpenStageDirFor(c.StageDir)
+	dir, squat, err := loader.OpenStageDirFor(c.StageDir)
 	if err != nil {
 		return err
+	}
+	if squat != nil {
+		fmt.Fprintf(os.Stderr, "dlbundle gc: warning: %s\n", squat.Warning())
 	}
 	res, err := loader.GC(context.Background(), dir, loader.GCOptions{Job: c.Job, Keep: keep, OlderThan: c.OlderThan, Grace: c.Grace, DryRun: c.DryRun})
 	if err != nil {

@@ -16,9 +16,12 @@ type LsCmd struct {
 
 // Run lists the stages, most recently used first.
 func (c *LsCmd) Run() error {
-	dir, err := loader.OpenStageDirFor(c.StageDir)
+	dir, squat, err := loader.OpenStageDirFor(c.StageDir)
 	if err != nil {
 		return err
+	}
+	if squat != nil {
+		fmt.Fprintf(os.Stderr, "dlbundle ls: warning: %s\n", squat.Warning())
 	}
 	stages, err := loader.ListStages(dir)
 	if err != nil {
