@@ -58,8 +58,12 @@ func (c *StageCmd) Run() error {
 		if err != nil {
 			return err
 		}
-		if err := loader.ConsumeImage(filepath.Dir(s.Dir), ref, s, os.Getenv); err != nil {
+		removed, err := loader.ConsumeImage(filepath.Dir(s.Dir), ref, s, os.Getenv)
+		if err != nil {
 			return err
+		}
+		if _, serr := os.Lstat(ref); !removed && serr == nil {
+			fmt.Fprintf(os.Stderr, "dlbundle stage: warning: %s was consumed earlier in this job: the file now at that path was not read (within a job a consumed path names the image it named then); give another image another path\n", c.Image)
 		}
 	}
 	if !c.Quiet {
