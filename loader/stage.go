@@ -278,7 +278,8 @@ func lookupAlias(dir, alias string, mustHave []string) *Staged {
 	if alias == "" {
 		return nil
 	}
-	target, err := os.Readlink(filepath.Join(dir, aliasDirName, alias))
+	link := filepath.Join(dir, aliasDirName, alias)
+	target, err := os.Readlink(link)
 	if err != nil {
 		return nil
 	}
@@ -286,6 +287,16 @@ func lookupAlias(dir, alias string, mustHave []string) *Staged {
 	if target != filepath.Join("..", name) || !strings.HasPrefix(name, "sha256-") {
 		return nil // not written by us: ignore, the slow path rewrites it
 	}
+	// This use is the stage's last use (ListStages reads the aliases'
+	// mtimes): gc's grace period counts from now, while this process goes
+	// on to start the app from it. Recorded BEFORE the stage is checked: gc
+	// renames a stage away, then looks for such a record (removeStage), so
+	// either it sees this one and keeps the stage, or the check below finds
+	// nothing and this process stages anew under the lock. The time is
+	// explicit, in ns (UTIME_NOW has the kernel's coarse clock: two uses in
+	// one tick would look like one). One utimensat on the node-local alias.
+	now := unix.NsecToTimespec(time.Now().UnixNano())
+	_ = unix.UtimesNanoAt(unix.AT_FDCWD, link, []unix.Timespec{now, now}, unix.AT_SYMLINK_NOFOLLOW)
 	final := filepath.Join(dir, name)
 	if !isDir(final) || !hasAll(final, mustHave) {
 		return nil // stage removed (e.g. by an admin) or being removed: restage

@@ -16,7 +16,7 @@ type GcCmd struct {
 	Job       string        `placeholder:"ID" help:"Also remove the aliases written inside batch job ID (an Epilog: --job $$SLURM_JOB_ID)."`
 	Keep      string        `placeholder:"SIZE" default:"0" help:"Keep unused stages, most recently used first, up to SIZE in total (e.g. 4G)."`
 	OlderThan time.Duration `name:"older-than" placeholder:"DURATION" help:"Remove only stages unused for this long (e.g. 24h)."`
-	Grace     time.Duration `default:"1m" help:"Never remove a stage used this recently (a rank may be about to start from it)."`
+	Grace     time.Duration `default:"1m" help:"Never remove a stage used this recently (a rank may be about to start from it); at least 2s."`
 	DryRun    bool          `name:"dry-run" help:"Say what would be removed; remove nothing."`
 }
 
