@@ -136,10 +136,20 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 	}
 	// One pull per node: if the rank we waited for failed, its error is ours,
 	// at once (a stalled registry or a corrupt image would otherwise cost
-	// every rank of the node its own attempt, one after another).
+	// every rank of the node its own attempt, one after another). So is a
+	// failure of this launch (the alias names the image and the launch)
+	// recorded a moment ago by a rank we did not wait for: the ranks of one
+	// launch start together, and one that comes just after the staging rank
+	// failed would otherwise open the image again (3 of 4 ranks did).
 	marker := failureMarker(req.Dir, req.Alias, req.Ref)
-	if !waited.IsZero() && marker != "" {
-		if err := readFailure(marker, waited); err != nil {
+	since := waited
+	if recent := time.Now().Add(-failureReuse); req.Alias != "" && (since.IsZero() || recent.Before(since)) {
+		// (also for a rank that waited for another that had just taken
+		// the same failure: its wait began after the failure)
+		since = recent
+	}
+	if !since.IsZero() && marker != "" {
+		if err := readFailure(marker, since); err != nil {
 			return nil, err
 		}
 	}
@@ -242,6 +252,10 @@ func writeFailure(dir, marker string, err error) error {
 	return nil
 }
 
+// failureReuse is how long a launch's failure answers its other ranks that
+// did not wait for it; a later attempt (the image fixed) tries again.
+var failureReuse = 10 * time.Second
+
 // readFailure returns the failure recorded in marker if it was recorded
 // after since (while we waited), else nil: an older failure (an earlier job,
 // a stager killed before it could record anything) is retried.
@@ -255,7 +269,8 @@ func readFailure(marker string, since time.Time) error {
 	if !ok || perr != nil || ns < since.UnixNano() {
 		return nil
 	}
-	return fmt.Errorf("%w: %s", ErrStagedElsewhere, text)
+	age := time.Since(time.Unix(0, ns)).Round(time.Millisecond)
+	return fmt.Errorf("%w %v ago: %s", ErrStagedElsewhere, age, text)
 }
 
 // ErrStagedElsewhere wraps the error of another process on this node that
