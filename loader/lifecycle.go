@@ -17,7 +17,7 @@ import (
 type StageInfo struct {
 	Name    string    // sha256-<hex>
 	Size    int64     // bytes of its files (on tmpfs: memory)
-	LastUse time.Time // newest of: published, an alias written to it (a job's first rank)
+	LastUse time.Time // newest of: published, an alias written to it or used (lookupAlias)
 	InUse   []int     // PIDs of processes that map a file of it or run with it as DLBUNDLE_STAGE
 	Aliases []string  // names in by-path/ that point at it
 
