@@ -125,3 +125,35 @@ func TestReportPathFIFOOrOthersFileRefused(t *testing.T) {
 		}
 	}
 }
+
+// Issue 18 item 5, the debug log: with DLBUNDLE_DEBUG_DIR the shim appends
+// its decisions to DIR/<pid>.log. A FIFO there (here the app's shell puts
+// one at its own pid's name, then execs a program that logs under the same
+// pid) must not hang the app; another user's file there gets nothing.
+func TestDebugLogFIFOOrOthersFileNeverWritten(t *testing.T) {
+	needRoot(t)
+	p := newProbeImage(t)
+	stage := filepath.Join(p.work, "stage")
+	logs := filepath.Join(p.work, "debug")
+	if err := os.Mkdir(logs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, swap string }{
+		{"FIFO", `rm -f "$L/$0.log" && mkfifo "$L/$0.log"`},
+		{"uid 1001's file", `rm -f "$L/$0.log" && : > "$L/$0.log" && chown 1001 "$L/$0.log"`},
+	} {
+		env := append(cleanEnv(p.work), "DLBUNDLE_DEBUG_DIR="+logs, "L="+logs)
+		out, state, hung, _ := startCLI(t, env, "exec", "--debug", "--stage-dir", stage, p.image, "--",
+			"/bin/sh", "-c", `env -u DLBUNDLE_DEBUG /bin/sh -c '`+c.swap+`' "$$" && echo swapped && exec /bin/true`)(5 * time.Second)
+		if hung || !state.Success() || !strings.Contains(out, "swapped") {
+			t.Errorf("%s at the debug log's path: hung %v, %v:\n%s", c.name, hung, state, out)
+		}
+		ents, _ := os.ReadDir(logs)
+		for _, e := range ents {
+			if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && fi.Sys().(*syscall.Stat_t).Uid == attackerUID && fi.Size() != 0 {
+				b, _ := os.ReadFile(filepath.Join(logs, e.Name()))
+				t.Errorf("the shim wrote its debug log into uid 1001's %s:\n%s", e.Name(), b)
+			}
+		}
+	}
+}
