@@ -63,6 +63,12 @@ What stays out:
   - files that changed or vanished since the pilot (reported; re-run the pilot,
     or use --allow-changed).
 
+Who may read the image: no more users than may read every input. The image's
+mode is what the umask allows, less the group and other bits of any input that
+some users cannot read (its mode, or a directory above it); the summary names
+those private inputs (leave them out with --exclude). As root, a user's traces
+are built as that user: the image holds only what the user may read.
+
 The same traces and files give a byte-identical image; set SOURCE_DATE_EPOCH to
 record a build time.`
 }
@@ -77,6 +83,16 @@ func (c *BuildCmd) Run() error {
 		var err error
 		if paths, err = squash.DefaultTraces("."); err != nil {
 			return err
+		}
+	}
+	if os.Geteuid() == 0 {
+		// Root reads no file on a user's behalf (buildaccess.go).
+		owner, err := traceOwner(paths)
+		if err != nil {
+			return err
+		}
+		if owner != 0 {
+			return buildAs(owner)
 		}
 	}
 	if !c.DryRun {
@@ -105,6 +121,7 @@ func (c *BuildCmd) Run() error {
 	}
 	if c.DryRun {
 		printPlan(summary, paths, plan)
+		imageAccess(plan, nil).print(summary, "would be written", c.Push != "")
 		return nil
 	}
 	if err := checkSomethingToBundle(plan); err != nil {
@@ -120,6 +137,7 @@ func (c *BuildCmd) Run() error {
 		return err
 	}
 	defer out.abort()
+	access := imageAccess(plan, out.f)
 	bar := newProgress("building")
 	bw := bufio.NewWriterSize(out.f, 1<<20)
 	stats, err := image.Write(bw, plan.Entries, image.WriteOptions{
@@ -133,10 +151,11 @@ func (c *BuildCmd) Run() error {
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", c.Output, err)
 	}
-	if err := out.commit(); err != nil {
+	if err := out.commit(access.mode); err != nil {
 		return err
 	}
 	printBuildSummary(summary, c.Output, paths, plan, stats, warnings)
+	access.print(summary, "written", c.Push != "")
 	if c.Push != "" {
 		return c.push()
 	}
@@ -264,8 +283,8 @@ func newPartialImage(target string) (*partialImage, error) {
 	return a, nil
 }
 
-func (a *partialImage) commit() error {
-	if err := a.f.Chmod(0o644); err != nil {
+func (a *partialImage) commit(mode os.FileMode) error {
+	if err := a.f.Chmod(mode); err != nil {
 		return err
 	}
 	if err := a.f.Sync(); err != nil {
