@@ -1,0 +1,10 @@
+# Platforms (docs/platforms.md): the node's ld.so rules, what the stager reads
+# of a staged tree, architectures and glibc versions.
+#
+#   make fuzz-platform   short fuzz runs of the readers of image bytes the
+#                        stager parses as root (part of make test)
+.PHONY: fuzz-platform
+TEST_AFTER += fuzz-platform
+
+fuzz-platform:
+	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzLibcDefines$$' -fuzztime 10s ./loader/
