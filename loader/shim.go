@@ -2,7 +2,6 @@ package loader
 
 import (
 	"debug/elf"
-	_ "embed"
 	"fmt"
 	"io"
 	"os"
@@ -10,21 +9,14 @@ import (
 	"runtime"
 )
 
-// The C shim (loader/shim/*.c) is compiled by `go generate ./loader/` and the
-// objects are committed, so that `go install` works without a C compiler
-// (cilium/ebpf's bpf2go convention). TestShimObjectsUpToDate fails when the
-// sources changed and the objects were not regenerated.
+// The C shim (loader/shim/*.c) is compiled by `go generate ./loader/` for
+// amd64 and arm64 (shim/amd64, shim/arm64) and the objects are committed, so
+// that `go install` works without a C compiler (cilium/ebpf's bpf2go
+// convention); shim_<arch>.go embeds this architecture's.
+// TestShimObjectsUpToDate fails when the sources changed and the objects were
+// not regenerated.
 //
 //go:generate sh shim/build.sh
-
-//go:embed shim/audit.so
-var shimAuditObject []byte
-
-//go:embed shim/preload.so
-var shimPreloadObject []byte
-
-//go:embed shim/preload-2.34.so
-var shimPreload234Object []byte
 
 // shimObjects are the files of <stage>/shim.
 var shimObjects = map[string][]byte{
@@ -37,6 +29,9 @@ var shimObjects = map[string][]byte{
 // of a stage whose tree and table are complete, and records there which
 // preload build this node's processes load (shimPreloadChoice).
 func writeShim(dir string) error {
+	if len(shimAuditObject) == 0 {
+		return fmt.Errorf("materialize: dlbundle has no loader shim for linux/%s (amd64 and arm64 only)", runtime.GOARCH)
+	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return fmt.Errorf("materialize: %w", err)
 	}

@@ -8,3 +8,6 @@ TEST_AFTER += fuzz-platform
 
 fuzz-platform:
 	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzLibcDefines$$' -fuzztime 10s ./loader/
+
+# The shim is cross-compiled for aarch64 (loader/shim/build.sh).
+APT_PACKAGES += gcc-aarch64-linux-gnu libc6-dev-arm64-cross
