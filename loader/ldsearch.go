@@ -39,9 +39,9 @@ import (
 //
 // Nothing of the image runs: the rules come from the node's own ld.so (the
 // PT_INTERP path of this architecture on the node, a root-owned regular file
-// not writable by others), run with an environment of our own, and are kept
-// per node in the stage dir (ldsearch-<key>), so a cold stage of the next
-// image runs nothing at all.
+// not writable by others), run with an environment of our own
+// (probeSearchRules), and are kept per node in the stage dir
+// (ldsearch-<key>), so a cold stage of the next image runs nothing at all.
 
 // interpreter is the node's ld.so (the PT_INTERP of every dynamically linked
 // program of this architecture).
@@ -54,16 +54,17 @@ const (
 	// searchCachePrefix names the node's rules kept in the stage dir:
 	// ldsearch-<32 hex digits of searchKey>.
 	searchCachePrefix = "ldsearch-"
-	// probeLibrary is the name the probe asks ld.so to preload: no file can
-	// have it (too long), so ld.so prints its whole search for it
-	// (LD_LIBRARY_PATH with every subdirectory, the cache, then the system
-	// directories, each with every subdirectory) and finds nothing.
+	// probeLibrary is the name the probe of an ld.so without --help asks it
+	// to preload: no file can have it (too long), so ld.so prints its whole
+	// search for it (LD_LIBRARY_PATH with every subdirectory, the cache, then
+	// the system directories, each with every subdirectory) and finds
+	// nothing.
 	probeLibrary = "libdlbundle-ldso-probe-" + probeFill + ".so"
 	probeFill    = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" +
 		"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" +
 		"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" +
 		"xxxxxxxxxxxxxxxxxxxxxxxxxx" // 242 bytes: the name is 268, over NAME_MAX (255)
-	// probeDir is the LD_LIBRARY_PATH of the probe, relative to the stage
+	// probeDir is the LD_LIBRARY_PATH of that probe, relative to the stage
 	// being written (the probe's working directory; a stage dir may hold
 	// ':', which would split an absolute one). It is never created.
 	probeDir = ".ldprobe"
@@ -305,19 +306,24 @@ func privateDir(dir string) bool {
 		int(st.Uid) == os.Geteuid() && st.Mode&0o022 == 0
 }
 
-// probeSearchRules runs the node's ld.so (ldso, checked by nodeLdso) once:
-// "ld.so --list STAGE/shim/audit.so" with LD_PRELOAD naming a library no one
-// has (probeLibrary), LD_LIBRARY_PATH=probeDir and LD_DEBUG=libs. ld.so
-// prints its search for the preload: the LD_LIBRARY_PATH line holds every
-// subdirectory it probes, in order, and the "(system search path)" line the
-// default directories, each with those subdirectories. This works alike on
-// every glibc tried (2.31 to 2.41; ld.so --help, which names the default
-// directories directly, is 2.33+). --list runs nothing (no initializer of
-// any object); audit.so has no DT_NEEDED. The name is longer than a file
-// name may be: open fails with ENAMETOOLONG in the first default directory
-// that exists, and ld.so ends the search there (glibc elf/dl-load.c
-// open_path: an error other than ENOENT, EACCES, ENOTDIR). So ld.so touches
-// nothing of the node but its ld.so.cache and that one directory.
+// probeSearchRules asks the node's ld.so (ldso, checked by nodeLdso) for its
+// rules. It runs "ld.so --list STAGE/shim/audit.so" with LD_DEBUG=libs, whose
+// output lists the subdirectories ld.so probes, in order, on the
+// "(LD_LIBRARY_PATH)" line of a search, and the default directories on the
+// "(system search path)" line. --list runs nothing (no initializer of any
+// object), and audit.so has no DT_NEEDED.
+//
+// glibc >= 2.33: "ld.so --help" names the default directories, and the
+// search is LD_PRELOAD=audit.so with LD_LIBRARY_PATH=shim (relative to the
+// stage being written: its path may hold ':'), which finds audit.so there
+// after every subdirectory: nothing outside the stage is looked up. Older
+// glibc (2.31, Debian 11) has no --help: the search is for a name no file
+// can have (probeLibrary, longer than NAME_MAX) in LD_LIBRARY_PATH=probeDir
+// (never created), which prints the system search path too; its open fails
+// with ENAMETOOLONG in the first default directory that exists, where ld.so
+// ends the search (glibc elf/dl-load.c open_path: an error other than
+// ENOENT, EACCES, ENOTDIR), so ld.so looks up that directory's
+// subdirectories once. The rules are kept per node (nodeSearchRules).
 func probeSearchRules(ctx context.Context, ldso *os.File, dir string, env []string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -327,16 +333,51 @@ func probeSearchRules(ctx context.Context, ldso *os.File, dir string, env []stri
 	if _, err := os.Stat("/proc/self/fd"); err != nil {
 		path = ldso.Name()
 	}
-	cmd := exec.CommandContext(ctx, path, "--list", filepath.Join(dir, stageShimDir, shimAuditName))
-	cmd.ExtraFiles = []*os.File{ldso}
-	cmd.Dir = dir
-	cmd.Env = append([]string{"LD_DEBUG=libs", "LD_LIBRARY_PATH=" + probeDir, "LD_PRELOAD=" + probeLibrary}, env...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%s --list: %w: %s", ldso.Name(), err, firstLine(stderr.String()))
+	run := func(env []string, args ...string) (stdout, stderr string, err error) {
+		cmd := exec.CommandContext(ctx, path, args...)
+		cmd.ExtraFiles = []*os.File{ldso}
+		cmd.Dir = dir
+		cmd.Env = env
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		if err := cmd.Run(); err != nil {
+			return "", "", fmt.Errorf("%s %s: %w: %s", ldso.Name(), args[0], err, firstLine(e.String()))
+		}
+		return o.String(), e.String(), nil
 	}
-	return parseSearchRules(stderr.String(), probeDir)
+	audit := filepath.Join(dir, stageShimDir, shimAuditName)
+	if help, _, err := run(nil, "--help"); err == nil {
+		if dirs := helpSystemDirs(help); len(dirs) > 0 {
+			_, debug, err := run(append([]string{"LD_DEBUG=libs", "LD_LIBRARY_PATH=" + stageShimDir,
+				"LD_PRELOAD=" + shimAuditName}, env...), "--list", audit)
+			if err != nil {
+				return nil, err
+			}
+			caps, err := parseSubdirs(debug, stageShimDir)
+			if err != nil {
+				return nil, err
+			}
+			return formatRules(caps, dirs)
+		}
+	}
+	_, debug, err := run(append([]string{"LD_DEBUG=libs", "LD_LIBRARY_PATH=" + probeDir,
+		"LD_PRELOAD=" + probeLibrary}, env...), "--list", audit)
+	if err != nil {
+		return nil, err
+	}
+	return parseSearchRules(debug, probeDir)
+}
+
+// helpSystemDirs returns the directories "ld.so --help" (glibc >= 2.33)
+// names as "(system search path)".
+func helpSystemDirs(help string) []string {
+	var dirs []string
+	for _, line := range strings.Split(help, "\n") {
+		if d, ok := strings.CutSuffix(strings.TrimSpace(line), " (system search path)"); ok {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
 }
 
 func firstLine(s string) string {
@@ -347,31 +388,56 @@ func firstLine(s string) string {
 	return l
 }
 
-// parseSearchRules turns ld.so's LD_DEBUG=libs output of the probe (a search
-// of LD_LIBRARY_PATH=llp, then of the system directories) into the
+// parseSearchRules turns ld.so's LD_DEBUG=libs output of a search of
+// LD_LIBRARY_PATH=llp that went on to the system directories into the
 // STAGE/search text.
 func parseSearchRules(debug, llp string) ([]byte, error) {
-	var caps, system []string
+	caps, err := parseSubdirs(debug, llp)
+	if err != nil {
+		return nil, err
+	}
+	var system []string
 	for _, line := range strings.Split(debug, "\n") {
-		_, rest, ok := strings.Cut(line, "search path=")
-		if !ok {
-			continue
-		}
-		list, source, _ := strings.Cut(rest, "\t")
-		if caps == nil && strings.Contains(source, "(LD_LIBRARY_PATH)") {
-			caps = strings.Split(list, ":")
-		} else if caps != nil && strings.Contains(source, "(system search path)") {
+		if list, ok := searchPath(line, "(system search path)"); ok {
 			system = strings.Split(list, ":")
 			break
 		}
 	}
-	if caps == nil {
+	// The system path is each default directory with every subdirectory,
+	// in the same order, ending with the directory itself.
+	if len(system) == 0 || len(system)%len(caps) != 0 {
+		return nil, fmt.Errorf("ld.so's system search path %q does not list %d subdirectories per directory", system, len(caps))
+	}
+	var dirs []string
+	for i := 0; i < len(system); i += len(caps) {
+		d := system[i+len(caps)-1]
+		for j, c := range caps {
+			if system[i+j] != strings.TrimSuffix(d+"/"+c, "/") {
+				return nil, fmt.Errorf("system search path entry %q is not %s/%s", system[i+j], d, c)
+			}
+		}
+		dirs = append(dirs, d)
+	}
+	return formatRules(caps, dirs)
+}
+
+// parseSubdirs returns the subdirectories ("glibc-hwcaps/x86-64-v3/", ...,
+// "" for the directory itself) of the first search of LD_LIBRARY_PATH=llp in
+// ld.so's LD_DEBUG=libs output.
+func parseSubdirs(debug, llp string) ([]string, error) {
+	var list string
+	found := false
+	for _, line := range strings.Split(debug, "\n") {
+		if list, found = searchPath(line, "(LD_LIBRARY_PATH)"); found {
+			break
+		}
+	}
+	if !found {
 		return nil, errors.New("ld.so printed no search of LD_LIBRARY_PATH (LD_DEBUG=libs unsupported?)")
 	}
-	var b strings.Builder
-	b.WriteString("dlbundle-search 1\n")
-	subs := make([]string, len(caps)) // "glibc-hwcaps/x86-64-v3/", ..., ""
-	for i, d := range caps {
+	cands := strings.Split(list, ":")
+	caps := make([]string, len(cands))
+	for i, d := range cands {
 		if d != llp && !strings.HasPrefix(d, llp+"/") {
 			return nil, fmt.Errorf("unexpected probe candidate %q", d)
 		}
@@ -379,26 +445,35 @@ func parseSearchRules(debug, llp string) ([]byte, error) {
 		if c != "" {
 			c += "/"
 		}
-		if (c == "") != (i == len(caps)-1) {
-			return nil, fmt.Errorf("ld.so's subdirectory list %q does not end with the directory itself", caps)
+		if (c == "") != (i == len(cands)-1) {
+			return nil, fmt.Errorf("ld.so's subdirectory list %q does not end with the directory itself", cands)
 		}
-		subs[i] = c
+		caps[i] = c
+	}
+	return caps, nil
+}
+
+// searchPath returns the list of a "search path=LIST\t\t(SOURCE)" line of
+// LD_DEBUG=libs whose source is source.
+func searchPath(line, source string) (string, bool) {
+	_, rest, ok := strings.Cut(line, "search path=")
+	if !ok {
+		return "", false
+	}
+	list, src, _ := strings.Cut(rest, "\t")
+	return list, strings.Contains(src, source)
+}
+
+// formatRules writes the STAGE/search text, checked as audit.c reads it.
+func formatRules(caps, dirs []string) ([]byte, error) {
+	var b strings.Builder
+	b.WriteString("dlbundle-search 1\n")
+	for _, c := range caps {
 		fmt.Fprintf(&b, "cap %s\n", c)
 	}
-	// The system path is each default directory with every subdirectory,
-	// in the same order, ending with the directory itself.
-	if len(system) == 0 || len(system)%len(subs) != 0 {
-		return nil, fmt.Errorf("ld.so's system search path %q does not list %d subdirectories per directory", system, len(subs))
-	}
-	for i := 0; i < len(system); i += len(subs) {
-		d := system[i+len(subs)-1]
-		if !strings.HasPrefix(d, "/") {
+	for _, d := range dirs {
+		if !strings.HasPrefix(d, "/") || strings.ContainsAny(d, "\n") {
 			return nil, fmt.Errorf("system directory %q is not absolute", d)
-		}
-		for j, c := range subs {
-			if system[i+j] != strings.TrimSuffix(d+"/"+c, "/") {
-				return nil, fmt.Errorf("system search path entry %q is not %s/%s", system[i+j], d, c)
-			}
 		}
 		fmt.Fprintf(&b, "dir %s\n", d)
 	}

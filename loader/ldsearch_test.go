@@ -100,6 +100,22 @@ func TestParseSearchRulesRecorded(t *testing.T) {
 	}
 }
 
+// TestHelpSystemDirs: the default directories from ld.so --help (glibc
+// 2.36, recorded).
+func TestHelpSystemDirs(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "ldso", "bookworm-amd64-2.36.help"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := helpSystemDirs(string(b))
+	if want := "/lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /lib /usr/lib"; strings.Join(got, " ") != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := helpSystemDirs("ld.so: unrecognized option '--help'\n"); len(got) != 0 {
+		t.Errorf("no system directories in an error: %q", got)
+	}
+}
+
 func TestParseSearchRules(t *testing.T) {
 	llp := "\t search path=/s/glibc-hwcaps/x86-64-v3:/s/tls:/s\t\t(LD_LIBRARY_PATH)\n"
 	sys := "\t search path=/lib/glibc-hwcaps/x86-64-v3:/lib/tls:/lib:/usr/lib/glibc-hwcaps/x86-64-v3:/usr/lib/tls:/usr/lib\t\t(system search path)\n"
