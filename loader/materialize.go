@@ -34,6 +34,9 @@ type MaterializeOptions struct {
 // placeholder listings the shim serves to opendir, the lookup table and the
 // shim objects. Nothing written depends on dir's final name.
 func Materialize(ctx context.Context, src Source, dir string, opts MaterializeOptions) error {
+	if err := checkImageArch(src); err != nil { // arch.go
+		return err
+	}
 	entries := src.Entries()
 	if err := checkStageCost(dir, entries); err != nil {
 		return err

@@ -366,6 +366,11 @@ func markNodeELF(dir string) error {
 	if eo > uint64(len(tab)) || n > (uint64(len(tab))-eo)/tableEntryLen {
 		return fmt.Errorf("materialize: mark ELF objects: %s: entries leave the file", tpath)
 	}
+	tree, err := openStagedTree(filepath.Join(dir, stageRootDir))
+	if err != nil {
+		return fmt.Errorf("materialize: mark ELF objects: %w", err)
+	}
+	defer tree.Close()
 	var marks []int64
 	var h [20]byte
 	for i := uint64(0); i < n; i++ {
@@ -377,7 +382,9 @@ func markNodeELF(dir string) error {
 		if po+pl > uint64(len(tab)) {
 			return fmt.Errorf("materialize: mark ELF objects: %s: a path leaves the file", tpath)
 		}
-		f, err := os.Open(filepath.Join(dir, stageRootDir, string(tab[po:po+pl])))
+		// Read below the staged root only (stagedtree.go): the image's
+		// symlinks must not lead the stager elsewhere.
+		f, err := tree.open(string(tab[po : po+pl]))
 		if err != nil {
 			continue // the shim checks it itself (and finds what the kernel says)
 		}

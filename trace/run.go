@@ -60,7 +60,7 @@ func (e *CommandError) Unwrap() error { return e.Err }
 // while it runs.
 func Run(opts Options) (*Result, error) {
 	if len(syscallTable) == 0 {
-		return nil, fmt.Errorf("dlbundle trace supports linux/amd64 only (this is linux/%s)", runtime.GOARCH)
+		return nil, fmt.Errorf("dlbundle trace supports linux/amd64 and linux/arm64 only (this is linux/%s)", runtime.GOARCH)
 	}
 	if len(opts.Command) == 0 {
 		return nil, errors.New("no command given: dlbundle trace [-o FILE] -- CMD [ARGS...]")

@@ -288,12 +288,12 @@ func (t *tracer) onExec(tid int) {
 // onSeccomp handles the entry of a filtered call: decode its arguments now
 // (an exec replaces the memory they point to), then catch its exit.
 func (t *tracer) onSeccomp(tid int, tk *task) {
-	var regs unix.PtraceRegs
-	if err := unix.PtraceGetRegs(tid, &regs); err != nil {
+	var r regs
+	if err := getRegs(tid, &r); err != nil {
 		resume(tid, 0)
 		return
 	}
-	nr, args := syscallArgs(&regs)
+	nr, args := r.syscall()
 	spec, ok := specs()[nr]
 	if !ok {
 		if contextCalls[nr] {
@@ -325,9 +325,9 @@ func (t *tracer) onSyscallExit(tid int, tk *task) {
 	p := tk.pending
 	tk.pending = nil
 	if p != nil {
-		var regs unix.PtraceRegs
-		if err := unix.PtraceGetRegs(tid, &regs); err == nil {
-			t.decodeExit(tid, p, syscallResult(&regs))
+		var r regs
+		if err := getRegs(tid, &r); err == nil {
+			t.decodeExit(tid, p, r.result())
 		}
 		t.spare = p // written out, or dropped
 	}
