@@ -20,8 +20,9 @@ func (a archImage) Arch() string { return a.arch }
 
 // TestMaterializeRefusesForeignArch: an image whose objects are for another
 // architecture is refused before anything is written, with a message that
-// names both architectures and what to do; one for this architecture (in
-// any spelling), or with no ELF objects ("any"), is staged.
+// names both architectures and what to do; one for this architecture (as
+// uname -m spells it, which is what image.Arch gives), or with no ELF objects
+// ("any"), is staged.
 func TestMaterializeRefusesForeignArch(t *testing.T) {
 	other := map[string]string{"amd64": "aarch64", "arm64": "x86_64"}[runtime.GOARCH]
 	same := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]
@@ -40,7 +41,7 @@ func TestMaterializeRefusesForeignArch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer im.Close()
-	for arch, ok := range map[string]bool{other: false, same: true, runtime.GOARCH: true, "any": true, "": true} {
+	for arch, ok := range map[string]bool{other: false, same: true, "any": true, "": true} {
 		stage := filepath.Join(dir, "stage-"+arch)
 		if err := os.Mkdir(stage, 0o700); err != nil {
 			t.Fatal(err)
@@ -50,7 +51,7 @@ func TestMaterializeRefusesForeignArch(t *testing.T) {
 			t.Errorf("image for %q on %s: %v", arch, runtime.GOARCH, err)
 		}
 		if !ok {
-			if err == nil || !strings.Contains(err.Error(), "image is for "+other+", this node is linux/"+runtime.GOARCH) {
+			if err == nil || !strings.Contains(err.Error(), "image is for "+other+", this node is "+same) {
 				t.Errorf("error %q does not name both architectures", err)
 			}
 			if names, _ := os.ReadDir(stage); len(names) != 0 {

@@ -191,12 +191,8 @@ func (ch *chroot) demoApp(t *testing.T) string {
 // foreignImage: exec of an x86-64 image (the x86-64 dlbundle binary itself,
 // traced and bundled) by the chroot's dlbundle of another architecture is
 // refused with the stager's message, not ld.so's noise, and runs nothing.
-// The check needs the image to say its architecture ((*image.Image).Arch,
-// the format's part of issue 20); until that lands the subtest skips.
+// The image says its architecture ((*image.Image).Arch).
 func (ch *chroot) foreignImage(t *testing.T) {
-	if _, ok := any(&image.Image{}).(interface{ Arch() string }); !ok {
-		t.Skip("image.Image has no Arch() yet (issue 20, the format's part): loader/arch.go's check is wired, its test waits for the merge")
-	}
 	tr, img := ch.work+"/foreign.trace", ch.work+"/foreign.dlimg"
 	self := ch.work + "/dlbundle-amd64"
 	ch.must(t, self, "trace", "-q", "-o", tr, "--", self, "--version")
