@@ -55,7 +55,7 @@ type Entry struct {
 	Kind    Kind       `json:"kind,omitempty"`
 	Order   int        `json:"order"`             // position in the load order (first use), 0-based
 	Target  string     `json:"target,omitempty"`  // symlinks: link text as read
-	Listing []DirEntry `json:"listing,omitempty"` // directories: complete, sorted by name
+	Listing []DirEntry `json:"listing,omitempty"` // directories: complete, unique, in directory-read order
 	Frames  []Frame    `json:"frames,omitempty"`  // regular files: where the content is
 	// FramesSHA256 is the hex SHA-256 of the object's compressed frames, as
 	// stored, concatenated: staging checks it (a third of the bytes to hash)
@@ -75,6 +75,10 @@ type Entry struct {
 	// the size). DirSize is a directory's own st_size (0: not recorded).
 	Blocks  int64 `json:"blocks,omitempty"`
 	DirSize int64 `json:"dir_size,omitempty"`
+	// DotDotIno is the d_ino of ".." that a directory's read returned (0:
+	// not recorded), which a stage cannot know when the parent is not in
+	// the image (node-local, unreadable, a mount point's).
+	DotDotIno uint64 `json:"dotdot_ino,omitempty"`
 
 	// SourcePath is where the writer reads the content from (defaults to
 	// Path). Not serialised.

@@ -116,9 +116,9 @@ func TestOpenRejectsHostileTOC(t *testing.T) {
 			}
 		}},
 		{"listing with slash", "invalid name", func(tc *toc) { tc.Entries[0].Listing[0].Name = "../x" }},
-		{"listing unsorted", "not sorted", func(tc *toc) {
+		{"listing with a duplicate", "not unique", func(tc *toc) {
 			l := tc.Entries[0].Listing
-			l[0], l[1] = l[1], l[0]
+			l[1].Name = l[0].Name
 		}},
 		{"mode type mismatch", "does not match", func(tc *toc) { reg(tc).Mode = 0o040755 }},
 		{"missing with frames", "content fields", func(tc *toc) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -355,6 +356,21 @@ func TestExtractRefusesNonEmptyDir(t *testing.T) {
 	}
 }
 
+// A listing is kept in the order the build read it (the order the app sees
+// natively: docs/SPEC.md), with the d_ino of "..".
+func TestListingOrderKept(t *testing.T) {
+	listing := []DirEntry{{Name: "zeta", Type: TypeRegular, Ino: 7}, {Name: "alpha", Type: TypeDir, Ino: 5}, {Name: "mid", Type: TypeSymlink, Ino: 9}}
+	img, _ := writeImage(t, []Entry{{Path: "/", Type: TypeDir}, {Path: "/d", Type: TypeDir, Listing: listing, DotDotIno: 2, Order: 1}}, WriteOptions{})
+	im, err := openBytes(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := im.Lookup("/d")
+	if !ok || !slices.Equal(e.Listing, listing) || e.DotDotIno != 2 {
+		t.Fatalf("listing read back %+v (dotdot %d), want %+v in that order (dotdot 2)", e.Listing, e.DotDotIno, listing)
+	}
+}
+
 // Write refuses a load plan its own reader would reject, naming the problem.
 func TestWriteRejectsInvalidPlan(t *testing.T) {
 	cases := []struct {
@@ -364,8 +380,8 @@ func TestWriteRejectsInvalidPlan(t *testing.T) {
 		{"below a symlink", "lies below", []Entry{
 			{Path: "/lib", Type: TypeSymlink, Target: "usr/lib"},
 			{Path: "/lib/libc.so.6", Type: TypeMissing}}},
-		{"unsorted listing", "not sorted", []Entry{
-			{Path: "/d", Type: TypeDir, Listing: []DirEntry{{Name: "b", Type: TypeRegular}, {Name: "a", Type: TypeRegular}}}}},
+		{"duplicate listed name", "not unique", []Entry{
+			{Path: "/d", Type: TypeDir, Listing: []DirEntry{{Name: "b", Type: TypeRegular}, {Name: "a", Type: TypeDir}, {Name: "b", Type: TypeRegular}}}}},
 		{"duplicate path", "twice", []Entry{{Path: "/x", Type: TypeMissing}, {Path: "/x", Type: TypeMissing}}},
 		{"relative path", "not absolute", []Entry{{Path: "x", Type: TypeMissing}}},
 		{"unclean path", "not clean", []Entry{{Path: "/a/../b", Type: TypeMissing}}},

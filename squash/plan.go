@@ -413,7 +413,7 @@ func (b *builder) addDir(n *node) *image.Entry {
 		}
 		return nil
 	}
-	listing, err := ReadListing(n.path)
+	listing, dotdot, err := ReadListing(n.path)
 	if err != nil {
 		b.warn("cannot list %s (%v): not in the image, its lookups will go to the file system", n.path, err)
 		return nil
@@ -423,6 +423,7 @@ func (b *builder) addDir(n *node) *image.Entry {
 	}
 	e := attrs(n, image.TypeDir)
 	e.Listing = listing
+	e.DotDotIno = dotdot
 	return b.add(e)
 }
 
@@ -468,15 +469,20 @@ func nameList(names []string) string {
 }
 
 // ReadListing reads a directory's names, types and d_ino with getdents(2)
-// (os.ReadDir has no inode numbers), sorted by name, opened with O_NOATIME.
-func ReadListing(dir string) ([]image.DirEntry, error) {
+// (os.ReadDir has no inode numbers), opened with O_NOATIME, in the order the
+// file system returns them: that order is what the app sees natively (ext4's
+// hash order, tmpfs's newest first, xfs's ...) and what the loader serves
+// (docs/squash.md, "Listing order"). It also returns the d_ino of "..", which
+// a stage cannot find by itself when the parent is not in the image (a
+// node-local or unreadable parent, a mount point).
+func ReadListing(dir string) (listing []image.DirEntry, dotdot uint64, err error) {
 	f, err := image.OpenSource(dir)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
 	var out []image.DirEntry
@@ -487,7 +493,7 @@ func ReadListing(dir string) ([]image.DirEntry, error) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if n <= 0 {
 			break
@@ -497,7 +503,7 @@ func ReadListing(dir string) ([]image.DirEntry, error) {
 			ino := binary.NativeEndian.Uint64(buf[off:])
 			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
 			if reclen < 19 || off+reclen > n {
-				return nil, fmt.Errorf("getdents: bad record length %d", reclen)
+				return nil, 0, fmt.Errorf("getdents: bad record length %d", reclen)
 			}
 			dt := buf[off+18]
 			name := buf[off+19 : off+reclen]
@@ -506,6 +512,9 @@ func ReadListing(dir string) ([]image.DirEntry, error) {
 			}
 			off += reclen
 			nm := string(name)
+			if nm == ".." {
+				dotdot = ino
+			}
 			if nm == "." || nm == ".." {
 				continue
 			}
@@ -527,8 +536,7 @@ func ReadListing(dir string) ([]image.DirEntry, error) {
 			out = append(out, image.DirEntry{Name: nm, Type: t, Ino: ino})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return out, dotdot, nil
 }
 
 func dtOfMode(m uint32) uint8 {
