@@ -67,11 +67,11 @@ func fsEntry(t *testing.T, p string) image.Entry {
 	case syscall.S_IFDIR:
 		e.Type, e.DirSize = image.TypeDir, st.Size
 		// The build's own listing reader: names, types and d_ino.
-		ls, err := squash.ReadListing(p)
+		ls, dotdot, err := squash.ReadListing(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.Listing = ls
+		e.Listing, e.DotDotIno = ls, dotdot
 	case syscall.S_IFLNK:
 		e.Type = image.TypeSymlink
 		tgt, err := os.Readlink(p)
