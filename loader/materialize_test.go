@@ -12,8 +12,8 @@ import (
 )
 
 // TestMaterializeLayout checks the stage layout of docs/loader.md on a real
-// image: the tree under root/, complete typed listings under list/, a table
-// that knows every entry and every listed name, the shim objects.
+// image: the tree under root/, a table that knows every entry and every
+// listed name and holds the listings in native order, the shim objects.
 func TestMaterializeLayout(t *testing.T) {
 	root := t.TempDir()
 	tree := filepath.Join(root, "tree")
@@ -44,24 +44,15 @@ func TestMaterializeLayout(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o640 {
 		t.Errorf("staged file mode %v, %v; want 0640", fi.Mode(), err)
 	}
-	ds, err := os.ReadDir(filepath.Join(stage, "list", tree))
-	if err != nil {
-		t.Fatal(err)
+	// No listing placeholders: the table serves the listings. A listed
+	// directory the image does not bundle is not made either (not one that
+	// ld.so probes).
+	if _, err := os.Lstat(filepath.Join(stage, "list")); err == nil {
+		t.Errorf("the stage has a list/ directory")
 	}
-	var names []string
-	for _, d := range ds {
-		names = append(names, d.Name())
-		if !d.IsDir() {
-			t.Errorf("placeholder %s is %v, want a directory", d.Name(), d.Type())
-		}
+	if _, err := os.Lstat(filepath.Join(stage, "root", tree, "other")); err == nil {
+		t.Errorf("the listed, unbundled directory %s/other was made in the stage", tree)
 	}
-	if !slices.Equal(names, []string{"a", "other"}) {
-		t.Errorf("listing of %s = %v, want [a other]", tree, names)
-	}
-	if fi, err := os.Lstat(filepath.Join(stage, "list", tree, "a", "abs")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
-		t.Errorf("placeholder for a symlink: %v, %v", fi, err)
-	}
-
 	tab, err := os.ReadFile(filepath.Join(stage, "table"))
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +66,31 @@ func TestMaterializeLayout(t *testing.T) {
 	}
 	if _, _, ok := tableLookup(tab, tree+"/nope"); ok {
 		t.Errorf("table has %s/nope", tree)
+	}
+	// tree's listing: ".", "..", then its names in the order the directory
+	// read returned them, with their types.
+	types := map[string]uint8{"a": dtDir, "other": dtDir}
+	wantList := []string{".", ".."}
+	f, err := os.Open(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order, err := f.Readdirnames(-1) // the file system's order
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantList = append(wantList, order...)
+	listed, ok := tableListing(tab, tree)
+	var gotList []string
+	for i, g := range listed {
+		gotList = append(gotList, g.name)
+		if i >= 2 && g.dtype != types[g.name] {
+			t.Errorf("listing of %s: %s has d_type %d, want %d", tree, g.name, g.dtype, types[g.name])
+		}
+	}
+	if !ok || !slices.Equal(gotList, wantList) {
+		t.Errorf("listing of %s in the table = %q, want %q", tree, gotList, wantList)
 	}
 	if tgt, ok := tableTarget(tab, tree+"/a/abs"); !ok || tgt != filepath.Join(tree, "a/b/f") {
 		t.Errorf("symlink target in the table = %q, want the original text", tgt)
