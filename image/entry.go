@@ -77,8 +77,12 @@ type Entry struct {
 	DirSize int64 `json:"dir_size,omitempty"`
 	// DotDotIno is the d_ino of ".." that a directory's read returned (0:
 	// not recorded), which a stage cannot know when the parent is not in
-	// the image (node-local, unreadable, a mount point's).
+	// the image (node-local, unreadable, a mount point's). Dots are the
+	// positions at which the read returned "." and ".." among all the names
+	// it returned, both counted (ext4 returns them in hash order too);
+	// absent: [0, 1], first.
 	DotDotIno uint64 `json:"dotdot_ino,omitempty"`
+	Dots      []int  `json:"dots,omitempty"`
 
 	// SourcePath is where the writer reads the content from (defaults to
 	// Path). Not serialised.

@@ -251,8 +251,12 @@ func checkEntry(e *Entry, i int) error {
 	if e.Type != TypeSymlink && e.Target != "" {
 		return fmt.Errorf("a %s entry has a symlink target", e.Type)
 	}
-	if e.Type != TypeDir && len(e.Listing) > 0 {
+	if e.Type != TypeDir && (len(e.Listing) > 0 || len(e.Dots) > 0 || e.DotDotIno != 0) {
 		return fmt.Errorf("a %s entry has a listing", e.Type)
+	}
+	if n := len(e.Listing) + 2; len(e.Dots) > 0 && (len(e.Dots) != 2 || e.Dots[0] == e.Dots[1] ||
+		e.Dots[0] < 0 || e.Dots[1] < 0 || e.Dots[0] >= n || e.Dots[1] >= n) {
+		return fmt.Errorf("dots %v are not two positions in a listing of %d names and . and ..", e.Dots, len(e.Listing))
 	}
 	switch e.Type {
 	case TypeRegular:

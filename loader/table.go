@@ -323,8 +323,9 @@ func encodeTable(entries []image.Entry) ([]byte, error) {
 	return buf, nil
 }
 
-// putListing writes the listing records of directory row r into out:
-// ".", "..", then the image's names in their order. A name points into the
+// putListing writes the listing records of directory row r into out: the
+// image's names in their order, with "." and ".." where the build's read
+// returned them (first in images that do not say). A name points into the
 // path string of its own row (tableRows made one for every listed name).
 func putListing(out []byte, r tableRow, rows []tableRow, rowOf map[string]int, pathOff []uint64, dotOff uint64) {
 	le := binary.LittleEndian
@@ -343,16 +344,32 @@ func putListing(out []byte, r tableRow, rows []tableRow, rowOf map[string]int, p
 			up = rows[k].e.Ino
 		}
 	}
-	put(0, r.e.Ino, dotOff, 1, dtDir)
-	put(1, up, dotOff+2, 2, dtDir)
+	dot, dotdot := listingDots(r.e)
+	put(dot, r.e.Ino, dotOff, 1, dtDir)
+	put(dotdot, up, dotOff+2, 2, dtDir)
 	skip := uint64(len(r.path)) + 1 // the directory and "/" before a name
 	if r.path == "/" {
 		skip = 1
 	}
-	for k, d := range r.e.Listing {
+	k := 0
+	for _, d := range r.e.Listing {
+		for k == dot || k == dotdot {
+			k++
+		}
 		child := rowOf[path.Join(r.path, d.Name)]
-		put(2+k, d.Ino, pathOff[child]+skip, len(d.Name), direntType(d.Type))
+		put(k, d.Ino, pathOff[child]+skip, len(d.Name), direntType(d.Type))
+		k++
 	}
+}
+
+// listingDots gives the positions of "." and ".." in directory e's served
+// listing: where the build's read returned them (e.Dots), else first.
+func listingDots(e image.Entry) (dot, dotdot int) {
+	n := len(e.Listing) + 2
+	if d := e.Dots; len(d) == 2 && d[0] != d[1] && d[0] >= 0 && d[1] >= 0 && d[0] < n && d[1] < n {
+		return d[0], d[1]
+	}
+	return 0, 1
 }
 
 // statSize is st_size as the original file system reported it: a regular

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/trace"
 )
@@ -223,4 +225,32 @@ func readOrder(t *testing.T, dir string) []string {
 		names = append(names, d.Name())
 	}
 	return names
+}
+
+// readOrderAll is every name getdents(2) returns for dir, "." and ".."
+// included, in its order (an independent decoder of the records).
+func readOrderAll(t *testing.T, dir string) []string {
+	t.Helper()
+	f, err := image.OpenSource(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var names []string
+	buf := make([]byte, 8192)
+	for {
+		n, err := unix.Getdents(int(f.Fd()), buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return names
+		}
+		for off := 0; off < n; {
+			reclen := int(buf[off+16]) | int(buf[off+17])<<8
+			name := buf[off+19 : off+reclen]
+			names = append(names, string(name[:bytes.IndexByte(name, 0)]))
+			off += reclen
+		}
+	}
 }

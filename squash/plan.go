@@ -413,7 +413,7 @@ func (b *builder) addDir(n *node) *image.Entry {
 		}
 		return nil
 	}
-	listing, dotdot, err := ReadListing(n.path)
+	listing, dots, err := ReadListing(n.path)
 	if err != nil {
 		b.warn("cannot list %s (%v): not in the image, its lookups will go to the file system", n.path, err)
 		return nil
@@ -423,7 +423,10 @@ func (b *builder) addDir(n *node) *image.Entry {
 	}
 	e := attrs(n, image.TypeDir)
 	e.Listing = listing
-	e.DotDotIno = dotdot
+	e.DotDotIno = dots.DotDotIno
+	if dots.Dot != 0 || dots.DotDot != 1 {
+		e.Dots = []int{dots.Dot, dots.DotDot}
+	}
 	return b.add(e)
 }
 
@@ -472,20 +475,23 @@ func nameList(names []string) string {
 // (os.ReadDir has no inode numbers), opened with O_NOATIME, in the order the
 // file system returns them: that order is what the app sees natively (ext4's
 // hash order, tmpfs's newest first, xfs's ...) and what the loader serves
-// (docs/squash.md, "Listing order"). It also returns the d_ino of "..", which
-// a stage cannot find by itself when the parent is not in the image (a
-// node-local or unreadable parent, a mount point).
-func ReadListing(dir string) (listing []image.DirEntry, dotdot uint64, err error) {
+// (docs/squash.md, "Listing order"). It also returns where "." and ".."
+// came in that order and the d_ino of "..", which a stage cannot find by
+// itself when the parent is not in the image (a node-local or unreadable
+// parent, a mount point).
+func ReadListing(dir string) (listing []image.DirEntry, dots Dots, err error) {
 	f, err := image.OpenSource(dir)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return nil, 0, err
+		return nil, dots, err
 	}
 	defer f.Close()
 	var out []image.DirEntry
+	seen := 0 // of "." and ".."
+	dots = Dots{Dot: 0, DotDot: 1}
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := unix.Getdents(int(f.Fd()), buf)
@@ -493,7 +499,7 @@ func ReadListing(dir string) (listing []image.DirEntry, dotdot uint64, err error
 			continue
 		}
 		if err != nil {
-			return nil, 0, err
+			return nil, dots, err
 		}
 		if n <= 0 {
 			break
@@ -503,7 +509,7 @@ func ReadListing(dir string) (listing []image.DirEntry, dotdot uint64, err error
 			ino := binary.NativeEndian.Uint64(buf[off:])
 			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
 			if reclen < 19 || off+reclen > n {
-				return nil, 0, fmt.Errorf("getdents: bad record length %d", reclen)
+				return nil, dots, fmt.Errorf("getdents: bad record length %d", reclen)
 			}
 			dt := buf[off+18]
 			name := buf[off+19 : off+reclen]
@@ -512,10 +518,14 @@ func ReadListing(dir string) (listing []image.DirEntry, dotdot uint64, err error
 			}
 			off += reclen
 			nm := string(name)
-			if nm == ".." {
-				dotdot = ino
-			}
-			if nm == "." || nm == ".." {
+			switch nm {
+			case ".":
+				dots.Dot = len(out) + seen
+				seen++
+				continue
+			case "..":
+				dots.DotDot, dots.DotDotIno = len(out)+seen, ino
+				seen++
 				continue
 			}
 			if dt == unix.DT_UNKNOWN { // some file systems leave the type to lstat
@@ -536,7 +546,14 @@ func ReadListing(dir string) (listing []image.DirEntry, dotdot uint64, err error
 			out = append(out, image.DirEntry{Name: nm, Type: t, Ino: ino})
 		}
 	}
-	return out, dotdot, nil
+	return out, dots, nil
+}
+
+// Dots says where a directory read returned "." and ".." (their positions
+// among all the names, both counted) and the d_ino of "..".
+type Dots struct {
+	Dot, DotDot int
+	DotDotIno   uint64
 }
 
 func dtOfMode(m uint32) uint8 {

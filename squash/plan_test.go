@@ -2,6 +2,7 @@ package squash
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -67,6 +68,20 @@ func TestSymlinksAlongOpenedPathsAreKept(t *testing.T) {
 	var parent unix.Stat_t
 	if err := unix.Lstat(root+"/usr", &parent); err != nil || dir.DotDotIno != parent.Ino {
 		t.Errorf("dotdot_ino %d, want the parent's inode %d (%v)", dir.DotDotIno, parent.Ino, err)
+	}
+	// "." and ".." where the directory read returned them (with the names).
+	var all []string
+	for i, name := range readOrderAll(t, root+"/usr/lib") {
+		if name == "." || name == ".." {
+			all = append(all, fmt.Sprintf("%s@%d", name, i))
+		}
+	}
+	dots := []int{0, 1}
+	if dir.Dots != nil {
+		dots = dir.Dots
+	}
+	if want := []string{fmt.Sprintf(".@%d", dots[0]), fmt.Sprintf("..@%d", dots[1])}; !slices.Equal(all, want) && !slices.Equal(all, []string{want[1], want[0]}) {
+		t.Errorf("dots %v: the directory read returns %v", dir.Dots, all)
 	}
 	wantAbsent(t, plan, root+"/usr/lib/unused.so")
 	wantAbsent(t, plan, root+"/lib/libfoo.so.1") // stored at its real path only

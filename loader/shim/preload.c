@@ -355,6 +355,9 @@ static int lookup(const char *fn, int dirfd, const char **pp, int follow, char *
 	if (!strncmp(p, stage_root, stage_root_len - 5) && (p[stage_root_len - 5] == '/' || !p[stage_root_len - 5]))
 		goto unknown;
 	int rc = dlb_resolve_known(table, p, known, follow, canon, r);
+	/* A caller that passes a bundled name through (a directory opened)
+	 * must not reach the staged copy by the fd: the original, canonical. */
+	if (at_dir && rc != DLB_UNKNOWN) *pp = canon;
 	if (rc == DLB_BUNDLED) { report_count(REPORT_ANSWERED, NULL); debug_log("bundled", fn, path, canon); }
 	else if (rc == DLB_KNOWN_ERR) { report_count(REPORT_MISSING, NULL); debug_log("missing", fn, path, 0); }
 	else goto unknown;
@@ -1488,7 +1491,7 @@ int mkfifoat(int fd, const char *p, mode_t m) { mark_written(fd, p, 0); return r
  * name looked up as the original's, lookup) behave as on the original. The
  * stream never reads that copy: readdir, readdir64, readdir(64)_r, telldir,
  * seekdir, rewinddir and getdents64 on its fd serve the directory's listing
- * from the table, "." and ".." first, then the names in the order the
+ * from the table: the names, "." and ".." included, in the order the
  * build's read of the original returned them (native order), each with the
  * d_type and d_ino of that read. fdopendir of a descriptor of a staged
  * directory (a dup of dirfd(d), openat(dirfd(d), "sub", O_DIRECTORY)) serves
@@ -1655,15 +1658,18 @@ static const struct dlb_entry *dir_fd_entry(int fd, const struct stat *st)
 }
 
 /* record_ino: the d_ino of record k. Images before listings kept inode
- * numbers have 0 there: the name's own row then, else the staged copy's. */
+ * numbers have 0 there: the directory's own for ".", the name's own row,
+ * else the staged copy's (".." of a directory whose parent is not in the
+ * table). */
 static uint64_t record_ino(struct dir_stream *s, uint32_t k, const char *name)
 {
 	uint64_t ino = s->rec[k].ino;
+	size_t nn = s->rec[k].name_len;
 	if (ino) return ino;
-	if (k == 0) ino = s->e->ino;
-	else if (k > 1) {
+	if (nn == 1 && name[0] == '.') ino = s->e->ino;
+	else if (!(nn == 2 && name[0] == '.' && name[1] == '.')) {
 		char p[DLB_PATH_MAX];
-		size_t dn = s->e->path_len, nn = s->rec[k].name_len;
+		size_t dn = s->e->path_len;
 		if (dn + 1 + nn < sizeof p) {
 			memcpy(p, dlb_str(table, s->e->path), dn);
 			if (dn > 1) p[dn++] = '/';

@@ -1,0 +1,162 @@
+package loader
+
+// Directory listings under dlbundle exec (issue 19 item 5) and what a stage
+// creates (issue 21), on an image of `python3 -c 'import numpy'` built with
+// the real CLI from Debian's numpy tree: every way C and Python read a
+// bundled directory gives, line by line, what it gives natively (order,
+// types, inode numbers, errors); the stage holds about what the image does.
+
+import (
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/dlbundle/dlbundle/image"
+)
+
+const numpyTree = "/usr/lib/python3/dist-packages/numpy"
+
+// numpyStage traces and builds the numpy image in dir and stages it (cold)
+// under stageDir with a first exec; it returns the image's path and the
+// exec arguments up to "--".
+func numpyStage(t *testing.T, dir, stageDir string) (img string, execArgs []string) {
+	t.Helper()
+	needTools(t, "gcc", "strace")
+	if _, err := os.Stat(numpyTree); err != nil {
+		t.Fatalf("Debian's python3-numpy is needed (make deps): %v", err)
+	}
+	bin := dlbundleCLI(t)
+	env := cleanEnv(dir)
+	runIn(t, dir, env, bin, "trace", "-q", "-o", "numpy.trace", "--", "/usr/bin/python3", "-c", "import numpy")
+	runIn(t, dir, env, bin, "build", "-o", "numpy.dlimg", "numpy.trace")
+	img = filepath.Join(dir, "numpy.dlimg")
+	execArgs = []string{bin, "exec", "--stage-dir", stageDir, img, "--"}
+	runIn(t, dir, env, execArgs[0], append(execArgs[1:], "/bin/true")...)
+	return img, execArgs
+}
+
+// bundledDirs are the image's directories below prefix, by path.
+func bundledDirs(t *testing.T, img, prefix string) []string {
+	t.Helper()
+	im, err := image.OpenFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	var dirs []string
+	for _, e := range im.Entries() {
+		if e.Type == image.TypeDir && (e.Path == prefix || strings.HasPrefix(e.Path, prefix+"/")) {
+			dirs = append(dirs, e.Path)
+		}
+	}
+	sort.Strings(dirs)
+	return dirs
+}
+
+// tmpfsDir is a fresh directory on /dev/shm (tmpfs, exec's default stage
+// dir), removed after the test.
+func tmpfsDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/dev/shm", "dlbundle-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// On a tmpfs stage (exec's default), where a stage's own directory order is
+// newest first; the original tree is on ext4 (hash order).
+func TestNumpyListingsAsNative(t *testing.T) {
+	dir := t.TempDir()
+	img, execArgs := numpyStage(t, dir, filepath.Join(tmpfsDir(t), "stage"))
+	dirs := bundledDirs(t, img, numpyTree)
+	if len(dirs) < 10 {
+		t.Fatalf("the numpy image bundles %d directories below %s: the pilot did not import numpy", len(dirs), numpyTree)
+	}
+	// Also: a listed directory the image does not bundle (passed through),
+	// and the standard library's json package (bundled).
+	probeDirs := append(slices.Clone(dirs), numpyTree+"/tests", "/usr/lib/python3.11/json")
+	probe := filepath.Join(dir, "listprobe")
+	if out, err := exec.Command("gcc", "-O1", "-Wall", "-o", probe, "testdata/listprobe.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc listprobe.c: %v\n%s", err, out)
+	}
+	pyProbe, err := filepath.Abs("testdata/listprobe.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := cleanEnv(dir)
+	for name, c := range map[string][]string{
+		"listprobe.c":  append([]string{probe}, probeDirs...),
+		"listprobe.py": append([]string{"/usr/bin/python3", pyProbe}, probeDirs...),
+	} {
+		native := runIn(t, dir, env, c[0], c[1:]...)
+		under := runIn(t, dir, env, execArgs[0], append(execArgs[1:], c...)...)
+		if !strings.Contains(native, "== "+dirs[1]) || strings.Count(native, "\n") < 100 {
+			t.Fatalf("%s: the native run printed too little to compare:\n%.2000s", name, native)
+		}
+		diffLines(t, name, native, under)
+	}
+
+	// The bundled directories were served from the table: under exec no
+	// system call listed them or opened them as opendir does (O_DIRECTORY).
+	// Opens of a directory without O_DIRECTORY (the probe's openat of each
+	// name, "." and ".." included) pass through to the original, as for
+	// every path (docs/loader.md), and fchdir enters the original by its
+	// path.
+	log := filepath.Join(dir, "exec.strace")
+	runIn(t, dir, env, "strace", append([]string{"-f", "-qq", "-y", "-s", "4096", "-e", "trace=%file,getdents64", "-o", log},
+		append(execArgs, append([]string{probe}, dirs...)...)...)...)
+	ops := straceOps(t, log, dir)
+	for _, d := range dirs {
+		for _, l := range ops[d] {
+			if strings.Contains(l, "getdents64(") || strings.Contains(l, "O_DIRECTORY") {
+				t.Errorf("under exec a system call used the bundled directory %s itself:\n  %s", d, l)
+				break
+			}
+		}
+	}
+}
+
+// A stage creates about what the image holds (issue 21: at most 1.25x the
+// objects `zstd -dc | cpio -idm` creates from it), not a placeholder per
+// listed name and a mirror of every listed directory.
+func TestNumpyStageObjects(t *testing.T) {
+	dir := t.TempDir()
+	img, _ := numpyStage(t, dir, filepath.Join(dir, "stage"))
+	cp := filepath.Join(dir, "cpio")
+	if err := os.Mkdir(cp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", `zstd -dc "$1" | cpio -idm --no-absolute-filenames --quiet`, "sh", img)
+	cmd.Dir = cp
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("zstd -dc | cpio -idm: %v\n%s", err, out)
+	}
+	stages, err := filepath.Glob(filepath.Join(dir, "stage", "sha256-*"))
+	if err != nil || len(stages) != 1 {
+		t.Fatalf("stage dirs %v, %v", stages, err)
+	}
+	objects := func(root string) (n int) {
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && p != root {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	stage, cpio := objects(stages[0]), objects(cp)
+	t.Logf("objects: stage %d (tree %d), zstd|cpio %d", stage, objects(filepath.Join(stages[0], stageRootDir)), cpio)
+	if cpio < 300 {
+		t.Fatalf("zstd|cpio made %d objects: the image is not the numpy image", cpio)
+	}
+	if float64(stage) > 1.25*float64(cpio) {
+		t.Errorf("the stage holds %d objects, more than 1.25x the %d zstd|cpio makes of the same image", stage, cpio)
+	}
+}
