@@ -160,3 +160,80 @@ func TestNumpyStageObjects(t *testing.T) {
 		t.Errorf("the stage holds %d objects, more than 1.25x the %d zstd|cpio makes of the same image", stage, cpio)
 	}
 }
+
+const dlopenAll = `#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (argv[i][0] == '@') { /* a data file to read */
+			FILE *f = fopen(argv[i] + 1, "r");
+			printf("%s %s\n", argv[i], f ? "read" : "not found");
+			if (f) fclose(f);
+			continue;
+		}
+		void *h = dlopen(argv[i], RTLD_NOW);
+		printf("%s %s\n", argv[i], h ? "loaded" : "not found");
+	}
+	return 0;
+}
+`
+
+// Why the stage mirrors the listed subdirectories that ld.so probes
+// (mirrorProbedDirs). The pilot read a data file in more/ and searched
+// lib/ for liba.so; the job runs with more/ first in LD_LIBRARY_PATH. more/
+// is bundled (its listing names tls/, which the pilot's ld.so never probed:
+// listed, not bundled). ld.so searches more/tls/ per candidate (the table
+// cannot decide it), the candidate fails, and ld.so stats the stage's
+// more/tls to learn whether to search it again. Without the mirror it skips
+// more/tls/ for every later name, and liblate.so there, first dlopen'ed
+// after the pilot and not in the image, is not found, where natively it is.
+func TestMirroredProbeDirKeepsLaterSearches(t *testing.T) {
+	needTools(t, "gcc")
+	dir := t.TempDir()
+	lib, more := filepath.Join(dir, "tree", "lib"), filepath.Join(dir, "tree", "more")
+	for _, d := range []string{lib, filepath.Join(more, "tls")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := filepath.Join(dir, "src.c")
+	gcc := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("gcc", append([]string{"-O1", "-Wl,--no-as-needed"}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("gcc %v: %v\n%s", args, err, out)
+		}
+	}
+	for name, content := range map[string]string{src: "int f(void) { return 1; }\n", filepath.Join(more, "conf"): "x\n"} {
+		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gcc("-shared", "-fPIC", "-o", filepath.Join(lib, "liba.so"), src)
+	gcc("-shared", "-fPIC", "-o", filepath.Join(more, "tls", "liblate.so"), src)
+	if err := os.WriteFile(src, []byte(dlopenAll), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	app := filepath.Join(dir, "tree", "app")
+	gcc("-o", app, src, "-ldl")
+	bin := dlbundleCLI(t)
+	runIn(t, dir, append(cleanEnv(dir), "LD_LIBRARY_PATH="+lib), bin, "trace", "-q", "--", app, "liba.so", "@"+more+"/conf")
+	runIn(t, dir, cleanEnv(dir), bin, "build", "-o", "app.dlimg", "--include", filepath.Join(dir, "tree"))
+	env := append(cleanEnv(dir), "LD_LIBRARY_PATH="+more+":"+lib)
+	args := []string{app, "liba.so", "libnone.so", "liblate.so"}
+	native := runIn(t, dir, env, app, args[1:]...)
+	if native != "liba.so loaded\nlibnone.so not found\nliblate.so loaded\n" {
+		t.Fatalf("natively: %q", native)
+	}
+	stage := filepath.Join(dir, "stage")
+	under := runIn(t, dir, env, bin, append([]string{"exec", "--stage-dir", stage, filepath.Join(dir, "app.dlimg"), "--"}, args...)...)
+	if under != native {
+		t.Errorf("under exec:\n%s\nnatively:\n%s", under, native)
+	}
+	// The case is the one described: more/tls/ is listed, not bundled.
+	bundled, external := bundledPaths(t, filepath.Join(dir, "app.dlimg"))
+	if !bundled[more] || bundled[more+"/tls"] || !external[more+"/tls"] {
+		t.Errorf("more/ bundled %v, more/tls bundled %v, listed only %v; the test needs true, false, true",
+			bundled[more], bundled[more+"/tls"], external[more+"/tls"])
+	}
+}
