@@ -20,6 +20,8 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
+#include <gnu/libc-version.h>
 #include <limits.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -151,6 +153,8 @@ static int cwd_prefix(const char *p, size_t n);
 	X(fdopendir, DIR *, (int))                                              \
 	X(getdents64, ssize_t, (int, void *, size_t))                           \
 	X(fchdir, int, (int))                                                   \
+	X(glob, int, (const char *, int, int (*)(const char *, int), glob_t *)) \
+	X(glob64, int, (const char *, int, int (*)(const char *, int), glob64_t *)) \
 	X(closedir, int, (DIR *))
 
 #define DECLARE_REAL(name, ret, args) static ret(*real_##name) args;
@@ -1793,6 +1797,150 @@ int fchdir(int fd)
 	char p[DLB_PATH_MAX];
 	if (dir_fd_path(fd, p, sizeof p) && syscall(SYS_chdir, p) == 0) return 0;
 	return real_fchdir ? real_fchdir(fd) : (int)syscall(SYS_fchdir, fd);
+}
+
+/* ---- glob, scandir: glibc's own directory walks, over the readdir above ----
+ *
+ * glibc's scandir and glob open and read directories with internal calls
+ * that no preload sees, so they would list the original (the native answer,
+ * but on the shared file system). scandir, scandir64 and scandirat are made
+ * here over opendir/readdir above, as glibc makes them (dirent/scandir-tail-
+ * common.c, 2.36: the same errno rules, allocations and qsort). glob and
+ * glob64 call glibc's with GLOB_ALTDIRFUNC and the functions above, which
+ * glob (posix/glob.c) uses exactly where it would use its own, and the flag
+ * is taken off gl_flags again; not on glibc < 2.27, whose glob with that flag
+ * checks a pattern without wildcards with gl_stat, not lstat (a dangling
+ * symlink would differ). An app's own GLOB_ALTDIRFUNC is left alone. nftw
+ * and fts walk by descriptors (openat, getdents64 inside glibc): they still
+ * list the original. */
+static int glob_alt = -1; /* glibc's glob takes gl_lstat with GLOB_ALTDIRFUNC (>= 2.27) */
+static int glob_alt_ok(void)
+{
+	if (glob_alt < 0) {
+		int maj = 0, min = 0;
+		glob_alt = sscanf(gnu_get_libc_version(), "%d.%d", &maj, &min) == 2 && (maj > 2 || (maj == 2 && min >= 27));
+	}
+	return glob_alt;
+}
+
+/* glob's callbacks take void * streams */
+static void *glob_opendir(const char *p) { return opendir(p); }
+static struct dirent *glob_readdir(void *d) { return readdir(d); }
+static struct dirent64 *glob_readdir64(void *d) { return readdir64(d); }
+static void glob_closedir(void *d) { closedir(d); }
+
+int glob(const char *pattern, int flags, int (*errfunc)(const char *, int), glob_t *pglob)
+{
+	ensure_init();
+	if (!table || !pglob || (flags & GLOB_ALTDIRFUNC) || !glob_alt_ok()) return real_glob(pattern, flags, errfunc, pglob);
+	pglob->gl_opendir = glob_opendir;
+	pglob->gl_readdir = glob_readdir;
+	pglob->gl_closedir = glob_closedir;
+	pglob->gl_lstat = lstat;
+	pglob->gl_stat = stat;
+	int rc = real_glob(pattern, flags | GLOB_ALTDIRFUNC, errfunc, pglob);
+	pglob->gl_flags &= ~GLOB_ALTDIRFUNC;
+	return rc;
+}
+int glob64(const char *pattern, int flags, int (*errfunc)(const char *, int), glob64_t *pglob)
+{
+	ensure_init();
+	if (!table || !pglob || (flags & GLOB_ALTDIRFUNC) || !glob_alt_ok()) return real_glob64(pattern, flags, errfunc, pglob);
+	pglob->gl_opendir = glob_opendir;
+	pglob->gl_readdir = glob_readdir64;
+	pglob->gl_closedir = glob_closedir;
+	pglob->gl_lstat = lstat64;
+	pglob->gl_stat = stat64;
+	int rc = real_glob64(pattern, flags | GLOB_ALTDIRFUNC, errfunc, pglob);
+	pglob->gl_flags &= ~GLOB_ALTDIRFUNC;
+	return rc;
+}
+
+/* scandir_tail is glibc's: select's errno is not an error, a failed
+ * allocation ends the list with the error (all freed), the list is sorted
+ * with cmp. struct dirent is struct dirent64 here (LP64). */
+static int scandir_tail(DIR *dp, struct dirent64 ***namelist, int (*sel)(const struct dirent64 *),
+			int (*cmp)(const struct dirent64 **, const struct dirent64 **))
+{
+	if (!dp) return -1;
+	int save = errno;
+	errno = 0;
+	struct dirent64 **v = NULL, *d;
+	size_t vsize = 0, cnt = 0;
+	while ((d = readdir64(dp))) {
+		if (sel) {
+			int selected = sel(d);
+			errno = 0;
+			if (!selected) continue;
+		}
+		if (cnt == vsize) {
+			vsize = vsize ? 2 * vsize : 10;
+			struct dirent64 **nv = realloc(v, vsize * sizeof *v);
+			if (!nv) break;
+			v = nv;
+		}
+		size_t dsize = d->d_reclen; /* glibc: &d->d_name[_D_ALLOC_NAMLEN (d)] - (char *) d */
+		struct dirent64 *x = malloc(dsize);
+		if (!x) break;
+		v[cnt++] = memcpy(x, d, dsize);
+		errno = 0;
+	}
+	if (errno != 0) {
+		int e = errno;
+		while (cnt > 0) free(v[--cnt]);
+		free(v);
+		closedir(dp);
+		errno = e;
+		return -1;
+	}
+	closedir(dp);
+	if (cmp) qsort(v, cnt, sizeof *v, (int (*)(const void *, const void *))cmp);
+	*namelist = v;
+	errno = save;
+	return (int)cnt;
+}
+
+int scandir64(const char *dir, struct dirent64 ***namelist, int (*sel)(const struct dirent64 *),
+	      int (*cmp)(const struct dirent64 **, const struct dirent64 **))
+{
+	return scandir_tail(opendir(dir), namelist, sel, cmp);
+}
+int scandir(const char *dir, struct dirent ***namelist, int (*sel)(const struct dirent *),
+	    int (*cmp)(const struct dirent **, const struct dirent **))
+{
+	return scandir64(dir, (struct dirent64 ***)namelist, (int (*)(const struct dirent64 *))sel,
+			 (int (*)(const struct dirent64 **, const struct dirent64 **))cmp);
+}
+/* scandirat: glibc's __opendirat is openat(dfd, dir, the flags of opendir)
+ * and a stream on the fd; below a served stream's fd, the original path's
+ * opendir (served from the table when bundled). */
+int scandirat64(int dfd, const char *dir, struct dirent64 ***namelist, int (*sel)(const struct dirent64 *),
+		int (*cmp)(const struct dirent64 **, const struct dirent64 **))
+{
+	if (dfd == AT_FDCWD || (dir && dir[0] == '/')) return scandir64(dir, namelist, sel, cmp);
+	char p[DLB_PATH_MAX];
+	size_t n = dir && dir[0] ? dir_fd_path(dfd, p, sizeof p) : 0;
+	if (n && n + 1 + strlen(dir) < sizeof p) { /* below a served stream's directory: by its path */
+		if (n > 1) p[n++] = '/';
+		memcpy(p + n, dir, strlen(dir) + 1);
+		return scandir64(p, namelist, sel, cmp);
+	}
+	int fd = openat(dfd, dir, O_RDONLY | O_NONBLOCK | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) return -1;
+	DIR *dp = fdopendir(fd);
+	if (!dp) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return scandir_tail(dp, namelist, sel, cmp);
+}
+int scandirat(int dfd, const char *dir, struct dirent ***namelist, int (*sel)(const struct dirent *),
+	      int (*cmp)(const struct dirent **, const struct dirent **))
+{
+	return scandirat64(dfd, dir, (struct dirent64 ***)namelist, (int (*)(const struct dirent64 *))sel,
+			   (int (*)(const struct dirent64 **, const struct dirent64 **))cmp);
 }
 
 /* ---- fstat of a staged fd: the original's attributes ----

@@ -3,13 +3,16 @@
  * (loader/listing_exec_test.go). Each argument is a directory; for each it
  * prints readdir, readdir_r, telldir/seekdir/rewinddir, getdents64 on dirfd,
  * fdopendir of a dup, fstat of dirfd, openat/fstatat/faccessat/readlinkat
- * relative to dirfd, fchdir into it, and the errors of bad calls. d_off and
+ * relative to dirfd, fchdir into it, glob (unsorted, sorted, directories
+ * only, marked), scandir and scandirat (unsorted and alphasort), and the
+ * errors of bad calls. d_off and
  * telldir's cookies are not printed: they are opaque (the file system's hash
  * cookies natively, positions under the shim). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +157,51 @@ static void probe(const char *d)
 	char p[4200];
 	snprintf(p, sizeof p, "%s/dlbundle-nope", d);
 	printf("opendir nope %s\n", opendir(p) ? "opened" : err(errno));
+
+	/* glob */
+	const char *pats[] = {"*", "*.py", "[_a-m]*", "dlbundle-nope*", "__init__.py"};
+	int gflags[] = {GLOB_NOSORT, 0, GLOB_ONLYDIR | GLOB_NOSORT, GLOB_MARK | GLOB_NOSORT};
+	for (unsigned i = 0; i < sizeof pats / sizeof *pats; i++)
+		for (unsigned j = 0; j < sizeof gflags / sizeof *gflags; j++) {
+			glob_t g;
+			snprintf(p, sizeof p, "%s/%s", d, pats[i]);
+			int rc = glob(p, gflags[j], NULL, &g);
+			printf("glob %s flags=%#x rc=%d gl_flags=%#x:", pats[i], gflags[j], rc, rc == 0 ? g.gl_flags : 0);
+			for (size_t k = 0; rc == 0 && k < g.gl_pathc; k++) printf(" %s", g.gl_pathv[k] + strlen(d) + 1);
+			printf("\n");
+			if (rc == 0) globfree(&g);
+		}
+
+	/* scandir, scandirat */
+	struct dirent **nl;
+	for (int sorted = 0; sorted < 2; sorted++) {
+		int k = scandir(d, &nl, NULL, sorted ? alphasort : NULL);
+		printf("scandir sorted=%d n=%d:", sorted, k);
+		for (int i = 0; i < k; i++) {
+			printf(" %s/%d/%lu/%d", nl[i]->d_name, nl[i]->d_type, (unsigned long)nl[i]->d_ino, nl[i]->d_reclen);
+			free(nl[i]);
+		}
+		printf("\n");
+		if (k >= 0) free(nl);
+	}
+	char parent[4200];
+	snprintf(parent, sizeof parent, "%s", d);
+	char *slash = strrchr(parent, '/');
+	if (slash && slash != parent) {
+		*slash = 0;
+		DIR *pd = opendir(parent);
+		int pfd = pd ? dirfd(pd) : -1;
+		int k = scandirat(pfd, slash + 1, &nl, NULL, NULL);
+		printf("scandirat n=%d:", k);
+		for (int i = 0; i < k; i++) {
+			printf(" %s", nl[i]->d_name);
+			free(nl[i]);
+		}
+		printf("\n");
+		if (k >= 0) free(nl);
+		if (pd) closedir(pd);
+	}
+	printf("scandir nope %d %s\n", scandir(p, &nl, NULL, NULL), err(errno));
 }
 
 int main(int argc, char **argv)
