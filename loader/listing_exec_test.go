@@ -7,6 +7,7 @@ package loader
 // types, inode numbers, errors); the stage holds about what the image does.
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
@@ -236,4 +238,61 @@ func TestMirroredProbeDirKeepsLaterSearches(t *testing.T) {
 		t.Errorf("more/ bundled %v, more/tls bundled %v, listed only %v; the test needs true, false, true",
 			bundled[more], bundled[more+"/tls"], external[more+"/tls"])
 	}
+}
+
+// A tree with what a numpy tree lacks: symlinks to a file, to a directory
+// and to nothing, a fifo (the image keeps "other" only: the shim lstats the
+// original for its d_type), names with blanks and UTF-8, a directory the
+// image does not bundle, and 300 names (several getdents64 buffers, and "."
+// and ".." among them in ext4's hash order). The pilot is the probe itself,
+// so the image holds what it touched.
+func TestTreeListingsAsNative(t *testing.T) {
+	needTools(t, "gcc")
+	dir := t.TempDir()
+	tree := filepath.Join(dir, "tree")
+	sub := filepath.Join(tree, "sub")
+	for _, d := range []string{sub, filepath.Join(tree, "unbundled", "deeper")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 300; i++ {
+		if err := os.WriteFile(filepath.Join(tree, fmt.Sprintf("f%03d.txt", i)), []byte(fmt.Sprint(i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, target := range map[string]string{"to-file": "f001.txt", "to-dir": "sub", "dangling": "nowhere", "abs": sub} {
+		if err := os.Symlink(target, filepath.Join(tree, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"with blank", "ünï", "sub/inner.py"} {
+		if err := os.WriteFile(filepath.Join(tree, name), []byte("x\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mkfifo(filepath.Join(tree, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	probe := filepath.Join(dir, "listprobe")
+	if out, err := exec.Command("gcc", "-O1", "-Wall", "-o", probe, "testdata/listprobe.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc listprobe.c: %v\n%s", err, out)
+	}
+	bin := dlbundleCLI(t)
+	env := cleanEnv(dir)
+	runIn(t, dir, env, bin, "trace", "-q", "--", probe, tree, sub)
+	runIn(t, dir, env, bin, "build", "-o", "tree.dlimg", "--include", tree, "--exclude", filepath.Join(tree, "unbundled"))
+	img := filepath.Join(dir, "tree.dlimg")
+	if b, _ := bundledPaths(t, img); !b[tree] || !b[sub] || b[filepath.Join(tree, "unbundled")] {
+		t.Fatalf("the image should bundle %s and sub/ but not unbundled/: %v %v %v", tree, b[tree], b[sub], b[filepath.Join(tree, "unbundled")])
+	}
+	args := []string{probe, tree, sub, filepath.Join(tree, "unbundled")}
+	native := runIn(t, dir, env, args[0], args[1:]...)
+	under := runIn(t, dir, env, bin, append([]string{"exec", "--stage-dir", filepath.Join(tmpfsDir(t), "stage"), img, "--"}, args...)...)
+	for _, want := range []string{"readdir fifo type=1 ", "readdir dangling type=10 ", "readlinkat abs " + sub, "getdents64 f299.txt "} {
+		if !strings.Contains(native, want) {
+			t.Fatalf("the native run lacks %q: the probe is broken\n%.3000s", want, native)
+		}
+	}
+	diffLines(t, "listprobe.c", native, under)
 }

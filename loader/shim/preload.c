@@ -1687,6 +1687,23 @@ static uint64_t record_ino(struct dir_stream *s, uint32_t k, const char *name)
 	return ino;
 }
 
+/* other_type: the d_type of a name the image lists as "other" (a socket,
+ * fifo or device: DT_UNKNOWN in the table), from an lstat of the original,
+ * which the image does not hold (one call on the file system per such name;
+ * the stage has nothing there). */
+static unsigned char other_type(struct dir_stream *s, const char *name, size_t nn)
+{
+	char p[DLB_PATH_MAX];
+	size_t dn = s->e->path_len;
+	struct stat st;
+	if (dn + 1 + nn >= sizeof p) return DT_UNKNOWN;
+	memcpy(p, dlb_str(table, s->e->path), dn);
+	if (dn > 1) p[dn++] = '/';
+	memcpy(p + dn, name, nn + 1);
+	if (syscall(SYS_newfstatat, AT_FDCWD, p, &st, AT_SYMLINK_NOFOLLOW) != 0) return DT_UNKNOWN;
+	return (unsigned char)IFTODT(st.st_mode);
+}
+
 /* stream_next fills out with the next record of s (a kernel-style record:
  * d_reclen as getdents64 sets it); 0 at the end. */
 static int stream_next(struct dir_stream *s, struct dirent64 *out)
@@ -1699,7 +1716,7 @@ static int stream_next(struct dir_stream *s, struct dirent64 *out)
 		out->d_ino = record_ino(s, k, name);
 		out->d_off = (off64_t)k + 1;
 		out->d_reclen = (unsigned short)((offsetof(struct dirent64, d_name) + nn + 1 + 7) & ~(size_t)7);
-		out->d_type = s->rec[k].d_type;
+		out->d_type = s->rec[k].d_type ? s->rec[k].d_type : other_type(s, name, nn);
 		memcpy(out->d_name, name, nn);
 		out->d_name[nn] = 0;
 		return 1;
