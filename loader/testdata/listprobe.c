@@ -210,6 +210,30 @@ int main(int argc, char **argv)
 		probe(argv[i]);
 		fflush(stdout);
 	}
+	/* more streams open at once than the shim serves (128): every one
+	 * lists the same names in the same order (the last ones, from the
+	 * original directory, under the shim) */
+	if (argc > 1 && getenv("LISTPROBE_MANY")) {
+		enum { N = 130 };
+		DIR *ds[N];
+		unsigned long sums[N];
+		int same = 0, opened = 0;
+		for (int i = 0; i < N; i++) {
+			ds[i] = opendir(argv[1]);
+			opened += ds[i] != NULL;
+		}
+		for (int i = 0; i < N; i++) {
+			struct dirent *e;
+			unsigned long h = 5381;
+			while (ds[i] && (e = readdir(ds[i])))
+				for (const char *c = e->d_name; *c; c++) h = h * 33 + (unsigned char)*c;
+			sums[i] = h;
+			same += sums[i] == sums[0];
+		}
+		for (int i = 0; i < N; i++)
+			if (ds[i]) closedir(ds[i]);
+		printf("streams %d opened=%d same=%d\n", N, opened, same);
+	}
 	/* opendir of a regular file: the first regular name of the first dir */
 	if (argc > 1) {
 		DIR *d = opendir(argv[1]);
