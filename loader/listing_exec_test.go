@@ -250,8 +250,11 @@ func TestMirroredProbeDirKeepsLaterSearches(t *testing.T) {
 // original for its d_type), names with blanks and UTF-8, a directory the
 // image does not bundle, and 300 names (several getdents64 buffers, and "."
 // and ".." among them in ext4's hash order). The pilot is the probe itself,
-// so the image holds what it touched.
-func TestTreeListingsAsNative(t *testing.T) {
+// so the image holds what it touched. TestShimSanitized runs it with the
+// shim built with AddressSanitizer and UBSan.
+func TestTreeListingsAsNative(t *testing.T) { testTreeListings(t, nil) }
+
+func testTreeListings(t *testing.T, san *sanitizer) {
 	needTools(t, "gcc")
 	dir := t.TempDir()
 	tree := filepath.Join(dir, "tree")
@@ -292,8 +295,27 @@ func TestTreeListingsAsNative(t *testing.T) {
 		t.Fatalf("the image should bundle %s and sub/ but not unbundled/: %v %v %v", tree, b[tree], b[sub], b[filepath.Join(tree, "unbundled")])
 	}
 	args := []string{probe, tree, sub, filepath.Join(tree, "unbundled")}
-	native := runIn(t, dir, env, args[0], args[1:]...)
-	under := runIn(t, dir, env, bin, append([]string{"exec", "--stage-dir", filepath.Join(tmpfsDir(t), "stage"), img, "--"}, args...)...)
+	stageDir := filepath.Join(tmpfsDir(t), "stage")
+	var native, under string
+	if san == nil {
+		native = runIn(t, dir, env, args[0], args[1:]...)
+		under = runIn(t, dir, env, bin, append([]string{"exec", "--stage-dir", stageDir, img, "--"}, args...)...)
+	} else {
+		// Stage, then run the probe with the sanitized objects in the
+		// stage and the ASan runtime first (as runConformance does).
+		runIn(t, dir, env, bin, "stage", "--stage-dir", stageDir, img)
+		stages, err := filepath.Glob(filepath.Join(stageDir, "sha256-*"))
+		if err != nil || len(stages) != 1 {
+			t.Fatalf("stages %v, %v", stages, err)
+		}
+		san.install(t, stages[0])
+		native = runIn(t, dir, san.env(env), args[0], args[1:]...)
+		rep := filepath.Join(dir, "report")
+		under = runIn(t, dir, san.env(ShimEnv(stages[0], env, EnvOptions{Report: rep})), args[0], args[1:]...)
+		if rs := readReport(t, rep); len(rs) != 1 || rs[0].Answered < 100 {
+			t.Fatalf("the sanitized shim answered too little to have served the listings: %+v", rs)
+		}
+	}
 	for _, want := range []string{"readdir fifo type=1 ", "readdir dangling type=10 ", "readlinkat abs " + sub, "getdents64 f299.txt "} {
 		if !strings.Contains(native, want) {
 			t.Fatalf("the native run lacks %q: the probe is broken\n%.3000s", want, native)
