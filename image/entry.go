@@ -44,7 +44,9 @@ type Frame struct {
 
 // Entry is one path in the table of contents. The same struct is the input of
 // the writer (Frames and SHA256 are then filled in by the writer) and what the
-// reader returns.
+// reader returns: a Go view of an entry record (docs/SPEC.md 1.3), whose
+// strings, listing and frames share a few arrays of the decoded TOC (do not
+// modify them).
 type Entry struct {
 	Path    string     `json:"path"` // absolute, normalised original path
 	Type    Type       `json:"type"`
@@ -55,7 +57,7 @@ type Entry struct {
 	Kind    Kind       `json:"kind,omitempty"`
 	Order   int        `json:"order"`             // position in the load order (first use), 0-based
 	Target  string     `json:"target,omitempty"`  // symlinks: link text as read
-	Listing []DirEntry `json:"listing,omitempty"` // directories: complete, unique, in directory-read order
+	Listing []DirEntry `json:"listing,omitempty"` // directories: complete, in the order the directory read returned, names unique
 	Frames  []Frame    `json:"frames,omitempty"`  // regular files: where the content is
 	// FramesSHA256 is the hex SHA-256 of the object's compressed frames, as
 	// stored, concatenated: staging checks it (a third of the bytes to hash)

@@ -119,44 +119,74 @@ func writeImage(t testing.TB, es []Entry, opts WriteOptions) ([]byte, WriteStats
 
 func openBytes(b []byte) (*Image, error) { return Open(bytes.NewReader(b), int64(len(b))) }
 
-// splitImage returns the data, the TOC JSON and the footer of a valid image.
-func splitImage(t testing.TB, img []byte) (data []byte, js []byte) {
+// splitImage returns the data and the TOC of a valid image: its header and
+// decompressed body, concatenated (what withTOC takes).
+func splitImage(t testing.TB, img []byte) (data []byte, raw []byte) {
 	t.Helper()
 	ft, err := parseFooter(img[len(img)-footerSize:], int64(len(img)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	payload := img[ft.TOCOffset+skippableHeaderSize : ft.TOCOffset+ft.TOCLength]
 	dec, _ := zstd.NewReader(nil)
 	defer dec.Close()
-	js, err = dec.DecodeAll(img[ft.TOCOffset+skippableHeaderSize:ft.TOCOffset+ft.TOCLength], nil)
+	body, err := dec.DecodeAll(payload[tocHeaderSize:], nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return img[:ft.TOCOffset], js
+	return img[:ft.TOCOffset], append(append([]byte(nil), payload[:tocHeaderSize]...), body...)
+}
+
+// decodeRaw decodes a valid TOC (header and body) into its Go values.
+func decodeRaw(t testing.TB, raw []byte, dataEnd int64) *toc {
+	t.Helper()
+	h, err := parseTOCHeader(raw, dataEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := decodeTOC(&h, raw[tocHeaderSize:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m tocMeta
+	if len(d.meta) > 0 {
+		if err := json.Unmarshal(d.meta, &m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.toc.Pilots, d.toc.Build = m.Pilots, m.Build
+	return &d.toc
+}
+
+// encodeRaw encodes tc as withTOC takes it: header and body.
+func encodeRaw(t testing.TB, tc *toc) []byte {
+	t.Helper()
+	h, body, err := encodeTOC(tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(h.marshal(), body...)
 }
 
 // rewriteTOC returns img with its TOC changed by mutate and a correct footer
 // and digest: what a hostile writer could produce.
 func rewriteTOC(t testing.TB, img []byte, mutate func(*toc)) []byte {
 	t.Helper()
-	data, js := splitImage(t, img)
-	var tc toc
-	if err := json.Unmarshal(js, &tc); err != nil {
-		t.Fatal(err)
-	}
-	mutate(&tc)
-	js, err := json.Marshal(&tc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return withTOC(data, js)
+	data, raw := splitImage(t, img)
+	tc := decodeRaw(t, raw, int64(len(data)))
+	mutate(tc)
+	return withTOC(data, encodeRaw(t, tc))
 }
 
-// withTOC appends a TOC frame holding js (any bytes) and a matching footer.
-func withTOC(data, js []byte) []byte {
+// withTOC appends a TOC frame holding raw (any bytes: a TOC header, then
+// the body, which is compressed here) and a matching footer.
+func withTOC(data, raw []byte) []byte {
 	enc, _ := zstd.NewWriter(nil)
 	defer enc.Close()
-	payload := enc.EncodeAll(js, nil)
+	payload := raw
+	if len(raw) >= tocHeaderSize {
+		payload = enc.EncodeAll(raw[tocHeaderSize:], append([]byte(nil), raw[:tocHeaderSize]...))
+	}
 	out := append([]byte(nil), data...)
 	off := int64(len(out))
 	out = append(out, skippableHeader(tocFrameMagic, len(payload))...)

@@ -22,8 +22,9 @@ var updateHostile = flag.Bool("update-hostile", false, "rewrite testdata/hostile
 // -update-hostile with the real writer and kept in testdata/hostile:
 //
 //   - listing-amplifier: 40,000 one- to four-byte names listed in a directory
-//     whose path is 4,000 bytes long. The TOC says ~1 MB; the lookup table
-//     would be 170 MB (every listed name becomes a row holding the full path).
+//     whose path is 3,000 bytes long (an image holds paths up to 3,072). The
+//     TOC says ~1 MB; the lookup table would be 130 MB (every listed name
+//     becomes a row holding the full path).
 //   - zeros-64m: one file of 64 MiB of zeros, 10 KB of image.
 //   - files-20k: a directory of 20,000 empty files (an inode each; listed
 //     names cost no inode since the table holds the listings).
@@ -54,7 +55,7 @@ func hostileImages(t testing.TB) map[string][]byte {
 		}
 		return es
 	}
-	long := "/" + strings.Repeat(strings.Repeat("d", 199)+"/", 20)[:3999]
+	long := "/" + strings.Repeat(strings.Repeat("d", 199)+"/", 20)[:2999]
 	zeros := filepath.Join(t.TempDir(), "zeros")
 	if err := os.WriteFile(zeros, nil, 0o644); err != nil {
 		t.Fatal(err)

@@ -108,6 +108,13 @@ func (b *builder) warn(format string, args ...any) {
 
 func (b *builder) skip(reason string) { b.plan.Report.skip(reason) }
 
+// skipByRule counts p as left out by a prefix rule, and under the prefix
+// that --include would take to bundle it (the summary names it).
+func (b *builder) skipByRule(reason, p string) {
+	b.plan.Report.skip(reason)
+	b.plan.Report.skipUnder(reason, IncludePrefix(p))
+}
+
 // place decides what one traced path becomes in the plan.
 func (b *builder) place(x *use) {
 	existed := x.read || x.dirUse || x.looked
@@ -120,7 +127,7 @@ func (b *builder) place(x *use) {
 	verdict, reason := b.rules.Match(x.path)
 	switch {
 	case verdict == Skip:
-		b.skip(reason)
+		b.skipByRule(reason, x.path)
 		return
 	case x.written:
 		b.skip(ReasonWritten)
@@ -133,7 +140,7 @@ func (b *builder) place(x *use) {
 				b.addNodeLocal(w.final)
 			}
 		}
-		b.skip(reason)
+		b.skipByRule(reason, x.path)
 		return
 	}
 
@@ -163,7 +170,7 @@ func (b *builder) placeExisting(x *use, w walk) {
 		if v == Exclude {
 			b.addNodeLocal(n)
 		}
-		b.skip(reason)
+		b.skipByRule(reason, n.path)
 		return
 	}
 	switch {

@@ -307,8 +307,16 @@ static void debug_log(const char *what, const char *fn, const char *path, const 
 	if (debug_dir[0]) {
 		char p[600];
 		snprintf(p, sizeof p, "%s/%d.log", debug_dir, (int)syscall(SYS_getpid));
-		fd = (int)syscall(SYS_openat, AT_FDCWD, p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+		/* O_NONBLOCK, then a regular file of our own only: a FIFO there
+		 * must not hang the app, another user's file gets nothing (as
+		 * report.c). */
+		fd = (int)syscall(SYS_openat, AT_FDCWD, p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0644);
 		close_it = fd >= 0;
+		struct stat st;
+		if (fd >= 0 && (syscall(SYS_fstat, fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != (uid_t)syscall(SYS_geteuid))) {
+			syscall(SYS_close, fd);
+			fd = -1, close_it = 0;
+		}
 	}
 	if (fd >= 0) syscall(SYS_write, fd, line, (size_t)n);
 	if (close_it) syscall(SYS_close, fd);
@@ -1169,6 +1177,12 @@ int shim_from_outside(const char *name)
 	if (!strncmp(name, stage_root, sl) && name[sl] == '/') return 0; /* the shim's own objects */
 	return dlb_resolve(table, name, 1, canon, &r) != DLB_BUNDLED;
 }
+
+/* shim_unstage (report.h): the report's exe is what /proc/self/exe names,
+ * the staged copy when the executable ran from the stage; the report gives
+ * its original path, as readlink of it through the shim does. In place, no
+ * allocation (called from the report writer, possibly in a signal handler). */
+size_t shim_unstage(char *path, size_t len) { return strip_stage(path, len); }
 
 /* _exit, _Exit: processes that end this way (dash, os._exit, children after
  * fork) skip destructors; write their report first. */
