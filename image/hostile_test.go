@@ -23,6 +23,21 @@ func smallImage(t testing.TB) ([]byte, []Entry) {
 	return img, es
 }
 
+// withoutDots rewrites img's TOC in the layout version 2 had before the
+// dots table (docs/SPEC.md 4): what main wrote before the listings merge.
+func withoutDots(t testing.TB, img []byte) []byte {
+	data, raw := splitImage(t, img)
+	h, err := parseTOCHeader(raw, int64(len(data)))
+	if err != nil || h.ByType[1] == 0 {
+		t.Fatalf("want an image with directories: %v", err)
+	}
+	l := h.layout()
+	body := raw[tocHeaderSize:]
+	h.BodySize -= l.objects - l.dots
+	old := append(h.marshal(), body[:l.dots]...)
+	return withTOC(data, append(old, body[l.objects:]...))
+}
+
 func wantOpenError(t *testing.T, name string, img []byte, want string) {
 	t.Helper()
 	im, err := openBytes(img)
@@ -53,6 +68,7 @@ func TestOpenRejectsBrokenFiles(t *testing.T) {
 	wantOpenError(t, "toc digest", flip(len(img)-footerSize-10), "digest mismatch")
 	wantOpenError(t, "not a toc", withTOC(nil, bytes.Repeat([]byte("not a table of contents "), 10)), "no table-of-contents header")
 	wantOpenError(t, "version 1", setFooterVersion(img, 1), "image format version 1: rebuild with dlbundle build")
+	wantOpenError(t, "version 2 before the dots table", withoutDots(t, img), "development build of format version 2 (no positions of . and .. in its table of contents): rebuild")
 	wantOpenError(t, "a zip file", append([]byte("PK\x03\x04"), make([]byte, 100)...), "not a dlbundle image")
 }
 

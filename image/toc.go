@@ -157,6 +157,10 @@ func parseTOCHeader(b []byte, dataEnd int64) (tocHeader, error) {
 		return h, fmt.Errorf("table of contents declares %d bytes, more than the %d this reader accepts (docs/SPEC.md 3.2); refusing before reading it (corrupt or hostile image)", h.BodySize, maxTOCBody)
 	case h.MetaSize > maxMetaSize:
 		return h, fmt.Errorf("table of contents declares %d bytes of build information, more than %d (corrupt or hostile image)", h.MetaSize, maxMetaSize)
+	case h.ByType[1] > 0 && h.layout().end == h.BodySize+dotsRecSize*uint64(h.ByType[1]):
+		// Written by a development build of version 2, before the dots
+		// table (docs/SPEC.md 4): say so rather than "corrupt".
+		return h, fmt.Errorf("image written by a development build of format version 2 (no positions of . and .. in its table of contents): rebuild with dlbundle build")
 	case h.layout().end != h.BodySize:
 		return h, fmt.Errorf("table-of-contents header declares %d bytes, its counts make %d (corrupt image)", h.BodySize, h.layout().end)
 	case sum != uint64(h.Entries):
