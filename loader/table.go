@@ -336,8 +336,8 @@ func putListing(out []byte, r tableRow, rows []tableRow, rowOf map[string]int, p
 		rec[12] = uint8(n)
 		rec[13] = dt
 	}
-	// "..": the d_ino the build read, else the parent's row (older images),
-	// else 0: the shim shows the staged parent's then.
+	// "..": the d_ino the build read, else (0: not recorded) the parent's
+	// row, else 0: the shim shows the staged parent's then.
 	up := r.e.DotDotIno
 	if up == 0 {
 		if k, ok := rowOf[path.Dir(r.path)]; ok {
