@@ -53,6 +53,13 @@ func manyEntriesImage(t testing.TB, n int, typ Type) string {
 		rec[6] = typeCodes[typ]
 		bw.Write(rec)
 	}
+	if typ == TypeDir { // a dots record each: "." and ".." first
+		dots := make([]byte, dotsRecSize)
+		binary.LittleEndian.PutUint32(dots[4:], 1)
+		for i := 0; i < n; i++ {
+			bw.Write(dots)
+		}
+	}
 	for i := 0; i < n; i++ {
 		fmt.Fprintf(bw, "/m%07d", i)
 	}

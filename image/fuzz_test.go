@@ -34,8 +34,10 @@ func fuzzImage(t testing.TB) []byte {
 	}
 	es := []Entry{
 		{Path: "/", Type: TypeDir, Mode: 0o40755, Listing: []DirEntry{{Name: "fz", Type: TypeDir}}},
-		{Path: "/fz", Type: TypeDir, Mode: 0o40755, Listing: []DirEntry{{Name: "lib", Type: TypeDir}, {Name: "link", Type: TypeSymlink}}},
-		{Path: "/fz/lib", Type: TypeDir, Mode: 0o40755},
+		// "." and ".." where ext4 may return them, and the d_ino of ".."
+		{Path: "/fz", Type: TypeDir, Mode: 0o40755, Listing: []DirEntry{{Name: "lib", Type: TypeDir, Ino: 12}, {Name: "link", Type: TypeSymlink, Ino: 13}},
+			Dots: []int{2, 0}, DotDotIno: 2},
+		{Path: "/fz/lib", Type: TypeDir, Mode: 0o40755, Dots: []int{1, 0}, DotDotIno: 1 << 33},
 		reg("a.py"), reg("b.so"), reg("c.py"), reg("empty"), reg("big.so"),
 		{Path: "/fz/link", Type: TypeSymlink, Target: "lib/a.py"},
 		{Path: "/fz/abs", Type: TypeSymlink, Target: "/etc/passwd"},
@@ -96,6 +98,7 @@ func FuzzExtract(f *testing.F) {
 	f.Add(mutated(func(tc *toc) { entry(tc, "/fz/lib/c.py").Path = "/fz/lib/a.py" }))                                 // duplicate path
 	f.Add(mutated(func(tc *toc) { entry(tc, "/fz/lib/b.so").Frames[0].Offset = 9223372036854775800 }))                // issue 10: Offset+CSize overflow
 	f.Add(mutated(func(tc *toc) { tc.Entries[1].Listing = append(tc.Entries[1].Listing, tc.Entries[1].Listing[0]) })) // a name listed twice
+	f.Add(mutated(func(tc *toc) { entry(tc, "/fz").Dots = []int{0, 4} }))                                             // ".." past the read's end
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		im, err := openBytes(withTOC(data, raw))
 		if err != nil {

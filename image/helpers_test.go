@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sys/unix"
 )
 
 // entryFor stats p (without following a final symlink) and returns its entry,
@@ -30,22 +31,7 @@ func entryFor(t testing.TB, p string) Entry {
 		e.Type, e.Size, e.Kind = TypeRegular, fi.Size(), KindData
 	case fi.IsDir():
 		e.Type = TypeDir
-		des, err := os.ReadDir(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range des {
-			ty := Type("other")
-			switch {
-			case d.Type().IsRegular():
-				ty = TypeRegular
-			case d.IsDir():
-				ty = TypeDir
-			case d.Type()&fs.ModeSymlink != 0:
-				ty = TypeSymlink
-			}
-			e.Listing = append(e.Listing, DirEntry{Name: d.Name(), Type: ty})
-		}
+		e.Listing, e.Dots, e.DotDotIno = readDirNative(t, p)
 	case fi.Mode()&fs.ModeSymlink != 0:
 		e.Type = TypeSymlink
 		e.Target, err = os.Readlink(p)
@@ -56,6 +42,60 @@ func entryFor(t testing.TB, p string) Entry {
 		t.Fatalf("%s: unexpected file type", p)
 	}
 	return e
+}
+
+// readDirNative reads a directory as build does (squash.ReadListing, which
+// this package cannot import): names, types and d_ino in the order getdents
+// returns them, where "." and ".." came (nil when first) and the d_ino of "..".
+func readDirNative(t testing.TB, dir string) (listing []DirEntry, dots []int, dotdotIno uint64) {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	dot, dotdot, seen := 0, 1, 0
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err != nil {
+			t.Fatalf("getdents %s: %v", dir, err)
+		}
+		if n == 0 {
+			break
+		}
+		for off := 0; off < n; {
+			ino := binary.NativeEndian.Uint64(buf[off:])
+			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
+			dt, name := buf[off+18], buf[off+19:off+reclen]
+			name = name[:bytes.IndexByte(name, 0)]
+			off += reclen
+			switch string(name) {
+			case ".":
+				dot, seen = len(listing)+seen, seen+1
+				continue
+			case "..":
+				dotdot, dotdotIno, seen = len(listing)+seen, ino, seen+1
+				continue
+			}
+			ty := Type("other")
+			switch dt {
+			case unix.DT_REG:
+				ty = TypeRegular
+			case unix.DT_DIR:
+				ty = TypeDir
+			case unix.DT_LNK:
+				ty = TypeSymlink
+			case unix.DT_UNKNOWN:
+				t.Fatalf("%s: getdents gives no d_type for %s", dir, name)
+			}
+			listing = append(listing, DirEntry{Name: string(name), Type: ty, Ino: ino})
+		}
+	}
+	if dot != 0 || dotdot != 1 {
+		dots = []int{dot, dotdot}
+	}
+	return listing, dots, dotdotIno
 }
 
 // treeEntries returns entries for root and everything below it (directories

@@ -23,6 +23,21 @@ func smallImage(t testing.TB) ([]byte, []Entry) {
 	return img, es
 }
 
+// withoutDots rewrites img's TOC in the layout version 2 had before the
+// dots table (docs/SPEC.md 4): what main wrote before the listings merge.
+func withoutDots(t testing.TB, img []byte) []byte {
+	data, raw := splitImage(t, img)
+	h, err := parseTOCHeader(raw, int64(len(data)))
+	if err != nil || h.ByType[1] == 0 {
+		t.Fatalf("want an image with directories: %v", err)
+	}
+	l := h.layout()
+	body := raw[tocHeaderSize:]
+	h.BodySize -= l.objects - l.dots
+	old := append(h.marshal(), body[:l.dots]...)
+	return withTOC(data, append(old, body[l.objects:]...))
+}
+
 func wantOpenError(t *testing.T, name string, img []byte, want string) {
 	t.Helper()
 	im, err := openBytes(img)
@@ -53,6 +68,7 @@ func TestOpenRejectsBrokenFiles(t *testing.T) {
 	wantOpenError(t, "toc digest", flip(len(img)-footerSize-10), "digest mismatch")
 	wantOpenError(t, "not a toc", withTOC(nil, bytes.Repeat([]byte("not a table of contents "), 10)), "no table-of-contents header")
 	wantOpenError(t, "version 1", setFooterVersion(img, 1), "image format version 1: rebuild with dlbundle build")
+	wantOpenError(t, "version 2 before the dots table", withoutDots(t, img), "development build of format version 2 (no positions of . and .. in its table of contents): rebuild")
 	wantOpenError(t, "a zip file", append([]byte("PK\x03\x04"), make([]byte, 100)...), "not a dlbundle image")
 }
 
@@ -103,7 +119,10 @@ func TestOpenRejectsHostileTOC(t *testing.T) {
 			a, b := reg(tc), small(tc)
 			b.Frames, b.Size = append([]Frame(nil), a.Frames...), a.Size
 		}},
-		{"unknown type", "unknown type", func(tc *toc) { tc.Entries[0].Type = "fifo" }},
+		{"unknown type", "unknown type", func(tc *toc) {
+			e := &tc.Entries[0] // a directory: the dots record goes (only a directory has one)
+			e.Type, e.Dots, e.DotDotIno = "fifo", nil, 0
+		}},
 		{"below a symlink", "lies below", func(tc *toc) {
 			tc.Entries = append(tc.Entries, Entry{Path: "/usr/lib/x86_64-linux-gnu/libz.so.1/x", Type: TypeMissing, Order: len(tc.Entries)})
 		}},
@@ -116,6 +135,9 @@ func TestOpenRejectsHostileTOC(t *testing.T) {
 		}},
 		{"listing with slash", "invalid name", func(tc *toc) { tc.Entries[0].Listing[0].Name = "../x" }},
 		{"listing names a file twice", "twice", func(tc *toc) { tc.Entries[0].Listing[1].Name = tc.Entries[0].Listing[0].Name }},
+		{". and .. at one position", "not two positions", func(tc *toc) { tc.Entries[0].Dots = []int{1, 1} }},
+		{".. beyond the listing", "not two positions", func(tc *toc) { tc.Entries[0].Dots = []int{0, len(tc.Entries[0].Listing) + 2} }},
+		{". at 2^32-1", "not two positions", func(tc *toc) { tc.Entries[0].Dots = []int{-1, 0} }},
 		{"frame over 4 MiB", "out of range", func(tc *toc) { reg(tc).Frames[0].USize = 8 << 20 }},
 		{"mode type mismatch", "does not match", func(tc *toc) { reg(tc).Mode = 0o040755 }},
 		{"missing with frames", "objects", func(tc *toc) {
@@ -126,7 +148,7 @@ func TestOpenRejectsHostileTOC(t *testing.T) {
 		{"root not a dir", "/ must be a directory", func(tc *toc) {
 			tc.Entries[0].Path = "/"
 			tc.Entries[0].Type = TypeMissing
-			tc.Entries[0].Listing = nil
+			tc.Entries[0].Listing, tc.Entries[0].Dots, tc.Entries[0].DotDotIno = nil, nil, 0
 		}},
 	}
 	for _, c := range cases {

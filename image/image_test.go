@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -76,7 +77,8 @@ func TestRoundTripRealFiles(t *testing.T) {
 	for i := range in {
 		a, b := &in[i], &got[i]
 		if a.Path != b.Path || a.Type != b.Type || a.Size != b.Size || a.MtimeNS != b.MtimeNS || a.Mode != b.Mode ||
-			a.Target != b.Target || len(a.Listing) != len(b.Listing) || b.Order != i || a.Ino != b.Ino {
+			a.Target != b.Target || !slices.Equal(a.Listing, b.Listing) || !slices.Equal(a.Dots, b.Dots) ||
+			a.DotDotIno != b.DotDotIno || b.Order != i || a.Ino != b.Ino {
 			t.Fatalf("entry %d: wrote %+v, read %+v", i, a, b)
 		}
 		if b.Type != TypeRegular {
@@ -361,6 +363,41 @@ func TestExtractRefusesNonEmptyDir(t *testing.T) {
 	}
 }
 
+// A listing is kept in the order the build read it (the order the app sees
+// natively: docs/SPEC.md), with where the read returned "." and ".." and the
+// d_ino of ".."; a directory whose dots came first reads back without
+// positions (nil: [0, 1]).
+func TestListingOrderKept(t *testing.T) {
+	listing := []DirEntry{{Name: "zeta", Type: TypeRegular, Ino: 7}, {Name: "alpha", Type: TypeDir, Ino: 5}, {Name: "mid", Type: TypeSymlink, Ino: 9}}
+	other := []DirEntry{{Name: "b", Type: TypeRegular, Ino: 3}, {Name: "a", Type: TypeRegular, Ino: 4}}
+	img, _ := writeImage(t, []Entry{
+		{Path: "/", Type: TypeDir},
+		{Path: "/d", Type: TypeDir, Listing: listing, DotDotIno: 2, Dots: []int{4, 1}, Order: 1},
+		{Path: "/e", Type: TypeDir, Listing: other, DotDotIno: 1 << 40, Dots: []int{0, 1}, Order: 2},
+		{Path: "/f", Type: TypeDir, Order: 3},
+	}, WriteOptions{})
+	im, err := openBytes(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct {
+		path      string
+		listing   []DirEntry
+		dots      []int
+		dotdotIno uint64
+	}{
+		{"/d", listing, []int{4, 1}, 2},
+		{"/e", other, nil, 1 << 40},
+		{"/f", nil, nil, 0},
+	} {
+		e, ok := im.Lookup(want.path)
+		if !ok || !slices.Equal(e.Listing, want.listing) || !slices.Equal(e.Dots, want.dots) || e.DotDotIno != want.dotdotIno {
+			t.Fatalf("%s read back: listing %+v, dots %v, dotdot_ino %d; want %+v in that order, dots %v, dotdot_ino %d",
+				want.path, e.Listing, e.Dots, e.DotDotIno, want.listing, want.dots, want.dotdotIno)
+		}
+	}
+}
+
 // Write refuses a load plan its own reader would reject, naming the problem.
 func TestWriteRejectsInvalidPlan(t *testing.T) {
 	cases := []struct {
@@ -375,6 +412,10 @@ func TestWriteRejectsInvalidPlan(t *testing.T) {
 		{"duplicate path", "twice", []Entry{{Path: "/x", Type: TypeMissing}, {Path: "/x", Type: TypeMissing}}},
 		{"relative path", "not absolute", []Entry{{Path: "x", Type: TypeMissing}}},
 		{"unclean path", "not clean", []Entry{{Path: "/a/../b", Type: TypeMissing}}},
+		{". and .. beyond the listing", "not two positions", []Entry{
+			{Path: "/d", Type: TypeDir, Listing: []DirEntry{{Name: "a", Type: TypeRegular}}, Dots: []int{0, 3}}}},
+		{"three positions of . and ..", "not two positions", []Entry{{Path: "/d", Type: TypeDir, Dots: []int{0, 1, 2}}}},
+		{"a file with a .. inode", "only a directory", []Entry{{Path: "/x", Type: TypeMissing, DotDotIno: 5}}},
 	}
 	for _, c := range cases {
 		_, err := Write(io.Discard, c.es, WriteOptions{})

@@ -12,16 +12,18 @@ import (
 // The version-2 table of contents (docs/SPEC.md 1.2 to 1.5): a 128-byte
 // header, stored uncompressed, that declares every count and size, then one
 // zstd frame of the body: fixed-size little-endian records (entries, listing
-// names, objects, frames) and two byte areas (strings, meta). The header is
-// read and checked against the limits before anything is allocated in
-// proportion to the image; the body is then decoded in one pass, without
-// reflection, into the Go views the rest of the package uses (Entry).
+// names, dots, objects, frames) and two byte areas (strings, meta). The
+// header is read and checked against the limits before anything is
+// allocated in proportion to the image; the body is then decoded in one
+// pass, without reflection, into the Go views the rest of the package uses
+// (Entry).
 
 const (
 	tocMagic      = "DLBNDTOC"
 	tocHeaderSize = 128
 	entryRecSize  = 96
 	nameRecSize   = 16
+	dotsRecSize   = 16
 	objectRecSize = 80
 	frameRecSize  = 16
 
@@ -83,12 +85,13 @@ type tocHeader struct {
 }
 
 // layout is where each section of the body starts, from the header's counts.
-type layout struct{ names, objects, frames, strings, meta, end uint64 }
+type layout struct{ names, dots, objects, frames, strings, meta, end uint64 }
 
 func (h *tocHeader) layout() layout {
 	var l layout
 	l.names = entryRecSize * uint64(h.Entries)
-	l.objects = l.names + nameRecSize*uint64(h.Names)
+	l.dots = l.names + nameRecSize*uint64(h.Names)
+	l.objects = l.dots + dotsRecSize*uint64(h.ByType[1]) // one per dir entry
 	l.frames = l.objects + objectRecSize*uint64(h.Objects)
 	l.strings = l.frames + frameRecSize*uint64(h.Frames)
 	l.meta = l.strings + uint64(h.StringsSize)
@@ -154,6 +157,10 @@ func parseTOCHeader(b []byte, dataEnd int64) (tocHeader, error) {
 		return h, fmt.Errorf("table of contents declares %d bytes, more than the %d this reader accepts (docs/SPEC.md 3.2); refusing before reading it (corrupt or hostile image)", h.BodySize, maxTOCBody)
 	case h.MetaSize > maxMetaSize:
 		return h, fmt.Errorf("table of contents declares %d bytes of build information, more than %d (corrupt or hostile image)", h.MetaSize, maxMetaSize)
+	case h.ByType[1] > 0 && h.layout().end == h.BodySize+dotsRecSize*uint64(h.ByType[1]):
+		// Written by a development build of version 2, before the dots
+		// table (docs/SPEC.md 4): say so rather than "corrupt".
+		return h, fmt.Errorf("image written by a development build of format version 2 (no positions of . and .. in its table of contents): rebuild with dlbundle build")
 	case h.layout().end != h.BodySize:
 		return h, fmt.Errorf("table-of-contents header declares %d bytes, its counts make %d (corrupt image)", h.BodySize, h.layout().end)
 	case sum != uint64(h.Entries):
@@ -202,6 +209,9 @@ func encodeTOC(t *toc) (tocHeader, []byte, error) {
 	var nNames, nStrings uint64
 	for i := range t.Entries {
 		e := &t.Entries[i]
+		if e.Type != TypeDir && (len(e.Dots) > 0 || e.DotDotIno != 0) {
+			return h, nil, fmt.Errorf("entry %d: a %s entry with positions of . and .. or a d_ino of ..; only a directory has them", i, e.Type)
+		}
 		if code, ok := typeCodes[e.Type]; ok && code <= 5 {
 			h.ByType[code-1]++
 		} else {
@@ -320,6 +330,33 @@ func encodeTOC(t *toc) (tocHeader, []byte, error) {
 			le.PutUint64(r[8:], d.Ino)
 			name++
 		}
+	}
+	// One dots record per dir entry. Positions that do not fit are written
+	// as 0xFFFFFFFF, which a reader refuses, never truncated into range.
+	pos := func(p int) uint32 {
+		if p < 0 || uint64(p) > math.MaxUint32 {
+			return math.MaxUint32
+		}
+		return uint32(p)
+	}
+	dir := 0
+	for i := range t.Entries {
+		e := &t.Entries[i]
+		if e.Type != TypeDir {
+			continue
+		}
+		dot, dotdot := uint32(0), uint32(1)
+		if len(e.Dots) > 0 {
+			dot, dotdot = math.MaxUint32, math.MaxUint32 // not two positions: refused
+			if len(e.Dots) == 2 {
+				dot, dotdot = pos(e.Dots[0]), pos(e.Dots[1])
+			}
+		}
+		r := body[l.dots+dotsRecSize*uint64(dir):]
+		le.PutUint32(r[0:], dot)
+		le.PutUint32(r[4:], dotdot)
+		le.PutUint64(r[8:], e.DotDotIno)
+		dir++
 	}
 	for o, ob := range objects {
 		r := body[l.objects+objectRecSize*uint64(o):]
@@ -475,10 +512,48 @@ func decodeTOC(h *tocHeader, body []byte) (*decodedTOC, error) {
 	if cursor != uint64(len(strs)) {
 		return nil, fmt.Errorf("string area holds %d bytes, the strings %d (corrupt image)", len(strs), cursor)
 	}
+	if err := d.decodeDots(h, body, l); err != nil {
+		return nil, err
+	}
 	if err := d.decodeObjects(h, body, l); err != nil {
 		return nil, err
 	}
 	return d, nil
+}
+
+// decodeDots reads the dots records, one per directory in load order, and
+// checks that "." and ".." are two positions of the directory's read (its
+// listing's names and both dots). The Go view keeps positions only where
+// they are not the default 0 and 1, in one array for all directories.
+func (d *decodedTOC) decodeDots(h *tocHeader, body []byte, l layout) error {
+	le := binary.LittleEndian
+	moved := 0 // directories whose dots are not first
+	for k := uint64(0); k < uint64(h.ByType[1]); k++ {
+		r := body[l.dots+dotsRecSize*k:]
+		if le.Uint32(r[0:]) != 0 || le.Uint32(r[4:]) != 1 {
+			moved++
+		}
+	}
+	positions := make([]int, 0, 2*moved)
+	k := uint64(0)
+	for i := range d.Entries {
+		e := &d.Entries[i]
+		if e.Type != TypeDir {
+			continue
+		}
+		r := body[l.dots+dotsRecSize*k:]
+		k++
+		dot, dotdot, n := uint64(le.Uint32(r[0:])), uint64(le.Uint32(r[4:])), uint64(len(e.Listing))+2
+		if dot == dotdot || dot >= n || dotdot >= n {
+			return fmt.Errorf("entry %d (%s): . at %d and .. at %d are not two positions of a read of %d names and . and .. (corrupt image)", i, quote(e.Path), dot, dotdot, len(e.Listing))
+		}
+		e.DotDotIno = le.Uint64(r[8:])
+		if dot != 0 || dotdot != 1 {
+			positions = append(positions, int(dot), int(dotdot))
+			e.Dots = positions[len(positions)-2 : len(positions) : len(positions)]
+		}
+	}
+	return nil
 }
 
 // decodeObjects reads the object and frame records, gives every regular

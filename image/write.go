@@ -189,6 +189,9 @@ func prepareEntries(es []Entry, warn func(string)) error {
 		if e.Path == "/" && e.Type != TypeDir {
 			return fmt.Errorf("/ must be a directory entry, not %s", e.Type)
 		}
+		if e.Type != TypeDir && (len(e.Listing) > 0 || len(e.Dots) > 0 || e.DotDotIno != 0) {
+			return fmt.Errorf("%s: a %s entry has a listing or positions of . and ..; only a directory has them", quote(e.Path), e.Type)
+		}
 	}
 	return nil
 }

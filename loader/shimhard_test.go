@@ -453,4 +453,5 @@ func TestShimSanitized(t *testing.T) {
 	t.Run("groups", func(t *testing.T) { testAccessManyGroups(t, san) })
 	t.Run("names", func(t *testing.T) { testNameTooLong(t, san) })
 	t.Run("environ", func(t *testing.T) { testAuditHugeEnvironmentEntry(t, san) })
+	t.Run("listings", func(t *testing.T) { testTreeListings(t, san) })
 }
