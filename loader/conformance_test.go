@@ -111,7 +111,7 @@ func buildProbeTree(t *testing.T, root string) string {
 // now: with relatime (the default mount option), a read moves atime only
 // when it is not newer than mtime and ctime, so the native run's own reads
 // leave the atimes the image recorded, and both runs can print them.
-func futureAtimes(t *testing.T, dir string) {
+func futureAtimes(t testing.TB, dir string) {
 	t.Helper()
 	at := time.Now().Add(time.Hour).UnixNano()
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
