@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -141,6 +142,9 @@ func walkerDecode(data []byte, root string) (block string, nobody bool) {
 		for k := 0; k < n; k++ {
 			c := next()
 			part := walkerParts[c%len(walkerParts)]
+			if c%4 != 0 {
+				part = walkerChild(root, p, c/4, part)
+			}
 			sep := "/"
 			if c/len(walkerParts) == 1 {
 				sep = "//"
@@ -180,6 +184,28 @@ func walkerDecode(data []byte, root string) (block string, nobody bool) {
 		}
 	}
 	return b.String(), nobody
+}
+
+var procIno = regexp.MustCompile(`ino=[0-9]+`)
+
+// walkerChild picks a name that exists in the directory p leads to, when it
+// leads to one inside the tree (the tree as root sees it, followed through
+// its symlinks), so that random paths go deep; else part.
+func walkerChild(root, p string, c int, part string) string {
+	if p == "" {
+		p = root
+	} else if p[0] != '/' {
+		p = root + "/" + p
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil || (real != root && !strings.HasPrefix(real, root+"/")) {
+		return part
+	}
+	des, err := os.ReadDir(real)
+	if err != nil || len(des) == 0 {
+		return part
+	}
+	return des[c%len(des)].Name()
 }
 
 // walkerProc is one walker process: its block protocol on stdin/stdout.
@@ -225,6 +251,10 @@ func (w *walkerProc) run(block string) (string, error) {
 		if l == "done\n" {
 			return b.String(), nil
 		}
+		if strings.Contains(l, "/proc/") {
+			// procfs numbers each process's inodes anew
+			l = procIno.ReplaceAllString(l, "ino=(proc)")
+		}
 		b.WriteString(l)
 	}
 }
@@ -245,7 +275,7 @@ type walkerFixture struct {
 	gen                int
 	snap               string
 	native, shim       [2]*walkerProc // [0] root, [1] nobody
-	blocks             int
+	blocks, lines      int
 }
 
 var walkerCreds = [2]*syscall.Credential{nil, {Uid: 65534, Gid: 65534}}
@@ -320,9 +350,18 @@ func (f *walkerFixture) restage(t testing.TB) {
 		return nil
 	})
 	f.stage = stageEntries(t, dir, entries)
-	if err := os.Chmod(f.stage, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	// nobody's processes read the stage too (a stage is its user's own,
+	// 0700 where it made directories of its own): every directory in it
+	// gets r-x for others; the shim decides what the originals allow.
+	filepath.Walk(f.stage, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.IsDir() {
+			err = os.Chmod(p, fi.Mode().Perm()|0o055)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nil
+	})
 	base := []string{"PATH=/usr/bin:/bin", "HOME=/", "LANG=C.UTF-8"}
 	shimEnv := ShimEnv(f.stage, base, EnvOptions{})
 	for i, cred := range walkerCreds {
@@ -337,6 +376,10 @@ func (f *walkerFixture) close() {
 			f.native[i].stop()
 			f.shim[i].stop()
 		}
+	}
+	if os.Getenv("WALKER_KEEP") != "" {
+		fmt.Fprintf(os.Stderr, "walker: kept %s (stage %s)\n", f.scratch, f.stage)
+		return
 	}
 	os.RemoveAll(f.scratch)
 }
@@ -360,6 +403,10 @@ func (f *walkerFixture) check(t testing.TB, block string, nobody bool) {
 		t.Fatalf("shim: %v\nblock:\n%s", err, block)
 	}
 	f.blocks++
+	f.lines += strings.Count(native, "\n")
+	if os.Getenv("WALKER_SHOW") != "" {
+		fmt.Fprint(os.Stderr, native)
+	}
 	if native != shim {
 		who := "root"
 		if nobody {
@@ -446,6 +493,7 @@ func TestWalkerRandom(t *testing.T) {
 		block, nobody := walkerDecode(data, f.root)
 		f.check(t, block, nobody)
 	}
+	t.Logf("%d blocks, %d lines of output compared", f.blocks, f.lines)
 }
 
 func FuzzWalker(f *testing.F) {

@@ -20,6 +20,7 @@ enum {
 	DLB_FLAG_BLOCKS = 2,   /* blocks holds the source's st_blocks */
 	DLB_FLAG_ELF = 4,      /* the image's kind: an ELF object */
 	DLB_FLAG_ELF_NODE = 8, /* checked at staging: ELF of this node's class, byte order, machine */
+	DLB_FLAG_SEARCHABLE = 16, /* every bundled directory above it has o+x: anyone reaches it */
 };
 
 struct dlb_header {
@@ -150,13 +151,25 @@ static inline const struct dlb_entry *dlb_lookup(const void *base, const char *p
 #ifndef DLB_REALDIR
 #define DLB_REALDIR(p, n) 0
 #endif
+/* DLB_SEARCH(e): may this process search the bundled directory e (the
+ * kernel's may_lookup, before every component looked up in it, "." and
+ * ".." included)? 1 yes, 0 no (EACCES), -1 cannot tell (the kernel
+ * decides). preload.c checks e's mode against the process's ids; audit.c
+ * does not (ld.so's candidates lie in directories the app could search).
+ * Directories the table does not hold as bundled are taken as searchable.
+ * DLB_SEARCH_ALL(e): e is reached without checking its directories
+ * (DLB_FLAG_SEARCHABLE, or no check at all). */
+#ifndef DLB_SEARCH
+#define DLB_SEARCH(e) 1
+#define DLB_SEARCH_ALL(e) 1
+#endif
 
 /* Outcomes of resolving a path against the table. */
 enum { DLB_UNKNOWN = 0, DLB_BUNDLED = 1, DLB_KNOWN_ERR = 2 };
 
 struct dlb_res {
 	const struct dlb_entry *ent; /* BUNDLED: the final entry (reg, dir, or symlink when not followed) */
-	int err;                     /* KNOWN_ERR: ENOENT, ENOTDIR, ELOOP or ENAMETOOLONG (positive errno) */
+	int err;                     /* KNOWN_ERR: ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG or EACCES (positive errno) */
 	size_t len;                  /* BUNDLED: length of out, the canonical original path;
 	                                KNOWN_ERR ENOENT: of out up to the absent name */
 	int rewritten;               /* UNKNOWN: out holds an equivalent path with the table's symlinks substituted */
@@ -183,6 +196,7 @@ static inline int dlb_unknown(struct dlb_res *r, char *out, size_t on, const cha
 #define DLB_ENOTDIR 20
 #define DLB_ELOOP 40
 #define DLB_ENAMETOOLONG 36
+#define DLB_EACCES 13
 #define DLB_NAME_MAX 255
 
 /* dlb_resolve resolves the absolute path in against the table the way the
@@ -217,6 +231,7 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 	 * key is a directory the kernel would walk through). Not when the
 	 * process wrote somewhere: an ancestor may be dirty. */
 	const struct dlb_entry *exact = DLB_DIRTY_ANY() ? NULL : dlb_lookup(base, in, rn);
+	if (exact && !DLB_SEARCH_ALL(exact)) exact = NULL; /* walk: a directory on the way may refuse us */
 	if (exact && (exact->type == DLB_REG || exact->type == DLB_DIR)) {
 		dlb_memcpy(out, in, rn + 1);
 		r->ent = exact;
@@ -238,6 +253,13 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 		size_t after = q;
 		while (after < rn && rest[after] == '/') after++;
 		int is_last = after >= rn, trailing_slash = is_last && q < rn;
+		/* Every component, "." and ".." too, is looked up in cur: the
+		 * kernel checks search permission on it first (may_lookup). */
+		if (cur && cur->type == DLB_DIR && !(cur->mode & 1)) {
+			int s = DLB_SEARCH(cur);
+			if (s == 0) { r->err = DLB_EACCES; return DLB_KNOWN_ERR; }
+			if (s < 0) return DLB_UNKNOWN;
+		}
 		if (cn == 1 && rest[p] == '.') {
 			if (cur && cur->type != DLB_DIR) return dlb_unknown(r, out, on, rest + p, rn - p, 1, links);
 			p = q;
