@@ -61,7 +61,7 @@ func walkerTree(t testing.TB, root string) {
 		"in/rel": "a/f", "in/dir": "a", "in/abs": root + "/in/a/sub", "in/up": "..", "in/out": "../out/file",
 		"in/outdir": "../out", "in/deep": "../out/deep/b", "in/loop1": "loop2", "in/loop2": "loop1", "in/self": "self",
 		"in/dangling": "nowhere", "in/dangabs": root + "/nowhere/x", "in/chain": "dir/sub", "in/slash": "a/",
-		"in/dots": "a/../a/sub/..", "in/root": "/", "in/tmp": "/tmp", "in/lockedlnk": "locked/x",
+		"in/dots": "a/../a/sub/..", "in/root": "/", "in/tmp": "/usr/share/doc", "in/lockedlnk": "locked/x",
 		"in/a/sub/back": "../../rel", "in/filedir": "a/f/x", "in/dotdotf": "a/f/..",
 		"out/in": "../in/a", "out/inabs": root + "/in/dir", "out/loop": "loop", "out/dangling": "gone",
 		"out/deep/b/lnk": "../../../in/a/f", "out/deep/b/up": "../..", "out/deep/b/c/abs": root + "/out/deep/b/top.txt",
@@ -80,8 +80,9 @@ var walkerParts = []string{"in", "out", "a", "f", "sub", "h", "secret", "locked"
 	"filedir", "dotdotf", "inabs", "loop", "lnk", ".", "..", "", "nope", strings.Repeat("n", 256), "tree"}
 
 // walkerAbs are absolute starting points outside the tree (the issue's
-// probes: system files the image does not hold).
-var walkerAbs = []string{"/usr/lib/python3.11/json/__init__.py", "/usr/share/doc/bash/copyright", "/tmp", "/",
+// probes: system files the image does not hold). Not /tmp: other programs
+// change it meanwhile (its nlink and times differ between two runs).
+var walkerAbs = []string{"/usr/lib/python3.11/json/__init__.py", "/usr/share/doc/bash/copyright", "/usr/share/doc", "/",
 	"/proc/self/cwd", "/proc/self/exe", "/dev/null", "/etc/ssl/certs/..", "/usr/bin/../lib", "/nonexistent/x"}
 
 var walkerCmds = []string{"rp", "rpn", "canon", "rpchk", "stat", "lstat", "statx", "readlink", "open", "fopen",
@@ -186,7 +187,7 @@ func walkerDecode(data []byte, root string) (block string, nobody bool) {
 	return b.String(), nobody
 }
 
-var procIno = regexp.MustCompile(`ino=[0-9]+`)
+var procIno, procPid = regexp.MustCompile(`ino=[0-9]+`), regexp.MustCompile(`/proc/[0-9]+`)
 
 // walkerChild picks a name that exists in the directory p leads to, when it
 // leads to one inside the tree (the tree as root sees it, followed through
@@ -252,8 +253,9 @@ func (w *walkerProc) run(block string) (string, error) {
 			return b.String(), nil
 		}
 		if strings.Contains(l, "/proc/") {
-			// procfs numbers each process's inodes anew
+			// procfs numbers each process's inodes anew; /proc/self is the pid
 			l = procIno.ReplaceAllString(l, "ino=(proc)")
+			l = procPid.ReplaceAllString(l, "/proc/PID")
 		}
 		b.WriteString(l)
 	}
@@ -458,7 +460,7 @@ var walkerProbes = []string{
 		"rp\tROOT/out/locked/z\nrp\tROOT/out/locked/../file\nopendir\tROOT/in/locked\nopendir\tROOT/in/locked/inner\n",
 	"nobody\nmkdir\tROOT/in/a/__pycache__\nstat\tROOT/in/a/f\nmkdir\tROOT/in/w/new\nstat\tROOT/in/w/g\nmkdir\tROOT/in/ro/x\n",
 	// writes that fail change nothing; writes that succeed are seen
-	"nobody\nmkdir\t/tmp\nmkdir\tROOT/in\nmkdir\tROOT/in/a\nstat\tROOT/in/a/f\nmkdir\tROOT/in/a/f/x\nmkdir\tROOT/in/nope/x\nrp\tROOT/in/a/sub\n",
+	"nobody\nmkdir\t/usr\nmkdir\tROOT/out\nmkdir\tROOT/in\nmkdir\tROOT/in/a\nstat\tROOT/in/a/f\nmkdir\tROOT/in/a/f/x\nmkdir\tROOT/in/nope/x\nrp\tROOT/in/a/sub\n",
 	"nobody\nmkdir\tROOT/in/w/new\nopendir\tROOT/in/w\nrp\tROOT/in/w/new\nmkdir\tROOT/in/w/g\n",
 	// dirfd-relative
 	"at\tROOT/in\ta/f\nat\tROOT/in\trel\nat\tROOT/in\tnope\nat\tROOT/in/a\t../out\nat\tROOT/out\tin/f\nat\tROOT/in/dir\tsub/../f\n",

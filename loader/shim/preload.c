@@ -45,14 +45,16 @@
  * string children inherit); on overflow everything is dirty (the shim then
  * passes every lookup through, as without an image). */
 #define DIRTY_MAX 64
-struct dirty_dir { uint64_t hash; uint32_t off, len; };
+struct dirty_dir { uint64_t hash; uint32_t off, len, kind; };
 static struct dirty_dir dirty_set[DIRTY_MAX];
 static unsigned dirty_n;  /* entries below it are immutable (release/acquire) */
 static int dirty_all;     /* "/" was written into, or the set overflowed */
 static char dirty_env[32768] = "DLBUNDLE_DIRTY=";
 static size_t dirty_end = 15; /* strlen(dirty_env) */
 static int dirty_is(const char *p, size_t n, uint64_t h);
+static int listing_is(const char *p, size_t n, uint64_t h);
 #define DLB_DIRTY(p, n, h) (__atomic_load_n(&dirty_n, __ATOMIC_ACQUIRE) && dirty_is(p, n, h))
+#define DLB_LISTING(p, n, h) listing_is(p, n, h)
 #define DLB_DIRTY_ANY() (__atomic_load_n(&dirty_n, __ATOMIC_ACQUIRE) != 0)
 #define DLB_DIRTY_ALL() __atomic_load_n(&dirty_all, __ATOMIC_ACQUIRE)
 static int cwd_prefix(const char *p, size_t n);
@@ -151,7 +153,11 @@ static int search_ok(const struct dlb_entry *e);
 #define DECLARE_REAL(name, ret, args) static ret(*real_##name) args;
 SHIM_FUNCS(DECLARE_REAL)
 FIDELITY_FUNCS(DECLARE_REAL)
-static void mark_written(int dirfd, const char *path, int follow_last);
+/* What a call that writes did to a name (marked()): changed it, created
+ * it, removed it, or opened it for writing (created unless it existed). */
+enum { W_CHANGE, W_CREATE, W_REMOVE, W_OPEN };
+static void marked(long rc, int dirfd, const char *path, int follow_last, int what);
+static int in_stage(const char *p, size_t n);
 static void dirty_inherit(void);
 static void fd_note(int fd, const struct dlb_entry *e);
 static void dir_note(DIR *d, const struct dlb_entry *e);
@@ -674,15 +680,7 @@ static int do_open(const char *fn, int dirfd, const char **pp, char *canon, int 
 	ensure_init();
 	if (!path) return 0;
 	if (wants_maps(path) && !(flags & WRITE_FLAGS)) { *rc = serve_maps(path, flags); return 1; }
-	if (flags & WRITE_FLAGS & ~O_DIRECTORY) {
-		/* The file system changes here: later lookups go to it. O_CREAT|O_EXCL
-		 * and O_NOFOLLOW do not follow a symlink in the last component. */
-		/* glibc's __O_TMPFILE includes O_DIRECTORY: a plain directory open
-		 * is no write, nor is an unnamed file (O_TMPFILE). */
-		if ((flags & O_TMPFILE) != O_TMPFILE && (flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND)))
-			mark_written(dirfd, path, !(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL));
-		return 0;
-	}
+	if (flags & WRITE_FLAGS & ~O_DIRECTORY) return 0; /* open_marked, after the real call */
 	if (flags & (O_DIRECTORY | O_PATH)) return 0;
 	char sp[DLB_PATH_MAX + 1024];
 	struct dlb_res r;
@@ -709,6 +707,21 @@ static int do_open(const char *fn, int dirfd, const char **pp, char *canon, int 
 	return 0;
 }
 
+/* open_marked: an open that may write changes the file system there: the
+ * name it opened (created, or whose content it may change) is marked
+ * (marked(), read-your-writes). O_CREAT|O_EXCL and O_NOFOLLOW do not follow
+ * a symlink in the last component. glibc's __O_TMPFILE includes
+ * O_DIRECTORY: a plain directory open is no write, nor is an unnamed file
+ * (O_TMPFILE). */
+static int open_marked(int rc, int dirfd, const char *path, int flags)
+{
+	if ((flags & WRITE_FLAGS & ~O_DIRECTORY) && (flags & O_TMPFILE) != O_TMPFILE &&
+	    (flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND)))
+		marked(rc, dirfd, path, !(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL),
+		       (flags & O_CREAT) ? W_OPEN : W_CHANGE);
+	return rc;
+}
+
 static mode_t vmode(int flags, va_list ap) { return (flags & (O_CREAT | __O_TMPFILE)) ? va_arg(ap, mode_t) : 0; }
 
 int open(const char *path, int flags, ...)
@@ -717,7 +730,7 @@ int open(const char *path, int flags, ...)
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_open("open", AT_FDCWD, &path, canon, flags, &rc)) return rc;
-	return real_open(path, flags, m);
+	return open_marked(real_open(path, flags, m), AT_FDCWD, path, flags);
 }
 int open64(const char *path, int flags, ...)
 {
@@ -725,7 +738,7 @@ int open64(const char *path, int flags, ...)
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_open("open64", AT_FDCWD, &path, canon, flags, &rc)) return rc;
-	return real_open64(path, flags, m);
+	return open_marked(real_open64(path, flags, m), AT_FDCWD, path, flags);
 }
 int openat(int dirfd, const char *path, int flags, ...)
 {
@@ -733,7 +746,7 @@ int openat(int dirfd, const char *path, int flags, ...)
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_open("openat", dirfd, &path, canon, flags, &rc)) return rc;
-	return real_openat(dirfd, path, flags, m);
+	return open_marked(real_openat(dirfd, path, flags, m), dirfd, path, flags);
 }
 int openat64(int dirfd, const char *path, int flags, ...)
 {
@@ -741,7 +754,7 @@ int openat64(int dirfd, const char *path, int flags, ...)
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_open("openat64", dirfd, &path, canon, flags, &rc)) return rc;
-	return real_openat64(dirfd, path, flags, m);
+	return open_marked(real_openat64(dirfd, path, flags, m), dirfd, path, flags);
 }
 /* _FORTIFY_SOURCE variants (no mode argument by definition). */
 int __open_2(const char *path, int flags)
@@ -749,28 +762,28 @@ int __open_2(const char *path, int flags)
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_open("__open_2", AT_FDCWD, &path, canon, flags, &rc)) return rc;
-	return real___open_2(path, flags);
+	return open_marked(real___open_2(path, flags), AT_FDCWD, path, flags);
 }
 int __open64_2(const char *path, int flags)
 {
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_open("__open64_2", AT_FDCWD, &path, canon, flags, &rc)) return rc;
-	return real___open64_2(path, flags);
+	return open_marked(real___open64_2(path, flags), AT_FDCWD, path, flags);
 }
 int __openat_2(int dirfd, const char *path, int flags)
 {
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_open("__openat_2", dirfd, &path, canon, flags, &rc)) return rc;
-	return real___openat_2(dirfd, path, flags);
+	return open_marked(real___openat_2(dirfd, path, flags), dirfd, path, flags);
 }
 int __openat64_2(int dirfd, const char *path, int flags)
 {
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_open("__openat64_2", dirfd, &path, canon, flags, &rc)) return rc;
-	return real___openat64_2(dirfd, path, flags);
+	return open_marked(real___openat64_2(dirfd, path, flags), dirfd, path, flags);
 }
 
 /* fopen's internal open bypasses our open(), so fopen is decided here. A mode
@@ -782,7 +795,6 @@ static int fopen_decide(const char *fn, const char **pp, char *canon, const char
 	ensure_init();
 	*maps = 0;
 	*ent = NULL;
-	if (path && mode && strpbrk(mode, "wa+")) mark_written(AT_FDCWD, path, 1);
 	if (!path || !mode || strpbrk(mode, "wa+")) return DLB_UNKNOWN;
 	if (wants_maps(path)) { *maps = 1; return DLB_BUNDLED; }
 	struct dlb_res r;
@@ -790,6 +802,14 @@ static int fopen_decide(const char *fn, const char **pp, char *canon, const char
 	if (rc == DLB_KNOWN_ERR) { *err = r.err; return rc; }
 	if (rc == DLB_BUNDLED && r.ent->type == DLB_REG && staged(sp, spsz, canon, r.len) == 0) { *ent = r.ent; return rc; }
 	return DLB_UNKNOWN;
+}
+/* fopen_marked: a mode with w, a or + may write (open_marked): "w" and "a"
+ * create (O_CREAT), "x" does not follow a symlink (O_EXCL). */
+static void fopen_marked(FILE *f, const char *path, const char *mode)
+{
+	if (!path || !mode || !strpbrk(mode, "wa+")) return;
+	int creates = strpbrk(mode, "wa") != NULL;
+	marked(f ? 0 : -1, AT_FDCWD, path, !strchr(mode, 'x'), creates ? W_OPEN : W_CHANGE);
 }
 static FILE *do_fopen(FILE *(*real)(const char *, const char *), const char *fn, const char *path, const char *mode)
 {
@@ -807,7 +827,9 @@ static FILE *do_fopen(FILE *(*real)(const char *, const char *), const char *fn,
 		return f;
 	case DLB_KNOWN_ERR: errno = err; return NULL;
 	}
-	return real(path, mode);
+	FILE *f = real(path, mode);
+	fopen_marked(f, path, mode);
+	return f;
 }
 FILE *fopen(const char *path, const char *mode) { ensure_init(); return do_fopen(real_fopen, "fopen", path, mode); }
 FILE *fopen64(const char *path, const char *mode) { ensure_init(); return do_fopen(real_fopen64, "fopen64", path, mode); }
@@ -826,7 +848,9 @@ static FILE *do_freopen(FILE *(*real)(const char *, const char *, FILE *), const
 		break; /* freopen of /proc/self/maps: rare; native */
 	case DLB_KNOWN_ERR: errno = err; fclose(f); return NULL;
 	}
-	return real(path, mode, f);
+	FILE *g = real(path, mode, f);
+	if (path) fopen_marked(g, path, mode);
+	return g;
 }
 FILE *freopen(const char *path, const char *mode, FILE *f) { ensure_init(); return do_freopen(real_freopen, "freopen", path, mode, f); }
 FILE *freopen64(const char *path, const char *mode, FILE *f) { ensure_init(); return do_freopen(real_freopen64, "freopen64", path, mode, f); }
@@ -1270,21 +1294,36 @@ int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t 
 
 /* ==== Fidelity: read-your-writes, listings' d_ino, fstat of staged fds ==== */
 
-/* ---- the dirty set ---- */
+/* ---- the dirty set ----
+ *
+ * Two kinds of marks (docs/loader.md, "Read-your-writes"): a name (its
+ * canonical path) whose entry, and everything below it, the process
+ * changed -- created, removed, renamed, written, chmod-ed...: the resolver
+ * leaves it and all below it to the kernel (DLB_DIRTY); and a directory
+ * whose listing changed (a name created or removed in it): stat and
+ * opendir of the directory itself go to the kernel (DLB_LISTING), the names
+ * in it that the table holds are still answered, and a name created there
+ * is a mark of the first kind. In DLBUNDLE_DIRTY a listing mark is written
+ * "+" + path. */
+enum { MARK_NAME = 0, MARK_LISTING = 1 };
 
-static int dirty_is(const char *p, size_t n, uint64_t h)
+static int dirty_kind_is(const char *p, size_t n, uint64_t h, unsigned kind)
 {
 	unsigned k = __atomic_load_n(&dirty_n, __ATOMIC_ACQUIRE);
 	for (unsigned i = 0; i < k; i++)
-		if (dirty_set[i].hash == h && dirty_set[i].len == n && !memcmp(dirty_env + dirty_set[i].off, p, n))
+		if (dirty_set[i].hash == h && dirty_set[i].len == n && dirty_set[i].kind == kind &&
+		    !memcmp(dirty_env + dirty_set[i].off, p, n))
 			return 1;
 	return 0;
 }
+static int dirty_is(const char *p, size_t n, uint64_t h) { return dirty_kind_is(p, n, h, MARK_NAME); }
+static int listing_is(const char *p, size_t n, uint64_t h) { return dirty_kind_is(p, n, h, MARK_LISTING); }
 
-/* dirty_covered: p[0:n] or one of its ancestors is dirty already. */
+/* dirty_covered: p[0:n] or one of its ancestors is marked as a name. */
 static int dirty_covered(const char *p, size_t n)
 {
 	if (__atomic_load_n(&dirty_all, __ATOMIC_ACQUIRE)) return 1;
+	if (!__atomic_load_n(&dirty_n, __ATOMIC_ACQUIRE)) return 0;
 	uint64_t h = DLB_HASH_INIT;
 	for (size_t i = 1; i <= n; i++) {
 		if (i == n || p[i] == '/') {
@@ -1296,27 +1335,66 @@ static int dirty_covered(const char *p, size_t n)
 
 static int dirty_lock;
 
-/* dirty_append adds "\n" + p (or p first) to dirty_env so that the string is
- * valid at every moment (a thread may exec meanwhile): the bytes go after the
- * terminator, and one store of the old terminator's byte publishes them. */
-static int dirty_append(const char *p, size_t n)
+/* dirty_append adds "\n" + [+]p (or that first) to dirty_env so that the
+ * string is valid at every moment (a thread may exec meanwhile): the bytes
+ * go after the terminator, and one store of the old terminator's byte
+ * publishes them. Returns the offset of p in dirty_env. */
+static int dirty_append(const char *p, size_t n, unsigned kind)
 {
 	int first = dirty_end == 15;
-	size_t at = dirty_end + (first ? 0 : 1);
-	if (n == 0 || at + n + 1 > sizeof dirty_env - (n == 1 ? 0 : 3)) return -1; /* 3: room for "\n/" */
-	/* The byte at dirty_end (the terminator) is stored last. */
-	if (first) memcpy(dirty_env + at + 1, p + 1, n - 1);
-	else memcpy(dirty_env + at, p, n);
-	dirty_env[at + n] = 0;
-	__atomic_store_n(&dirty_env[dirty_end], first ? p[0] : '\n', __ATOMIC_RELEASE);
-	dirty_end = at + n;
-	return (int)at;
+	size_t at = dirty_end + (first ? 0 : 1), k = kind == MARK_LISTING;
+	if (n == 0 || at + k + n + 1 > sizeof dirty_env - (n == 1 ? 0 : 3)) return -1; /* 3: room for "\n/" */
+	char lead = k ? '+' : p[0];
+	if (first) {
+		if (k) memcpy(dirty_env + at + 1, p, n);
+		else memcpy(dirty_env + at + 1, p + 1, n - 1);
+	} else {
+		if (k) dirty_env[at++] = '+';
+		memcpy(dirty_env + at, p, n);
+		at -= k;
+	}
+	dirty_env[at + k + n] = 0;
+	__atomic_store_n(&dirty_env[dirty_end], first ? lead : '\n', __ATOMIC_RELEASE);
+	dirty_end = at + k + n;
+	return (int)(at + k);
 }
 
-/* dirty_add marks the canonical directory p[0:n] as written into. */
-static void dirty_add(const char *p, size_t n)
+static void dirty_everything(void)
+{
+	if (dirty_all) return;
+	dirty_append("/", 1, MARK_NAME);
+	__atomic_store_n(&dirty_all, 1, __ATOMIC_RELEASE);
+}
+
+/* dirty_push records p[0:n] of the given kind; lock held. Returns 0, or
+ * -1 when the set is full (the caller makes everything dirty). */
+static int dirty_push(const char *p, size_t n, unsigned kind)
+{
+	if (n == 1 && kind == MARK_NAME) return -1; /* "/" itself: everything */
+	if (memchr(p, '\n', n) || dirty_n >= DIRTY_MAX) return -1;
+	int at = dirty_append(p, n, kind);
+	if (at < 0) return -1;
+	dirty_set[dirty_n] = (struct dirty_dir){dlb_hash(p, n), (uint32_t)at, (uint32_t)n, kind};
+	__atomic_store_n(&dirty_n, dirty_n + 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* A directory in which more than SIBLINGS_MAX names are marked is marked
+ * whole instead (a process writing many files into one directory fills
+ * the fixed set otherwise; everything below it then goes to the kernel). */
+#define SIBLINGS_MAX 8
+
+static size_t parent_len(const char *p, size_t n)
+{
+	while (n > 1 && p[n - 1] != '/') n--;
+	return n > 1 ? n - 1 : 1;
+}
+
+/* dirty_add marks the canonical path p[0:n] (kind). */
+static void dirty_add(const char *p, size_t n, unsigned kind)
 {
 	if (n == 0 || p[0] != '/' || dirty_covered(p, n)) return;
+	if (kind == MARK_LISTING && listing_is(p, n, dlb_hash(p, n))) return;
 	/* The lock is held for a few stores; a signal handler that writes
 	 * while its thread holds it would spin forever: after a while, give up
 	 * and make everything dirty (always correct). */
@@ -1326,22 +1404,23 @@ static void dirty_add(const char *p, size_t n)
 			return;
 		}
 	}
-	int at = -1;
-	if (!(n == 1) && !memchr(p, '\n', n) && dirty_n < DIRTY_MAX) at = dirty_append(p, n);
-	if (at >= 0) {
-		dirty_set[dirty_n] = (struct dirty_dir){dlb_hash(p, n), (uint32_t)at, (uint32_t)n};
-		__atomic_store_n(&dirty_n, dirty_n + 1, __ATOMIC_RELEASE);
-	} else if (!dirty_all) {
-		/* "/", a name with a newline, or overflow: everything. */
-		dirty_append("/", 1);
-		__atomic_store_n(&dirty_all, 1, __ATOMIC_RELEASE);
+	if (kind == MARK_NAME) {
+		size_t pl = parent_len(p, n);
+		unsigned sib = 0;
+		for (unsigned i = 0; i < dirty_n; i++) {
+			const char *q = dirty_env + dirty_set[i].off;
+			size_t ql = dirty_set[i].len;
+			if (dirty_set[i].kind == MARK_NAME && ql > pl && parent_len(q, ql) == pl && !memcmp(q, p, pl)) sib++;
+		}
+		if (sib >= SIBLINGS_MAX) n = pl; /* the whole directory */
 	}
+	if (dirty_push(p, n, kind) != 0) dirty_everything();
 	__atomic_store_n(&dirty_lock, 0, __ATOMIC_RELEASE);
-	debug_log("dirty", "write", p, 0);
+	debug_log(kind == MARK_LISTING ? "listing" : "dirty", "write", p, 0);
 }
 
-/* dirty_inherit reads DLBUNDLE_DIRTY (newline-separated directories, from
- * the parent's shim) and points environ's slot at dirty_env, so that every
+/* dirty_inherit reads DLBUNDLE_DIRTY (newline-separated marks, from the
+ * parent's shim) and points environ's slot at dirty_env, so that every
  * child, however started, inherits the current set. Runs in shim_init. */
 static void dirty_inherit(void)
 {
@@ -1351,12 +1430,11 @@ static void dirty_inherit(void)
 		for (const char *s = *e + 15; *s;) {
 			const char *nl = strchr(s, '\n');
 			size_t n = nl ? (size_t)(nl - s) : strlen(s);
-			if (n == 1 && s[0] == '/') { dirty_append("/", 1); dirty_all = 1; }
-			else if (n > 1 && s[0] == '/' && dirty_n < DIRTY_MAX) {
-				int at = dirty_append(s, n);
-				if (at >= 0) dirty_set[dirty_n++] = (struct dirty_dir){dlb_hash(s, n), (uint32_t)at, (uint32_t)n};
-				else if (!dirty_all) { dirty_append("/", 1); dirty_all = 1; }
-			}
+			unsigned kind = MARK_NAME;
+			const char *m = s;
+			if (n > 1 && s[0] == '+') { kind = MARK_LISTING; m++; n--; }
+			if (n == 1 && m[0] == '/' && kind == MARK_NAME) dirty_everything();
+			else if (n >= 1 && m[0] == '/' && dirty_push(m, n, kind) != 0) dirty_everything();
 			if (!nl) break;
 			s = nl + 1;
 		}
@@ -1365,27 +1443,89 @@ static void dirty_inherit(void)
 	}
 }
 
-/* mark_parent marks the directory holding the canonical path p[0:n]. */
-static void mark_parent(const char *p, size_t n)
+/* ---- calls that write: the real call, then mark what it changed ----
+ *
+ * A call that failed changed nothing (the kernel checks before it
+ * changes), so it marks nothing; one whose outcome is unknown (EINTR, EIO,
+ * an errno not listed here) marks as if it succeeded. What a call marks
+ * (docs/loader.md, call by call): the name it created, removed, renamed or
+ * changed (after a symlink in the last component, for calls that follow
+ * one), with what is below it, when the table holds that name or its
+ * directory as bundled; and, for a name created or removed, its
+ * directory's listing. Names the table cannot answer need no mark: their
+ * lookups reach the kernel anyway. */
+static int nothing_changed(int e)
 {
-	while (n > 1 && p[n - 1] != '/') n--;
-	if (n > 1) n--; /* drop the slash */
-	dirty_add(p, n);
+	switch (e) {
+	case EEXIST: case ENOENT: case ENOTDIR: case EACCES: case EPERM: case EROFS: case ELOOP:
+	case ENAMETOOLONG: case EFAULT: case EINVAL: case EISDIR: case EXDEV: case ENOTEMPTY: case EBUSY:
+	case ETXTBSY: case EBADF: case EMLINK: case ENOSPC: case EDQUOT: case EMFILE: case ENFILE:
+		return 1;
+	}
+	return 0;
 }
 
-/* mark_written is called before every call that changes the file system at
- * path (relative to dirfd): the directory it changes (the canonical parent
- * of the last component, and with follow_last the parent of what a symlink
- * there leads to) becomes dirty when the table knows it as bundled. Not on
- * the lookup path: it may make system calls (getcwd, readlink of a dirfd). */
-static void mark_written(int dirfd, const char *path, int follow_last)
+/* kernel_canon: the real path of path as the kernel resolves it now (one
+ * O_PATH open, its /proc/self/fd link, a close), for a write whose
+ * directory the table cannot name: an unknown symlink may lead into the
+ * image. Returns the length, 0 if it cannot. */
+static size_t kernel_canon(const char *path, int follow, char *out)
 {
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+	if (fd < 0) return 0;
+	char l[40];
+	snprintf(l, sizeof l, "/proc/self/fd/%d", fd);
+	long n = syscall(SYS_readlinkat, AT_FDCWD, l, out, DLB_PATH_MAX - 1);
+	syscall(SYS_close, fd);
+	if (n <= 0 || out[0] != '/' || in_stage(out, (size_t)n)) return 0;
+	out[n] = 0;
+	return (size_t)n;
+}
+
+/* canon_dir: the canonical path of the directory abs[0:n] (n == 1: "/"),
+ * through the table, or the kernel when the table cannot name it. */
+static size_t canon_dir(char *abs, size_t n, size_t known, char *out)
+{
+	struct dlb_res r;
+	char save = abs[n];
+	abs[n] = 0;
+	int rc = dlb_resolve_known(table, abs, known < n ? known : 0, 1, out, &r);
+	size_t len = 0;
+	if (rc == DLB_BUNDLED || (rc == DLB_UNKNOWN && !r.outside)) len = r.len;
+	else len = kernel_canon(abs, 1, out);
+	abs[n] = save;
+	return len;
+}
+
+/* mark_name applies the rule to the canonical name p[0:n]. */
+static void mark_name(const char *p, size_t n, int what)
+{
+	if (n == 0) return;
+	size_t pl = parent_len(p, n);
+	const struct dlb_entry *e = dlb_lookup(table, p, n);
+	const struct dlb_entry *d = n > 1 ? dlb_lookup(table, p, pl) : NULL;
+	int dir_bundled = d && d->type == DLB_DIR;
+	if (what == W_OPEN) /* created unless the table holds it as present */
+		what = e && e->type != DLB_MISSING ? W_CHANGE : W_CREATE;
+	if (e || dir_bundled) dirty_add(p, n, MARK_NAME);
+	if (dir_bundled && what != W_CHANGE) dirty_add(p, pl, MARK_LISTING);
+}
+
+/* marked is called after every call that may have changed the file system
+ * at path (relative to dirfd), with its result rc (< 0: failed, errno).
+ * follow_last: the call acts on what a symlink in the last component leads
+ * to. Keeps errno. Not on the lookup path: it may make system calls
+ * (getcwd, readlink of a dirfd, and kernel_canon). */
+static void marked(long rc, int dirfd, const char *path, int follow_last, int what)
+{
+	int saved = errno;
+	if (rc < 0 && nothing_changed(saved)) return;
 	ensure_init();
-	if (!table || !path || !path[0]) return;
+	if (!table || !path || !path[0]) goto out;
 	char abs[DLB_PATH_MAX], canon[DLB_PATH_MAX];
 	size_t known = 0, pl = strlen(path);
 	if (path[0] == '/') {
-		if (pl >= sizeof abs) return; /* ENAMETOOLONG natively */
+		if (pl >= sizeof abs) goto out;
 		memcpy(abs, path, pl + 1);
 	} else {
 		long n;
@@ -1397,8 +1537,8 @@ static void mark_written(int dirfd, const char *path, int follow_last)
 			if (n > 0) abs[n++] = 0;
 		}
 		if (n <= 1 || abs[0] != '/' || (size_t)n + pl + 1 >= sizeof abs) {
-			dirty_add("/", 1); /* cannot tell where: everything */
-			return;
+			dirty_everything(); /* cannot tell where */
+			goto out;
 		}
 		known = (size_t)n - 1;
 		abs[n - 1] = '/';
@@ -1409,77 +1549,139 @@ static void mark_written(int dirfd, const char *path, int follow_last)
 	size_t slash = an;
 	while (slash > 0 && abs[slash - 1] != '/') slash--;
 	const char *last = abs + slash;
-	struct dlb_res r;
+	size_t cn;
 	if (!*last || !strcmp(last, ".") || !strcmp(last, "..")) {
-		/* The path names a directory by itself ("/", "x/.."): its parent. */
-		if (dlb_resolve_known(table, abs, known, 1, canon, &r) == DLB_BUNDLED) mark_parent(canon, r.len);
-		else if (an == 1) dirty_add("/", 1);
-		return;
+		/* The path names a directory by itself ("/", "x/.."): that one. */
+		cn = canon_dir(abs, an, known, canon);
+	} else {
+		size_t dn = slash > 1 ? slash - 1 : 1; /* the directory part ("/" for "/name") */
+		cn = canon_dir(abs, dn, known, canon);
+		if (cn && cn + 1 + (an - slash) < sizeof canon) {
+			if (cn > 1) canon[cn++] = '/';
+			memcpy(canon + cn, last, an - slash + 1);
+			cn += an - slash;
+		} else cn = 0;
+		if (cn && follow_last) {
+			/* What a symlink there leads to is what changed. */
+			struct dlb_res r;
+			char t[DLB_PATH_MAX];
+			int rr = dlb_resolve(table, canon, 1, t, &r);
+			if (rr == DLB_BUNDLED || (rr == DLB_KNOWN_ERR && r.err == DLB_ENOENT && r.len)) {
+				memcpy(canon, t, r.len);
+				canon[cn = r.len] = 0;
+			} else if (rr == DLB_UNKNOWN && r.outside) {
+				size_t k = kernel_canon(canon, 1, t);
+				if (k) memcpy(canon, t, (cn = k) + 1);
+			}
+		}
 	}
-	char save = *last;
-	abs[slash > 1 ? slash - 1 : 1] = 0; /* the directory part ("/" for "/name") */
-	int rc = dlb_resolve_known(table, abs, known < slash ? known : 0, 1, canon, &r);
-	if (rc == DLB_BUNDLED && r.ent->type == DLB_DIR) dirty_add(canon, r.len);
-	if (slash > 1) abs[slash - 1] = '/';
-	else abs[1] = save;
-	if (!follow_last) return;
-	rc = dlb_resolve_known(table, abs, known, 1, canon, &r);
-	if (rc == DLB_BUNDLED) mark_parent(canon, r.len);
-	else if (rc == DLB_KNOWN_ERR && r.err == DLB_ENOENT && r.len) mark_parent(canon, r.len);
+	if (!cn) dirty_everything(); /* cannot name it: everything */
+	else mark_name(canon, cn, what);
+out:
+	errno = saved;
 }
-
-/* ---- calls that write: mark, then the real call ---- */
-
 
 /* Each wrapper falls back to the system call where this glibc lacks the
  * function (renameat2 before 2.28, mknod before 2.33 ...). */
-int creat(const char *p, mode_t m) { mark_written(AT_FDCWD, p, 1); return real_creat ? real_creat(p, m) : (int)syscall(SYS_openat, AT_FDCWD, p, O_CREAT | O_WRONLY | O_TRUNC, m); }
-int creat64(const char *p, mode_t m) { mark_written(AT_FDCWD, p, 1); return real_creat64 ? real_creat64(p, m) : (int)syscall(SYS_openat, AT_FDCWD, p, O_CREAT | O_WRONLY | O_TRUNC, m); }
-int rename(const char *a, const char *b) { mark_written(AT_FDCWD, a, 0); mark_written(AT_FDCWD, b, 0); return real_rename(a, b); }
-int renameat(int fa, const char *a, int fb, const char *b) { mark_written(fa, a, 0); mark_written(fb, b, 0); return real_renameat(fa, a, fb, b); }
+#define W0(call) long rc = (call)
+int creat(const char *p, mode_t m)
+{
+	W0(real_creat ? real_creat(p, m) : (int)syscall(SYS_openat, AT_FDCWD, p, O_CREAT | O_WRONLY | O_TRUNC, m));
+	marked(rc, AT_FDCWD, p, 1, W_OPEN);
+	return (int)rc;
+}
+int creat64(const char *p, mode_t m)
+{
+	W0(real_creat64 ? real_creat64(p, m) : (int)syscall(SYS_openat, AT_FDCWD, p, O_CREAT | O_WRONLY | O_TRUNC, m));
+	marked(rc, AT_FDCWD, p, 1, W_OPEN);
+	return (int)rc;
+}
+int rename(const char *a, const char *b)
+{
+	W0(real_rename(a, b));
+	marked(rc, AT_FDCWD, a, 0, W_REMOVE);
+	marked(rc, AT_FDCWD, b, 0, W_CREATE);
+	return (int)rc;
+}
+int renameat(int fa, const char *a, int fb, const char *b)
+{
+	W0(real_renameat(fa, a, fb, b));
+	marked(rc, fa, a, 0, W_REMOVE);
+	marked(rc, fb, b, 0, W_CREATE);
+	return (int)rc;
+}
 int renameat2(int fa, const char *a, int fb, const char *b, unsigned fl)
 {
-	mark_written(fa, a, 0);
-	mark_written(fb, b, 0);
-	return real_renameat2 ? real_renameat2(fa, a, fb, b, fl) : (int)syscall(SYS_renameat2, fa, a, fb, b, fl);
+	W0(real_renameat2 ? real_renameat2(fa, a, fb, b, fl) : (int)syscall(SYS_renameat2, fa, a, fb, b, fl));
+	marked(rc, fa, a, 0, W_REMOVE); /* RENAME_EXCHANGE: both names change */
+	marked(rc, fb, b, 0, W_CREATE);
+	return (int)rc;
 }
-int unlink(const char *p) { mark_written(AT_FDCWD, p, 0); return real_unlink(p); }
-int unlinkat(int fd, const char *p, int fl) { mark_written(fd, p, 0); return real_unlinkat(fd, p, fl); }
-int remove(const char *p) { mark_written(AT_FDCWD, p, 0); return real_remove(p); }
-int mkdir(const char *p, mode_t m) { mark_written(AT_FDCWD, p, 0); return real_mkdir(p, m); }
-int mkdirat(int fd, const char *p, mode_t m) { mark_written(fd, p, 0); return real_mkdirat(fd, p, m); }
-int rmdir(const char *p) { mark_written(AT_FDCWD, p, 0); return real_rmdir(p); }
-int symlink(const char *t, const char *p) { mark_written(AT_FDCWD, p, 0); return real_symlink(t, p); }
-int symlinkat(const char *t, int fd, const char *p) { mark_written(fd, p, 0); return real_symlinkat(t, fd, p); }
-int link(const char *a, const char *b) { mark_written(AT_FDCWD, a, 0); mark_written(AT_FDCWD, b, 0); return real_link(a, b); }
+int unlink(const char *p) { W0(real_unlink(p)); marked(rc, AT_FDCWD, p, 0, W_REMOVE); return (int)rc; }
+int unlinkat(int fd, const char *p, int fl) { W0(real_unlinkat(fd, p, fl)); marked(rc, fd, p, 0, W_REMOVE); return (int)rc; }
+int remove(const char *p) { W0(real_remove(p)); marked(rc, AT_FDCWD, p, 0, W_REMOVE); return (int)rc; }
+int mkdir(const char *p, mode_t m) { W0(real_mkdir(p, m)); marked(rc, AT_FDCWD, p, 0, W_CREATE); return (int)rc; }
+int mkdirat(int fd, const char *p, mode_t m) { W0(real_mkdirat(fd, p, m)); marked(rc, fd, p, 0, W_CREATE); return (int)rc; }
+int rmdir(const char *p) { W0(real_rmdir(p)); marked(rc, AT_FDCWD, p, 0, W_REMOVE); return (int)rc; }
+int symlink(const char *t, const char *p) { W0(real_symlink(t, p)); marked(rc, AT_FDCWD, p, 0, W_CREATE); return (int)rc; }
+int symlinkat(const char *t, int fd, const char *p) { W0(real_symlinkat(t, fd, p)); marked(rc, fd, p, 0, W_CREATE); return (int)rc; }
+int link(const char *a, const char *b)
+{
+	/* The source's nlink and ctime change too (link(2) does not follow a
+	 * symlink on Linux). */
+	W0(real_link(a, b));
+	marked(rc, AT_FDCWD, a, 0, W_CHANGE);
+	marked(rc, AT_FDCWD, b, 0, W_CREATE);
+	return (int)rc;
+}
 int linkat(int fa, const char *a, int fb, const char *b, int fl)
 {
-	/* The source's nlink and ctime change too: its directory is dirty. */
-	mark_written(fa, a, !!(fl & AT_SYMLINK_FOLLOW));
-	mark_written(fb, b, 0);
-	return real_linkat(fa, a, fb, b, fl);
+	W0(real_linkat(fa, a, fb, b, fl));
+	if (!((fl & AT_EMPTY_PATH) && a && !a[0])) marked(rc, fa, a, !!(fl & AT_SYMLINK_FOLLOW), W_CHANGE);
+	marked(rc, fb, b, 0, W_CREATE);
+	return (int)rc;
 }
-int truncate(const char *p, off_t n) { mark_written(AT_FDCWD, p, 1); return real_truncate(p, n); }
-int truncate64(const char *p, off64_t n) { mark_written(AT_FDCWD, p, 1); return real_truncate64(p, n); }
-int utime(const char *p, const struct utimbuf *t) { mark_written(AT_FDCWD, p, 1); return real_utime(p, t); }
-int utimes(const char *p, const struct timeval t[2]) { mark_written(AT_FDCWD, p, 1); return real_utimes(p, t); }
-int lutimes(const char *p, const struct timeval t[2]) { mark_written(AT_FDCWD, p, 0); return real_lutimes(p, t); }
-int futimesat(int fd, const char *p, const struct timeval t[2]) { if (p) mark_written(fd, p, 1); return real_futimesat(fd, p, t); }
+int truncate(const char *p, off_t n) { W0(real_truncate(p, n)); marked(rc, AT_FDCWD, p, 1, W_CHANGE); return (int)rc; }
+int truncate64(const char *p, off64_t n) { W0(real_truncate64(p, n)); marked(rc, AT_FDCWD, p, 1, W_CHANGE); return (int)rc; }
+int utime(const char *p, const struct utimbuf *t) { W0(real_utime(p, t)); marked(rc, AT_FDCWD, p, 1, W_CHANGE); return (int)rc; }
+int utimes(const char *p, const struct timeval t[2]) { W0(real_utimes(p, t)); marked(rc, AT_FDCWD, p, 1, W_CHANGE); return (int)rc; }
+int lutimes(const char *p, const struct timeval t[2]) { W0(real_lutimes(p, t)); marked(rc, AT_FDCWD, p, 0, W_CHANGE); return (int)rc; }
+int futimesat(int fd, const char *p, const struct timeval t[2])
+{
+	W0(real_futimesat(fd, p, t));
+	if (p) marked(rc, fd, p, 1, W_CHANGE); /* NULL: futimes of fd */
+	return (int)rc;
+}
 int utimensat(int fd, const char *p, const struct timespec t[2], int fl)
 {
-	if (p) mark_written(fd, p, !(fl & AT_SYMLINK_NOFOLLOW)); /* NULL: futimens of fd */
-	return real_utimensat(fd, p, t, fl);
+	W0(real_utimensat(fd, p, t, fl));
+	if (p) marked(rc, fd, p, !(fl & AT_SYMLINK_NOFOLLOW), W_CHANGE); /* NULL: futimens of fd */
+	return (int)rc;
 }
-int chmod(const char *p, mode_t m) { mark_written(AT_FDCWD, p, 1); return real_chmod(p, m); }
-int fchmodat(int fd, const char *p, mode_t m, int fl) { mark_written(fd, p, !(fl & AT_SYMLINK_NOFOLLOW)); return real_fchmodat(fd, p, m, fl); }
-int chown(const char *p, uid_t u, gid_t g) { mark_written(AT_FDCWD, p, 1); return real_chown(p, u, g); }
-int lchown(const char *p, uid_t u, gid_t g) { mark_written(AT_FDCWD, p, 0); return real_lchown(p, u, g); }
-int fchownat(int fd, const char *p, uid_t u, gid_t g, int fl) { mark_written(fd, p, !(fl & AT_SYMLINK_NOFOLLOW)); return real_fchownat(fd, p, u, g, fl); }
-int mknod(const char *p, mode_t m, dev_t d) { mark_written(AT_FDCWD, p, 0); return real_mknod ? real_mknod(p, m, d) : (int)syscall(SYS_mknodat, AT_FDCWD, p, m, d); }
-int mknodat(int fd, const char *p, mode_t m, dev_t d) { mark_written(fd, p, 0); return real_mknodat ? real_mknodat(fd, p, m, d) : (int)syscall(SYS_mknodat, fd, p, m, d); }
-int mkfifo(const char *p, mode_t m) { mark_written(AT_FDCWD, p, 0); return real_mkfifo(p, m); }
-int mkfifoat(int fd, const char *p, mode_t m) { mark_written(fd, p, 0); return real_mkfifoat(fd, p, m); }
-
+int chmod(const char *p, mode_t m) { W0(real_chmod(p, m)); marked(rc, AT_FDCWD, p, 1, W_CHANGE); return (int)rc; }
+int fchmodat(int fd, const char *p, mode_t m, int fl) { W0(real_fchmodat(fd, p, m, fl)); marked(rc, fd, p, !(fl & AT_SYMLINK_NOFOLLOW), W_CHANGE); return (int)rc; }
+int chown(const char *p, uid_t u, gid_t g) { W0(real_chown(p, u, g)); marked(rc, AT_FDCWD, p, 1, W_CHANGE); return (int)rc; }
+int lchown(const char *p, uid_t u, gid_t g) { W0(real_lchown(p, u, g)); marked(rc, AT_FDCWD, p, 0, W_CHANGE); return (int)rc; }
+int fchownat(int fd, const char *p, uid_t u, gid_t g, int fl)
+{
+	W0(real_fchownat(fd, p, u, g, fl));
+	if (!((fl & AT_EMPTY_PATH) && p && !p[0])) marked(rc, fd, p, !(fl & AT_SYMLINK_NOFOLLOW), W_CHANGE);
+	return (int)rc;
+}
+int mknod(const char *p, mode_t m, dev_t d)
+{
+	W0(real_mknod ? real_mknod(p, m, d) : (int)syscall(SYS_mknodat, AT_FDCWD, p, m, d));
+	marked(rc, AT_FDCWD, p, 0, W_CREATE);
+	return (int)rc;
+}
+int mknodat(int fd, const char *p, mode_t m, dev_t d)
+{
+	W0(real_mknodat ? real_mknodat(fd, p, m, d) : (int)syscall(SYS_mknodat, fd, p, m, d));
+	marked(rc, fd, p, 0, W_CREATE);
+	return (int)rc;
+}
+int mkfifo(const char *p, mode_t m) { W0(real_mkfifo(p, m)); marked(rc, AT_FDCWD, p, 0, W_CREATE); return (int)rc; }
+int mkfifoat(int fd, const char *p, mode_t m) { W0(real_mkfifoat(fd, p, m)); marked(rc, fd, p, 0, W_CREATE); return (int)rc; }
 /* ---- readdir: d_ino of a bundled directory's listing as the original's ----
  *
  * opendir of a bundled directory reads STAGE/list, whose placeholders have

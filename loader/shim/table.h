@@ -144,6 +144,12 @@ static inline const struct dlb_entry *dlb_lookup(const void *base, const char *p
 #define DLB_DIRTY_ANY() 0
 #define DLB_DIRTY_ALL() 0
 #endif
+/* DLB_LISTING(p, n, h): the listing of the directory p[0:n] changed (a name
+ * created or removed in it): the directory itself is left to the kernel,
+ * the names in it that the table holds are not. */
+#ifndef DLB_LISTING
+#define DLB_LISTING(p, n, h) 0
+#endif
 /* DLB_REALDIR(p, n): p[0:n] is known to be a real directory (preload.c: the
  * working directory or one of its ancestors, which getcwd names without
  * symlinks), so ".." over it pops it even where the table does not know it
@@ -173,6 +179,9 @@ struct dlb_res {
 	size_t len;                  /* BUNDLED: length of out, the canonical original path;
 	                                KNOWN_ERR ENOENT: of out up to the absent name */
 	int rewritten;               /* UNKNOWN: out holds an equivalent path with the table's symlinks substituted */
+	int outside;                 /* UNKNOWN: the walk left what the table knows (a component it does not
+	                                hold, a name marked written...); 0: out[0:len] is the canonical path,
+	                                an external name the table knows */
 };
 
 /* dlb_unknown ends a resolution the table cannot decide. When symlinks were
@@ -183,12 +192,12 @@ struct dlb_res {
 static inline int dlb_unknown(struct dlb_res *r, char *out, size_t on, const char *tail, size_t tn, int sep, int links)
 {
 	r->rewritten = 0;
-	if (!links || on + 1 + tn >= DLB_PATH_MAX) return 0 /* DLB_UNKNOWN */;
+	if (on + 1 + tn >= DLB_PATH_MAX) { r->outside = 1; return 0 /* DLB_UNKNOWN */; }
 	if (sep || on == 0) out[on++] = '/';
 	dlb_memcpy(out + on, tail, tn);
 	out[on + tn] = 0;
 	r->len = on + tn;
-	r->rewritten = 1;
+	r->rewritten = links != 0;
 	return 0 /* DLB_UNKNOWN */;
 }
 
@@ -221,8 +230,10 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 	size_t kd = 0; /* out[0:kd] is made of real directories (from the known prefix) */
 	size_t xd = 0; /* out[0:xd] ends with an external entry the table knows is a directory */
 	int links = 0;
+	int seen_unknown = 0; /* a component the table does not hold was walked through */
 	r->rewritten = 0;
 	r->len = 0;
+	r->outside = 1;
 	if (rn == 0 || in[0] != '/' || rn >= DLB_PATH_MAX) return DLB_UNKNOWN;
 	if (known > rn) known = 0;
 	if (DLB_DIRTY_ALL()) return DLB_UNKNOWN;
@@ -279,6 +290,7 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 			if (kd > on) kd = on;
 			oh = dlb_hash(out, on);
 			cur = parent = on ? dlb_lookup_h(base, out, on, oh) : root; /* NULL: a prefix outside the image */
+			if (!cur) seen_unknown = 1;
 			p = q;
 			continue;
 		}
@@ -304,6 +316,7 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 			/* A prefix outside the image (e.g. /home above a bundled tree):
 			 * keep walking, deeper components may be entries (the table keys
 			 * are the paths as the app used them). */
+			seen_unknown = 1;
 			if (is_last) return dlb_unknown(r, out, on, rest + q, rn - q, 0, links);
 			p = q;
 			continue;
@@ -318,7 +331,10 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 			 * Entries below it can only exist if it is a directory (the
 			 * format has nothing below a non-directory): walk through it as
 			 * a prefix outside the image. */
-			if (is_last) return dlb_unknown(r, out, on, rest + q, rn - q, 0, links);
+			if (is_last) {
+				r->outside = seen_unknown;
+				return dlb_unknown(r, out, on, rest + q, rn - q, 0, links);
+			}
 			/* Its mode says directory (a listing's d_type, or lstat at
 			 * build): ".." right after it pops it, as the kernel would
 			 * (its table path is a real path: no symlink above it). */
@@ -359,7 +375,13 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 		out[0] = '/'; on = 1; cur = root;
 	}
 	out[on] = 0;
-	if (!cur || cur->type == DLB_MISSING || cur->type == DLB_EXTERNAL) return dlb_unknown(r, out, on, "", 0, 0, links);
+	if (!cur || cur->type == DLB_MISSING || cur->type == DLB_EXTERNAL) {
+		r->outside = seen_unknown; /* else: "/tmp/." after an external directory */
+		return dlb_unknown(r, out, on, "", 0, 0, links);
+	}
+	/* A directory whose listing the process changed: its own attributes
+	 * changed too (mtime, nlink...); the kernel answers it. */
+	if (DLB_DIRTY_ANY() && DLB_LISTING(out, on, dlb_hash(out, on))) return dlb_unknown(r, out, on, "", 0, 0, links);
 	r->ent = cur;
 	r->len = on;
 	return DLB_BUNDLED;
