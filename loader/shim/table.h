@@ -363,6 +363,9 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 				known = 0; /* rest is the link's text now */
 				if (t[0] == '/') { on = 0; oh = DLB_HASH_INIT; cur = parent = root; }
 				else { on -= 1 + cn; oh = prev_oh; cur = parent; }
+				/* out is cut back: what it knew of the cut part goes. */
+				if (kd > on) kd = on;
+				if (xd > on) xd = 0;
 				continue;
 			}
 		default:
