@@ -181,3 +181,81 @@ print(os.path.exists(d + '/new.txt'), sorted(os.listdir(d)))
 			d, len(others), strings.Join(others, "\n"))
 	}
 }
+
+// TestReportFallbacks (issue 19, item 4): lookups passed through because
+// the process wrote (read-your-writes) or because the shim had no table are
+// counted by reason and directory, and `dlbundle report` says so first.
+// On main 9f80a42 the report had no such field and counted them as paths
+// the image lacks.
+func TestReportFallbacks(t *testing.T) {
+	root, tree, stage := writesTree(t, map[string]string{"d/a.txt": "a\n", "d/sub/x": "x\n"})
+	base := []string{"PATH=/usr/bin:/bin", "HOME=/", "LANG=C.UTF-8"}
+	report := filepath.Join(root, "report.jsonl")
+	code := `import os, sys
+d = sys.argv[1] + '/d'
+open(d + '/new.txt', 'w').close()
+for i in range(3):
+    os.stat(d + '/new.txt')
+os.listdir(d)
+os.stat(d + '/a.txt')
+os.unlink(d + '/new.txt')
+`
+	runProbe(t, "", []string{"/usr/bin/python3", "-I", "-B", "-c", code, tree}, ShimEnv(stage, base, EnvOptions{Report: report}))
+	// A stage without its table: the shim is inactive in every process.
+	broken := filepath.Join(root, "broken")
+	if err := os.MkdirAll(filepath.Join(broken, stageShimDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, obj := range shimObjects {
+		if err := os.WriteFile(filepath.Join(broken, stageShimDir, name), obj, 0o555); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runProbe(t, "", []string{"/usr/bin/python3", "-I", "-B", "-c", "import os; os.stat('/')"},
+		ShimEnv(broken, base, EnvOptions{Report: report}))
+
+	f, err := os.Open(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rs, bad, err := ReadReports(f)
+	if err != nil || bad != 0 || len(rs) != 2 {
+		t.Fatalf("report: %d lines, %d bad, %v", len(rs), bad, err)
+	}
+	got := map[Fallback]bool{}
+	for _, r := range rs {
+		for _, fb := range r.Fallbacks {
+			got[Fallback{Reason: fb.Reason, Dir: fb.Dir}] = true
+			if fb.Reason == "written" && fb.Dir == tree+"/d/new.txt" && fb.Lookups < 3 {
+				t.Errorf("%d lookups of the created file counted, want >= 3", fb.Lookups)
+			}
+		}
+		for _, p := range r.PassedPaths {
+			if strings.HasPrefix(p, tree+"/d") {
+				t.Errorf("%s listed as a path the image lacks; it passed through because the process wrote", p)
+			}
+		}
+	}
+	for _, want := range []Fallback{{Reason: "written", Dir: tree + "/d/new.txt"}, {Reason: "written", Dir: tree + "/d"},
+		{Reason: "no-table", Dir: broken}} {
+		if !got[want] {
+			t.Errorf("report lacks fallback %+v; it has %v", want, got)
+		}
+	}
+	var text strings.Builder
+	s := Summarize(rs)
+	if err := s.WriteText(&text, 30); err != nil {
+		t.Fatal(err)
+	}
+	first := strings.SplitN(text.String(), "\n", 2)[0]
+	if !strings.Contains(first, "lookups in 1 process went to the file system because") {
+		t.Errorf("dlbundle report does not begin with the fallbacks:\n%s", text.String())
+	}
+	// --debug says when it starts.
+	out := runProbe(t, "", []string{"/usr/bin/python3", "-I", "-B", "-c", code, tree}, ShimEnv(stage, base, EnvOptions{Debug: true}))
+	if want := "written " + tree + "/d/new.txt: from now on lookups at or below it go to the file system"; !strings.Contains(out, want) {
+		t.Errorf("the debug log lacks %q:\n%s", want, grepLines(out, "written"))
+	}
+	t.Logf("dlbundle report:\n%s", text.String())
+}

@@ -53,6 +53,7 @@ static char dirty_env[32768] = "DLBUNDLE_DIRTY=";
 static size_t dirty_end = 15; /* strlen(dirty_env) */
 static int dirty_is(const char *p, size_t n, uint64_t h);
 static int listing_is(const char *p, size_t n, uint64_t h);
+static size_t dirty_cover(const char *p, size_t n);
 #define DLB_DIRTY(p, n, h) (__atomic_load_n(&dirty_n, __ATOMIC_ACQUIRE) && dirty_is(p, n, h))
 #define DLB_LISTING(p, n, h) listing_is(p, n, h)
 #define DLB_DIRTY_ANY() (__atomic_load_n(&dirty_n, __ATOMIC_ACQUIRE) != 0)
@@ -179,6 +180,8 @@ static char stage_list[1024]; /* $DLBUNDLE_STAGE/list */
 static size_t stage_list_len;
 static int debug_on;
 static char debug_dir[512];
+static int inactive = -1; /* the shim has a stage but no table: the FB_* reason, else -1 */
+static void debug_note(const char *what, const char *p, size_t n, const char *why);
 
 static void resolve_reals(void)
 {
@@ -265,6 +268,7 @@ static void shim_init(void)
 					  "inactive and this process reads the original files (use a shorter --stage-dir)\n";
 		syscall(SYS_write, 2, msg, sizeof msg - 1);
 		stage = NULL;
+		inactive = FB_STAGE_TOO_LONG;
 	}
 	_Static_assert(DLB_STAGE_MAX + 8 < sizeof stage_root, "stage_root holds DLBUNDLE_STAGE/root");
 	if (stage && stage[0] == '/') {
@@ -280,19 +284,25 @@ static void shim_init(void)
 			int pop = (uint64_t)st.st_size <= DLB_POPULATE_MAX ? MAP_POPULATE : 0;
 			void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | pop, fd, 0);
 			if (m != MAP_FAILED && dlb_check(m, (size_t)st.st_size)) { table = m; stage_dev = st.st_dev; }
-			else if (m != MAP_FAILED) munmap(m, (size_t)st.st_size);
+			else if (m != MAP_FAILED) { munmap(m, (size_t)st.st_size); inactive = FB_BAD_TABLE; }
 		}
 		if (fd >= 0) syscall(SYS_close, fd);
+		if (!table && inactive < 0) inactive = FB_NO_TABLE;
 	}
 	restore_native_env();
 	dirty_inherit();
 	report_init();
+	if (inactive >= 0) debug_note("inactive", stage ? stage : "", stage && strlen(stage) <= DLB_STAGE_MAX ? strlen(stage) : 0,
+				      inactive == FB_NO_TABLE ? "the table cannot be opened or mapped (no-table); every lookup goes to the file system"
+				      : inactive == FB_BAD_TABLE ? "the table is damaged or of another version (bad-table); every lookup goes to the file system"
+								 : "DLBUNDLE_STAGE is too long (stage-too-long); every lookup goes to the file system");
 	__atomic_store_n(&init_done, 1, __ATOMIC_RELEASE);
 }
 __attribute__((constructor)) static void shim_ctor(void) { if (!__atomic_load_n(&init_done, __ATOMIC_ACQUIRE)) shim_init(); }
 static inline void ensure_init(void) { if (__builtin_expect(!__atomic_load_n(&init_done, __ATOMIC_ACQUIRE), 0)) shim_init(); }
 
 /* ---- debug log: one write per decision, stderr or DEBUG_DIR/<pid>.log ---- */
+static void debug_write(const char *line, size_t n);
 static void debug_log(const char *what, const char *fn, const char *path, const char *to)
 {
 	if (!debug_on) return;
@@ -301,6 +311,10 @@ static void debug_log(const char *what, const char *fn, const char *path, const 
 			 path ? path : "(null)", to ? " -> " : "", to ? to : "");
 	if (n < 0) return;
 	if ((size_t)n >= sizeof line) n = sizeof line - 1;
+	debug_write(line, (size_t)n);
+}
+static void debug_write(const char *line, size_t n)
+{
 	int fd = 2, close_it = 0;
 	if (debug_dir[0]) {
 		char p[600];
@@ -308,8 +322,33 @@ static void debug_log(const char *what, const char *fn, const char *path, const 
 		fd = (int)syscall(SYS_openat, AT_FDCWD, p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
 		close_it = fd >= 0;
 	}
-	if (fd >= 0) syscall(SYS_write, fd, line, (size_t)n);
+	if (fd >= 0) syscall(SYS_write, fd, line, n);
 	if (close_it) syscall(SYS_close, fd);
+}
+
+/* debug_note: a line that says when and why lookups start going to the
+ * file system (docs/loader.md, "Reports and debugging"). */
+static void debug_note(const char *what, const char *p, size_t n, const char *why)
+{
+	if (!debug_on) return;
+	char line[DLB_PATH_MAX + 256];
+	if (n > DLB_PATH_MAX) n = DLB_PATH_MAX;
+	int k = snprintf(line, sizeof line, "dlbundle[%d]: %s %.*s: %s\n", (int)syscall(SYS_getpid), what, (int)n, p, why);
+	if (k > 0) debug_write(line, (size_t)k < sizeof line ? (size_t)k : sizeof line - 1);
+}
+
+/* fallback counts a lookup passed through for a reason other than the
+ * image lacking the path (report.h); r: the resolver's answer, canon its
+ * output. Returns 1 when counted. */
+static int fallback(const struct dlb_res *r, const char *canon)
+{
+	switch (r->why) {
+	case DLB_WHY_WRITTEN: report_fallback(FB_WRITTEN, canon, r->why_len); return 1;
+	case DLB_WHY_WRITTEN_ALL: report_fallback(FB_WRITTEN_ALL, "/", 1); return 1;
+	case DLB_WHY_GROUPS: report_fallback(FB_GROUPS, "", 0); return 1;
+	case DLB_WHY_TOO_LONG: report_fallback(FB_TOO_LONG, "", 0); return 1;
+	}
+	return 0;
 }
 
 /* ---- the lookup ---- */
@@ -324,15 +363,25 @@ static int lookup(const char *fn, int dirfd, const char **pp, int follow, char *
 {
 	const char *path = *pp;
 	r->rewritten = 0;
+	r->why = DLB_WHY_LACKS;
 	ensure_init();
-	if (!table || !path || !path[0]) return DLB_UNKNOWN;
+	if (!path || !path[0]) return DLB_UNKNOWN;
+	if (!table) {
+		if (inactive >= 0) report_fallback(inactive, stage_root, stage_root_len > 5 ? stage_root_len - 5 : 0);
+		return DLB_UNKNOWN;
+	}
 	char abs[DLB_PATH_MAX];
 	const char *p = path;
 	size_t known = 0; /* getcwd's answer is real directories: ".." over them is decided */
 	if (path[0] != '/') {
-		if (dirfd != AT_FDCWD) goto unknown;
+		if (dirfd != AT_FDCWD) {
+			report_fallback(FB_DIRFD, "", 0);
+			debug_log("pass", fn, path, 0);
+			return DLB_UNKNOWN;
+		}
 		long n = syscall(SYS_getcwd, abs, sizeof abs);
 		size_t pl = strlen(path);
+		if (n > 0 && abs[0] == '/' && (size_t)n + pl + 1 >= sizeof abs) r->why = DLB_WHY_TOO_LONG;
 		if (n <= 0 || abs[0] != '/' || (size_t)n + pl + 1 >= sizeof abs) goto unknown;
 		known = (size_t)n - 1;
 		abs[n - 1] = '/';
@@ -350,7 +399,7 @@ static int lookup(const char *fn, int dirfd, const char **pp, int follow, char *
 	return rc;
 unknown:
 	if (r->rewritten) *pp = canon;
-	report_count(REPORT_PASSED, *pp); /* the path that reaches the file system */
+	if (!fallback(r, canon)) report_count(REPORT_PASSED, *pp); /* the path that reaches the file system */
 	debug_log("pass", fn, path, r->rewritten ? canon : 0);
 	return DLB_UNKNOWN;
 }
@@ -919,7 +968,13 @@ char *realpath(const char *path, char *resolved)
 		char first[DLB_PATH_MAX];
 		int e = rp_walk(path, canon, &native, first);
 		if (e >= 0) {
-			if (native) { report_count(REPORT_PASSED, first); debug_log("pass", "realpath", path, first); }
+			if (native) {
+				size_t fl = strlen(first), cl = dirty_cover(first, fl);
+				if (cl == (size_t)-1) report_fallback(FB_WRITTEN_ALL, "/", 1);
+				else if (cl) report_fallback(FB_WRITTEN, first, cl);
+				else report_count(REPORT_PASSED, first);
+				debug_log("pass", "realpath", path, first);
+			}
 			else if (e) { report_count(REPORT_MISSING, NULL); debug_log("missing", "realpath", path, 0); }
 			else { report_count(REPORT_ANSWERED, NULL); debug_log("bundled", "realpath", path, canon); }
 			if (e) {
@@ -1333,6 +1388,18 @@ static int dirty_covered(const char *p, size_t n)
 	return 0;
 }
 
+/* dirty_cover: the length of the name mark that covers p[0:n] (itself or
+ * an ancestor), (size_t)-1 when everything is marked, 0 for none. */
+static size_t dirty_cover(const char *p, size_t n)
+{
+	if (__atomic_load_n(&dirty_all, __ATOMIC_ACQUIRE)) return (size_t)-1;
+	if (!__atomic_load_n(&dirty_n, __ATOMIC_ACQUIRE)) return 0;
+	uint64_t h = DLB_HASH_INIT;
+	for (size_t i = 1; i <= n; i++)
+		if ((i == n || p[i] == '/') && dirty_is(p, i, dlb_hash_more(h, p, i))) return i;
+	return 0;
+}
+
 static int dirty_lock;
 
 /* dirty_append adds "\n" + [+]p (or that first) to dirty_env so that the
@@ -1364,6 +1431,8 @@ static void dirty_everything(void)
 	if (dirty_all) return;
 	dirty_append("/", 1, MARK_NAME);
 	__atomic_store_n(&dirty_all, 1, __ATOMIC_RELEASE);
+	debug_note("written-everything", "/", 1, "from now on every lookup goes to the file system "
+						   "(a write the shim could not place, or more than 64 marks)");
 }
 
 /* dirty_push records p[0:n] of the given kind; lock held. Returns 0, or
@@ -1416,7 +1485,9 @@ static void dirty_add(const char *p, size_t n, unsigned kind)
 	}
 	if (dirty_push(p, n, kind) != 0) dirty_everything();
 	__atomic_store_n(&dirty_lock, 0, __ATOMIC_RELEASE);
-	debug_log(kind == MARK_LISTING ? "listing" : "dirty", "write", p, 0);
+	debug_note(kind == MARK_LISTING ? "written (listing)" : "written", p, n,
+		   kind == MARK_LISTING ? "from now on stat and opendir of this directory go to the file system"
+					: "from now on lookups at or below it go to the file system");
 }
 
 /* dirty_inherit reads DLBUNDLE_DIRTY (newline-separated marks, from the

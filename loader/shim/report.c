@@ -35,6 +35,23 @@ static uint64_t arena_used;
 static uint64_t dropped;
 static pid_t report_pid; /* the process whose counts these are */
 
+/* Fallbacks (report.h): FB_SLOTS reason/directory pairs, claimed with a
+ * compare-and-swap of their key; the directory text goes to fb_arena,
+ * published by storing its length + 1 last. A pair that finds no slot or
+ * no room is counted under its reason alone (dir ""). */
+#define FB_SLOTS 32
+#define FB_ARENA (16u << 10)
+static const char *const fb_names[FB_NREASONS] = {"written", "written-everything", "no-table", "bad-table",
+						  "stage-too-long", "dirfd", "groups", "too-long"};
+static struct fb_slot {
+	uint64_t key; /* hash of reason and dir, | 1; 0: free */
+	uint32_t reason, off, len1;
+	uint64_t n;
+} fbs[FB_SLOTS];
+static uint64_t fb_plain[FB_NREASONS]; /* by reason alone */
+static char fb_arena[FB_ARENA];
+static uint32_t fb_used;
+
 /* After fork the child starts counting afresh (the parent reports its own). */
 static void report_child_reset(void)
 {
@@ -47,6 +64,9 @@ static void report_child_reset(void)
 	nslots = nseen = 0;
 	arena_used = 0;
 	dropped = 0;
+	memset(fbs, 0, sizeof fbs);
+	memset(fb_plain, 0, sizeof fb_plain);
+	fb_used = 0;
 }
 
 /* ---- fatal signals: a process killed by SIGTERM (Slurm's time limit, a
@@ -171,6 +191,31 @@ void report_count(int kind, const char *p)
 	__atomic_fetch_add(&dropped, 1, __ATOMIC_RELAXED);
 }
 
+void report_fallback(int reason, const char *dir, size_t n)
+{
+	if (!report_file[0] || reason < 0 || reason >= FB_NREASONS) return;
+	report_count(REPORT_PASSED, NULL);
+	uint64_t key = (dlb_hash(dir ? dir : "", dir ? n : 0) ^ ((uint64_t)reason * 0x9e3779b97f4a7c15ull)) | 1;
+	for (unsigned i = 0; i < FB_SLOTS; i++) {
+		uint64_t cur = __atomic_load_n(&fbs[i].key, __ATOMIC_ACQUIRE);
+		if (cur == key) { __atomic_fetch_add(&fbs[i].n, 1, __ATOMIC_RELAXED); return; }
+		if (cur != 0) continue;
+		if (!__atomic_compare_exchange_n(&fbs[i].key, &cur, key, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			if (cur == key) { __atomic_fetch_add(&fbs[i].n, 1, __ATOMIC_RELAXED); return; }
+			continue;
+		}
+		uint32_t off = __atomic_fetch_add(&fb_used, (uint32_t)n, __ATOMIC_RELAXED);
+		fbs[i].reason = (uint32_t)reason;
+		if (n > FB_ARENA || off > FB_ARENA - n) n = 0; /* no room: the reason alone */
+		if (n) memcpy(fb_arena + off, dir, n);
+		fbs[i].off = off;
+		__atomic_fetch_add(&fbs[i].n, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&fbs[i].len1, (uint32_t)n + 1, __ATOMIC_RELEASE);
+		return;
+	}
+	__atomic_fetch_add(&fb_plain[reason], 1, __ATOMIC_RELAXED);
+}
+
 /* One JSON line per process (reportfmt.h), written by the destructor (exit),
  * by _exit (preload.c) or by report_fatal. Async-signal-safe: raw system calls and the
  * hand-written formatter only. A vfork child shares the parent's memory and
@@ -181,6 +226,7 @@ __attribute__((destructor)) void report_write(void)
 	 * One writer per process (reported). */
 	static char line[LINE_CAP], exe[DLB_PATH_MAX];
 	static const char *ps[MAX_PATHS], *os[OUTSIDE_MAX];
+	static struct dlb_fallback fb[FB_SLOTS + FB_NREASONS];
 	static size_t ls[MAX_PATHS], ol[OUTSIDE_MAX];
 	static int reported;
 	if (!report_file[0] || (pid_t)syscall(SYS_getpid) != report_pid) return;
@@ -196,8 +242,19 @@ __attribute__((destructor)) void report_write(void)
 	}
 	uint64_t c[3], left = __atomic_load_n(&dropped, __ATOMIC_RELAXED);
 	for (int i = 0; i < 3; i++) c[i] = __atomic_load_n(&counts[i], __ATOMIC_RELAXED);
-	uint32_t no = outside_list(os, ol, OUTSIDE_MAX, &left);
-	size_t len = dlb_report_line(line, sizeof line, (int64_t)report_pid, exe, (size_t)en, c, os, ol, no, ps, ls, n, left);
+	uint32_t no = outside_list(os, ol, OUTSIDE_MAX, &left), nfb = 0;
+	for (unsigned i = 0; i < FB_SLOTS; i++) {
+		if (!__atomic_load_n(&fbs[i].key, __ATOMIC_ACQUIRE)) continue;
+		uint32_t l1 = __atomic_load_n(&fbs[i].len1, __ATOMIC_ACQUIRE);
+		fb[nfb++] = (struct dlb_fallback){l1 ? fb_names[fbs[i].reason] : NULL, l1 ? fb_arena + fbs[i].off : NULL,
+						  l1 ? l1 - 1 : 0, __atomic_load_n(&fbs[i].n, __ATOMIC_RELAXED)};
+	}
+	for (unsigned r = 0; r < FB_NREASONS; r++) {
+		uint64_t k = __atomic_load_n(&fb_plain[r], __ATOMIC_RELAXED);
+		if (k) fb[nfb++] = (struct dlb_fallback){fb_names[r], "", 0, k};
+	}
+	size_t len = dlb_report_line(line, sizeof line, (int64_t)report_pid, exe, (size_t)en, c, fb, nfb, os, ol, no, ps,
+				     ls, n, left);
 	int fd = (int)syscall(SYS_openat, AT_FDCWD, report_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0) return;
 	syscall(SYS_write, fd, line, len);

@@ -179,10 +179,14 @@ struct dlb_res {
 	size_t len;                  /* BUNDLED: length of out, the canonical original path;
 	                                KNOWN_ERR ENOENT: of out up to the absent name */
 	int rewritten;               /* UNKNOWN: out holds an equivalent path with the table's symlinks substituted */
+	int why;                     /* UNKNOWN: why, when not that the table lacks the path (DLB_WHY_*) */
+	size_t why_len;              /* DLB_WHY_WRITTEN: out[0:why_len] is the name marked written */
 	int outside;                 /* UNKNOWN: the walk left what the table knows (a component it does not
 	                                hold, a name marked written...); 0: out[0:len] is the canonical path,
 	                                an external name the table knows */
 };
+
+enum { DLB_WHY_LACKS = 0, DLB_WHY_WRITTEN, DLB_WHY_WRITTEN_ALL, DLB_WHY_GROUPS, DLB_WHY_TOO_LONG };
 
 /* dlb_unknown ends a resolution the table cannot decide. When symlinks were
  * followed on the way, out becomes the resolved prefix plus the rest of the
@@ -234,9 +238,11 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 	r->rewritten = 0;
 	r->len = 0;
 	r->outside = 1;
+	r->why = DLB_WHY_LACKS;
+	if (rn >= DLB_PATH_MAX) r->why = DLB_WHY_TOO_LONG;
 	if (rn == 0 || in[0] != '/' || rn >= DLB_PATH_MAX) return DLB_UNKNOWN;
 	if (known > rn) known = 0;
-	if (DLB_DIRTY_ALL()) return DLB_UNKNOWN;
+	if (DLB_DIRTY_ALL()) { r->why = DLB_WHY_WRITTEN_ALL; return DLB_UNKNOWN; }
 	/* Fast path: the path as given is an entry (keys are clean paths, and
 	 * the format has no entry below a non-directory, so every ancestor of a
 	 * key is a directory the kernel would walk through). Not when the
@@ -269,7 +275,7 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 		if (cur && cur->type == DLB_DIR && !(cur->mode & 1)) {
 			int s = DLB_SEARCH(cur);
 			if (s == 0) { r->err = DLB_EACCES; return DLB_KNOWN_ERR; }
-			if (s < 0) return DLB_UNKNOWN;
+			if (s < 0) { r->why = DLB_WHY_GROUPS; return DLB_UNKNOWN; }
 		}
 		if (cn == 1 && rest[p] == '.') {
 			if (cur && cur->type != DLB_DIR) return dlb_unknown(r, out, on, rest + p, rn - p, 1, links);
@@ -302,7 +308,11 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 		oh = dlb_hash_more(oh, out + on, 1 + cn);
 		on += 1 + cn;
 		/* Written into by this process: the kernel decides from here. */
-		if (DLB_DIRTY(out, on, oh)) return dlb_unknown(r, out, on - 1 - cn, rest + p, rn - p, 1, links);
+		if (DLB_DIRTY(out, on, oh)) {
+			r->why = DLB_WHY_WRITTEN;
+			r->why_len = on;
+			return dlb_unknown(r, out, on - 1 - cn, rest + p, rn - p, 1, links);
+		}
 		if (q <= known && kd == on - 1 - cn) kd = on;
 		cur = dlb_lookup_h(base, out, on, oh);
 		if (!cur) {
@@ -384,7 +394,11 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 	}
 	/* A directory whose listing the process changed: its own attributes
 	 * changed too (mtime, nlink...); the kernel answers it. */
-	if (DLB_DIRTY_ANY() && DLB_LISTING(out, on, dlb_hash(out, on))) return dlb_unknown(r, out, on, "", 0, 0, links);
+	if (DLB_DIRTY_ANY() && DLB_LISTING(out, on, dlb_hash(out, on))) {
+		r->why = DLB_WHY_WRITTEN;
+		r->why_len = on;
+		return dlb_unknown(r, out, on, "", 0, 0, links);
+	}
 	r->ent = cur;
 	r->len = on;
 	return DLB_BUNDLED;
