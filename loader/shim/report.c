@@ -1,5 +1,7 @@
 /* report.c — see report.h; the line itself is written by reportfmt.h. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
@@ -84,32 +86,88 @@ static void report_child_reset(void)
  * of SIG_DFL for these signals (docs/loader.md, "Reports"). */
 static const int fatal_sigs[] = {SIGTERM, SIGHUP, SIGQUIT, SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGXCPU};
 
+static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
+static int stood_in[NSIG];
 static void report_fatal(int sig)
 {
 	report_write();
 	struct sigaction dfl;
 	memset(&dfl, 0, sizeof dfl);
 	dfl.sa_handler = SIG_DFL;
-	sigaction(sig, &dfl, NULL);
+	real_sigaction(sig, &dfl, NULL);
+	__atomic_store_n(&stood_in[sig], 0, __ATOMIC_RELEASE);
 	syscall(SYS_tgkill, syscall(SYS_getpid), syscall(SYS_gettid), sig);
 }
 
+/* The app's view (issue 19 item 8): sigaction, signal, sysv_signal and
+ * bsd_signal are wrapped so that where report_fatal stands in for SIG_DFL
+ * the app reads the disposition it would natively (the SIG_DFL action as it
+ * was, flags and mask included): Python's signal.getsignal() and its
+ * save/restore of handlers. An app that sets SIG_DFL there keeps
+ * report_fatal underneath (the same end: the report, then the default
+ * action) and reads SIG_DFL; one that sets anything else replaces it.
+ * stood_in[sig]: report_fatal is installed for sig; dfl_view[sig]: the
+ * action the app reads instead. Other ways of reading the disposition
+ * (the rt_sigaction system call itself, /proc/self/status SigCgt) still
+ * show it (docs/loader.md). */
+static struct sigaction dfl_view[NSIG];
+
 static void install_fatal(void)
 {
+	if (!real_sigaction) return;
 	for (unsigned i = 0; i < sizeof fatal_sigs / sizeof *fatal_sigs; i++) {
+		int sig = fatal_sigs[i];
 		struct sigaction old, sa;
-		if (sigaction(fatal_sigs[i], NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
+		if (real_sigaction(sig, NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
 			continue;
 		memset(&sa, 0, sizeof sa);
 		sa.sa_handler = report_fatal;
 		sigemptyset(&sa.sa_mask);
 		sa.sa_flags = SA_RESTART;
-		sigaction(fatal_sigs[i], &sa, NULL);
+		dfl_view[sig] = old;
+		if (real_sigaction(sig, &sa, NULL) == 0) __atomic_store_n(&stood_in[sig], 1, __ATOMIC_RELEASE);
 	}
 }
 
+int sigaction(int sig, const struct sigaction *act, struct sigaction *oldact)
+{
+	if (!real_sigaction) real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
+	if (sig <= 0 || sig >= NSIG || !__atomic_load_n(&stood_in[sig], __ATOMIC_ACQUIRE)) return real_sigaction(sig, act, oldact);
+	struct sigaction view = dfl_view[sig];
+	if (act && !(act->sa_flags & SA_SIGINFO) && act->sa_handler == SIG_DFL) {
+		dfl_view[sig] = *act; /* report_fatal stays underneath */
+	} else if (act) {
+		int rc = real_sigaction(sig, act, NULL);
+		if (rc != 0) return rc;
+		__atomic_store_n(&stood_in[sig], 0, __ATOMIC_RELEASE);
+	}
+	if (oldact) *oldact = view;
+	return 0;
+}
+
+/* signal() and its variants set the action with glibc's internal
+ * sigaction, which the wrapper above would not see: the same actions,
+ * through it (glibc signal/signal.c, sysv_signal.c). */
+static sighandler_t set_handler(int sig, sighandler_t h, int flags, int mask_self)
+{
+	struct sigaction sa, old;
+	if (h == SIG_ERR || sig <= 0 || sig >= NSIG) { errno = EINVAL; return SIG_ERR; }
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = h;
+	sigemptyset(&sa.sa_mask);
+	if (mask_self) sigaddset(&sa.sa_mask, sig);
+	sa.sa_flags = flags;
+	if (sigaction(sig, &sa, &old) < 0) return SIG_ERR;
+	return old.sa_handler;
+}
+sighandler_t signal(int sig, sighandler_t h) { return set_handler(sig, h, SA_RESTART, 1); }
+sighandler_t bsd_signal(int sig, sighandler_t h) { return set_handler(sig, h, SA_RESTART, 1); }
+sighandler_t sysv_signal(int sig, sighandler_t h) { return set_handler(sig, h, SA_RESETHAND | SA_NODEFER, 0); }
+
 void report_init(void)
 {
+	/* resolved here, once: the wrapper may run in a signal handler */
+	real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
 	const char *f = getenv("DLBUNDLE_REPORT");
 	if (!f || !f[0] || strlen(f) >= sizeof report_file) return;
 	strcpy(report_file, f);
