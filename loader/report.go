@@ -264,6 +264,8 @@ func fallbackWhy(f Fallback) string {
 		return "they were relative to a directory fd (dirfd), which the shim does not resolve"
 	case "groups":
 		return "a process is in more than 1,024 groups (groups): the kernel decided its permissions"
+	case "other-uid":
+		return "a process changed its user and could not read the stage in " + f.Dir + " (other-uid): it read the original files"
 	case "too-long":
 		return "their paths were longer than the shim's 4 KiB buffers (too-long)"
 	}

@@ -159,6 +159,7 @@ FIDELITY_FUNCS(DECLARE_REAL)
 enum { W_CHANGE, W_CREATE, W_REMOVE, W_OPEN };
 static void marked(long rc, int dirfd, const char *path, int follow_last, int what);
 static int in_stage(const char *p, size_t n);
+static int stage_readable(void);
 static void dirty_inherit(void);
 static void fd_note(int fd, const struct dlb_entry *e);
 static void dir_note(DIR *d, const struct dlb_entry *e);
@@ -181,6 +182,8 @@ static size_t stage_list_len;
 static int debug_on;
 static char debug_dir[512];
 static int inactive = -1; /* the shim has a stage but no table: the FB_* reason, else -1 */
+static uid_t init_uid, init_euid; /* the ids that read the stage at start-up */
+static char stage_table[1100];     /* $DLBUNDLE_STAGE/table */
 static void debug_note(const char *what, const char *p, size_t n, const char *why);
 
 static void resolve_reals(void)
@@ -274,8 +277,10 @@ static void shim_init(void)
 	if (stage && stage[0] == '/') {
 		stage_root_len = (size_t)snprintf(stage_root, sizeof stage_root, "%s/root", stage);
 		stage_list_len = (size_t)snprintf(stage_list, sizeof stage_list, "%s/list", stage);
-		char path[1100];
-		snprintf(path, sizeof path, "%s/table", stage);
+		char *path = stage_table;
+		snprintf(path, sizeof stage_table, "%s/table", stage);
+		init_uid = (uid_t)syscall(SYS_getuid);
+		init_euid = (uid_t)syscall(SYS_geteuid);
 		int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
 		struct stat st;
 		if (fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 && st.st_size > 0) {
@@ -748,6 +753,13 @@ static int do_open(const char *fn, int dirfd, const char **pp, char *canon, int 
 		if (staged(sp, sizeof sp, canon, r.len) != 0) return 0;
 		*rc = (int)syscall(SYS_openat, AT_FDCWD, sp, flags, 0); /* syscall(): -1 and errno on error */
 		if (*rc >= 0) fd_note(*rc, r.ent);
+		/* ids changed since start-up (setuid without exec): the stage is
+		 * not ours to read any more; the original is. */
+		else if (errno == EACCES && !stage_readable()) {
+			report_fallback(FB_OTHER_UID, stage_root, stage_root_len - 5);
+			*pp = path;
+			return 0;
+		}
 		return 1;
 	case DLB_KNOWN_ERR:
 		*rc = set_errno(r.err);
@@ -873,6 +885,10 @@ static FILE *do_fopen(FILE *(*real)(const char *, const char *), const char *fn,
 		}
 		FILE *f = real(sp, mode);
 		if (f) fd_note(fileno(f), ent);
+		else if (errno == EACCES && !stage_readable()) { /* ids changed: the original */
+			report_fallback(FB_OTHER_UID, stage_root, stage_root_len - 5);
+			return real(path, mode);
+		}
 		return f;
 	case DLB_KNOWN_ERR: errno = err; return NULL;
 	}
@@ -1141,6 +1157,94 @@ static int script_line(const char *sp, char *buf, size_t bufsz, char **interp, c
 	return 0;
 }
 
+/* ---- a process whose ids cannot read the stage (issue 19 item 6) ----
+ *
+ * A child that changed its ids before exec (subprocess.run(user='nobody'),
+ * runuser, su) cannot read a 0700 stage: the staged copy fails with EACCES
+ * and ld.so prints "cannot be preloaded" for the shim objects, or exits 127
+ * when LD_LIBRARY_PATH names the stage. The exec wrappers then run the
+ * original file with the environment the app would have passed natively:
+ * the shim's LD_PRELOAD and LD_AUDIT entries, the DLBUNDLE_* variables
+ * dropped, and LD_LIBRARY_PATH as the app's own. Stack buffers only: this
+ * runs in vfork children. */
+static int stage_readable(void)
+{
+	if (!stage_table[0]) return 1;
+	uid_t u = (uid_t)syscall(SYS_getuid), e = (uid_t)syscall(SYS_geteuid);
+	if (u == init_uid && e == init_euid) return 1;
+	int saved = errno;
+	long rc = syscall(SYS_faccessat2, AT_FDCWD, stage_table, R_OK, AT_EACCESS);
+	if (rc < 0 && errno == ENOSYS) rc = syscall(SYS_faccessat, AT_FDCWD, stage_table, R_OK);
+	errno = saved;
+	return rc == 0;
+}
+
+/* shim_entry: an LD_PRELOAD/LD_AUDIT entry p[0:n] is one of the stage's. */
+static int shim_entry(const char *p, size_t n)
+{
+	size_t sl = stage_root_len > 5 ? stage_root_len - 5 : 0; /* the stage dir */
+	return sl && n > sl && !memcmp(p, stage_root, sl) && p[sl] == '/';
+}
+
+/* env_native_len: the size of the buffer env_native needs for envp. */
+static size_t env_native_len(char *const envp[], size_t *n)
+{
+	size_t bytes = 0;
+	*n = 0;
+	for (; envp && envp[*n]; (*n)++)
+		if (!strncmp(envp[*n], "LD_PRELOAD=", 11) || !strncmp(envp[*n], "LD_AUDIT=", 9)) bytes += strlen(envp[*n]) + 1;
+	return bytes + 1;
+}
+
+/* env_native fills v (n + 1 slots) with envp as the app would pass it
+ * natively; buf holds the rewritten LD_PRELOAD/LD_AUDIT values. */
+static char *const *env_native(char *const envp[], char **v, size_t n, char *buf)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		char *e = envp[i];
+		if (!strncmp(e, "DLBUNDLE_", 9)) continue;
+		if (llp_mapped && (e == llp_mapped || !strcmp(e, llp_mapped))) e = llp_native;
+		size_t nl = !strncmp(e, "LD_PRELOAD=", 11) ? 11 : !strncmp(e, "LD_AUDIT=", 9) ? 9 : 0;
+		if (nl) {
+			/* keep the entries that are not the shim's (separated by ':'
+			 * or, for LD_PRELOAD, blanks) */
+			char *o = buf;
+			memcpy(o, e, nl);
+			o += nl;
+			int any = 0;
+			for (const char *q = e + nl; *q;) {
+				size_t l = strcspn(q, nl == 11 ? ": \t" : ":");
+				if (l && !shim_entry(q, l)) {
+					if (any) *o++ = ':';
+					memcpy(o, q, l);
+					o += l;
+					any = 1;
+				}
+				q += l;
+				if (*q) q++;
+			}
+			*o++ = 0;
+			if (!any) continue;
+			e = buf;
+			buf = o;
+		}
+		v[k++] = e;
+	}
+	v[k] = NULL;
+	return v;
+}
+
+/* exec_native: execve of path itself, without the shim, for ids that
+ * cannot read the stage. */
+static int exec_native(const char *path, char *const argv[], char *const envp[])
+{
+	size_t n, bytes = env_native_len(envp, &n);
+	char *v[n + 1], buf[bytes];
+	debug_log("other-uid", "execve", path, 0);
+	return real_execve(path, argv, env_native(envp, v, n, buf));
+}
+
 /* execve: a bundled ELF runs from its staged copy; a bundled "#!" script is
  * started as the kernel would start it, with the interpreter (itself looked
  * up here, so a bundled one runs from the stage) and argv = interpreter,
@@ -1152,6 +1256,7 @@ static int execve_depth(const char *path, char *const argv[], char *const envp[]
 {
 	char sp[DLB_PATH_MAX + 1024];
 	int err, script;
+	if (!stage_readable()) return exec_native(path, argv, envp);
 	const char *t = exec_target("execve", path, sp, sizeof sp, &err, &script);
 	if (!t) return set_errno(err);
 	if (script) {
@@ -1295,6 +1400,11 @@ int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *
 {
 	char sp[DLB_PATH_MAX + 1024];
 	int err;
+	if (!stage_readable()) {
+		size_t n, bytes = env_native_len(envp, &n);
+		char *v[n + 1], buf[bytes];
+		return real_posix_spawn(pid, path, fa, attr, argv, env_native(envp, v, n, buf));
+	}
 	const char *t = exec_target("posix_spawn", path, sp, sizeof sp, &err, NULL);
 	if (!t) return err;
 	size_t n;
@@ -1340,6 +1450,11 @@ int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t 
 {
 	ensure_init();
 	size_t n;
+	if (!stage_readable()) {
+		size_t bytes = env_native_len(envp, &n);
+		char *v[n + 1], buf[bytes];
+		return real_posix_spawnp(pid, file, fa, attr, argv, env_native(envp, v, n, buf));
+	}
 	if (env_for_child(envp, &n)) {
 		char *v[n + 1];
 		return spawnp_search(pid, file, fa, attr, argv, env_mapped(envp, v, n));

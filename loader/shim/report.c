@@ -44,7 +44,7 @@ static pid_t report_pid; /* the process whose counts these are */
 #define FB_SLOTS 32
 #define FB_ARENA (16u << 10)
 static const char *const fb_names[FB_NREASONS] = {"written", "written-everything", "no-table", "bad-table",
-						  "stage-too-long", "dirfd", "groups", "too-long"};
+						  "stage-too-long", "dirfd", "groups", "too-long", "other-uid"};
 static struct fb_slot {
 	uint64_t key; /* hash of reason and dir, | 1; 0: free */
 	uint32_t reason, off, len1;

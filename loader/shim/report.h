@@ -23,6 +23,7 @@ enum {
 	FB_DIRFD,         /* relative to a directory fd */
 	FB_GROUPS,        /* a permission the shim cannot decide (> 1,024 groups) */
 	FB_TOO_LONG,      /* longer than the shim's buffers */
+	FB_OTHER_UID,     /* the process's ids changed and cannot read the stage */
 	FB_NREASONS
 };
 
