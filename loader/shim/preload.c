@@ -164,6 +164,8 @@ static void dirty_inherit(void);
 static void fd_note(int fd, const struct dlb_entry *e);
 static void dir_note(DIR *d, const struct dlb_entry *e);
 static void fstat_fix(int fd, struct stat *st);
+static void proc_stat_fix(const char *path, struct stat *st);
+static const struct dlb_entry *entry_via_link(const char *link, const struct stat *st);
 static const struct dlb_entry *fd_staged(int fd, const struct stat *st);
 static int rp_walk(const char *path, char *res, int *native, char *first);
 static dev_t stage_dev;
@@ -485,14 +487,18 @@ int stat(const char *path, struct stat *st)
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_stat("stat", AT_FDCWD, &path, canon, 1, st, &rc)) return rc;
-	return real_stat ? real_stat(path, st) : sys_fstatat(AT_FDCWD, path, st, 0);
+	rc = real_stat ? real_stat(path, st) : sys_fstatat(AT_FDCWD, path, st, 0);
+	if (rc == 0) proc_stat_fix(path, st);
+	return rc;
 }
 int stat64(const char *path, struct stat64 *st)
 {
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_stat("stat64", AT_FDCWD, &path, canon, 1, (struct stat *)st, &rc)) return rc;
-	return real_stat64 ? real_stat64(path, st) : sys_fstatat(AT_FDCWD, path, st, 0);
+	rc = real_stat64 ? real_stat64(path, st) : sys_fstatat(AT_FDCWD, path, st, 0);
+	if (rc == 0) proc_stat_fix(path, (struct stat *)st);
+	return rc;
 }
 int lstat(const char *path, struct stat *st)
 {
@@ -516,6 +522,7 @@ int fstatat(int dirfd, const char *path, struct stat *st, int flags)
 		if (do_stat("fstatat", dirfd, &path, canon, !(flags & AT_SYMLINK_NOFOLLOW), st, &rc)) return rc;
 	rc = real_fstatat ? real_fstatat(dirfd, path, st, flags) : sys_fstatat(dirfd, path, st, flags);
 	if (rc == 0 && (flags & AT_EMPTY_PATH) && path && !path[0]) fstat_fix(dirfd, st);
+	else if (rc == 0 && !(flags & AT_SYMLINK_NOFOLLOW)) proc_stat_fix(path, st);
 	return rc;
 }
 int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
@@ -526,6 +533,7 @@ int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
 		if (do_stat("fstatat64", dirfd, &path, canon, !(flags & AT_SYMLINK_NOFOLLOW), (struct stat *)st, &rc)) return rc;
 	rc = real_fstatat64 ? real_fstatat64(dirfd, path, st, flags) : sys_fstatat(dirfd, path, st, flags);
 	if (rc == 0 && (flags & AT_EMPTY_PATH) && path && !path[0]) fstat_fix(dirfd, (struct stat *)st);
+	else if (rc == 0 && !(flags & AT_SYMLINK_NOFOLLOW)) proc_stat_fix(path, (struct stat *)st);
 	return rc;
 }
 /* Compat entry points of glibc < 2.33 (binaries built there still call them). */
@@ -567,15 +575,17 @@ int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *s
 	}
 	int rc = real_statx ? real_statx(dirfd, path, flags, mask, sx)
 			    : (syscall(SYS_statx, dirfd, path, flags, mask, sx) < 0 ? -1 : 0);
-	if (rc == 0 && (flags & AT_EMPTY_PATH) && path && !path[0]) {
-		/* statx of a staged fd: the original's attributes, as fstat. */
+	int empty = (flags & AT_EMPTY_PATH) && path && !path[0];
+	if (rc == 0 && stage_dev && (empty || (!(flags & AT_SYMLINK_NOFOLLOW) && path && !strncmp(path, "/proc/", 6)))) {
+		/* statx of a staged fd, or through a /proc link to a staged copy:
+		 * the original's attributes, as fstat. */
 		struct stat st;
 		st.st_dev = makedev(sx->stx_dev_major, sx->stx_dev_minor);
 		st.st_mode = sx->stx_mode;
 		st.st_size = (off_t)sx->stx_size;
 		st.st_mtim.tv_sec = sx->stx_mtime.tv_sec;
 		st.st_mtim.tv_nsec = sx->stx_mtime.tv_nsec;
-		const struct dlb_entry *e = fd_staged(dirfd, &st);
+		const struct dlb_entry *e = empty ? fd_staged(dirfd, &st) : entry_via_link(path, &st);
 		if (e) fill_statx(sx, e);
 	}
 	return rc;
@@ -679,8 +689,55 @@ static int is_self_proc(const char *path, const char *leaf)
 	return (size_t)pn == n && !memcmp(p, pid, n);
 }
 
+/* maps_line copies one line of maps/smaps (l bytes, with its newline) to
+ * out and returns the length written: every stage_root prefix removed, and
+ * on a mapping of a staged copy the device and inode columns the
+ * original's (the kernel's format: fs/proc/task_mmu.c show_map_vma, the
+ * path padded to column 73). */
+static size_t maps_line(const char *in, size_t l, char *out)
+{
+	const char *f[5];
+	size_t fl[5], i = 0;
+	for (int k = 0; k < 5; k++) {
+		while (i < l && in[i] == ' ') i++;
+		f[k] = in + i;
+		while (i < l && in[i] != ' ' && in[i] != '\n') i++;
+		fl[k] = (size_t)(in + i - f[k]);
+	}
+	size_t p = i;
+	while (p < l && in[p] == ' ') p++;
+	size_t pl = l - p;
+	if (pl && in[l - 1] == '\n') pl--;
+	const struct dlb_entry *e = NULL;
+	if (fl[3] && memchr(f[0], '-', fl[0]) && pl > stage_root_len && !memcmp(in + p, stage_root, stage_root_len) &&
+	    in[p + stage_root_len] == '/')
+		e = dlb_lookup(table, in + p + stage_root_len, pl - stage_root_len);
+	if (!e || e->type != DLB_REG) {
+		size_t o = 0;
+		for (size_t k = 0; k < l;) {
+			if (l - k > stage_root_len && !memcmp(in + k, stage_root, stage_root_len) && in[k + stage_root_len] == '/') {
+				k += stage_root_len;
+				continue;
+			}
+			out[o++] = in[k++];
+		}
+		return o;
+	}
+	int o = snprintf(out, 200, "%.*s %.*s %.*s %02x:%02x %llu ", (int)fl[0], f[0], (int)fl[1], f[1], (int)fl[2], f[2],
+			 major(e->dev), minor(e->dev), (unsigned long long)e->ino);
+	if (o < 0) return 0;
+	while (o < 73) out[o++] = ' ';
+	out[o++] = ' ';
+	size_t ol = pl - stage_root_len;
+	memcpy(out + o, in + p + stage_root_len, ol);
+	o += (int)ol;
+	out[o++] = '\n';
+	return (size_t)o;
+}
+
 /* serve_maps reads the real file and returns a memfd holding it with every
- * stage_root prefix removed (anonymous mmap as the buffer: no malloc). */
+ * stage_root prefix removed and the staged copies' device and inode numbers
+ * the originals' (anonymous mmap as the buffer: no malloc). */
 static int serve_maps(const char *path, int flags)
 {
 	int in = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
@@ -699,24 +756,28 @@ static int serve_maps(const char *path, int flags)
 		len += (size_t)n;
 	}
 	syscall(SYS_close, in);
+	/* The output: each line at most 40 bytes longer (dev and inode). */
+	size_t ocap = len * 2 + 4096;
+	char *ob = mmap(NULL, ocap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (ob == MAP_FAILED) { munmap(buf, cap); return -1; }
 	size_t out = 0;
 	for (size_t i = 0; i < len;) {
-		if (len - i > stage_root_len && memcmp(buf + i, stage_root, stage_root_len) == 0 && buf[i + stage_root_len] == '/') {
-			i += stage_root_len;
-			continue;
-		}
-		buf[out++] = buf[i++];
+		char *nl = memchr(buf + i, '\n', len - i);
+		size_t l = nl ? (size_t)(nl - (buf + i)) + 1 : len - i;
+		out += maps_line(buf + i, l, ob + out);
+		i += l;
 	}
 	int fd = (int)syscall(SYS_memfd_create, "maps", (flags & O_CLOEXEC) ? MFD_CLOEXEC : 0);
 	if (fd >= 0) {
 		for (size_t off = 0; off < out;) {
-			long n = syscall(SYS_write, fd, buf + off, out - off);
+			long n = syscall(SYS_write, fd, ob + off, out - off);
 			if (n <= 0) break;
 			off += (size_t)n;
 		}
 		lseek(fd, 0, SEEK_SET);
 	}
 	munmap(buf, cap);
+	munmap(ob, ocap);
 	return fd;
 }
 
@@ -1965,14 +2026,49 @@ static void fd_note(int fd, const struct dlb_entry *e)
 	if (fd >= 0 && fd < FD_TRACK) __atomic_store_n(&fd_track[fd], e, __ATOMIC_RELEASE);
 }
 
+/* same_copy: st is the staged copy of entry e (the stage's device, e's size
+ * and mtime, which staging keeps). */
+static int same_copy(const struct dlb_entry *e, const struct stat *st)
+{
+	return e && e->type == DLB_REG && st->st_dev == stage_dev && S_ISREG(st->st_mode) && st->st_size == e->size &&
+	       (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec == e->mtime_ns;
+}
+
+/* entry_via_link: the entry whose staged copy st is, named by the /proc
+ * magic link link (/proc/self/fd/N, /proc/self/exe ...): the kernel's name
+ * of the file is the staged path. One readlink, only for a file on the
+ * stage's device: an fd this process did not open (inherited, a dup, an
+ * fd of 1024 or more), /proc/self/exe of a staged executable. */
+static const struct dlb_entry *entry_via_link(const char *link, const struct stat *st)
+{
+	char tmp[DLB_PATH_MAX + 1024];
+	if (!table || !stage_dev || st->st_dev != stage_dev || !S_ISREG(st->st_mode)) return NULL;
+	int saved = errno;
+	long n = syscall(SYS_readlinkat, AT_FDCWD, link, tmp, sizeof tmp - 1);
+	errno = saved;
+	if (n <= (long)stage_root_len || memcmp(tmp, stage_root, stage_root_len) != 0 || tmp[stage_root_len] != '/') return NULL;
+	const struct dlb_entry *e = dlb_lookup(table, tmp + stage_root_len, (size_t)n - stage_root_len);
+	return same_copy(e, st) ? e : NULL;
+}
+
 static const struct dlb_entry *fd_staged(int fd, const struct stat *st)
 {
-	if (fd < 0 || fd >= FD_TRACK || !stage_dev) return NULL;
-	const struct dlb_entry *e = __atomic_load_n(&fd_track[fd], __ATOMIC_ACQUIRE);
-	if (!e || st->st_dev != stage_dev || !S_ISREG(st->st_mode) || st->st_size != e->size ||
-	    (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec != e->mtime_ns)
-		return NULL;
-	return e;
+	if (fd < 0 || !stage_dev || st->st_dev != stage_dev) return NULL;
+	const struct dlb_entry *e = fd < FD_TRACK ? __atomic_load_n(&fd_track[fd], __ATOMIC_ACQUIRE) : NULL;
+	if (same_copy(e, st)) return e;
+	char l[40];
+	snprintf(l, sizeof l, "/proc/self/fd/%d", fd);
+	return entry_via_link(l, st);
+}
+
+/* proc_stat_fix: a stat that followed a /proc magic link to a staged copy
+ * (os.stat('/proc/self/fd/N'), '/proc/self/exe') shows the original's. */
+static void proc_stat_fix(const char *path, struct stat *st)
+{
+	if (path && !strncmp(path, "/proc/", 6) && stage_dev && st->st_dev == stage_dev) {
+		const struct dlb_entry *e = entry_via_link(path, st);
+		if (e) fill_stat(st, e);
+	}
 }
 
 static void fstat_fix(int fd, struct stat *st)
