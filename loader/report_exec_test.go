@@ -23,8 +23,11 @@ const reportProbeSource = `#include <dlfcn.h>
 #include <string.h>
 #include <unistd.h>
 int main(int argc, char **argv) {
-	for (int i = 2; i < argc; i++)
-		if (!dlopen(argv[i], RTLD_NOW)) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 3; }
+	for (int i = 2; i < argc; i++) {
+		void *h = dlopen(argv[i], RTLD_NOW);
+		if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 3; }
+		if (!strcmp(argv[1], "close")) dlclose(h);
+	}
 	if (argc > 1 && !strcmp(argv[1], "term")) raise(SIGTERM);
 	if (argc > 1 && !strcmp(argv[1], "abort")) abort();
 	if (argc > 1 && !strcmp(argv[1], "hup")) raise(SIGHUP);
@@ -147,6 +150,27 @@ func TestReportListsLibrariesFromOutside(t *testing.T) {
 		if p.Path == f.outsideLib {
 			t.Errorf("%s is listed as a looked-up path too (it is a library from outside)", p.Path)
 		}
+	}
+}
+
+// TestReportListsDlclosedLibraries (issue 19, item 9): a library from
+// outside the image that the app dlclose'd before it ended is listed too
+// (on main 9f80a42 it was not: the report walks what is loaded at exit).
+func TestReportListsDlclosedLibraries(t *testing.T) {
+	f := newReportFixture(t)
+	rs, ws, stderr := f.exec(t, "close", f.lib, f.outsideLib)
+	if !ws.Exited() || ws.ExitStatus() != 0 || len(rs) != 1 {
+		t.Fatalf("app ended %v with %d report lines (stderr %q); want exit 0 and 1 line", ws, len(rs), stderr)
+	}
+	found := false
+	for _, p := range rs[0].Outside {
+		found = found || p == f.outsideLib
+		if p == f.lib {
+			t.Errorf("outside lists the bundled %s", p)
+		}
+	}
+	if !found {
+		t.Errorf("outside = %q; want the dlclose'd %s", rs[0].Outside, f.outsideLib)
 	}
 }
 

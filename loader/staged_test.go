@@ -105,3 +105,48 @@ func TestStagedCopyHidden(t *testing.T) {
 	shim := runProbe(t, staged, []string{bin, data}, ShimEnv(stage, env, EnvOptions{}))
 	diffLines(t, "identity probe", native, shim)
 }
+
+// TestPosixSpawnScript (issue 19, item 9): posix_spawn(p) of a bundled "#!"
+// script starts its interpreter as the kernel would (the script's path as
+// given in argv), so the script is read through the shim from the stage, as
+// execve already did; on main 9f80a42 the kernel read it from the original
+// file system.
+func TestPosixSpawnScript(t *testing.T) {
+	root := t.TempDir()
+	tree := filepath.Join(root, "tree")
+	if err := os.MkdirAll(filepath.Join(tree, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(tree, "bin", "hello.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh -e\necho \"$0\" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var entries []image.Entry
+	for _, e := range treeEntries(t, tree) {
+		if e.Path == tree || strings.HasPrefix(e.Path, tree+"/") {
+			entries = append(entries, e)
+		}
+	}
+	stage := stageEntries(t, root, entries)
+	code := `import os, sys
+pid = os.posix_spawn(sys.argv[1], [sys.argv[1], 'a', 'b c'], os.environ)
+os.waitpid(pid, 0)
+os.environ['PATH'] = os.path.dirname(sys.argv[1]) + ':' + os.environ['PATH']
+pid = os.posix_spawnp('hello.sh', ['hello.sh', 'p'], os.environ)
+os.waitpid(pid, 0)
+`
+	base := []string{"PATH=/usr/bin:/bin", "HOME=/", "LANG=C.UTF-8"}
+	argv := []string{"/usr/bin/python3", "-I", "-B", "-c", code, script}
+	native, _ := straceTree(t, base, nil, tree, nil, argv...)
+	want := script + " a b c\n" + script + " p\n"
+	if native != want {
+		t.Fatalf("natively: %q, want %q", native, want)
+	}
+	shim, calls := straceTree(t, ShimEnv(stage, base, EnvOptions{}), nil, tree, nil, argv...)
+	if shim != native {
+		t.Errorf("under the shim %q, natively %q", shim, native)
+	}
+	if len(calls) > 0 {
+		t.Errorf("%d system calls on the bundled tree:\n%s", len(calls), strings.Join(calls, "\n"))
+	}
+}

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -106,6 +107,7 @@ static int search_ok(const struct dlb_entry *e);
 	X(execvpe, int, (const char *, char *const[], char *const[]))                  \
 	X(dlerror, char *, (void))                                                     \
 	X(dlinfo, int, (void *, int, void *))                                          \
+	X(dlclose, int, (void *))                                                      \
 	X(posix_spawn, int, (pid_t *, const char *, const posix_spawn_file_actions_t *, \
 			     const posix_spawnattr_t *, char *const[], char *const[]))         \
 	X(posix_spawnp, int, (pid_t *, const char *, const posix_spawn_file_actions_t *, \
@@ -1433,6 +1435,17 @@ int dlinfo(void *handle, int request, void *arg)
 	return rc;
 }
 
+/* dlclose: a library from outside the image that is closed before exit is
+ * still listed in the report (report.c, outside_list). */
+int dlclose(void *handle)
+{
+	ensure_init();
+	struct link_map *lm = NULL;
+	if (handle && real_dlinfo && real_dlinfo(handle, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name)
+		report_closing(lm->l_name);
+	return real_dlclose ? real_dlclose(handle) : -1;
+}
+
 /* dlerror: ld.so's messages name the file it opened, which for a bundled
  * library is the staged copy; show the original (a per-thread copy, as the
  * message itself is per-thread). */
@@ -1456,24 +1469,50 @@ char *dlerror(void)
 	return msg;
 }
 
-int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
-		const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+/* spawn_depth: posix_spawn as execve_depth: a bundled ELF from the stage, a
+ * bundled "#!" script through its interpreter as the kernel would start it
+ * (at most 4 levels). */
+static int spawn_depth(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[], int depth)
 {
 	char sp[DLB_PATH_MAX + 1024];
-	int err;
-	if (!stage_readable()) {
-		size_t n, bytes = env_native_len(envp, &n);
-		char *v[n + 1], buf[bytes];
-		return real_posix_spawn(pid, path, fa, attr, argv, env_native(envp, v, n, buf));
-	}
-	const char *t = exec_target("posix_spawn", path, sp, sizeof sp, &err, NULL);
+	int err, script;
+	const char *t = exec_target("posix_spawn", path, sp, sizeof sp, &err, &script);
 	if (!t) return err;
+	if (script) {
+		char line[256], *interp, *arg;
+		if (script_line(sp, line, sizeof line, &interp, &arg) == 0) {
+			if (depth >= 4) return ELOOP;
+			int argc = 0;
+			while (argv && argv[argc]) argc++;
+			char *v[argc + 4];
+			int k = 0;
+			v[k++] = interp;
+			if (arg) v[k++] = arg;
+			v[k++] = (char *)path;
+			for (int i = 1; i < argc; i++) v[k++] = argv[i];
+			v[k] = NULL;
+			return spawn_depth(pid, interp, fa, attr, v, envp, depth + 1);
+		}
+		t = path; /* the kernel decides */
+	}
 	size_t n;
 	if (env_for_child(envp, &n)) {
 		char *v[n + 1];
 		return real_posix_spawn(pid, t, fa, attr, argv, env_mapped(envp, v, n));
 	}
 	return real_posix_spawn(pid, t, fa, attr, argv, envp);
+}
+
+int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+		const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	if (!stage_readable()) {
+		size_t n, bytes = env_native_len(envp, &n);
+		char *v[n + 1], buf[bytes];
+		return real_posix_spawn(pid, path, fa, attr, argv, env_native(envp, v, n, buf));
+	}
+	return spawn_depth(pid, path, fa, attr, argv, envp, 0);
 }
 
 /* posix_spawnp: walk PATH through the table; the first bundled ELF wins, a
@@ -1497,8 +1536,9 @@ static int spawnp_search(pid_t *pid, const char *file, const posix_spawn_file_ac
 		cand[dl] = '/';
 		memcpy(cand + dl + 1, file, fl + 1);
 		int err;
-		const char *t = exec_target("posix_spawnp", cand, sp, sizeof sp, &err, NULL);
-		if (t == sp) return real_posix_spawn(pid, t, fa, attr, argv, envp);
+		int script;
+		const char *t = exec_target("posix_spawnp", cand, sp, sizeof sp, &err, &script);
+		if (t == sp) return script ? spawn_depth(pid, cand, fa, attr, argv, envp, 0) : real_posix_spawn(pid, t, fa, attr, argv, envp);
 		if (t) break; /* undecided */
 		if (!e) break;
 		p = e + 1;

@@ -181,27 +181,74 @@ void report_init(void)
  * The audit module answers ld.so's search from the table; what it cannot
  * decide (a directory the image lacks, a dlopen by a path it does not hold)
  * ld.so opens on the real file system. At report time the preload walks the
- * main namespace's link_map list (_r_debug, exported by ld.so) and lists the
- * objects whose name shim_from_outside judges outside the image. No state is
- * shared with the audit module (it lives in its own namespace, without
- * libc): la_objopen gives every object loaded from the stage its original
- * name, which the table holds as bundled. The walk takes no lock (dl_iterate_
- * phdr's lock could deadlock in a signal handler): an object being dlopen'ed
- * by another thread at that moment may be missed, and an object dlclose'd
- * before exit is not listed. Skipped: the executable (empty name), the vDSO
- * (no '/'), ld.so itself (AT_BASE; it is the node's, by design). */
+ * link_map lists of every namespace (_r_debug, exported by ld.so, and since
+ * glibc 2.35, r_version 2, the r_debug_extended chain of the dlmopen
+ * namespaces) and lists the objects whose name shim_from_outside judges
+ * outside the image, plus those dlclose'd before (report_closing, called by
+ * the preload's dlclose). No state is shared with the audit module (it
+ * lives in its own namespace, without libc): la_objopen gives every object
+ * loaded from the stage its original name, which the table holds as
+ * bundled. The walk takes no lock (dl_iterate_phdr's lock could deadlock
+ * in a signal handler): an object being dlopen'ed by another thread at that
+ * moment may be missed. Skipped: the executable (empty name), the vDSO (no
+ * '/'), ld.so itself (AT_BASE; it is the node's, by design). */
 extern struct r_debug _r_debug;
+
+/* Names of objects from outside the image that were dlclose'd (they may be
+ * unmapped at exit): copied here, at most CLOSED_MAX of them. */
+#define CLOSED_MAX 64
+#define CLOSED_ARENA (16u << 10)
+static char closed_arena[CLOSED_ARENA];
+static const char *closed[CLOSED_MAX];
+static uint32_t nclosed, closed_used;
+
+void report_closing(const char *name)
+{
+	if (!report_file[0] || !name || name[0] != '/' || !shim_from_outside(name)) return;
+	size_t n = strlen(name) + 1;
+	for (uint32_t i = 0; i < __atomic_load_n(&nclosed, __ATOMIC_ACQUIRE) && i < CLOSED_MAX; i++)
+		if (closed[i] && !strcmp(closed[i], name)) return;
+	uint32_t off = __atomic_fetch_add(&closed_used, (uint32_t)n, __ATOMIC_RELAXED);
+	if (n > CLOSED_ARENA || off > CLOSED_ARENA - n) return;
+	uint32_t i = __atomic_fetch_add(&nclosed, 1, __ATOMIC_RELAXED);
+	if (i >= CLOSED_MAX) return;
+	memcpy(closed_arena + off, name, n);
+	__atomic_store_n(&closed[i], closed_arena + off, __ATOMIC_RELEASE);
+}
 
 static uint32_t outside_list(const char **ps, size_t *ls, uint32_t max, uint64_t *left)
 {
 	uintptr_t ldso = (uintptr_t)getauxval(AT_BASE);
 	uint32_t n = 0;
-	for (const struct link_map *l = _r_debug.r_map; l; l = l->l_next) {
-		if ((ldso && l->l_addr == ldso) || !l->l_name || l->l_name[0] != '/' || !shim_from_outside(l->l_name))
-			continue;
+	const struct r_debug *d = &_r_debug;
+	for (int ns = 0; d && ns < 16; ns++) {
+		for (const struct link_map *l = d->r_map; l; l = l->l_next) {
+			if ((ldso && l->l_addr == ldso) || !l->l_name || l->l_name[0] != '/' || !shim_from_outside(l->l_name))
+				continue;
+			int dup = 0;
+			for (uint32_t k = 0; k < n && !dup; k++) dup = !strcmp(ps[k], l->l_name);
+			if (dup) continue;
+			if (n == max) { ++*left; continue; }
+			ps[n] = l->l_name;
+			ls[n++] = strlen(l->l_name);
+		}
+#if defined(__GLIBC_PREREQ) && __GLIBC_PREREQ(2, 35)
+		/* dlmopen namespaces: glibc 2.35 sets r_version 2 and chains them */
+		const struct r_debug_extended *x = d->r_version >= 2 ? ((const struct r_debug_extended *)d)->r_next : NULL;
+		d = x ? &x->base : NULL;
+#else
+		d = NULL;
+#endif
+	}
+	uint32_t k = __atomic_load_n(&nclosed, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < k && i < CLOSED_MAX; i++) {
+		const char *c = __atomic_load_n(&closed[i], __ATOMIC_ACQUIRE);
+		int dup = !c;
+		for (uint32_t j = 0; j < n && !dup; j++) dup = !strcmp(ps[j], c);
+		if (dup) continue;
 		if (n == max) { ++*left; continue; }
-		ps[n] = l->l_name;
-		ls[n++] = strlen(l->l_name);
+		ps[n] = c;
+		ls[n++] = strlen(c);
 	}
 	return n;
 }
