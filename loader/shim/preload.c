@@ -516,11 +516,13 @@ int lstat64(const char *path, struct stat64 *st)
 	if (do_stat("lstat64", AT_FDCWD, &path, canon, 0, (struct stat *)st, &rc)) return rc;
 	return real_lstat64 ? real_lstat64(path, st) : sys_fstatat(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW);
 }
+/* STAT_FLAGS: what fstatat accepts; others are EINVAL before any lookup. */
+#define STAT_FLAGS (AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_EMPTY_PATH)
 int fstatat(int dirfd, const char *path, struct stat *st, int flags)
 {
 	int rc;
 	char canon[DLB_PATH_MAX];
-	if (!(flags & AT_EMPTY_PATH) || (path && path[0]))
+	if ((!(flags & AT_EMPTY_PATH) || (path && path[0])) && !(flags & ~STAT_FLAGS))
 		if (do_stat("fstatat", dirfd, &path, canon, !(flags & AT_SYMLINK_NOFOLLOW), st, &rc)) return rc;
 	rc = real_fstatat ? real_fstatat(dirfd, path, st, flags) : sys_fstatat(dirfd, path, st, flags);
 	if (rc == 0 && (flags & AT_EMPTY_PATH) && path && !path[0]) fstat_fix(dirfd, st);
@@ -531,7 +533,7 @@ int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
 {
 	int rc;
 	char canon[DLB_PATH_MAX];
-	if (!(flags & AT_EMPTY_PATH) || (path && path[0]))
+	if ((!(flags & AT_EMPTY_PATH) || (path && path[0])) && !(flags & ~STAT_FLAGS))
 		if (do_stat("fstatat64", dirfd, &path, canon, !(flags & AT_SYMLINK_NOFOLLOW), (struct stat *)st, &rc)) return rc;
 	rc = real_fstatat64 ? real_fstatat64(dirfd, path, st, flags) : sys_fstatat(dirfd, path, st, flags);
 	if (rc == 0 && (flags & AT_EMPTY_PATH) && path && !path[0]) fstat_fix(dirfd, (struct stat *)st);
@@ -568,7 +570,9 @@ static void fill_statx(struct statx *sx, const struct dlb_entry *e)
 int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *sx)
 {
 	char canon[DLB_PATH_MAX];
-	if (!(flags & AT_EMPTY_PATH) || (path && path[0])) {
+	int valid = !(flags & ~(STAT_FLAGS | AT_STATX_SYNC_TYPE)) && (flags & AT_STATX_SYNC_TYPE) != AT_STATX_SYNC_TYPE &&
+		    !(mask & STATX__RESERVED);
+	if ((!(flags & AT_EMPTY_PATH) || (path && path[0])) && valid) {
 		struct dlb_res r;
 		switch (lookup("statx", dirfd, &path, !(flags & AT_SYMLINK_NOFOLLOW), canon, &r)) {
 		case DLB_BUNDLED: fill_statx(sx, r.ent); (void)mask; return 0;
@@ -646,6 +650,9 @@ static int search_ok(const struct dlb_entry *e)
 static int do_access(const char *fn, int dirfd, const char **pp, char *canon, int mode, int flags, int *rc)
 {
 	struct dlb_res r;
+	/* The kernel refuses bad modes and flags (EINVAL) before it looks at
+	 * the path: let it. */
+	if ((mode & ~(R_OK | W_OK | X_OK)) || (flags & ~(AT_EACCESS | AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))) return 0;
 	switch (lookup(fn, dirfd, pp, !(flags & AT_SYMLINK_NOFOLLOW), canon, &r)) {
 	case DLB_BUNDLED:
 		*rc = access_check(r.ent, mode, flags & AT_EACCESS);
@@ -1002,7 +1009,7 @@ static int do_readlink(const char *fn, int dirfd, const char **pp, char *canon, 
 {
 	const char *path = *pp;
 	ensure_init();
-	if (!path) return 0;
+	if (!path || size == 0 || size > SSIZE_MAX) return 0; /* EINVAL from the kernel */
 	if (stage_root_len && !strncmp(path, "/proc/", 6)) { *rc = proc_readlink(dirfd, path, buf, size); return 1; }
 	struct dlb_res r;
 	switch (lookup(fn, dirfd, pp, 0, canon, &r)) {
