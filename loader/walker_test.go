@@ -550,3 +550,46 @@ func FuzzWalker(f *testing.F) {
 		fx.check(t, block, nobody)
 	})
 }
+
+// TestTclNormalize: issue 19's Tcl reproduction: `file normalize` through a
+// symlink calls libc's realpath; under the shim it gives the native answer.
+func TestTclNormalize(t *testing.T) {
+	tclsh, err := exec.LookPath("tclsh")
+	if err != nil {
+		t.Fatal("tclsh is needed (Debian tcl)")
+	}
+	_, tree, stage := writesTree(t, map[string]string{"d/sub/file.tcl": "puts x\n"})
+	if err := os.Symlink("d/sub", filepath.Join(tree, "link")); err != nil {
+		t.Fatal(err)
+	}
+	var entries []image.Entry
+	for _, e := range treeEntries(t, tree) {
+		if e.Path == tree || strings.HasPrefix(e.Path, tree+"/") {
+			entries = append(entries, e)
+		}
+	}
+	two := filepath.Join(filepath.Dir(stage), "two")
+	if err := os.Mkdir(two, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stage = stageEntries(t, two, entries)
+	script := "puts [file normalize " + tree + "/link/file.tcl]\nputs [file normalize " + tree + "/link/../d/./sub]\n" +
+		"puts [file normalize /usr/share/doc/bash/copyright]\nputs [file normalize /lib/x86_64-linux-gnu/libc.so.6]\n"
+	run := func(env []string) string {
+		cmd := exec.Command(tclsh)
+		cmd.Env, cmd.Stdin = env, strings.NewReader(script)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("tclsh: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	base := []string{"PATH=/usr/bin:/bin", "HOME=/", "LANG=C.UTF-8"}
+	native := run(base)
+	if want := tree + "/d/sub/file.tcl\n"; !strings.HasPrefix(native, want) {
+		t.Fatalf("natively: %q, want it to start with %q", native, want)
+	}
+	if shim := run(ShimEnv(stage, base, EnvOptions{})); shim != native {
+		t.Errorf("tclsh under the shim:\n%s\nnatively:\n%s", shim, native)
+	}
+}
