@@ -2068,9 +2068,20 @@ int closedir(DIR *d)
  * with the table's attributes: ino, dev, nlink, times as the original. */
 #define FD_TRACK 1024
 static const struct dlb_entry *fd_track[FD_TRACK];
+static uint64_t fd_ino[FD_TRACK]; /* the staged copy's inode: an fd closed behind our back
+				     (fclose, close_range) and reused for another file on the
+				     stage's device with the same size and mtime is not it */
 static void fd_note(int fd, const struct dlb_entry *e)
 {
-	if (fd >= 0 && fd < FD_TRACK) __atomic_store_n(&fd_track[fd], e, __ATOMIC_RELEASE);
+	struct stat st;
+	if (fd < 0 || fd >= FD_TRACK) return;
+	int saved = errno;
+	long rc = syscall(SYS_fstat, fd, &st);
+	errno = saved;
+	__atomic_store_n(&fd_track[fd], NULL, __ATOMIC_RELEASE);
+	if (rc != 0) return;
+	__atomic_store_n(&fd_ino[fd], (uint64_t)st.st_ino, __ATOMIC_RELEASE);
+	__atomic_store_n(&fd_track[fd], e, __ATOMIC_RELEASE);
 }
 
 /* same_copy: st is the staged copy of entry e (the stage's device, e's size
@@ -2102,7 +2113,7 @@ static const struct dlb_entry *fd_staged(int fd, const struct stat *st)
 {
 	if (fd < 0 || !stage_dev || st->st_dev != stage_dev) return NULL;
 	const struct dlb_entry *e = fd < FD_TRACK ? __atomic_load_n(&fd_track[fd], __ATOMIC_ACQUIRE) : NULL;
-	if (same_copy(e, st)) return e;
+	if (e && __atomic_load_n(&fd_ino[fd], __ATOMIC_ACQUIRE) == (uint64_t)st->st_ino && same_copy(e, st)) return e;
 	char l[40];
 	snprintf(l, sizeof l, "/proc/self/fd/%d", fd);
 	return entry_via_link(l, st);
