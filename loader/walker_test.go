@@ -464,6 +464,12 @@ func (f *walkerFixture) steady(out string) string {
 			continue
 		}
 		for _, p := range strings.Fields(head)[1:] {
+			// the walker's own /proc links, not this process's
+			if rest, ok := strings.CutPrefix(p, "/proc/self/cwd"); ok {
+				p = f.root + rest
+			} else if rest, ok := strings.CutPrefix(p, "/proc/self/exe"); ok {
+				p = f.bin + rest
+			}
 			if !filepath.IsAbs(p) {
 				p = filepath.Join(f.root, p)
 			}
