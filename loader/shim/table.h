@@ -278,7 +278,14 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 			if (s < 0) { r->why = DLB_WHY_GROUPS; return DLB_UNKNOWN; }
 		}
 		if (cn == 1 && rest[p] == '.') {
-			if (cur && cur->type != DLB_DIR) return dlb_unknown(r, out, on, rest + p, rn - p, 1, links);
+			/* "x/." requires x to be a directory: dropping the "." is only
+			 * right where it is known to be one (a bundled directory, an
+			 * external one, the root, a real directory of the cwd);
+			 * otherwise the kernel gets the rest with the "." kept. */
+			if ((cur && cur->type != DLB_DIR) || (!cur && on > 0 && on != xd && on > kd && !DLB_REALDIR(out, on))) {
+				seen_unknown = 1;
+				return dlb_unknown(r, out, on, rest + p, rn - p, 1, links);
+			}
 			p = q;
 			continue;
 		}
