@@ -26,6 +26,23 @@ type ProcessReport struct {
 	// search, or they were dlopen'ed by a path the image does not hold).
 	Outside []string `json:"outside"`
 	Dropped int      `json:"dropped"` // paths beyond the bounds (docs/loader.md, "Reports")
+	// Fallbacks are the lookups passed through for a reason other than the
+	// image lacking the path (they are also in Passed).
+	Fallbacks []Fallback `json:"fallbacks"`
+}
+
+// Fallback is a reason the shim passed lookups through (docs/loader.md,
+// "Reports and debugging"), the directory it concerns, and how many.
+type Fallback struct {
+	Reason  string `json:"reason"`
+	Dir     string `json:"dir"`
+	Lookups int64  `json:"lookups"`
+}
+
+// FallbackCount totals a reason and directory over the processes.
+type FallbackCount struct {
+	Fallback
+	Processes int `json:"processes"`
 }
 
 // ReadReports parses a report file. Lines that are not reports (a process
@@ -80,6 +97,9 @@ type ReportSummary struct {
 	// Outside are the libraries ld.so loaded from outside the image (and
 	// so from the shared file system, in every process). Most-taken first.
 	Outside []PathCount `json:"outside"`
+	// Fallbacks are the lookups passed through for a reason other than the
+	// image lacking the path, by reason and directory, most lookups first.
+	Fallbacks []FallbackCount `json:"fallbacks"`
 }
 
 // Summarize totals reports, classifying passed-through paths by build's
@@ -119,7 +139,18 @@ func SummarizeWithRules(reports []ProcessReport, rules *squash.Rules) ReportSumm
 	count := map[string]int{}
 	pseudo := map[string]bool{}
 	outside := map[string]int{}
+	fallbacks := map[Fallback]*FallbackCount{} // keyed by reason and dir (Lookups 0)
 	for _, r := range reports {
+		for _, f := range r.Fallbacks {
+			k := Fallback{Reason: f.Reason, Dir: f.Dir}
+			c := fallbacks[k]
+			if c == nil {
+				c = &FallbackCount{Fallback: k}
+				fallbacks[k] = c
+			}
+			c.Lookups += f.Lookups
+			c.Processes++
+		}
 		s.Processes++
 		s.Answered += r.Answered
 		s.Missing += r.Missing
@@ -160,6 +191,19 @@ func SummarizeWithRules(reports []ProcessReport, rules *squash.Rules) ReportSumm
 	for p, n := range outside {
 		s.Outside = append(s.Outside, PathCount{p, n})
 	}
+	for _, c := range fallbacks {
+		s.Fallbacks = append(s.Fallbacks, *c)
+	}
+	sort.Slice(s.Fallbacks, func(i, j int) bool {
+		a, b := s.Fallbacks[i], s.Fallbacks[j]
+		if a.Lookups != b.Lookups {
+			return a.Lookups > b.Lookups
+		}
+		if a.Reason != b.Reason {
+			return a.Reason < b.Reason
+		}
+		return a.Dir < b.Dir
+	})
 	var inc []PathCount
 	for p, n := range prefixes {
 		inc = append(inc, PathCount{p, n})
@@ -194,6 +238,7 @@ func (s ReportSummary) WriteText(w io.Writer, limit int) error {
 		}
 		return 100 * float64(n) / float64(total)
 	}
+	s.writeFallbacks(bw, limit)
 	fmt.Fprintf(bw, "%d processes, %d lookups:\n", s.Processes, total)
 	fmt.Fprintf(bw, "  answered from the stage   %10d  (%5.1f%%)\n", s.Answered, pct(s.Answered))
 	fmt.Fprintf(bw, "  answered as missing       %10d  (%5.1f%%)\n", s.Missing, pct(s.Missing))
@@ -242,6 +287,64 @@ func (s ReportSummary) WriteText(w io.Writer, limit int) error {
 	fmt.Fprintln(bw, "app (not per-run files), re-trace with the inputs that take them and rebuild:")
 	fmt.Fprintln(bw, "  dlbundle trace -- ./myapp <those inputs>   # then: dlbundle build -o app.dlimg")
 	return bw.Flush()
+}
+
+// fallbackWhy says in words why lookups went to the file system.
+func fallbackWhy(f Fallback) string {
+	switch f.Reason {
+	case "written":
+		return "a process changed " + f.Dir + " (written): the shim leaves what is at or below it to the file system"
+	case "written-everything":
+		return "a process wrote where the shim could not mark one name, or into more than 64 places (written-everything): it passed every lookup through"
+	case "no-table":
+		return "the shim could not open its table in " + f.Dir + " (no-table; a process of another user?): it was inactive"
+	case "bad-table":
+		return "the table in " + f.Dir + " is damaged or of another version (bad-table): the shim was inactive"
+	case "stage-too-long":
+		return "DLBUNDLE_STAGE was longer than 1000 bytes (stage-too-long): the shim was inactive; use a shorter --stage-dir"
+	case "dirfd":
+		return "they were relative to a directory fd the shim does not serve (dirfd): the kernel resolved them"
+	case "groups":
+		return "a process is in more than 1,024 groups (groups): the kernel decided its permissions"
+	case "other-uid":
+		return "a process changed its user and could not read the stage in " + f.Dir + " (other-uid): it read the original files"
+	case "too-long":
+		return "their paths were longer than the shim's 4 KiB buffers (too-long)"
+	}
+	return "of " + f.Reason + " " + f.Dir
+}
+
+// writeFallbacks puts first what made the shim stop answering.
+func (s ReportSummary) writeFallbacks(w io.Writer, limit int) {
+	for i, f := range s.Fallbacks {
+		if limit > 0 && i == limit {
+			fmt.Fprintf(w, "... and %d more reasons (--all lists them)\n", len(s.Fallbacks)-limit)
+			break
+		}
+		lookups, procs := "lookups", "processes"
+		if f.Lookups == 1 {
+			lookups = "lookup"
+		}
+		if f.Processes == 1 {
+			procs = "process"
+		}
+		fmt.Fprintf(w, "%s %s in %d %s went to the file system because %s.\n", thousands(f.Lookups), lookups, f.Processes, procs, fallbackWhy(f.Fallback))
+	}
+	if len(s.Fallbacks) > 0 {
+		fmt.Fprintln(w)
+	}
+}
+
+// thousands writes n with commas: 3,421.
+func thousands(n int64) string {
+	d := fmt.Sprint(n)
+	if n < 0 {
+		return "-" + thousands(-n)
+	}
+	for i := len(d) - 3; i > 0; i -= 3 {
+		d = d[:i] + "," + d[i:]
+	}
+	return d
 }
 
 // writeCapped lists paths with their process counts under a header naming

@@ -63,6 +63,11 @@ const (
 	flagBlocks  = 2 // the blocks field holds the source's st_blocks
 	flagELF     = 4 // the image's kind: an ELF object (shared object, executable, Python extension)
 	flagELFNode = 8 // set at staging: the staged copy is ELF of this node's class, byte order, machine
+	// flagSearchable: every directory above the entry that the table holds
+	// as bundled lets others search it (mode o+x), so any user may reach
+	// the entry: the shim answers it without checking the path's
+	// directories against the process's uid (docs/loader.md).
+	flagSearchable = 16
 )
 
 // fnv1a64 is the table's hash; the shim computes the same one.
@@ -162,6 +167,37 @@ func tableRows(entries []image.Entry) ([]tableRow, error) {
 	return rows, nil
 }
 
+// markSearchable sets flagSearchable on every row whose bundled ancestor
+// directories all have the search bit for others. Directories known only
+// from a listing (external) have no permission bits in the table: they are
+// taken as searchable, as the shim takes any directory it does not hold.
+func markSearchable(rows []tableRow) {
+	closed := map[string]bool{} // bundled directories without o+x
+	for _, r := range rows {
+		if r.typ == tabDir && r.e.Mode&0o001 == 0 {
+			closed[r.path] = true
+		}
+	}
+	memo := map[string]bool{}
+	var open func(dir string) bool // dir and every directory above it are searchable
+	open = func(dir string) bool {
+		if v, ok := memo[dir]; ok {
+			return v
+		}
+		v := !closed[dir]
+		if dir != "/" {
+			v = v && open(path.Dir(dir))
+		}
+		memo[dir] = v
+		return v
+	}
+	for i := range rows {
+		if rows[i].path == "/" || open(path.Dir(rows[i].path)) {
+			rows[i].flags |= flagSearchable
+		}
+	}
+}
+
 // tableSize is the length of encodeTable(entries), computed without building
 // the rows: Materialize checks it against its bounds before anything is
 // built (checkStageCost). A listed name's row is a duplicate only of an
@@ -221,6 +257,7 @@ func encodeTable(entries []image.Entry) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	markSearchable(rows)
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].path < rows[j].path })
 	nb := uint32(8)
 	for int(nb) < 2*len(rows) {

@@ -15,7 +15,7 @@ import (
 // treeEntries builds image entries from the real file system, as the build
 // step would: every path under roots (not following symlinks), plus each
 // root's ancestors as directories with their complete listings.
-func treeEntries(t *testing.T, roots ...string) []image.Entry {
+func treeEntries(t testing.TB, roots ...string) []image.Entry {
 	t.Helper()
 	var es []image.Entry
 	seen := map[string]bool{}
@@ -52,7 +52,7 @@ func treeEntries(t *testing.T, roots ...string) []image.Entry {
 }
 
 // fsEntry describes one path as lstat(2) shows it.
-func fsEntry(t *testing.T, p string) image.Entry {
+func fsEntry(t testing.TB, p string) image.Entry {
 	t.Helper()
 	var st syscall.Stat_t
 	if err := syscall.Lstat(p, &st); err != nil {
@@ -90,7 +90,7 @@ func fsEntry(t *testing.T, p string) image.Entry {
 
 // stageEntries writes an image of entries with the real writer, opens it with
 // the real reader and materializes a stage, published under dir/stage.
-func stageEntries(t *testing.T, dir string, entries []image.Entry) string {
+func stageEntries(t testing.TB, dir string, entries []image.Entry) string {
 	t.Helper()
 	imgPath := filepath.Join(dir, "app.dlimg")
 	writeEntriesImage(t, imgPath, entries)
@@ -114,7 +114,7 @@ func stageEntries(t *testing.T, dir string, entries []image.Entry) string {
 }
 
 // writeEntriesImage writes an image of entries to path with the real writer.
-func writeEntriesImage(t *testing.T, path string, entries []image.Entry) {
+func writeEntriesImage(t testing.TB, path string, entries []image.Entry) {
 	t.Helper()
 	f, err := os.Create(path)
 	if err != nil {

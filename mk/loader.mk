@@ -41,3 +41,11 @@ fuzz-shim:
 	CGO_ENABLED=1 $(GO_FUZZ) -asan -run '^$$' -fuzz '^FuzzTableResolve$$' -fuzztime 10s ./loader/shim/fuzz/
 	CGO_ENABLED=1 $(GO_FUZZ) -asan -run '^$$' -fuzz '^FuzzTableCheck$$' -fuzztime 10s ./loader/shim/fuzz/
 	CGO_ENABLED=1 $(GO_FUZZ) -asan -run '^$$' -fuzz '^FuzzReportLine$$' -fuzztime 10s ./loader/shim/fuzz/
+
+# The differential walker fuzzer (loader/walker_test.go): realpath & co.
+# natively and under the shim on random paths, compared (as root: it runs
+# its walkers as root and as nobody).
+TEST_AFTER += fuzz-walker
+.PHONY: fuzz-walker
+fuzz-walker:
+	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzWalker$$' -fuzztime 10s -parallel 1 ./loader/

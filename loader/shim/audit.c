@@ -617,6 +617,17 @@ static void read_cache(void)
 #endif
 }
 
+/* drop_cache unmaps the cache when ld.so unmaps its own (_dl_unload_cache,
+ * at the end of start-up and of every dlopen: la_activity below), so that
+ * /proc/self/maps shows it no more than natively; the next search that
+ * needs it maps it again, as ld.so does. */
+static void drop_cache(void)
+{
+	if (cache_state == 1) dlb_sys(DLB_SYS_munmap, (long)cache, (long)cache_size, 0);
+	cache = 0;
+	cache_state = 0;
+}
+
 /* cache_str returns the string at offset o of the new format (relative to
  * its header), or NULL if it runs off the mapping. */
 static const char *cache_str(uint32_t o)
@@ -839,6 +850,14 @@ unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie)
 		n[i] = 0;
 	}
 	return 0; /* no symbol binding callbacks: they would slow every call */
+}
+
+/* la_activity(LA_ACT_CONSISTENT): a start-up, dlopen or dlclose has
+ * finished loading; ld.so unmaps /etc/ld.so.cache right after it. */
+void la_activity(uintptr_t *cookie, unsigned int flag)
+{
+	(void)cookie;
+	if (flag == LA_ACT_CONSISTENT) drop_cache();
 }
 
 /* la_preinit: start-up loading is done; what is loaded from now on is

@@ -23,6 +23,7 @@
 #include <glob.h>
 #include <gnu/libc-version.h>
 #include <limits.h>
+#include <link.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -47,18 +48,25 @@
  * string children inherit); on overflow everything is dirty (the shim then
  * passes every lookup through, as without an image). */
 #define DIRTY_MAX 64
-struct dirty_dir { uint64_t hash; uint32_t off, len; };
+struct dirty_dir { uint64_t hash; uint32_t off, len, kind; };
 static struct dirty_dir dirty_set[DIRTY_MAX];
 static unsigned dirty_n;  /* entries below it are immutable (release/acquire) */
 static int dirty_all;     /* "/" was written into, or the set overflowed */
 static char dirty_env[32768] = "DLBUNDLE_DIRTY=";
 static size_t dirty_end = 15; /* strlen(dirty_env) */
 static int dirty_is(const char *p, size_t n, uint64_t h);
+static int listing_is(const char *p, size_t n, uint64_t h);
+static size_t dirty_cover(const char *p, size_t n);
 #define DLB_DIRTY(p, n, h) (__atomic_load_n(&dirty_n, __ATOMIC_ACQUIRE) && dirty_is(p, n, h))
+#define DLB_LISTING(p, n, h) listing_is(p, n, h)
 #define DLB_DIRTY_ANY() (__atomic_load_n(&dirty_n, __ATOMIC_ACQUIRE) != 0)
 #define DLB_DIRTY_ALL() __atomic_load_n(&dirty_all, __ATOMIC_ACQUIRE)
 static int cwd_prefix(const char *p, size_t n);
 #define DLB_REALDIR(p, n) cwd_prefix(p, n)
+struct dlb_entry;
+static int search_ok(const struct dlb_entry *e);
+#define DLB_SEARCH(e) search_ok(e)
+#define DLB_SEARCH_ALL(e) ((e)->flags & DLB_FLAG_SEARCHABLE)
 #include "table.h"
 #include "report.h"
 
@@ -101,6 +109,7 @@ static int cwd_prefix(const char *p, size_t n);
 	X(execvpe, int, (const char *, char *const[], char *const[]))                  \
 	X(dlerror, char *, (void))                                                     \
 	X(dlinfo, int, (void *, int, void *))                                          \
+	X(dlclose, int, (void *))                                                      \
 	X(posix_spawn, int, (pid_t *, const char *, const posix_spawn_file_actions_t *, \
 			     const posix_spawnattr_t *, char *const[], char *const[]))         \
 	X(posix_spawnp, int, (pid_t *, const char *, const posix_spawn_file_actions_t *, \
@@ -160,13 +169,20 @@ static int cwd_prefix(const char *p, size_t n);
 #define DECLARE_REAL(name, ret, args) static ret(*real_##name) args;
 SHIM_FUNCS(DECLARE_REAL)
 FIDELITY_FUNCS(DECLARE_REAL)
-static void mark_written(int dirfd, const char *path, int follow_last);
+/* What a call that writes did to a name (marked()): changed it, created
+ * it, removed it, or opened it for writing (created unless it existed). */
+enum { W_CHANGE, W_CREATE, W_REMOVE, W_OPEN };
+static void marked(long rc, int dirfd, const char *path, int follow_last, int what);
+static int in_stage(const char *p, size_t n);
+static int stage_readable(void);
 static void dirty_inherit(void);
 static void fd_note(int fd, const struct dlb_entry *e);
 static DIR *dir_open(const struct dlb_entry *e, const char *canon, size_t n);
 static size_t dir_fd_path(int fd, char *out, size_t cap);
 static const struct dlb_entry *dir_fd_entry(int fd, const struct stat *st);
 static void fstat_fix(int fd, struct stat *st);
+static void proc_stat_fix(const char *path, struct stat *st);
+static const struct dlb_entry *entry_via_link(const char *link, const struct stat *st);
 static const struct dlb_entry *fd_staged(int fd, const struct stat *st);
 static int rp_walk(const char *path, char *res, int *native, char *first);
 static dev_t stage_dev;
@@ -182,6 +198,10 @@ static char stage_root[1024]; /* $DLBUNDLE_STAGE/root */
 static size_t stage_root_len;
 static int debug_on;
 static char debug_dir[512];
+static int inactive = -1; /* the shim has a stage but no table: the FB_* reason, else -1 */
+static uid_t init_uid, init_euid; /* the ids that read the stage at start-up */
+static char stage_table[1100];     /* $DLBUNDLE_STAGE/table */
+static void debug_note(const char *what, const char *p, size_t n, const char *why);
 
 static void resolve_reals(void)
 {
@@ -268,12 +288,15 @@ static void shim_init(void)
 					  "inactive and this process reads the original files (use a shorter --stage-dir)\n";
 		syscall(SYS_write, 2, msg, sizeof msg - 1);
 		stage = NULL;
+		inactive = FB_STAGE_TOO_LONG;
 	}
 	_Static_assert(DLB_STAGE_MAX + 8 < sizeof stage_root, "stage_root holds DLBUNDLE_STAGE/root");
 	if (stage && stage[0] == '/') {
 		stage_root_len = (size_t)snprintf(stage_root, sizeof stage_root, "%s/root", stage);
-		char path[1100];
-		snprintf(path, sizeof path, "%s/table", stage);
+		char *path = stage_table;
+		snprintf(path, sizeof stage_table, "%s/table", stage);
+		init_uid = (uid_t)syscall(SYS_getuid);
+		init_euid = (uid_t)syscall(SYS_geteuid);
 		int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
 		struct stat st;
 		if (fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 && st.st_size > 0) {
@@ -282,19 +305,25 @@ static void shim_init(void)
 			int pop = (uint64_t)st.st_size <= DLB_POPULATE_MAX ? MAP_POPULATE : 0;
 			void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | pop, fd, 0);
 			if (m != MAP_FAILED && dlb_check(m, (size_t)st.st_size)) { table = m; stage_dev = st.st_dev; }
-			else if (m != MAP_FAILED) munmap(m, (size_t)st.st_size);
+			else if (m != MAP_FAILED) { munmap(m, (size_t)st.st_size); inactive = FB_BAD_TABLE; }
 		}
 		if (fd >= 0) syscall(SYS_close, fd);
+		if (!table && inactive < 0) inactive = FB_NO_TABLE;
 	}
 	restore_native_env();
 	dirty_inherit();
 	report_init();
+	if (inactive >= 0) debug_note("inactive", stage ? stage : "", stage && strlen(stage) <= DLB_STAGE_MAX ? strlen(stage) : 0,
+				      inactive == FB_NO_TABLE ? "the table cannot be opened or mapped (no-table); every lookup goes to the file system"
+				      : inactive == FB_BAD_TABLE ? "the table is damaged or of another version (bad-table); every lookup goes to the file system"
+								 : "DLBUNDLE_STAGE is too long (stage-too-long); every lookup goes to the file system");
 	__atomic_store_n(&init_done, 1, __ATOMIC_RELEASE);
 }
 __attribute__((constructor)) static void shim_ctor(void) { if (!__atomic_load_n(&init_done, __ATOMIC_ACQUIRE)) shim_init(); }
 static inline void ensure_init(void) { if (__builtin_expect(!__atomic_load_n(&init_done, __ATOMIC_ACQUIRE), 0)) shim_init(); }
 
 /* ---- debug log: one write per decision, stderr or DEBUG_DIR/<pid>.log ---- */
+static void debug_write(const char *line, size_t n);
 static void debug_log(const char *what, const char *fn, const char *path, const char *to)
 {
 	if (!debug_on) return;
@@ -303,6 +332,10 @@ static void debug_log(const char *what, const char *fn, const char *path, const 
 			 path ? path : "(null)", to ? " -> " : "", to ? to : "");
 	if (n < 0) return;
 	if ((size_t)n >= sizeof line) n = sizeof line - 1;
+	debug_write(line, (size_t)n);
+}
+static void debug_write(const char *line, size_t n)
+{
 	int fd = 2, close_it = 0;
 	if (debug_dir[0]) {
 		char p[600];
@@ -318,8 +351,33 @@ static void debug_log(const char *what, const char *fn, const char *path, const 
 			fd = -1, close_it = 0;
 		}
 	}
-	if (fd >= 0) syscall(SYS_write, fd, line, (size_t)n);
+	if (fd >= 0) syscall(SYS_write, fd, line, n);
 	if (close_it) syscall(SYS_close, fd);
+}
+
+/* debug_note: a line that says when and why lookups start going to the
+ * file system (docs/loader.md, "Reports and debugging"). */
+static void debug_note(const char *what, const char *p, size_t n, const char *why)
+{
+	if (!debug_on) return;
+	char line[DLB_PATH_MAX + 256];
+	if (n > DLB_PATH_MAX) n = DLB_PATH_MAX;
+	int k = snprintf(line, sizeof line, "dlbundle[%d]: %s %.*s: %s\n", (int)syscall(SYS_getpid), what, (int)n, p, why);
+	if (k > 0) debug_write(line, (size_t)k < sizeof line ? (size_t)k : sizeof line - 1);
+}
+
+/* fallback counts a lookup passed through for a reason other than the
+ * image lacking the path (report.h); r: the resolver's answer, canon its
+ * output. Returns 1 when counted. */
+static int fallback(const struct dlb_res *r, const char *canon)
+{
+	switch (r->why) {
+	case DLB_WHY_WRITTEN: report_fallback(FB_WRITTEN, canon, r->why_len); return 1;
+	case DLB_WHY_WRITTEN_ALL: report_fallback(FB_WRITTEN_ALL, "/", 1); return 1;
+	case DLB_WHY_GROUPS: report_fallback(FB_GROUPS, "", 0); return 1;
+	case DLB_WHY_TOO_LONG: report_fallback(FB_TOO_LONG, "", 0); return 1;
+	}
+	return 0;
 }
 
 /* ---- the lookup ---- */
@@ -334,8 +392,13 @@ static int lookup(const char *fn, int dirfd, const char **pp, int follow, char *
 {
 	const char *path = *pp;
 	r->rewritten = 0;
+	r->why = DLB_WHY_LACKS;
 	ensure_init();
-	if (!table || !path || !path[0]) return DLB_UNKNOWN;
+	if (!path || !path[0]) return DLB_UNKNOWN;
+	if (!table) {
+		if (inactive >= 0) report_fallback(inactive, stage_root, stage_root_len > 5 ? stage_root_len - 5 : 0);
+		return DLB_UNKNOWN;
+	}
 	char abs[DLB_PATH_MAX];
 	const char *p = path;
 	size_t known = 0; /* getcwd's answer is real directories: ".." over them is decided */
@@ -344,10 +407,19 @@ static int lookup(const char *fn, int dirfd, const char **pp, int follow, char *
 		/* dirfd(d) of a bundled directory's stream is its staged copy: look
 		 * the name up as the original's (its table path is canonical), and
 		 * pass an undecided one through by that absolute path, as natively
-		 * the fd would name the original directory. */
+		 * the fd would name the original directory. Any other directory fd
+		 * is the file system's to resolve (a fallback the report counts). */
 		size_t n = dir_fd_path(dirfd, abs, sizeof abs);
 		size_t pl = strlen(path);
-		if (!n || n + 1 + pl >= sizeof abs) goto unknown;
+		if (!n) {
+			report_fallback(FB_DIRFD, "", 0);
+			debug_log("pass", fn, path, 0);
+			return DLB_UNKNOWN;
+		}
+		if (n + 1 + pl >= sizeof abs) {
+			r->why = DLB_WHY_TOO_LONG;
+			goto unknown;
+		}
 		if (n > 1) abs[n++] = '/';
 		memcpy(abs + n, path, pl + 1);
 		known = n > 1 ? n - 1 : 1;
@@ -356,6 +428,7 @@ static int lookup(const char *fn, int dirfd, const char **pp, int follow, char *
 	} else if (path[0] != '/') {
 		long n = syscall(SYS_getcwd, abs, sizeof abs);
 		size_t pl = strlen(path);
+		if (n > 0 && abs[0] == '/' && (size_t)n + pl + 1 >= sizeof abs) r->why = DLB_WHY_TOO_LONG;
 		if (n <= 0 || abs[0] != '/' || (size_t)n + pl + 1 >= sizeof abs) goto unknown;
 		known = (size_t)n - 1;
 		abs[n - 1] = '/';
@@ -380,7 +453,7 @@ unknown:
 		r->rewritten = 1;
 	}
 	if (r->rewritten) *pp = canon;
-	report_count(REPORT_PASSED, *pp); /* the path that reaches the file system */
+	if (!fallback(r, canon)) report_count(REPORT_PASSED, *pp); /* the path that reaches the file system */
 	debug_log("pass", fn, path, r->rewritten ? canon : 0);
 	return DLB_UNKNOWN;
 }
@@ -461,14 +534,18 @@ int stat(const char *path, struct stat *st)
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_stat("stat", AT_FDCWD, &path, canon, 1, st, &rc)) return rc;
-	return real_stat ? real_stat(path, st) : sys_fstatat(AT_FDCWD, path, st, 0);
+	rc = real_stat ? real_stat(path, st) : sys_fstatat(AT_FDCWD, path, st, 0);
+	if (rc == 0) proc_stat_fix(path, st);
+	return rc;
 }
 int stat64(const char *path, struct stat64 *st)
 {
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_stat("stat64", AT_FDCWD, &path, canon, 1, (struct stat *)st, &rc)) return rc;
-	return real_stat64 ? real_stat64(path, st) : sys_fstatat(AT_FDCWD, path, st, 0);
+	rc = real_stat64 ? real_stat64(path, st) : sys_fstatat(AT_FDCWD, path, st, 0);
+	if (rc == 0) proc_stat_fix(path, (struct stat *)st);
+	return rc;
 }
 int lstat(const char *path, struct stat *st)
 {
@@ -484,24 +561,28 @@ int lstat64(const char *path, struct stat64 *st)
 	if (do_stat("lstat64", AT_FDCWD, &path, canon, 0, (struct stat *)st, &rc)) return rc;
 	return real_lstat64 ? real_lstat64(path, st) : sys_fstatat(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW);
 }
+/* STAT_FLAGS: what fstatat accepts; others are EINVAL before any lookup. */
+#define STAT_FLAGS (AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_EMPTY_PATH)
 int fstatat(int dirfd, const char *path, struct stat *st, int flags)
 {
 	int rc;
 	char canon[DLB_PATH_MAX];
-	if (!(flags & AT_EMPTY_PATH) || (path && path[0]))
+	if ((!(flags & AT_EMPTY_PATH) || (path && path[0])) && !(flags & ~STAT_FLAGS))
 		if (do_stat("fstatat", dirfd, &path, canon, !(flags & AT_SYMLINK_NOFOLLOW), st, &rc)) return rc;
 	rc = real_fstatat ? real_fstatat(dirfd, path, st, flags) : sys_fstatat(dirfd, path, st, flags);
 	if (rc == 0 && (flags & AT_EMPTY_PATH) && path && !path[0]) fstat_fix(dirfd, st);
+	else if (rc == 0 && !(flags & AT_SYMLINK_NOFOLLOW)) proc_stat_fix(path, st);
 	return rc;
 }
 int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
 {
 	int rc;
 	char canon[DLB_PATH_MAX];
-	if (!(flags & AT_EMPTY_PATH) || (path && path[0]))
+	if ((!(flags & AT_EMPTY_PATH) || (path && path[0])) && !(flags & ~STAT_FLAGS))
 		if (do_stat("fstatat64", dirfd, &path, canon, !(flags & AT_SYMLINK_NOFOLLOW), (struct stat *)st, &rc)) return rc;
 	rc = real_fstatat64 ? real_fstatat64(dirfd, path, st, flags) : sys_fstatat(dirfd, path, st, flags);
 	if (rc == 0 && (flags & AT_EMPTY_PATH) && path && !path[0]) fstat_fix(dirfd, (struct stat *)st);
+	else if (rc == 0 && !(flags & AT_SYMLINK_NOFOLLOW)) proc_stat_fix(path, (struct stat *)st);
 	return rc;
 }
 /* Compat entry points of glibc < 2.33 (binaries built there still call them). */
@@ -534,7 +615,9 @@ static void fill_statx(struct statx *sx, const struct dlb_entry *e)
 int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *sx)
 {
 	char canon[DLB_PATH_MAX];
-	if (!(flags & AT_EMPTY_PATH) || (path && path[0])) {
+	int valid = !(flags & ~(STAT_FLAGS | AT_STATX_SYNC_TYPE)) && (flags & AT_STATX_SYNC_TYPE) != AT_STATX_SYNC_TYPE &&
+		    !(mask & STATX__RESERVED);
+	if ((!(flags & AT_EMPTY_PATH) || (path && path[0])) && valid) {
 		struct dlb_res r;
 		switch (lookup("statx", dirfd, &path, !(flags & AT_SYMLINK_NOFOLLOW), canon, &r)) {
 		case DLB_BUNDLED: fill_statx(sx, r.ent); (void)mask; return 0;
@@ -543,15 +626,17 @@ int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *s
 	}
 	int rc = real_statx ? real_statx(dirfd, path, flags, mask, sx)
 			    : (syscall(SYS_statx, dirfd, path, flags, mask, sx) < 0 ? -1 : 0);
-	if (rc == 0 && (flags & AT_EMPTY_PATH) && path && !path[0]) {
-		/* statx of a staged fd: the original's attributes, as fstat. */
+	int empty = (flags & AT_EMPTY_PATH) && path && !path[0];
+	if (rc == 0 && stage_dev && (empty || (!(flags & AT_SYMLINK_NOFOLLOW) && path && !strncmp(path, "/proc/", 6)))) {
+		/* statx of a staged fd, or through a /proc link to a staged copy:
+		 * the original's attributes, as fstat. */
 		struct stat st;
 		st.st_dev = makedev(sx->stx_dev_major, sx->stx_dev_minor);
 		st.st_mode = sx->stx_mode;
 		st.st_size = (off_t)sx->stx_size;
 		st.st_mtim.tv_sec = sx->stx_mtime.tv_sec;
 		st.st_mtim.tv_nsec = sx->stx_mtime.tv_nsec;
-		const struct dlb_entry *e = fd_staged(dirfd, &st);
+		const struct dlb_entry *e = empty ? fd_staged(dirfd, &st) : entry_via_link(path, &st);
 		if (e) fill_statx(sx, e);
 	}
 	return rc;
@@ -596,9 +681,23 @@ static int access_check(const struct dlb_entry *e, int mode, int effective)
 	return 0;
 }
 
+/* search_ok: the process may search the bundled directory e (1), may not
+ * (0: EACCES), or the kernel must decide (-1). The kernel's path walk uses
+ * the effective (fs) ids, and root searches every directory. errno is left
+ * as it was: lookups that succeed do not touch it. */
+static int search_ok(const struct dlb_entry *e)
+{
+	int saved = errno, a = access_check(e, X_OK, 1);
+	errno = saved;
+	return a == 0 ? 1 : a == ACCESS_UNDECIDED ? -1 : 0;
+}
+
 static int do_access(const char *fn, int dirfd, const char **pp, char *canon, int mode, int flags, int *rc)
 {
 	struct dlb_res r;
+	/* The kernel refuses bad modes and flags (EINVAL) before it looks at
+	 * the path: let it. */
+	if ((mode & ~(R_OK | W_OK | X_OK)) || (flags & ~(AT_EACCESS | AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))) return 0;
 	switch (lookup(fn, dirfd, pp, !(flags & AT_SYMLINK_NOFOLLOW), canon, &r)) {
 	case DLB_BUNDLED:
 		*rc = access_check(r.ent, mode, flags & AT_EACCESS);
@@ -644,8 +743,55 @@ static int is_self_proc(const char *path, const char *leaf)
 	return (size_t)pn == n && !memcmp(p, pid, n);
 }
 
+/* maps_line copies one line of maps/smaps (l bytes, with its newline) to
+ * out and returns the length written: every stage_root prefix removed, and
+ * on a mapping of a staged copy the device and inode columns the
+ * original's (the kernel's format: fs/proc/task_mmu.c show_map_vma, the
+ * path padded to column 73). */
+static size_t maps_line(const char *in, size_t l, char *out)
+{
+	const char *f[5];
+	size_t fl[5], i = 0;
+	for (int k = 0; k < 5; k++) {
+		while (i < l && in[i] == ' ') i++;
+		f[k] = in + i;
+		while (i < l && in[i] != ' ' && in[i] != '\n') i++;
+		fl[k] = (size_t)(in + i - f[k]);
+	}
+	size_t p = i;
+	while (p < l && in[p] == ' ') p++;
+	size_t pl = l - p;
+	if (pl && in[l - 1] == '\n') pl--;
+	const struct dlb_entry *e = NULL;
+	if (fl[3] && memchr(f[0], '-', fl[0]) && pl > stage_root_len && !memcmp(in + p, stage_root, stage_root_len) &&
+	    in[p + stage_root_len] == '/')
+		e = dlb_lookup(table, in + p + stage_root_len, pl - stage_root_len);
+	if (!e || e->type != DLB_REG) {
+		size_t o = 0;
+		for (size_t k = 0; k < l;) {
+			if (l - k > stage_root_len && !memcmp(in + k, stage_root, stage_root_len) && in[k + stage_root_len] == '/') {
+				k += stage_root_len;
+				continue;
+			}
+			out[o++] = in[k++];
+		}
+		return o;
+	}
+	int o = snprintf(out, 200, "%.*s %.*s %.*s %02x:%02x %llu ", (int)fl[0], f[0], (int)fl[1], f[1], (int)fl[2], f[2],
+			 major(e->dev), minor(e->dev), (unsigned long long)e->ino);
+	if (o < 0) return 0;
+	while (o < 73) out[o++] = ' ';
+	out[o++] = ' ';
+	size_t ol = pl - stage_root_len;
+	memcpy(out + o, in + p + stage_root_len, ol);
+	o += (int)ol;
+	out[o++] = '\n';
+	return (size_t)o;
+}
+
 /* serve_maps reads the real file and returns a memfd holding it with every
- * stage_root prefix removed (anonymous mmap as the buffer: no malloc). */
+ * stage_root prefix removed and the staged copies' device and inode numbers
+ * the originals' (anonymous mmap as the buffer: no malloc). */
 static int serve_maps(const char *path, int flags)
 {
 	int in = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
@@ -664,24 +810,28 @@ static int serve_maps(const char *path, int flags)
 		len += (size_t)n;
 	}
 	syscall(SYS_close, in);
+	/* The output: each line at most 40 bytes longer (dev and inode). */
+	size_t ocap = len * 2 + 4096;
+	char *ob = mmap(NULL, ocap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (ob == MAP_FAILED) { munmap(buf, cap); return -1; }
 	size_t out = 0;
 	for (size_t i = 0; i < len;) {
-		if (len - i > stage_root_len && memcmp(buf + i, stage_root, stage_root_len) == 0 && buf[i + stage_root_len] == '/') {
-			i += stage_root_len;
-			continue;
-		}
-		buf[out++] = buf[i++];
+		char *nl = memchr(buf + i, '\n', len - i);
+		size_t l = nl ? (size_t)(nl - (buf + i)) + 1 : len - i;
+		out += maps_line(buf + i, l, ob + out);
+		i += l;
 	}
 	int fd = (int)syscall(SYS_memfd_create, "maps", (flags & O_CLOEXEC) ? MFD_CLOEXEC : 0);
 	if (fd >= 0) {
 		for (size_t off = 0; off < out;) {
-			long n = syscall(SYS_write, fd, buf + off, out - off);
+			long n = syscall(SYS_write, fd, ob + off, out - off);
 			if (n <= 0) break;
 			off += (size_t)n;
 		}
 		lseek(fd, 0, SEEK_SET);
 	}
 	munmap(buf, cap);
+	munmap(ob, ocap);
 	return fd;
 }
 
@@ -699,15 +849,7 @@ static int do_open(const char *fn, int dirfd, const char **pp, char *canon, int 
 	ensure_init();
 	if (!path) return 0;
 	if (wants_maps(path) && !(flags & WRITE_FLAGS)) { *rc = serve_maps(path, flags); return 1; }
-	if (flags & WRITE_FLAGS & ~O_DIRECTORY) {
-		/* The file system changes here: later lookups go to it. O_CREAT|O_EXCL
-		 * and O_NOFOLLOW do not follow a symlink in the last component. */
-		/* glibc's __O_TMPFILE includes O_DIRECTORY: a plain directory open
-		 * is no write, nor is an unnamed file (O_TMPFILE). */
-		if ((flags & O_TMPFILE) != O_TMPFILE && (flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND)))
-			mark_written(dirfd, path, !(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL));
-		return 0;
-	}
+	if (flags & WRITE_FLAGS & ~O_DIRECTORY) return 0; /* open_marked, after the real call */
 	if (flags & (O_DIRECTORY | O_PATH)) return 0;
 	char sp[DLB_PATH_MAX + 1024];
 	struct dlb_res r;
@@ -726,12 +868,34 @@ static int do_open(const char *fn, int dirfd, const char **pp, char *canon, int 
 		if (staged(sp, sizeof sp, canon, r.len) != 0) return 0;
 		*rc = (int)syscall(SYS_openat, AT_FDCWD, sp, flags, 0); /* syscall(): -1 and errno on error */
 		if (*rc >= 0) fd_note(*rc, r.ent);
+		/* ids changed since start-up (setuid without exec): the stage is
+		 * not ours to read any more; the original is. */
+		else if (errno == EACCES && !stage_readable()) {
+			report_fallback(FB_OTHER_UID, stage_root, stage_root_len - 5);
+			*pp = path;
+			return 0;
+		}
 		return 1;
 	case DLB_KNOWN_ERR:
 		*rc = set_errno(r.err);
 		return 1;
 	}
 	return 0;
+}
+
+/* open_marked: an open that may write changes the file system there: the
+ * name it opened (created, or whose content it may change) is marked
+ * (marked(), read-your-writes). O_CREAT|O_EXCL and O_NOFOLLOW do not follow
+ * a symlink in the last component. glibc's __O_TMPFILE includes
+ * O_DIRECTORY: a plain directory open is no write, nor is an unnamed file
+ * (O_TMPFILE). */
+static int open_marked(int rc, int dirfd, const char *path, int flags)
+{
+	if ((flags & WRITE_FLAGS & ~O_DIRECTORY) && (flags & O_TMPFILE) != O_TMPFILE &&
+	    (flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND)))
+		marked(rc, dirfd, path, !(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL),
+		       (flags & O_CREAT) ? W_OPEN : W_CHANGE);
+	return rc;
 }
 
 static mode_t vmode(int flags, va_list ap) { return (flags & (O_CREAT | __O_TMPFILE)) ? va_arg(ap, mode_t) : 0; }
@@ -742,7 +906,7 @@ int open(const char *path, int flags, ...)
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_open("open", AT_FDCWD, &path, canon, flags, &rc)) return rc;
-	return real_open(path, flags, m);
+	return open_marked(real_open(path, flags, m), AT_FDCWD, path, flags);
 }
 int open64(const char *path, int flags, ...)
 {
@@ -750,7 +914,7 @@ int open64(const char *path, int flags, ...)
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_open("open64", AT_FDCWD, &path, canon, flags, &rc)) return rc;
-	return real_open64(path, flags, m);
+	return open_marked(real_open64(path, flags, m), AT_FDCWD, path, flags);
 }
 int openat(int dirfd, const char *path, int flags, ...)
 {
@@ -758,7 +922,7 @@ int openat(int dirfd, const char *path, int flags, ...)
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_open("openat", dirfd, &path, canon, flags, &rc)) return rc;
-	return real_openat(dirfd, path, flags, m);
+	return open_marked(real_openat(dirfd, path, flags, m), dirfd, path, flags);
 }
 int openat64(int dirfd, const char *path, int flags, ...)
 {
@@ -766,7 +930,7 @@ int openat64(int dirfd, const char *path, int flags, ...)
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_open("openat64", dirfd, &path, canon, flags, &rc)) return rc;
-	return real_openat64(dirfd, path, flags, m);
+	return open_marked(real_openat64(dirfd, path, flags, m), dirfd, path, flags);
 }
 /* _FORTIFY_SOURCE variants (no mode argument by definition). */
 int __open_2(const char *path, int flags)
@@ -774,28 +938,28 @@ int __open_2(const char *path, int flags)
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_open("__open_2", AT_FDCWD, &path, canon, flags, &rc)) return rc;
-	return real___open_2(path, flags);
+	return open_marked(real___open_2(path, flags), AT_FDCWD, path, flags);
 }
 int __open64_2(const char *path, int flags)
 {
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_open("__open64_2", AT_FDCWD, &path, canon, flags, &rc)) return rc;
-	return real___open64_2(path, flags);
+	return open_marked(real___open64_2(path, flags), AT_FDCWD, path, flags);
 }
 int __openat_2(int dirfd, const char *path, int flags)
 {
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_open("__openat_2", dirfd, &path, canon, flags, &rc)) return rc;
-	return real___openat_2(dirfd, path, flags);
+	return open_marked(real___openat_2(dirfd, path, flags), dirfd, path, flags);
 }
 int __openat64_2(int dirfd, const char *path, int flags)
 {
 	int rc;
 	char canon[DLB_PATH_MAX];
 	if (do_open("__openat64_2", dirfd, &path, canon, flags, &rc)) return rc;
-	return real___openat64_2(dirfd, path, flags);
+	return open_marked(real___openat64_2(dirfd, path, flags), dirfd, path, flags);
 }
 
 /* fopen's internal open bypasses our open(), so fopen is decided here. A mode
@@ -807,7 +971,6 @@ static int fopen_decide(const char *fn, const char **pp, char *canon, const char
 	ensure_init();
 	*maps = 0;
 	*ent = NULL;
-	if (path && mode && strpbrk(mode, "wa+")) mark_written(AT_FDCWD, path, 1);
 	if (!path || !mode || strpbrk(mode, "wa+")) return DLB_UNKNOWN;
 	if (wants_maps(path)) { *maps = 1; return DLB_BUNDLED; }
 	struct dlb_res r;
@@ -815,6 +978,14 @@ static int fopen_decide(const char *fn, const char **pp, char *canon, const char
 	if (rc == DLB_KNOWN_ERR) { *err = r.err; return rc; }
 	if (rc == DLB_BUNDLED && r.ent->type == DLB_REG && staged(sp, spsz, canon, r.len) == 0) { *ent = r.ent; return rc; }
 	return DLB_UNKNOWN;
+}
+/* fopen_marked: a mode with w, a or + may write (open_marked): "w" and "a"
+ * create (O_CREAT), "x" does not follow a symlink (O_EXCL). */
+static void fopen_marked(FILE *f, const char *path, const char *mode)
+{
+	if (!path || !mode || !strpbrk(mode, "wa+")) return;
+	int creates = strpbrk(mode, "wa") != NULL;
+	marked(f ? 0 : -1, AT_FDCWD, path, !strchr(mode, 'x'), creates ? W_OPEN : W_CHANGE);
 }
 static FILE *do_fopen(FILE *(*real)(const char *, const char *), const char *fn, const char *path, const char *mode)
 {
@@ -829,10 +1000,16 @@ static FILE *do_fopen(FILE *(*real)(const char *, const char *), const char *fn,
 		}
 		FILE *f = real(sp, mode);
 		if (f) fd_note(fileno(f), ent);
+		else if (errno == EACCES && !stage_readable()) { /* ids changed: the original */
+			report_fallback(FB_OTHER_UID, stage_root, stage_root_len - 5);
+			return real(path, mode);
+		}
 		return f;
 	case DLB_KNOWN_ERR: errno = err; return NULL;
 	}
-	return real(path, mode);
+	FILE *f = real(path, mode);
+	fopen_marked(f, path, mode);
+	return f;
 }
 FILE *fopen(const char *path, const char *mode) { ensure_init(); return do_fopen(real_fopen, "fopen", path, mode); }
 FILE *fopen64(const char *path, const char *mode) { ensure_init(); return do_fopen(real_fopen64, "fopen64", path, mode); }
@@ -851,7 +1028,9 @@ static FILE *do_freopen(FILE *(*real)(const char *, const char *, FILE *), const
 		break; /* freopen of /proc/self/maps: rare; native */
 	case DLB_KNOWN_ERR: errno = err; fclose(f); return NULL;
 	}
-	return real(path, mode, f);
+	FILE *g = real(path, mode, f);
+	if (path) fopen_marked(g, path, mode);
+	return g;
 }
 FILE *freopen(const char *path, const char *mode, FILE *f) { ensure_init(); return do_freopen(real_freopen, "freopen", path, mode, f); }
 FILE *freopen64(const char *path, const char *mode, FILE *f) { ensure_init(); return do_freopen(real_freopen64, "freopen64", path, mode, f); }
@@ -875,7 +1054,7 @@ static int do_readlink(const char *fn, int dirfd, const char **pp, char *canon, 
 {
 	const char *path = *pp;
 	ensure_init();
-	if (!path) return 0;
+	if (!path || size == 0 || size > SSIZE_MAX) return 0; /* EINVAL from the kernel */
 	if (stage_root_len && !strncmp(path, "/proc/", 6)) { *rc = proc_readlink(dirfd, path, buf, size); return 1; }
 	struct dlb_res r;
 	switch (lookup(fn, dirfd, pp, 0, canon, &r)) {
@@ -911,6 +1090,7 @@ char *realpath(const char *path, char *resolved)
 	char canon[DLB_PATH_MAX];
 	struct dlb_res r;
 	if (!path) return real_realpath(path, resolved);
+	if (!path[0]) { errno = ENOENT; return NULL; } /* glibc: the buffer untouched */
 	ensure_init();
 	if (table) {
 		/* The table decides each component it knows; only the others are
@@ -919,10 +1099,22 @@ char *realpath(const char *path, char *resolved)
 		char first[DLB_PATH_MAX];
 		int e = rp_walk(path, canon, &native, first);
 		if (e >= 0) {
-			if (native) { report_count(REPORT_PASSED, first); debug_log("pass", "realpath", path, first); }
+			if (native) {
+				size_t fl = strlen(first), cl = dirty_cover(first, fl);
+				if (cl == (size_t)-1) report_fallback(FB_WRITTEN_ALL, "/", 1);
+				else if (cl) report_fallback(FB_WRITTEN, first, cl);
+				else report_count(REPORT_PASSED, first);
+				debug_log("pass", "realpath", path, first);
+			}
 			else if (e) { report_count(REPORT_MISSING, NULL); debug_log("missing", "realpath", path, 0); }
 			else { report_count(REPORT_ANSWERED, NULL); debug_log("bundled", "realpath", path, canon); }
-			if (e) { errno = e; return NULL; }
+			if (e) {
+				/* glibc leaves the path as far as it got in the caller's
+				 * buffer after ENOENT and EACCES. */
+				if (resolved && (e == ENOENT || e == EACCES)) memcpy(resolved, canon, strlen(canon) + 1);
+				errno = e;
+				return NULL;
+			}
 			size_t n = strlen(canon);
 			if (n >= PATH_MAX) { errno = ENAMETOOLONG; return NULL; }
 			if (!resolved && !(resolved = malloc(n + 1))) return NULL;
@@ -995,6 +1187,11 @@ DIR *opendir(const char *path)
 	switch (lookup("opendir", AT_FDCWD, &path, 1, canon, &r)) {
 	case DLB_BUNDLED:
 		if (r.ent->type != DLB_DIR) { errno = ENOTDIR; return NULL; }
+		if (!(r.ent->mode & 04)) { /* the listing is ours; the original may not be readable */
+			int a = access_check(r.ent, R_OK, 1);
+			if (a == ACCESS_UNDECIDED) break;
+			if (a != 0) return NULL;
+		}
 		{
 			DIR *d = dir_open(r.ent, canon, r.len);
 			if (d != (DIR *)-1) return d; /* a stream, or NULL with errno */
@@ -1077,6 +1274,94 @@ static int script_line(const char *sp, char *buf, size_t bufsz, char **interp, c
 	return 0;
 }
 
+/* ---- a process whose ids cannot read the stage (issue 19 item 6) ----
+ *
+ * A child that changed its ids before exec (subprocess.run(user='nobody'),
+ * runuser, su) cannot read a 0700 stage: the staged copy fails with EACCES
+ * and ld.so prints "cannot be preloaded" for the shim objects, or exits 127
+ * when LD_LIBRARY_PATH names the stage. The exec wrappers then run the
+ * original file with the environment the app would have passed natively:
+ * the shim's LD_PRELOAD and LD_AUDIT entries, the DLBUNDLE_* variables
+ * dropped, and LD_LIBRARY_PATH as the app's own. Stack buffers only: this
+ * runs in vfork children. */
+static int stage_readable(void)
+{
+	if (!stage_table[0]) return 1;
+	uid_t u = (uid_t)syscall(SYS_getuid), e = (uid_t)syscall(SYS_geteuid);
+	if (u == init_uid && e == init_euid) return 1;
+	int saved = errno;
+	long rc = syscall(SYS_faccessat2, AT_FDCWD, stage_table, R_OK, AT_EACCESS);
+	if (rc < 0 && errno == ENOSYS) rc = syscall(SYS_faccessat, AT_FDCWD, stage_table, R_OK);
+	errno = saved;
+	return rc == 0;
+}
+
+/* shim_entry: an LD_PRELOAD/LD_AUDIT entry p[0:n] is one of the stage's. */
+static int shim_entry(const char *p, size_t n)
+{
+	size_t sl = stage_root_len > 5 ? stage_root_len - 5 : 0; /* the stage dir */
+	return sl && n > sl && !memcmp(p, stage_root, sl) && p[sl] == '/';
+}
+
+/* env_native_len: the size of the buffer env_native needs for envp. */
+static size_t env_native_len(char *const envp[], size_t *n)
+{
+	size_t bytes = 0;
+	*n = 0;
+	for (; envp && envp[*n]; (*n)++)
+		if (!strncmp(envp[*n], "LD_PRELOAD=", 11) || !strncmp(envp[*n], "LD_AUDIT=", 9)) bytes += strlen(envp[*n]) + 1;
+	return bytes + 1;
+}
+
+/* env_native fills v (n + 1 slots) with envp as the app would pass it
+ * natively; buf holds the rewritten LD_PRELOAD/LD_AUDIT values. */
+static char *const *env_native(char *const envp[], char **v, size_t n, char *buf)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		char *e = envp[i];
+		if (!strncmp(e, "DLBUNDLE_", 9)) continue;
+		if (llp_mapped && (e == llp_mapped || !strcmp(e, llp_mapped))) e = llp_native;
+		size_t nl = !strncmp(e, "LD_PRELOAD=", 11) ? 11 : !strncmp(e, "LD_AUDIT=", 9) ? 9 : 0;
+		if (nl) {
+			/* keep the entries that are not the shim's (separated by ':'
+			 * or, for LD_PRELOAD, blanks) */
+			char *o = buf;
+			memcpy(o, e, nl);
+			o += nl;
+			int any = 0;
+			for (const char *q = e + nl; *q;) {
+				size_t l = strcspn(q, nl == 11 ? ": \t" : ":");
+				if (l && !shim_entry(q, l)) {
+					if (any) *o++ = ':';
+					memcpy(o, q, l);
+					o += l;
+					any = 1;
+				}
+				q += l;
+				if (*q) q++;
+			}
+			*o++ = 0;
+			if (!any) continue;
+			e = buf;
+			buf = o;
+		}
+		v[k++] = e;
+	}
+	v[k] = NULL;
+	return v;
+}
+
+/* exec_native: execve of path itself, without the shim, for ids that
+ * cannot read the stage. */
+static int exec_native(const char *path, char *const argv[], char *const envp[])
+{
+	size_t n, bytes = env_native_len(envp, &n);
+	char *v[n + 1], buf[bytes];
+	debug_log("other-uid", "execve", path, 0);
+	return real_execve(path, argv, env_native(envp, v, n, buf));
+}
+
 /* execve: a bundled ELF runs from its staged copy; a bundled "#!" script is
  * started as the kernel would start it, with the interpreter (itself looked
  * up here, so a bundled one runs from the stage) and argv = interpreter,
@@ -1088,6 +1373,7 @@ static int execve_depth(const char *path, char *const argv[], char *const envp[]
 {
 	char sp[DLB_PATH_MAX + 1024];
 	int err, script;
+	if (!stage_readable()) return exec_native(path, argv, envp);
 	const char *t = exec_target("execve", path, sp, sizeof sp, &err, &script);
 	if (!t) return set_errno(err);
 	if (script) {
@@ -1209,6 +1495,17 @@ int dlinfo(void *handle, int request, void *arg)
 	return rc;
 }
 
+/* dlclose: a library from outside the image that is closed before exit is
+ * still listed in the report (report.c, outside_list). */
+int dlclose(void *handle)
+{
+	ensure_init();
+	struct link_map *lm = NULL;
+	if (handle && real_dlinfo && real_dlinfo(handle, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name)
+		report_closing(lm->l_name);
+	return real_dlclose ? real_dlclose(handle) : -1;
+}
+
 /* dlerror: ld.so's messages name the file it opened, which for a bundled
  * library is the staged copy; show the original (a per-thread copy, as the
  * message itself is per-thread). */
@@ -1232,19 +1529,50 @@ char *dlerror(void)
 	return msg;
 }
 
-int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
-		const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+/* spawn_depth: posix_spawn as execve_depth: a bundled ELF from the stage, a
+ * bundled "#!" script through its interpreter as the kernel would start it
+ * (at most 4 levels). */
+static int spawn_depth(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[], int depth)
 {
 	char sp[DLB_PATH_MAX + 1024];
-	int err;
-	const char *t = exec_target("posix_spawn", path, sp, sizeof sp, &err, NULL);
+	int err, script;
+	const char *t = exec_target("posix_spawn", path, sp, sizeof sp, &err, &script);
 	if (!t) return err;
+	if (script) {
+		char line[256], *interp, *arg;
+		if (script_line(sp, line, sizeof line, &interp, &arg) == 0) {
+			if (depth >= 4) return ELOOP;
+			int argc = 0;
+			while (argv && argv[argc]) argc++;
+			char *v[argc + 4];
+			int k = 0;
+			v[k++] = interp;
+			if (arg) v[k++] = arg;
+			v[k++] = (char *)path;
+			for (int i = 1; i < argc; i++) v[k++] = argv[i];
+			v[k] = NULL;
+			return spawn_depth(pid, interp, fa, attr, v, envp, depth + 1);
+		}
+		t = path; /* the kernel decides */
+	}
 	size_t n;
 	if (env_for_child(envp, &n)) {
 		char *v[n + 1];
 		return real_posix_spawn(pid, t, fa, attr, argv, env_mapped(envp, v, n));
 	}
 	return real_posix_spawn(pid, t, fa, attr, argv, envp);
+}
+
+int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+		const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	if (!stage_readable()) {
+		size_t n, bytes = env_native_len(envp, &n);
+		char *v[n + 1], buf[bytes];
+		return real_posix_spawn(pid, path, fa, attr, argv, env_native(envp, v, n, buf));
+	}
+	return spawn_depth(pid, path, fa, attr, argv, envp, 0);
 }
 
 /* posix_spawnp: walk PATH through the table; the first bundled ELF wins, a
@@ -1268,8 +1596,9 @@ static int spawnp_search(pid_t *pid, const char *file, const posix_spawn_file_ac
 		cand[dl] = '/';
 		memcpy(cand + dl + 1, file, fl + 1);
 		int err;
-		const char *t = exec_target("posix_spawnp", cand, sp, sizeof sp, &err, NULL);
-		if (t == sp) return real_posix_spawn(pid, t, fa, attr, argv, envp);
+		int script;
+		const char *t = exec_target("posix_spawnp", cand, sp, sizeof sp, &err, &script);
+		if (t == sp) return script ? spawn_depth(pid, cand, fa, attr, argv, envp, 0) : real_posix_spawn(pid, t, fa, attr, argv, envp);
 		if (t) break; /* undecided */
 		if (!e) break;
 		p = e + 1;
@@ -1282,6 +1611,11 @@ int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t 
 {
 	ensure_init();
 	size_t n;
+	if (!stage_readable()) {
+		size_t bytes = env_native_len(envp, &n);
+		char *v[n + 1], buf[bytes];
+		return real_posix_spawnp(pid, file, fa, attr, argv, env_native(envp, v, n, buf));
+	}
 	if (env_for_child(envp, &n)) {
 		char *v[n + 1];
 		return spawnp_search(pid, file, fa, attr, argv, env_mapped(envp, v, n));
@@ -1291,21 +1625,36 @@ int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t 
 
 /* ==== Fidelity: read-your-writes, listings' d_ino, fstat of staged fds ==== */
 
-/* ---- the dirty set ---- */
+/* ---- the dirty set ----
+ *
+ * Two kinds of marks (docs/loader.md, "Read-your-writes"): a name (its
+ * canonical path) whose entry, and everything below it, the process
+ * changed -- created, removed, renamed, written, chmod-ed...: the resolver
+ * leaves it and all below it to the kernel (DLB_DIRTY); and a directory
+ * whose listing changed (a name created or removed in it): stat and
+ * opendir of the directory itself go to the kernel (DLB_LISTING), the names
+ * in it that the table holds are still answered, and a name created there
+ * is a mark of the first kind. In DLBUNDLE_DIRTY a listing mark is written
+ * "+" + path. */
+enum { MARK_NAME = 0, MARK_LISTING = 1 };
 
-static int dirty_is(const char *p, size_t n, uint64_t h)
+static int dirty_kind_is(const char *p, size_t n, uint64_t h, unsigned kind)
 {
 	unsigned k = __atomic_load_n(&dirty_n, __ATOMIC_ACQUIRE);
 	for (unsigned i = 0; i < k; i++)
-		if (dirty_set[i].hash == h && dirty_set[i].len == n && !memcmp(dirty_env + dirty_set[i].off, p, n))
+		if (dirty_set[i].hash == h && dirty_set[i].len == n && dirty_set[i].kind == kind &&
+		    !memcmp(dirty_env + dirty_set[i].off, p, n))
 			return 1;
 	return 0;
 }
+static int dirty_is(const char *p, size_t n, uint64_t h) { return dirty_kind_is(p, n, h, MARK_NAME); }
+static int listing_is(const char *p, size_t n, uint64_t h) { return dirty_kind_is(p, n, h, MARK_LISTING); }
 
-/* dirty_covered: p[0:n] or one of its ancestors is dirty already. */
+/* dirty_covered: p[0:n] or one of its ancestors is marked as a name. */
 static int dirty_covered(const char *p, size_t n)
 {
 	if (__atomic_load_n(&dirty_all, __ATOMIC_ACQUIRE)) return 1;
+	if (!__atomic_load_n(&dirty_n, __ATOMIC_ACQUIRE)) return 0;
 	uint64_t h = DLB_HASH_INIT;
 	for (size_t i = 1; i <= n; i++) {
 		if (i == n || p[i] == '/') {
@@ -1315,29 +1664,82 @@ static int dirty_covered(const char *p, size_t n)
 	return 0;
 }
 
-static int dirty_lock;
-
-/* dirty_append adds "\n" + p (or p first) to dirty_env so that the string is
- * valid at every moment (a thread may exec meanwhile): the bytes go after the
- * terminator, and one store of the old terminator's byte publishes them. */
-static int dirty_append(const char *p, size_t n)
+/* dirty_cover: the length of the name mark that covers p[0:n] (itself or
+ * an ancestor), (size_t)-1 when everything is marked, 0 for none. */
+static size_t dirty_cover(const char *p, size_t n)
 {
-	int first = dirty_end == 15;
-	size_t at = dirty_end + (first ? 0 : 1);
-	if (n == 0 || at + n + 1 > sizeof dirty_env - (n == 1 ? 0 : 3)) return -1; /* 3: room for "\n/" */
-	/* The byte at dirty_end (the terminator) is stored last. */
-	if (first) memcpy(dirty_env + at + 1, p + 1, n - 1);
-	else memcpy(dirty_env + at, p, n);
-	dirty_env[at + n] = 0;
-	__atomic_store_n(&dirty_env[dirty_end], first ? p[0] : '\n', __ATOMIC_RELEASE);
-	dirty_end = at + n;
-	return (int)at;
+	if (__atomic_load_n(&dirty_all, __ATOMIC_ACQUIRE)) return (size_t)-1;
+	if (!__atomic_load_n(&dirty_n, __ATOMIC_ACQUIRE)) return 0;
+	uint64_t h = DLB_HASH_INIT;
+	for (size_t i = 1; i <= n; i++)
+		if ((i == n || p[i] == '/') && dirty_is(p, i, dlb_hash_more(h, p, i))) return i;
+	return 0;
 }
 
-/* dirty_add marks the canonical directory p[0:n] as written into. */
-static void dirty_add(const char *p, size_t n)
+static int dirty_lock;
+
+/* dirty_append adds "\n" + [+]p (or that first) to dirty_env so that the
+ * string is valid at every moment (a thread may exec meanwhile): the bytes
+ * go after the terminator, and one store of the old terminator's byte
+ * publishes them. Returns the offset of p in dirty_env. */
+static int dirty_append(const char *p, size_t n, unsigned kind)
+{
+	int first = dirty_end == 15;
+	size_t at = dirty_end + (first ? 0 : 1), k = kind == MARK_LISTING;
+	if (n == 0 || at + k + n + 1 > sizeof dirty_env - (n == 1 ? 0 : 3)) return -1; /* 3: room for "\n/" */
+	char lead = k ? '+' : p[0];
+	if (first) {
+		if (k) memcpy(dirty_env + at + 1, p, n);
+		else memcpy(dirty_env + at + 1, p + 1, n - 1);
+	} else {
+		if (k) dirty_env[at++] = '+';
+		memcpy(dirty_env + at, p, n);
+		at -= k;
+	}
+	dirty_env[at + k + n] = 0;
+	__atomic_store_n(&dirty_env[dirty_end], first ? lead : '\n', __ATOMIC_RELEASE);
+	dirty_end = at + k + n;
+	return (int)(at + k);
+}
+
+static void dirty_everything(void)
+{
+	if (dirty_all) return;
+	dirty_append("/", 1, MARK_NAME);
+	__atomic_store_n(&dirty_all, 1, __ATOMIC_RELEASE);
+	debug_note("written-everything", "/", 1, "from now on every lookup goes to the file system "
+						   "(a write the shim could not place, or more than 64 marks)");
+}
+
+/* dirty_push records p[0:n] of the given kind; lock held. Returns 0, or
+ * -1 when the set is full (the caller makes everything dirty). */
+static int dirty_push(const char *p, size_t n, unsigned kind)
+{
+	if (n == 1 && kind == MARK_NAME) return -1; /* "/" itself: everything */
+	if (memchr(p, '\n', n) || dirty_n >= DIRTY_MAX) return -1;
+	int at = dirty_append(p, n, kind);
+	if (at < 0) return -1;
+	dirty_set[dirty_n] = (struct dirty_dir){dlb_hash(p, n), (uint32_t)at, (uint32_t)n, kind};
+	__atomic_store_n(&dirty_n, dirty_n + 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* A directory in which more than SIBLINGS_MAX names are marked is marked
+ * whole instead (a process writing many files into one directory fills
+ * the fixed set otherwise; everything below it then goes to the kernel). */
+#define SIBLINGS_MAX 8
+
+static size_t parent_len(const char *p, size_t n)
+{
+	while (n > 1 && p[n - 1] != '/') n--;
+	return n > 1 ? n - 1 : 1;
+}
+
+/* dirty_add marks the canonical path p[0:n] (kind). */
+static void dirty_add(const char *p, size_t n, unsigned kind)
 {
 	if (n == 0 || p[0] != '/' || dirty_covered(p, n)) return;
+	if (kind == MARK_LISTING && listing_is(p, n, dlb_hash(p, n))) return;
 	/* The lock is held for a few stores; a signal handler that writes
 	 * while its thread holds it would spin forever: after a while, give up
 	 * and make everything dirty (always correct). */
@@ -1347,22 +1749,25 @@ static void dirty_add(const char *p, size_t n)
 			return;
 		}
 	}
-	int at = -1;
-	if (!(n == 1) && !memchr(p, '\n', n) && dirty_n < DIRTY_MAX) at = dirty_append(p, n);
-	if (at >= 0) {
-		dirty_set[dirty_n] = (struct dirty_dir){dlb_hash(p, n), (uint32_t)at, (uint32_t)n};
-		__atomic_store_n(&dirty_n, dirty_n + 1, __ATOMIC_RELEASE);
-	} else if (!dirty_all) {
-		/* "/", a name with a newline, or overflow: everything. */
-		dirty_append("/", 1);
-		__atomic_store_n(&dirty_all, 1, __ATOMIC_RELEASE);
+	if (kind == MARK_NAME) {
+		size_t pl = parent_len(p, n);
+		unsigned sib = 0;
+		for (unsigned i = 0; i < dirty_n; i++) {
+			const char *q = dirty_env + dirty_set[i].off;
+			size_t ql = dirty_set[i].len;
+			if (dirty_set[i].kind == MARK_NAME && ql > pl && parent_len(q, ql) == pl && !memcmp(q, p, pl)) sib++;
+		}
+		if (sib >= SIBLINGS_MAX) n = pl; /* the whole directory */
 	}
+	if (dirty_push(p, n, kind) != 0) dirty_everything();
 	__atomic_store_n(&dirty_lock, 0, __ATOMIC_RELEASE);
-	debug_log("dirty", "write", p, 0);
+	debug_note(kind == MARK_LISTING ? "written (listing)" : "written", p, n,
+		   kind == MARK_LISTING ? "from now on stat and opendir of this directory go to the file system"
+					: "from now on lookups at or below it go to the file system");
 }
 
-/* dirty_inherit reads DLBUNDLE_DIRTY (newline-separated directories, from
- * the parent's shim) and points environ's slot at dirty_env, so that every
+/* dirty_inherit reads DLBUNDLE_DIRTY (newline-separated marks, from the
+ * parent's shim) and points environ's slot at dirty_env, so that every
  * child, however started, inherits the current set. Runs in shim_init. */
 static void dirty_inherit(void)
 {
@@ -1372,12 +1777,11 @@ static void dirty_inherit(void)
 		for (const char *s = *e + 15; *s;) {
 			const char *nl = strchr(s, '\n');
 			size_t n = nl ? (size_t)(nl - s) : strlen(s);
-			if (n == 1 && s[0] == '/') { dirty_append("/", 1); dirty_all = 1; }
-			else if (n > 1 && s[0] == '/' && dirty_n < DIRTY_MAX) {
-				int at = dirty_append(s, n);
-				if (at >= 0) dirty_set[dirty_n++] = (struct dirty_dir){dlb_hash(s, n), (uint32_t)at, (uint32_t)n};
-				else if (!dirty_all) { dirty_append("/", 1); dirty_all = 1; }
-			}
+			unsigned kind = MARK_NAME;
+			const char *m = s;
+			if (n > 1 && s[0] == '+') { kind = MARK_LISTING; m++; n--; }
+			if (n == 1 && m[0] == '/' && kind == MARK_NAME) dirty_everything();
+			else if (n >= 1 && m[0] == '/' && dirty_push(m, n, kind) != 0) dirty_everything();
 			if (!nl) break;
 			s = nl + 1;
 		}
@@ -1386,27 +1790,89 @@ static void dirty_inherit(void)
 	}
 }
 
-/* mark_parent marks the directory holding the canonical path p[0:n]. */
-static void mark_parent(const char *p, size_t n)
+/* ---- calls that write: the real call, then mark what it changed ----
+ *
+ * A call that failed changed nothing (the kernel checks before it
+ * changes), so it marks nothing; one whose outcome is unknown (EINTR, EIO,
+ * an errno not listed here) marks as if it succeeded. What a call marks
+ * (docs/loader.md, call by call): the name it created, removed, renamed or
+ * changed (after a symlink in the last component, for calls that follow
+ * one), with what is below it, when the table holds that name or its
+ * directory as bundled; and, for a name created or removed, its
+ * directory's listing. Names the table cannot answer need no mark: their
+ * lookups reach the kernel anyway. */
+static int nothing_changed(int e)
 {
-	while (n > 1 && p[n - 1] != '/') n--;
-	if (n > 1) n--; /* drop the slash */
-	dirty_add(p, n);
+	switch (e) {
+	case EEXIST: case ENOENT: case ENOTDIR: case EACCES: case EPERM: case EROFS: case ELOOP:
+	case ENAMETOOLONG: case EFAULT: case EINVAL: case EISDIR: case EXDEV: case ENOTEMPTY: case EBUSY:
+	case ETXTBSY: case EBADF: case EMLINK: case ENOSPC: case EDQUOT: case EMFILE: case ENFILE:
+		return 1;
+	}
+	return 0;
 }
 
-/* mark_written is called before every call that changes the file system at
- * path (relative to dirfd): the directory it changes (the canonical parent
- * of the last component, and with follow_last the parent of what a symlink
- * there leads to) becomes dirty when the table knows it as bundled. Not on
- * the lookup path: it may make system calls (getcwd, readlink of a dirfd). */
-static void mark_written(int dirfd, const char *path, int follow_last)
+/* kernel_canon: the real path of path as the kernel resolves it now (one
+ * O_PATH open, its /proc/self/fd link, a close), for a write whose
+ * directory the table cannot name: an unknown symlink may lead into the
+ * image. Returns the length, 0 if it cannot. */
+static size_t kernel_canon(const char *path, int follow, char *out)
 {
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+	if (fd < 0) return 0;
+	char l[40];
+	snprintf(l, sizeof l, "/proc/self/fd/%d", fd);
+	long n = syscall(SYS_readlinkat, AT_FDCWD, l, out, DLB_PATH_MAX - 1);
+	syscall(SYS_close, fd);
+	if (n <= 0 || out[0] != '/' || in_stage(out, (size_t)n)) return 0;
+	out[n] = 0;
+	return (size_t)n;
+}
+
+/* canon_dir: the canonical path of the directory abs[0:n] (n == 1: "/"),
+ * through the table, or the kernel when the table cannot name it. */
+static size_t canon_dir(char *abs, size_t n, size_t known, char *out)
+{
+	struct dlb_res r;
+	char save = abs[n];
+	abs[n] = 0;
+	int rc = dlb_resolve_known(table, abs, known < n ? known : 0, 1, out, &r);
+	size_t len = 0;
+	if (rc == DLB_BUNDLED || (rc == DLB_UNKNOWN && !r.outside)) len = r.len;
+	else len = kernel_canon(abs, 1, out);
+	abs[n] = save;
+	return len;
+}
+
+/* mark_name applies the rule to the canonical name p[0:n]. */
+static void mark_name(const char *p, size_t n, int what)
+{
+	if (n == 0) return;
+	size_t pl = parent_len(p, n);
+	const struct dlb_entry *e = dlb_lookup(table, p, n);
+	const struct dlb_entry *d = n > 1 ? dlb_lookup(table, p, pl) : NULL;
+	int dir_bundled = d && d->type == DLB_DIR;
+	if (what == W_OPEN) /* created unless the table holds it as present */
+		what = e && e->type != DLB_MISSING ? W_CHANGE : W_CREATE;
+	if (e || dir_bundled) dirty_add(p, n, MARK_NAME);
+	if (dir_bundled && what != W_CHANGE) dirty_add(p, pl, MARK_LISTING);
+}
+
+/* marked is called after every call that may have changed the file system
+ * at path (relative to dirfd), with its result rc (< 0: failed, errno).
+ * follow_last: the call acts on what a symlink in the last component leads
+ * to. Keeps errno. Not on the lookup path: it may make system calls
+ * (getcwd, readlink of a dirfd, and kernel_canon). */
+static void marked(long rc, int dirfd, const char *path, int follow_last, int what)
+{
+	int saved = errno;
+	if (rc < 0 && nothing_changed(saved)) return;
 	ensure_init();
-	if (!table || !path || !path[0]) return;
+	if (!table || !path || !path[0]) goto out;
 	char abs[DLB_PATH_MAX], canon[DLB_PATH_MAX];
 	size_t known = 0, pl = strlen(path);
 	if (path[0] == '/') {
-		if (pl >= sizeof abs) return; /* ENAMETOOLONG natively */
+		if (pl >= sizeof abs) goto out;
 		memcpy(abs, path, pl + 1);
 	} else {
 		long n;
@@ -1418,8 +1884,8 @@ static void mark_written(int dirfd, const char *path, int follow_last)
 			if (n > 0) abs[n++] = 0;
 		}
 		if (n <= 1 || abs[0] != '/' || (size_t)n + pl + 1 >= sizeof abs) {
-			dirty_add("/", 1); /* cannot tell where: everything */
-			return;
+			dirty_everything(); /* cannot tell where */
+			goto out;
 		}
 		known = (size_t)n - 1;
 		abs[n - 1] = '/';
@@ -1430,77 +1896,139 @@ static void mark_written(int dirfd, const char *path, int follow_last)
 	size_t slash = an;
 	while (slash > 0 && abs[slash - 1] != '/') slash--;
 	const char *last = abs + slash;
-	struct dlb_res r;
+	size_t cn;
 	if (!*last || !strcmp(last, ".") || !strcmp(last, "..")) {
-		/* The path names a directory by itself ("/", "x/.."): its parent. */
-		if (dlb_resolve_known(table, abs, known, 1, canon, &r) == DLB_BUNDLED) mark_parent(canon, r.len);
-		else if (an == 1) dirty_add("/", 1);
-		return;
+		/* The path names a directory by itself ("/", "x/.."): that one. */
+		cn = canon_dir(abs, an, known, canon);
+	} else {
+		size_t dn = slash > 1 ? slash - 1 : 1; /* the directory part ("/" for "/name") */
+		cn = canon_dir(abs, dn, known, canon);
+		if (cn && cn + 1 + (an - slash) < sizeof canon) {
+			if (cn > 1) canon[cn++] = '/';
+			memcpy(canon + cn, last, an - slash + 1);
+			cn += an - slash;
+		} else cn = 0;
+		if (cn && follow_last) {
+			/* What a symlink there leads to is what changed. */
+			struct dlb_res r;
+			char t[DLB_PATH_MAX];
+			int rr = dlb_resolve(table, canon, 1, t, &r);
+			if (rr == DLB_BUNDLED || (rr == DLB_KNOWN_ERR && r.err == DLB_ENOENT && r.len)) {
+				memcpy(canon, t, r.len);
+				canon[cn = r.len] = 0;
+			} else if (rr == DLB_UNKNOWN && r.outside) {
+				size_t k = kernel_canon(canon, 1, t);
+				if (k) memcpy(canon, t, (cn = k) + 1);
+			}
+		}
 	}
-	char save = *last;
-	abs[slash > 1 ? slash - 1 : 1] = 0; /* the directory part ("/" for "/name") */
-	int rc = dlb_resolve_known(table, abs, known < slash ? known : 0, 1, canon, &r);
-	if (rc == DLB_BUNDLED && r.ent->type == DLB_DIR) dirty_add(canon, r.len);
-	if (slash > 1) abs[slash - 1] = '/';
-	else abs[1] = save;
-	if (!follow_last) return;
-	rc = dlb_resolve_known(table, abs, known, 1, canon, &r);
-	if (rc == DLB_BUNDLED) mark_parent(canon, r.len);
-	else if (rc == DLB_KNOWN_ERR && r.err == DLB_ENOENT && r.len) mark_parent(canon, r.len);
+	if (!cn) dirty_everything(); /* cannot name it: everything */
+	else mark_name(canon, cn, what);
+out:
+	errno = saved;
 }
-
-/* ---- calls that write: mark, then the real call ---- */
-
 
 /* Each wrapper falls back to the system call where this glibc lacks the
  * function (renameat2 before 2.28, mknod before 2.33 ...). */
-int creat(const char *p, mode_t m) { mark_written(AT_FDCWD, p, 1); return real_creat ? real_creat(p, m) : (int)syscall(SYS_openat, AT_FDCWD, p, O_CREAT | O_WRONLY | O_TRUNC, m); }
-int creat64(const char *p, mode_t m) { mark_written(AT_FDCWD, p, 1); return real_creat64 ? real_creat64(p, m) : (int)syscall(SYS_openat, AT_FDCWD, p, O_CREAT | O_WRONLY | O_TRUNC, m); }
-int rename(const char *a, const char *b) { mark_written(AT_FDCWD, a, 0); mark_written(AT_FDCWD, b, 0); return real_rename(a, b); }
-int renameat(int fa, const char *a, int fb, const char *b) { mark_written(fa, a, 0); mark_written(fb, b, 0); return real_renameat(fa, a, fb, b); }
+#define W0(call) long rc = (call)
+int creat(const char *p, mode_t m)
+{
+	W0(real_creat ? real_creat(p, m) : (int)syscall(SYS_openat, AT_FDCWD, p, O_CREAT | O_WRONLY | O_TRUNC, m));
+	marked(rc, AT_FDCWD, p, 1, W_OPEN);
+	return (int)rc;
+}
+int creat64(const char *p, mode_t m)
+{
+	W0(real_creat64 ? real_creat64(p, m) : (int)syscall(SYS_openat, AT_FDCWD, p, O_CREAT | O_WRONLY | O_TRUNC, m));
+	marked(rc, AT_FDCWD, p, 1, W_OPEN);
+	return (int)rc;
+}
+int rename(const char *a, const char *b)
+{
+	W0(real_rename(a, b));
+	marked(rc, AT_FDCWD, a, 0, W_REMOVE);
+	marked(rc, AT_FDCWD, b, 0, W_CREATE);
+	return (int)rc;
+}
+int renameat(int fa, const char *a, int fb, const char *b)
+{
+	W0(real_renameat(fa, a, fb, b));
+	marked(rc, fa, a, 0, W_REMOVE);
+	marked(rc, fb, b, 0, W_CREATE);
+	return (int)rc;
+}
 int renameat2(int fa, const char *a, int fb, const char *b, unsigned fl)
 {
-	mark_written(fa, a, 0);
-	mark_written(fb, b, 0);
-	return real_renameat2 ? real_renameat2(fa, a, fb, b, fl) : (int)syscall(SYS_renameat2, fa, a, fb, b, fl);
+	W0(real_renameat2 ? real_renameat2(fa, a, fb, b, fl) : (int)syscall(SYS_renameat2, fa, a, fb, b, fl));
+	marked(rc, fa, a, 0, W_REMOVE); /* RENAME_EXCHANGE: both names change */
+	marked(rc, fb, b, 0, W_CREATE);
+	return (int)rc;
 }
-int unlink(const char *p) { mark_written(AT_FDCWD, p, 0); return real_unlink(p); }
-int unlinkat(int fd, const char *p, int fl) { mark_written(fd, p, 0); return real_unlinkat(fd, p, fl); }
-int remove(const char *p) { mark_written(AT_FDCWD, p, 0); return real_remove(p); }
-int mkdir(const char *p, mode_t m) { mark_written(AT_FDCWD, p, 0); return real_mkdir(p, m); }
-int mkdirat(int fd, const char *p, mode_t m) { mark_written(fd, p, 0); return real_mkdirat(fd, p, m); }
-int rmdir(const char *p) { mark_written(AT_FDCWD, p, 0); return real_rmdir(p); }
-int symlink(const char *t, const char *p) { mark_written(AT_FDCWD, p, 0); return real_symlink(t, p); }
-int symlinkat(const char *t, int fd, const char *p) { mark_written(fd, p, 0); return real_symlinkat(t, fd, p); }
-int link(const char *a, const char *b) { mark_written(AT_FDCWD, a, 0); mark_written(AT_FDCWD, b, 0); return real_link(a, b); }
+int unlink(const char *p) { W0(real_unlink(p)); marked(rc, AT_FDCWD, p, 0, W_REMOVE); return (int)rc; }
+int unlinkat(int fd, const char *p, int fl) { W0(real_unlinkat(fd, p, fl)); marked(rc, fd, p, 0, W_REMOVE); return (int)rc; }
+int remove(const char *p) { W0(real_remove(p)); marked(rc, AT_FDCWD, p, 0, W_REMOVE); return (int)rc; }
+int mkdir(const char *p, mode_t m) { W0(real_mkdir(p, m)); marked(rc, AT_FDCWD, p, 0, W_CREATE); return (int)rc; }
+int mkdirat(int fd, const char *p, mode_t m) { W0(real_mkdirat(fd, p, m)); marked(rc, fd, p, 0, W_CREATE); return (int)rc; }
+int rmdir(const char *p) { W0(real_rmdir(p)); marked(rc, AT_FDCWD, p, 0, W_REMOVE); return (int)rc; }
+int symlink(const char *t, const char *p) { W0(real_symlink(t, p)); marked(rc, AT_FDCWD, p, 0, W_CREATE); return (int)rc; }
+int symlinkat(const char *t, int fd, const char *p) { W0(real_symlinkat(t, fd, p)); marked(rc, fd, p, 0, W_CREATE); return (int)rc; }
+int link(const char *a, const char *b)
+{
+	/* The source's nlink and ctime change too (link(2) does not follow a
+	 * symlink on Linux). */
+	W0(real_link(a, b));
+	marked(rc, AT_FDCWD, a, 0, W_CHANGE);
+	marked(rc, AT_FDCWD, b, 0, W_CREATE);
+	return (int)rc;
+}
 int linkat(int fa, const char *a, int fb, const char *b, int fl)
 {
-	/* The source's nlink and ctime change too: its directory is dirty. */
-	mark_written(fa, a, !!(fl & AT_SYMLINK_FOLLOW));
-	mark_written(fb, b, 0);
-	return real_linkat(fa, a, fb, b, fl);
+	W0(real_linkat(fa, a, fb, b, fl));
+	if (!((fl & AT_EMPTY_PATH) && a && !a[0])) marked(rc, fa, a, !!(fl & AT_SYMLINK_FOLLOW), W_CHANGE);
+	marked(rc, fb, b, 0, W_CREATE);
+	return (int)rc;
 }
-int truncate(const char *p, off_t n) { mark_written(AT_FDCWD, p, 1); return real_truncate(p, n); }
-int truncate64(const char *p, off64_t n) { mark_written(AT_FDCWD, p, 1); return real_truncate64(p, n); }
-int utime(const char *p, const struct utimbuf *t) { mark_written(AT_FDCWD, p, 1); return real_utime(p, t); }
-int utimes(const char *p, const struct timeval t[2]) { mark_written(AT_FDCWD, p, 1); return real_utimes(p, t); }
-int lutimes(const char *p, const struct timeval t[2]) { mark_written(AT_FDCWD, p, 0); return real_lutimes(p, t); }
-int futimesat(int fd, const char *p, const struct timeval t[2]) { if (p) mark_written(fd, p, 1); return real_futimesat(fd, p, t); }
+int truncate(const char *p, off_t n) { W0(real_truncate(p, n)); marked(rc, AT_FDCWD, p, 1, W_CHANGE); return (int)rc; }
+int truncate64(const char *p, off64_t n) { W0(real_truncate64(p, n)); marked(rc, AT_FDCWD, p, 1, W_CHANGE); return (int)rc; }
+int utime(const char *p, const struct utimbuf *t) { W0(real_utime(p, t)); marked(rc, AT_FDCWD, p, 1, W_CHANGE); return (int)rc; }
+int utimes(const char *p, const struct timeval t[2]) { W0(real_utimes(p, t)); marked(rc, AT_FDCWD, p, 1, W_CHANGE); return (int)rc; }
+int lutimes(const char *p, const struct timeval t[2]) { W0(real_lutimes(p, t)); marked(rc, AT_FDCWD, p, 0, W_CHANGE); return (int)rc; }
+int futimesat(int fd, const char *p, const struct timeval t[2])
+{
+	W0(real_futimesat(fd, p, t));
+	if (p) marked(rc, fd, p, 1, W_CHANGE); /* NULL: futimes of fd */
+	return (int)rc;
+}
 int utimensat(int fd, const char *p, const struct timespec t[2], int fl)
 {
-	if (p) mark_written(fd, p, !(fl & AT_SYMLINK_NOFOLLOW)); /* NULL: futimens of fd */
-	return real_utimensat(fd, p, t, fl);
+	W0(real_utimensat(fd, p, t, fl));
+	if (p) marked(rc, fd, p, !(fl & AT_SYMLINK_NOFOLLOW), W_CHANGE); /* NULL: futimens of fd */
+	return (int)rc;
 }
-int chmod(const char *p, mode_t m) { mark_written(AT_FDCWD, p, 1); return real_chmod(p, m); }
-int fchmodat(int fd, const char *p, mode_t m, int fl) { mark_written(fd, p, !(fl & AT_SYMLINK_NOFOLLOW)); return real_fchmodat(fd, p, m, fl); }
-int chown(const char *p, uid_t u, gid_t g) { mark_written(AT_FDCWD, p, 1); return real_chown(p, u, g); }
-int lchown(const char *p, uid_t u, gid_t g) { mark_written(AT_FDCWD, p, 0); return real_lchown(p, u, g); }
-int fchownat(int fd, const char *p, uid_t u, gid_t g, int fl) { mark_written(fd, p, !(fl & AT_SYMLINK_NOFOLLOW)); return real_fchownat(fd, p, u, g, fl); }
-int mknod(const char *p, mode_t m, dev_t d) { mark_written(AT_FDCWD, p, 0); return real_mknod ? real_mknod(p, m, d) : (int)syscall(SYS_mknodat, AT_FDCWD, p, m, d); }
-int mknodat(int fd, const char *p, mode_t m, dev_t d) { mark_written(fd, p, 0); return real_mknodat ? real_mknodat(fd, p, m, d) : (int)syscall(SYS_mknodat, fd, p, m, d); }
-int mkfifo(const char *p, mode_t m) { mark_written(AT_FDCWD, p, 0); return real_mkfifo(p, m); }
-int mkfifoat(int fd, const char *p, mode_t m) { mark_written(fd, p, 0); return real_mkfifoat(fd, p, m); }
-
+int chmod(const char *p, mode_t m) { W0(real_chmod(p, m)); marked(rc, AT_FDCWD, p, 1, W_CHANGE); return (int)rc; }
+int fchmodat(int fd, const char *p, mode_t m, int fl) { W0(real_fchmodat(fd, p, m, fl)); marked(rc, fd, p, !(fl & AT_SYMLINK_NOFOLLOW), W_CHANGE); return (int)rc; }
+int chown(const char *p, uid_t u, gid_t g) { W0(real_chown(p, u, g)); marked(rc, AT_FDCWD, p, 1, W_CHANGE); return (int)rc; }
+int lchown(const char *p, uid_t u, gid_t g) { W0(real_lchown(p, u, g)); marked(rc, AT_FDCWD, p, 0, W_CHANGE); return (int)rc; }
+int fchownat(int fd, const char *p, uid_t u, gid_t g, int fl)
+{
+	W0(real_fchownat(fd, p, u, g, fl));
+	if (!((fl & AT_EMPTY_PATH) && p && !p[0])) marked(rc, fd, p, !(fl & AT_SYMLINK_NOFOLLOW), W_CHANGE);
+	return (int)rc;
+}
+int mknod(const char *p, mode_t m, dev_t d)
+{
+	W0(real_mknod ? real_mknod(p, m, d) : (int)syscall(SYS_mknodat, AT_FDCWD, p, m, d));
+	marked(rc, AT_FDCWD, p, 0, W_CREATE);
+	return (int)rc;
+}
+int mknodat(int fd, const char *p, mode_t m, dev_t d)
+{
+	W0(real_mknodat ? real_mknodat(fd, p, m, d) : (int)syscall(SYS_mknodat, fd, p, m, d));
+	marked(rc, fd, p, 0, W_CREATE);
+	return (int)rc;
+}
+int mkfifo(const char *p, mode_t m) { W0(real_mkfifo(p, m)); marked(rc, AT_FDCWD, p, 0, W_CREATE); return (int)rc; }
+int mkfifoat(int fd, const char *p, mode_t m) { W0(real_mkfifoat(fd, p, m)); marked(rc, fd, p, 0, W_CREATE); return (int)rc; }
 /* ---- the readdir family: a bundled directory's listing from the table ----
  *
  * opendir of a bundled directory opens its staged copy, one real directory,
@@ -1983,19 +2511,65 @@ int scandirat(int dfd, const char *dir, struct dirent ***namelist, int (*sel)(co
  * with the table's attributes: ino, dev, nlink, times as the original. */
 #define FD_TRACK 1024
 static const struct dlb_entry *fd_track[FD_TRACK];
+static uint64_t fd_ino[FD_TRACK]; /* the staged copy's inode: an fd closed behind our back
+				     (fclose, close_range) and reused for another file on the
+				     stage's device with the same size and mtime is not it */
 static void fd_note(int fd, const struct dlb_entry *e)
 {
-	if (fd >= 0 && fd < FD_TRACK) __atomic_store_n(&fd_track[fd], e, __ATOMIC_RELEASE);
+	struct stat st;
+	if (fd < 0 || fd >= FD_TRACK) return;
+	int saved = errno;
+	long rc = syscall(SYS_fstat, fd, &st);
+	errno = saved;
+	__atomic_store_n(&fd_track[fd], NULL, __ATOMIC_RELEASE);
+	if (rc != 0) return;
+	__atomic_store_n(&fd_ino[fd], (uint64_t)st.st_ino, __ATOMIC_RELEASE);
+	__atomic_store_n(&fd_track[fd], e, __ATOMIC_RELEASE);
+}
+
+/* same_copy: st is the staged copy of entry e (the stage's device, e's size
+ * and mtime, which staging keeps). */
+static int same_copy(const struct dlb_entry *e, const struct stat *st)
+{
+	return e && e->type == DLB_REG && st->st_dev == stage_dev && S_ISREG(st->st_mode) && st->st_size == e->size &&
+	       (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec == e->mtime_ns;
+}
+
+/* entry_via_link: the entry whose staged copy st is, named by the /proc
+ * magic link link (/proc/self/fd/N, /proc/self/exe ...): the kernel's name
+ * of the file is the staged path. One readlink, only for a file on the
+ * stage's device: an fd this process did not open (inherited, a dup, an
+ * fd of 1024 or more), /proc/self/exe of a staged executable. */
+static const struct dlb_entry *entry_via_link(const char *link, const struct stat *st)
+{
+	char tmp[DLB_PATH_MAX + 1024];
+	if (!table || !stage_dev || st->st_dev != stage_dev || !S_ISREG(st->st_mode)) return NULL;
+	int saved = errno;
+	long n = syscall(SYS_readlinkat, AT_FDCWD, link, tmp, sizeof tmp - 1);
+	errno = saved;
+	if (n <= (long)stage_root_len || memcmp(tmp, stage_root, stage_root_len) != 0 || tmp[stage_root_len] != '/') return NULL;
+	const struct dlb_entry *e = dlb_lookup(table, tmp + stage_root_len, (size_t)n - stage_root_len);
+	return same_copy(e, st) ? e : NULL;
 }
 
 static const struct dlb_entry *fd_staged(int fd, const struct stat *st)
 {
-	if (fd < 0 || fd >= FD_TRACK || !stage_dev) return NULL;
-	const struct dlb_entry *e = __atomic_load_n(&fd_track[fd], __ATOMIC_ACQUIRE);
-	if (!e || st->st_dev != stage_dev || !S_ISREG(st->st_mode) || st->st_size != e->size ||
-	    (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec != e->mtime_ns)
-		return NULL;
-	return e;
+	if (fd < 0 || !stage_dev || st->st_dev != stage_dev) return NULL;
+	const struct dlb_entry *e = fd < FD_TRACK ? __atomic_load_n(&fd_track[fd], __ATOMIC_ACQUIRE) : NULL;
+	if (e && __atomic_load_n(&fd_ino[fd], __ATOMIC_ACQUIRE) == (uint64_t)st->st_ino && same_copy(e, st)) return e;
+	char l[40];
+	snprintf(l, sizeof l, "/proc/self/fd/%d", fd);
+	return entry_via_link(l, st);
+}
+
+/* proc_stat_fix: a stat that followed a /proc magic link to a staged copy
+ * (os.stat('/proc/self/fd/N'), '/proc/self/exe') shows the original's. */
+static void proc_stat_fix(const char *path, struct stat *st)
+{
+	if (path && !strncmp(path, "/proc/", 6) && stage_dev && st->st_dev == stage_dev) {
+		const struct dlb_entry *e = entry_via_link(path, st);
+		if (e) fill_stat(st, e);
+	}
 }
 
 static void fstat_fix(int fd, struct stat *st)
@@ -2016,166 +2590,283 @@ int fstat64(int fd, struct stat64 *st) { return fstat(fd, (struct stat *)st); }
 int __fxstat(int ver, int fd, struct stat *st) { (void)ver; return fstat(fd, st); }
 int __fxstat64(int ver, int fd, struct stat64 *st) { (void)ver; return fstat(fd, (struct stat *)st); }
 
-/* ---- realpath: component by component, the table first ----
+/* ---- realpath: glibc's algorithm, the table answering its system calls ----
  *
- * res is always canonical (real directories, no symlinks): it starts at "/"
- * or at getcwd's answer, so ".." pops it. Each next component is looked up
- * in the table as res + "/" + name (a real path); the table answers
- * directories, files, symlinks (their text), missing names and names absent
- * from a bundled directory's complete listing; an external entry whose mode
- * says directory or regular file exists as such. Only components the table
- * cannot decide (outside the image, external symlinks or unknown types, or
- * below a directory this process wrote into) cost an lstat (and a readlink)
- * on the file system; *native counts them. Returns 0 (res filled), a
- * positive errno, or -1 when it cannot (the caller uses libc's). */
+ * glibc's realpath (stdlib/canonicalize.c, 2.33 and later) builds the
+ * answer in a buffer rname, component by component: "." is skipped, ".."
+ * drops the last component of rname without any system call (rname holds
+ * no symlink, so that is the parent), and any other component is appended
+ * and readlink(rname) decides: a symlink's text is spliced in front of the
+ * rest of the path (an absolute one restarts rname at "/", a relative one
+ * drops the link's name); EINVAL (not a symlink) goes on; any other error
+ * ends it. When what follows the component is a trailing "/" or a "." or
+ * ".." component, readlink's error does not count and faccessat(rname "/",
+ * F_OK, AT_EACCESS) decides instead (dir_check). After ENOENT or EACCES,
+ * a caller's buffer receives rname as far as it got (up to and including
+ * the failing component): programs print it. More than 40 symlinks: ELOOP.
+ *
+ * rp_walk runs the same steps with the table answering readlink and
+ * faccessat where it can (rp_step below); res is rname, kept exactly as
+ * glibc keeps it (a trailing "/" after ".." or a relative symlink). Only
+ * what the table cannot decide (a component outside the image with no
+ * deeper table key on the path as written, an external symlink, a
+ * directory the process wrote into) is asked of the file system, for that
+ * component alone; *native counts those calls, first names the first.
+ * Returns 0 (res is the answer), a positive errno (res is the partial
+ * path), or -1 when it cannot (a path or link text longer than its
+ * buffers, the stage itself, a permission it cannot decide): the caller
+ * uses libc's, which makes the same calls on the file system. */
 static int in_stage(const char *p, size_t n)
 {
 	size_t sl = stage_root_len > 5 ? stage_root_len - 5 : 0;
 	return sl && n >= sl && !memcmp(p, stage_root, sl) && (n == sl || p[sl] == '/');
 }
 
+/* glibc's suffix_requires_dir_check: end ("" or starting with '/') is a
+ * trailing "/", or has a "." or ".." component before any other. */
+static int rp_suffix_dir_check(const char *end)
+{
+	while (*end == '/') {
+		do end++;
+		while (*end == '/');
+		switch (*end++) {
+		default: return 0;
+		case 0: return 1;
+		case '.': break;
+		}
+		if (!*end || (*end == '.' && (!end[1] || end[1] == '/'))) return 1;
+	}
+	return 0;
+}
+
+/* What the table knows of the directory rname stands in: a bundled
+ * directory whose lookups it answers (cur), a known non-directory (the
+ * next step is ENOTDIR), or undecided (outside the image, an external
+ * name, a directory written into: the file system decides, unless a
+ * deeper table key on the path shows the way). */
+enum { RP_UNDECIDED, RP_DIR, RP_NONDIR };
+
+static size_t rp_key(const char *res, size_t on) { return on > 1 && res[on - 1] == '/' ? on - 1 : on; }
+
+/* rp_state: the state of rname reached other than by a step from its
+ * parent (the start, "..", a symlink): always a directory. */
+static int rp_state(const char *res, size_t on, const struct dlb_entry **cur)
+{
+	size_t k = rp_key(res, on);
+	const struct dlb_entry *e = dirty_covered(res, k) ? NULL : dlb_lookup(table, res, k);
+	*cur = e && e->type == DLB_DIR ? e : NULL;
+	return *cur ? RP_DIR : RP_UNDECIDED;
+}
+
+/* rp_search: may the process search the bundled directory e (1, 0), or
+ * cannot the table tell (-1)? */
+static int rp_search(const struct dlb_entry *e) { return !e || (e->mode & 1) ? 1 : search_ok(e); }
+
+/* rp_step answers readlink(res[0:on]) (the component res[pn:on] just
+ * appended to a directory in state *st, entry *cur) and, when dircheck, the
+ * faccessat of dir_check after it; it sets the component's state. Returns
+ * the symlink text's length (text in link), RP_NOTLINK, or a negative
+ * errno (-1000 - errno) ... see the constants. */
+#define RP_NOTLINK (-1)
+#define RP_ERR(e) (-1000 - (e))
+#define RP_FALLBACK (-2)
+static long rp_step(char *res, size_t pn, size_t on, const char *ahead, size_t an, int dircheck, int *st,
+		    const struct dlb_entry **cur, char *link, size_t linksz, int *native, char *first)
+{
+	size_t cn = on - pn;
+	int decided = 1, s = *st;
+	const struct dlb_entry *e = NULL;
+	long rc;
+	if (in_stage(res, on)) return RP_FALLBACK;
+	if (s == RP_NONDIR) { rc = RP_ERR(ENOTDIR); goto out; }
+	if (s == RP_DIR) {
+		int ok = rp_search(*cur);
+		if (ok < 0) return RP_FALLBACK;
+		if (!ok) { rc = RP_ERR(EACCES); goto out; }
+		if (cn > DLB_NAME_MAX) { rc = RP_ERR(ENAMETOOLONG); goto out; }
+	}
+	if (!dirty_covered(res, on)) e = dlb_lookup(table, res, on);
+	if (!e && s == RP_DIR && !dirty_covered(res, on)) { rc = RP_ERR(ENOENT); goto out; } /* absent from a complete listing */
+	if (!e && s == RP_UNDECIDED && !DLB_DIRTY_ALL()) {
+		/* A prefix outside the image (e.g. /home above a bundled tree):
+		 * when a deeper component of the path as written is a table
+		 * key, this one is a real directory (keys are real paths). The
+		 * look-ahead writes past on and puts the terminator back. */
+		size_t tn = on, tp = 0;
+		int found = 0;
+		for (;;) {
+			while (tp < an && ahead[tp] == '/') tp++;
+			size_t tq = tp;
+			while (tq < an && ahead[tq] != '/') tq++;
+			if (tq == tp || (tq - tp == 1 && ahead[tp] == '.') || (tq - tp == 2 && ahead[tp] == '.' && ahead[tp + 1] == '.'))
+				break;
+			if (tn + 1 + (tq - tp) >= DLB_PATH_MAX) break;
+			res[tn] = '/';
+			memcpy(res + tn + 1, ahead + tp, tq - tp);
+			tn += 1 + (tq - tp);
+			if (dirty_covered(res, tn)) break;
+			if (dlb_lookup(table, res, tn)) { found = 1; break; }
+			tp = tq;
+		}
+		res[on] = 0;
+		if (found) { *st = RP_UNDECIDED; *cur = NULL; return RP_NOTLINK; }
+	}
+	if (e) {
+		switch (e->type) {
+		case DLB_MISSING: rc = RP_ERR(ENOENT); goto out;
+		case DLB_DIR:
+			*cur = e;
+			*st = RP_DIR;
+			rc = RP_NOTLINK;
+			goto out;
+		case DLB_REG: *st = RP_NONDIR; rc = RP_NOTLINK; goto out;
+		case DLB_SYMLINK:
+			if (e->target_len >= linksz) return RP_FALLBACK;
+			memcpy(link, dlb_str(table, e->target), e->target_len + 1);
+			return (long)e->target_len;
+		case DLB_EXTERNAL:
+			switch (e->mode & S_IFMT) {
+			case 0: case S_IFLNK: break; /* the file system's text */
+			case S_IFDIR: *st = RP_UNDECIDED; *cur = NULL; rc = RP_NOTLINK; goto out;
+			default: *st = RP_NONDIR; rc = RP_NOTLINK; goto out;
+			}
+			break;
+		}
+	}
+	/* The file system decides. */
+	decided = 0;
+	if (!(*native)++) memcpy(first, res, on + 1);
+	rc = syscall(SYS_readlinkat, AT_FDCWD, res, link, linksz - 1);
+	if (rc >= 0) {
+		if ((size_t)rc >= linksz - 1) return RP_FALLBACK;
+		link[rc] = 0;
+		return rc;
+	}
+	rc = errno == EINVAL ? RP_NOTLINK : RP_ERR(errno);
+	*st = RP_UNDECIDED;
+	*cur = NULL;
+out:
+	if (!dircheck) return rc;
+	/* dir_check: faccessat(rname "/", F_OK, AT_EACCESS) decides, not
+	 * readlink's error. */
+	if (decided) {
+		if (rc == RP_NOTLINK && *st == RP_NONDIR) return RP_ERR(ENOTDIR);
+		return rc;
+	}
+	if (on + 1 >= DLB_PATH_MAX) return RP_ERR(ENAMETOOLONG);
+	res[on] = '/';
+	res[on + 1] = 0;
+	++*native;
+	long a = syscall(SYS_faccessat, AT_FDCWD, res, F_OK, AT_EACCESS); /* faccessat2's flags: glibc emulates them for F_OK */
+	int ae = errno;
+	res[on] = 0;
+	return a == 0 ? RP_NOTLINK : RP_ERR(ae);
+}
+
 static int rp_walk(const char *path, char *res, int *native, char *first)
 {
-	char rest[DLB_PATH_MAX], tmp[DLB_PATH_MAX];
+	char rest[DLB_PATH_MAX], link[DLB_PATH_MAX];
 	size_t rn = strlen(path), on, p = 0;
 	int links = 0;
 	*native = 0;
 	if (rn == 0) return ENOENT;
 	if (rn >= DLB_PATH_MAX) return -1;
 	memcpy(rest, path, rn + 1);
-	if (path[0] == '/') { on = 0; }
-	else {
+	size_t deny = 0; /* res[0:deny] is a bundled directory the process may not search (from getcwd) */
+	if (path[0] == '/') {
+		res[0] = '/';
+		res[1] = 0;
+		on = 1;
+	} else {
 		long n = syscall(SYS_getcwd, res, DLB_PATH_MAX);
 		if (n <= 1 || res[0] != '/') return -1;
 		on = (size_t)n - 1;
-		if (on == 1) on = 0; /* "/" */
-	}
-	/* The stage is never looked up through the table (see lookup). */
-	if ((on && in_stage(res, on)) || in_stage(path, rn)) return -1;
-	if (!on) {
-		/* Fast: the whole path decided by the resolver (a clean bundled
-		 * path is one lookup), as every other call does. */
-		struct dlb_res r;
-		switch (dlb_resolve(table, path, 1, res, &r)) {
-		case DLB_BUNDLED: return 0;
-		case DLB_KNOWN_ERR: return r.err;
+		if (in_stage(res, on)) return -1;
+		/* glibc asks readlink of absolute names: each directory of the
+		 * cwd must let us search it, as for a step. */
+		const struct dlb_entry *d = dlb_lookup(table, res, on);
+		if (!d || d->type != DLB_DIR || !(d->flags & DLB_FLAG_SEARCHABLE) || !(d->mode & 1)) {
+			for (size_t i = 1; i <= on && !deny; i++) {
+				if (i > 1 && i < on && res[i] != '/') continue; /* "/", then each "/a", "/a/b", ... */
+				d = dlb_lookup(table, res, i);
+				int ok = d && d->type == DLB_DIR ? rp_search(d) : 1;
+				if (ok < 0) return -1;
+				if (!ok) deny = i;
+			}
 		}
 	}
-	const struct dlb_entry *cur = on ? dlb_lookup(table, res, on) : dlb_lookup(table, "/", 1);
-	int outside = 0; /* below a directory the process wrote into: the file system decides */
-	if (on && dirty_covered(res, on)) outside = 1;
-	if (!on && __atomic_load_n(&dirty_all, __ATOMIC_ACQUIRE)) outside = 1;
+	if (in_stage(path, rn)) return -1;
+	if (path[0] == '/') {
+		/* Fast: a path the resolver answers as bundled (a clean bundled
+		 * path is one lookup) is canonical as it says. */
+		struct dlb_res r;
+		if (dlb_resolve(table, path, 1, res, &r) == DLB_BUNDLED) return 0;
+		res[0] = '/';
+		res[1] = 0;
+	}
+	const struct dlb_entry *cur;
+	int st = rp_state(res, on, &cur);
 	for (;;) {
 		while (p < rn && rest[p] == '/') p++;
 		if (p >= rn) break;
 		size_t q = p;
 		while (q < rn && rest[q] != '/') q++;
-		size_t cn = q - p, after = q;
-		while (after < rn && rest[after] == '/') after++;
-		int more = after < rn, slash_after = q < rn;
+		size_t cn = q - p;
 		if (cn == 1 && rest[p] == '.') { p = q; continue; }
 		if (cn == 2 && rest[p] == '.' && rest[p + 1] == '.') {
-			while (on > 0 && res[on - 1] != '/') on--;
-			if (on > 0) on--;
-			cur = on ? dlb_lookup(table, res, on) : dlb_lookup(table, "/", 1);
+			if (on > 1) {
+				for (--on; on > 0 && res[on - 1] != '/'; --on) {}
+				res[on] = 0;
+			}
+			if (deny && rp_key(res, on) < deny) deny = 0;
+			st = rp_state(res, on, &cur);
 			p = q;
 			continue;
 		}
-		if (on + 1 + cn >= DLB_PATH_MAX) return ENAMETOOLONG;
-		const struct dlb_entry *parent = cur;
+		size_t pn = on;
+		if (res[on - 1] != '/') pn++;
+		if (pn + cn >= DLB_PATH_MAX) return ENAMETOOLONG; /* readlink's answer: the name is too long */
 		res[on] = '/';
-		memcpy(res + on + 1, rest + p, cn);
-		size_t nn = on + 1 + cn;
-		res[nn] = 0;
-		/* Into the stage (e.g. /proc/self/exe of a staged executable): its
-		 * directories may be absent from listings taken before it existed;
-		 * libc's realpath and strip_stage answer that. */
-		if (in_stage(res, nn)) return -1;
-		if (!outside && dirty_covered(res, nn)) outside = 1;
-		const struct dlb_entry *e = outside ? NULL : dlb_lookup(table, res, nn);
-		unsigned type = 0; /* S_IFMT of the component, 0: ask the file system */
-		if (e) {
-			switch (e->type) {
-			case DLB_MISSING: return ENOENT;
-			case DLB_DIR: type = S_IFDIR; break;
-			case DLB_REG: type = S_IFREG; break;
-			case DLB_SYMLINK: type = S_IFLNK; break;
-			case DLB_EXTERNAL:
-				if ((e->mode & S_IFMT) == S_IFDIR || (e->mode & S_IFMT) == S_IFREG) type = e->mode & S_IFMT;
-				break;
-			}
-		} else if (!outside && parent && parent->type == DLB_DIR) {
-			return ENOENT; /* absent from a complete listing */
-		} else if (!outside) {
-			/* A prefix outside the image (e.g. /home above a bundled tree):
-			 * when a deeper component as written is a table key, these are
-			 * real directories (keys are real paths) and need no lstat. */
-			size_t tn = nn, tp = q;
-			for (;;) {
-				while (tp < rn && rest[tp] == '/') tp++;
-				size_t tq = tp;
-				while (tq < rn && rest[tq] != '/') tq++;
-				if (tq == tp || (tq - tp == 1 && rest[tp] == '.') || (tq - tp == 2 && rest[tp] == '.' && rest[tp + 1] == '.'))
-					break;
-				if (tn + 1 + (tq - tp) >= DLB_PATH_MAX) break;
-				res[tn] = '/';
-				memcpy(res + tn + 1, rest + tp, tq - tp);
-				if (dirty_covered(res, tn + 1 + (tq - tp))) break;
-				if (dlb_lookup(table, res, tn + 1 + (tq - tp))) {
-					on = tn; /* the key's component is looked up next, as usual */
-					cur = NULL;
-					p = tp;
-					break;
-				}
-				tn += 1 + (tq - tp);
-				tp = tq;
-			}
-			if (p == tp && on == tn) continue;
-		}
-		if (!type) {
-			struct stat st;
-			if (!(*native)++) memcpy(first, res, nn + 1); /* for the report: what reached the file system */
-			long rc = syscall(SYS_newfstatat, AT_FDCWD, res, &st, AT_SYMLINK_NOFOLLOW);
-			if (rc < 0) return errno;
-			type = st.st_mode & S_IFMT;
-			e = NULL;
-		}
-		if (type == S_IFLNK) {
+		memcpy(res + pn, rest + p, cn);
+		on = pn + cn;
+		res[on] = 0;
+		int pst = st;
+		const struct dlb_entry *pcur = cur;
+		long rc;
+		if (deny && rp_key(res, pn) >= deny) rc = RP_ERR(EACCES);
+		else
+			rc = rp_step(res, pn, on, rest + q, rn - q, rp_suffix_dir_check(rest + q), &st, &cur, link, sizeof link,
+				     native, first);
+		if (rc == RP_FALLBACK) return -1;
+		if (rc <= RP_ERR(0)) return (int)(-1000 - rc);
+		if (rc >= 0) {
 			if (++links > 40) return ELOOP;
-			size_t tn;
-			if (e && e->type == DLB_SYMLINK) {
-				tn = e->target_len;
-				if (tn >= sizeof tmp) return ENAMETOOLONG;
-				memcpy(tmp, dlb_str(table, e->target), tn);
-			} else {
-				++*native;
-				long n = syscall(SYS_readlinkat, AT_FDCWD, res, tmp, sizeof tmp - 1);
-				if (n < 0) return errno;
-				tn = (size_t)n;
-			}
-			if (tn == 0) return ENOENT;
-			size_t an = rn - q;
-			if (tn + an >= sizeof tmp) return ENAMETOOLONG;
-			memcpy(tmp + tn, rest + q, an);
-			tmp[tn + an] = 0;
-			memcpy(rest, tmp, tn + an + 1);
+			size_t tn = (size_t)rc, an = rn - q;
+			if (tn + an >= sizeof link) return -1;
+			memcpy(link + tn, rest + q, an + 1);
+			memcpy(rest, link, tn + an + 1);
 			rn = tn + an;
 			p = 0;
-			if (tmp[0] == '/') on = 0;
-			cur = on ? dlb_lookup(table, res, on) : dlb_lookup(table, "/", 1);
-			if (outside && !dirty_covered(res, on)) outside = on == 0 && __atomic_load_n(&dirty_all, __ATOMIC_ACQUIRE);
+			if (link[0] == '/') {
+				on = 1;
+				res[1] = 0;
+				deny = 0;
+				st = rp_state(res, on, &cur);
+			} else {
+				if (on > 1)
+					for (--on; on > 0 && res[on - 1] != '/'; --on) {}
+				res[on] = 0;
+				st = pst;
+				cur = pcur;
+			}
 			continue;
 		}
-		if (type != S_IFDIR && (more || slash_after)) return ENOTDIR;
-		on = nn;
-		cur = e;
 		p = q;
 	}
-	if (on == 0) { res[0] = '/'; res[1] = 0; }
-	else res[on] = 0;
+	if (on > 1 && res[on - 1] == '/') on--;
+	res[on] = 0;
 	return 0;
 }
-
 /* cwd_prefix: p[0:n] is the working directory or one of its ancestors
  * (getcwd: one local system call, asked only for ".." over a component the
  * table does not know). */

@@ -1,5 +1,7 @@
 /* report.c — see report.h; the line itself is written by reportfmt.h. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
@@ -36,6 +38,23 @@ static uint64_t arena_used;
 static uint64_t dropped;
 static pid_t report_pid; /* the process whose counts these are */
 
+/* Fallbacks (report.h): FB_SLOTS reason/directory pairs, claimed with a
+ * compare-and-swap of their key; the directory text goes to fb_arena,
+ * published by storing its length + 1 last. A pair that finds no slot or
+ * no room is counted under its reason alone (dir ""). */
+#define FB_SLOTS 32
+#define FB_ARENA (16u << 10)
+static const char *const fb_names[FB_NREASONS] = {"written", "written-everything", "no-table", "bad-table",
+						  "stage-too-long", "dirfd", "groups", "too-long", "other-uid"};
+static struct fb_slot {
+	uint64_t key; /* hash of reason and dir, | 1; 0: free */
+	uint32_t reason, off, len1;
+	uint64_t n;
+} fbs[FB_SLOTS];
+static uint64_t fb_plain[FB_NREASONS]; /* by reason alone */
+static char fb_arena[FB_ARENA];
+static uint32_t fb_used;
+
 /* After fork the child starts counting afresh (the parent reports its own). */
 static void report_child_reset(void)
 {
@@ -48,6 +67,9 @@ static void report_child_reset(void)
 	nslots = nseen = 0;
 	arena_used = 0;
 	dropped = 0;
+	memset(fbs, 0, sizeof fbs);
+	memset(fb_plain, 0, sizeof fb_plain);
+	fb_used = 0;
 }
 
 /* ---- fatal signals: a process killed by SIGTERM (Slurm's time limit, a
@@ -65,32 +87,88 @@ static void report_child_reset(void)
  * of SIG_DFL for these signals (docs/loader.md, "Reports"). */
 static const int fatal_sigs[] = {SIGTERM, SIGHUP, SIGQUIT, SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGXCPU};
 
+static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
+static int stood_in[NSIG];
 static void report_fatal(int sig)
 {
 	report_write();
 	struct sigaction dfl;
 	memset(&dfl, 0, sizeof dfl);
 	dfl.sa_handler = SIG_DFL;
-	sigaction(sig, &dfl, NULL);
+	real_sigaction(sig, &dfl, NULL);
+	__atomic_store_n(&stood_in[sig], 0, __ATOMIC_RELEASE);
 	syscall(SYS_tgkill, syscall(SYS_getpid), syscall(SYS_gettid), sig);
 }
 
+/* The app's view (issue 19 item 8): sigaction, signal, sysv_signal and
+ * bsd_signal are wrapped so that where report_fatal stands in for SIG_DFL
+ * the app reads the disposition it would natively (the SIG_DFL action as it
+ * was, flags and mask included): Python's signal.getsignal() and its
+ * save/restore of handlers. An app that sets SIG_DFL there keeps
+ * report_fatal underneath (the same end: the report, then the default
+ * action) and reads SIG_DFL; one that sets anything else replaces it.
+ * stood_in[sig]: report_fatal is installed for sig; dfl_view[sig]: the
+ * action the app reads instead. Other ways of reading the disposition
+ * (the rt_sigaction system call itself, /proc/self/status SigCgt) still
+ * show it (docs/loader.md). */
+static struct sigaction dfl_view[NSIG];
+
 static void install_fatal(void)
 {
+	if (!real_sigaction) return;
 	for (unsigned i = 0; i < sizeof fatal_sigs / sizeof *fatal_sigs; i++) {
+		int sig = fatal_sigs[i];
 		struct sigaction old, sa;
-		if (sigaction(fatal_sigs[i], NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
+		if (real_sigaction(sig, NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
 			continue;
 		memset(&sa, 0, sizeof sa);
 		sa.sa_handler = report_fatal;
 		sigemptyset(&sa.sa_mask);
 		sa.sa_flags = SA_RESTART;
-		sigaction(fatal_sigs[i], &sa, NULL);
+		dfl_view[sig] = old;
+		if (real_sigaction(sig, &sa, NULL) == 0) __atomic_store_n(&stood_in[sig], 1, __ATOMIC_RELEASE);
 	}
 }
 
+int sigaction(int sig, const struct sigaction *act, struct sigaction *oldact)
+{
+	if (!real_sigaction) real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
+	if (sig <= 0 || sig >= NSIG || !__atomic_load_n(&stood_in[sig], __ATOMIC_ACQUIRE)) return real_sigaction(sig, act, oldact);
+	struct sigaction view = dfl_view[sig];
+	if (act && !(act->sa_flags & SA_SIGINFO) && act->sa_handler == SIG_DFL) {
+		dfl_view[sig] = *act; /* report_fatal stays underneath */
+	} else if (act) {
+		int rc = real_sigaction(sig, act, NULL);
+		if (rc != 0) return rc;
+		__atomic_store_n(&stood_in[sig], 0, __ATOMIC_RELEASE);
+	}
+	if (oldact) *oldact = view;
+	return 0;
+}
+
+/* signal() and its variants set the action with glibc's internal
+ * sigaction, which the wrapper above would not see: the same actions,
+ * through it (glibc signal/signal.c, sysv_signal.c). */
+static sighandler_t set_handler(int sig, sighandler_t h, int flags, int mask_self)
+{
+	struct sigaction sa, old;
+	if (h == SIG_ERR || sig <= 0 || sig >= NSIG) { errno = EINVAL; return SIG_ERR; }
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = h;
+	sigemptyset(&sa.sa_mask);
+	if (mask_self) sigaddset(&sa.sa_mask, sig);
+	sa.sa_flags = flags;
+	if (sigaction(sig, &sa, &old) < 0) return SIG_ERR;
+	return old.sa_handler;
+}
+sighandler_t signal(int sig, sighandler_t h) { return set_handler(sig, h, SA_RESTART, 1); }
+sighandler_t bsd_signal(int sig, sighandler_t h) { return set_handler(sig, h, SA_RESTART, 1); }
+sighandler_t sysv_signal(int sig, sighandler_t h) { return set_handler(sig, h, SA_RESETHAND | SA_NODEFER, 0); }
+
 void report_init(void)
 {
+	/* resolved here, once: the wrapper may run in a signal handler */
+	real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
 	const char *f = getenv("DLBUNDLE_REPORT");
 	if (!f || !f[0] || strlen(f) >= sizeof report_file) return;
 	strcpy(report_file, f);
@@ -104,27 +182,74 @@ void report_init(void)
  * The audit module answers ld.so's search from the table; what it cannot
  * decide (a directory the image lacks, a dlopen by a path it does not hold)
  * ld.so opens on the real file system. At report time the preload walks the
- * main namespace's link_map list (_r_debug, exported by ld.so) and lists the
- * objects whose name shim_from_outside judges outside the image. No state is
- * shared with the audit module (it lives in its own namespace, without
- * libc): la_objopen gives every object loaded from the stage its original
- * name, which the table holds as bundled. The walk takes no lock (dl_iterate_
- * phdr's lock could deadlock in a signal handler): an object being dlopen'ed
- * by another thread at that moment may be missed, and an object dlclose'd
- * before exit is not listed. Skipped: the executable (empty name), the vDSO
- * (no '/'), ld.so itself (AT_BASE; it is the node's, by design). */
+ * link_map lists of every namespace (_r_debug, exported by ld.so, and since
+ * glibc 2.35, r_version 2, the r_debug_extended chain of the dlmopen
+ * namespaces) and lists the objects whose name shim_from_outside judges
+ * outside the image, plus those dlclose'd before (report_closing, called by
+ * the preload's dlclose). No state is shared with the audit module (it
+ * lives in its own namespace, without libc): la_objopen gives every object
+ * loaded from the stage its original name, which the table holds as
+ * bundled. The walk takes no lock (dl_iterate_phdr's lock could deadlock
+ * in a signal handler): an object being dlopen'ed by another thread at that
+ * moment may be missed. Skipped: the executable (empty name), the vDSO (no
+ * '/'), ld.so itself (AT_BASE; it is the node's, by design). */
 extern struct r_debug _r_debug;
+
+/* Names of objects from outside the image that were dlclose'd (they may be
+ * unmapped at exit): copied here, at most CLOSED_MAX of them. */
+#define CLOSED_MAX 64
+#define CLOSED_ARENA (16u << 10)
+static char closed_arena[CLOSED_ARENA];
+static const char *closed[CLOSED_MAX];
+static uint32_t nclosed, closed_used;
+
+void report_closing(const char *name)
+{
+	if (!report_file[0] || !name || name[0] != '/' || !shim_from_outside(name)) return;
+	size_t n = strlen(name) + 1;
+	for (uint32_t i = 0; i < __atomic_load_n(&nclosed, __ATOMIC_ACQUIRE) && i < CLOSED_MAX; i++)
+		if (closed[i] && !strcmp(closed[i], name)) return;
+	uint32_t off = __atomic_fetch_add(&closed_used, (uint32_t)n, __ATOMIC_RELAXED);
+	if (n > CLOSED_ARENA || off > CLOSED_ARENA - n) return;
+	uint32_t i = __atomic_fetch_add(&nclosed, 1, __ATOMIC_RELAXED);
+	if (i >= CLOSED_MAX) return;
+	memcpy(closed_arena + off, name, n);
+	__atomic_store_n(&closed[i], closed_arena + off, __ATOMIC_RELEASE);
+}
 
 static uint32_t outside_list(const char **ps, size_t *ls, uint32_t max, uint64_t *left)
 {
 	uintptr_t ldso = (uintptr_t)getauxval(AT_BASE);
 	uint32_t n = 0;
-	for (const struct link_map *l = _r_debug.r_map; l; l = l->l_next) {
-		if ((ldso && l->l_addr == ldso) || !l->l_name || l->l_name[0] != '/' || !shim_from_outside(l->l_name))
-			continue;
+	const struct r_debug *d = &_r_debug;
+	for (int ns = 0; d && ns < 16; ns++) {
+		for (const struct link_map *l = d->r_map; l; l = l->l_next) {
+			if ((ldso && l->l_addr == ldso) || !l->l_name || l->l_name[0] != '/' || !shim_from_outside(l->l_name))
+				continue;
+			int dup = 0;
+			for (uint32_t k = 0; k < n && !dup; k++) dup = !strcmp(ps[k], l->l_name);
+			if (dup) continue;
+			if (n == max) { ++*left; continue; }
+			ps[n] = l->l_name;
+			ls[n++] = strlen(l->l_name);
+		}
+#if defined(__GLIBC_PREREQ) && __GLIBC_PREREQ(2, 35)
+		/* dlmopen namespaces: glibc 2.35 sets r_version 2 and chains them */
+		const struct r_debug_extended *x = d->r_version >= 2 ? ((const struct r_debug_extended *)d)->r_next : NULL;
+		d = x ? &x->base : NULL;
+#else
+		d = NULL;
+#endif
+	}
+	uint32_t k = __atomic_load_n(&nclosed, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < k && i < CLOSED_MAX; i++) {
+		const char *c = __atomic_load_n(&closed[i], __ATOMIC_ACQUIRE);
+		int dup = !c;
+		for (uint32_t j = 0; j < n && !dup; j++) dup = !strcmp(ps[j], c);
+		if (dup) continue;
 		if (n == max) { ++*left; continue; }
-		ps[n] = l->l_name;
-		ls[n++] = strlen(l->l_name);
+		ps[n] = c;
+		ls[n++] = strlen(c);
 	}
 	return n;
 }
@@ -172,6 +297,31 @@ void report_count(int kind, const char *p)
 	__atomic_fetch_add(&dropped, 1, __ATOMIC_RELAXED);
 }
 
+void report_fallback(int reason, const char *dir, size_t n)
+{
+	if (!report_file[0] || reason < 0 || reason >= FB_NREASONS) return;
+	report_count(REPORT_PASSED, NULL);
+	uint64_t key = (dlb_hash(dir ? dir : "", dir ? n : 0) ^ ((uint64_t)reason * 0x9e3779b97f4a7c15ull)) | 1;
+	for (unsigned i = 0; i < FB_SLOTS; i++) {
+		uint64_t cur = __atomic_load_n(&fbs[i].key, __ATOMIC_ACQUIRE);
+		if (cur == key) { __atomic_fetch_add(&fbs[i].n, 1, __ATOMIC_RELAXED); return; }
+		if (cur != 0) continue;
+		if (!__atomic_compare_exchange_n(&fbs[i].key, &cur, key, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			if (cur == key) { __atomic_fetch_add(&fbs[i].n, 1, __ATOMIC_RELAXED); return; }
+			continue;
+		}
+		uint32_t off = __atomic_fetch_add(&fb_used, (uint32_t)n, __ATOMIC_RELAXED);
+		fbs[i].reason = (uint32_t)reason;
+		if (n > FB_ARENA || off > FB_ARENA - n) n = 0; /* no room: the reason alone */
+		if (n) memcpy(fb_arena + off, dir, n);
+		fbs[i].off = off;
+		__atomic_fetch_add(&fbs[i].n, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&fbs[i].len1, (uint32_t)n + 1, __ATOMIC_RELEASE);
+		return;
+	}
+	__atomic_fetch_add(&fb_plain[reason], 1, __ATOMIC_RELAXED);
+}
+
 /* One JSON line per process (reportfmt.h), written by the destructor (exit),
  * by _exit (preload.c) or by report_fatal. Async-signal-safe: raw system calls and the
  * hand-written formatter only. A vfork child shares the parent's memory and
@@ -182,6 +332,7 @@ __attribute__((destructor)) void report_write(void)
 	 * One writer per process (reported). */
 	static char line[LINE_CAP], exe[DLB_PATH_MAX];
 	static const char *ps[MAX_PATHS], *os[OUTSIDE_MAX];
+	static struct dlb_fallback fb[FB_SLOTS + FB_NREASONS];
 	static size_t ls[MAX_PATHS], ol[OUTSIDE_MAX];
 	static int reported;
 	if (!report_file[0] || (pid_t)syscall(SYS_getpid) != report_pid) return;
@@ -198,8 +349,19 @@ __attribute__((destructor)) void report_write(void)
 	}
 	uint64_t c[3], left = __atomic_load_n(&dropped, __ATOMIC_RELAXED);
 	for (int i = 0; i < 3; i++) c[i] = __atomic_load_n(&counts[i], __ATOMIC_RELAXED);
-	uint32_t no = outside_list(os, ol, OUTSIDE_MAX, &left);
-	size_t len = dlb_report_line(line, sizeof line, (int64_t)report_pid, exe, (size_t)en, c, os, ol, no, ps, ls, n, left);
+	uint32_t no = outside_list(os, ol, OUTSIDE_MAX, &left), nfb = 0;
+	for (unsigned i = 0; i < FB_SLOTS; i++) {
+		if (!__atomic_load_n(&fbs[i].key, __ATOMIC_ACQUIRE)) continue;
+		uint32_t l1 = __atomic_load_n(&fbs[i].len1, __ATOMIC_ACQUIRE);
+		fb[nfb++] = (struct dlb_fallback){l1 ? fb_names[fbs[i].reason] : NULL, l1 ? fb_arena + fbs[i].off : NULL,
+						  l1 ? l1 - 1 : 0, __atomic_load_n(&fbs[i].n, __ATOMIC_RELAXED)};
+	}
+	for (unsigned r = 0; r < FB_NREASONS; r++) {
+		uint64_t k = __atomic_load_n(&fb_plain[r], __ATOMIC_RELAXED);
+		if (k) fb[nfb++] = (struct dlb_fallback){fb_names[r], "", 0, k};
+	}
+	size_t len = dlb_report_line(line, sizeof line, (int64_t)report_pid, exe, (size_t)en, c, fb, nfb, os, ol, no, ps,
+				     ls, n, left);
 	/* O_NONBLOCK: a FIFO at the path (a shared path another user chose)
 	 * must not hang the process at exit; then only a regular file of this
 	 * process's own (effective) uid gets the line: another user's file would

@@ -13,10 +13,27 @@
 
 enum { REPORT_ANSWERED, REPORT_MISSING, REPORT_PASSED };
 
+/* Why a lookup passed through other than the image lacking the path
+ * (docs/loader.md, "Reports": the names in report.c's fb_names). */
+enum {
+	FB_WRITTEN,       /* at or below a name the process changed (dir: that name) */
+	FB_WRITTEN_ALL,   /* everything marked written */
+	FB_NO_TABLE,      /* the table could not be opened or mapped: inactive */
+	FB_BAD_TABLE,     /* damaged or another version: inactive */
+	FB_STAGE_TOO_LONG,/* DLBUNDLE_STAGE too long: inactive */
+	FB_DIRFD,         /* relative to a directory fd */
+	FB_GROUPS,        /* a permission the shim cannot decide (> 1,024 groups) */
+	FB_TOO_LONG,      /* longer than the shim's buffers */
+	FB_OTHER_UID,     /* the process's ids changed and cannot read the stage */
+	FB_NREASONS
+};
+
 void report_init(void);
 void report_count(int kind, const char *passed_path);
+void report_fallback(int reason, const char *dir, size_t n); /* also counts the lookup as passed */
 void report_write(void); /* at exit; also called by our _exit and fatal signals */
 int shim_from_outside(const char *l_name); /* preload.c: a library ld.so opened from outside the image */
 size_t shim_unstage(char *path, size_t len); /* preload.c: a staged path back to its original, in place */
+void report_closing(const char *l_name);   /* preload.c's dlclose: list it even if it is unmapped by exit */
 
 #endif

@@ -3,9 +3,12 @@
  * it runs in _exit, which may be called from a signal handler.
  *
  * One line: {"pid":N,"exe":S,"answered":N,"missing":N,"passed":N,
+ *            "fallbacks":[{"reason":S,"dir":S,"lookups":N},...],
  *            "outside":[S,...],"passed_paths":[S,...],"dropped":N}\n
- * Always valid JSON, never longer than the buffer: a path that does not fit
- * is left out and counted in "dropped". "outside" (libraries ld.so loaded
+ * Always valid JSON, never longer than the buffer: a path or fallback that
+ * does not fit is left out and counted in "dropped". "fallbacks" (lookups
+ * passed through for a reason other than the image lacking the path,
+ * docs/loader.md) come first of the lists. "outside" (libraries ld.so loaded
  * from outside the image) comes first: there are few, and they matter most. Strings are escaped as JSON requires
  * ('"', '\\', control characters); JSON text is UTF-8 and paths are bytes, so
  * a byte that is not part of valid UTF-8 is written as U+FFFD, as Go's
@@ -128,12 +131,47 @@ static inline uint64_t dlb_jw_list(struct dlb_jw *w, const char *const *paths, c
 	return left;
 }
 
+/* A fallback reason and directory, with the lookups passed through for it;
+ * reason is a short ASCII word (no escaping). */
+struct dlb_fallback {
+	const char *reason, *dir; /* dir NULL: claimed but not yet written (left out) */
+	size_t dirlen;
+	uint64_t lookups;
+};
+
+/* What follows the "fallbacks" list: ],"outside":[ and the rest. */
+#define DLB_REPORT_AFTER_FB (13 + DLB_REPORT_MID)
+
+static inline uint64_t dlb_jw_fallbacks(struct dlb_jw *w, const struct dlb_fallback *fb, uint32_t n, size_t reserve)
+{
+	uint64_t left = 0;
+	int first = 1;
+	for (uint32_t i = 0; i < n; i++) {
+		size_t rl = 0;
+		while (fb[i].reason && fb[i].reason[rl]) rl++;
+		/* {"reason":"R","dir":D,"lookups":N} */
+		size_t need = 12 + rl + 8 + (fb[i].dir ? dlb_json_size(fb[i].dir, fb[i].dirlen) : 0) + 11 + 20 + 1 + !first;
+		if (!fb[i].dir || !fb[i].reason || w->n + need + reserve > w->cap) { left++; continue; }
+		if (!first) w->b[w->n++] = ',';
+		dlb_jw_raw(w, "{\"reason\":\"");
+		dlb_jw_raw(w, fb[i].reason);
+		dlb_jw_raw(w, "\",\"dir\":");
+		dlb_jw_str(w, fb[i].dir, fb[i].dirlen);
+		dlb_jw_raw(w, ",\"lookups\":");
+		dlb_jw_u64(w, fb[i].lookups);
+		dlb_jw_raw(w, "}");
+		first = 0;
+	}
+	return left;
+}
+
 /* dlb_report_line writes one report line into out[0:cap] (cap >=
  * DLB_REPORT_LINE_MIN) and returns its length. outside[i] and paths[i] are
  * NULL for a path that was claimed but never written (a thread still copying
  * it): it is counted as dropped, like every path that does not fit. */
 static inline size_t dlb_report_line(char *out, size_t cap, int64_t pid, const char *exe, size_t exelen,
-				     const uint64_t counts[3], const char *const *outside, const size_t *olens,
+				     const uint64_t counts[3], const struct dlb_fallback *fb, uint32_t nfb,
+				     const char *const *outside, const size_t *olens,
 				     uint32_t noutside, const char *const *paths, const size_t *lens,
 				     uint32_t npaths, uint64_t dropped)
 {
@@ -151,7 +189,9 @@ static inline size_t dlb_report_line(char *out, size_t cap, int64_t pid, const c
 	dlb_jw_u64(&w, counts[1]);
 	dlb_jw_raw(&w, ",\"passed\":");
 	dlb_jw_u64(&w, counts[2]);
-	dlb_jw_raw(&w, ",\"outside\":[");
+	dlb_jw_raw(&w, ",\"fallbacks\":[");
+	dropped += dlb_jw_fallbacks(&w, fb, nfb, DLB_REPORT_AFTER_FB);
+	dlb_jw_raw(&w, "],\"outside\":[");
 	dropped += dlb_jw_list(&w, outside, olens, noutside, DLB_REPORT_MID);
 	dlb_jw_raw(&w, "],\"passed_paths\":[");
 	dropped += dlb_jw_list(&w, paths, lens, npaths, DLB_REPORT_TAIL);

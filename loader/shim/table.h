@@ -20,6 +20,7 @@ enum {
 	DLB_FLAG_BLOCKS = 2,   /* blocks holds the source's st_blocks */
 	DLB_FLAG_ELF = 4,      /* the image's kind: an ELF object */
 	DLB_FLAG_ELF_NODE = 8, /* checked at staging: ELF of this node's class, byte order, machine */
+	DLB_FLAG_SEARCHABLE = 16, /* every bundled directory above it has o+x: anyone reaches it */
 };
 
 struct dlb_header {
@@ -181,6 +182,12 @@ static inline const struct dlb_entry *dlb_lookup(const void *base, const char *p
 #define DLB_DIRTY_ANY() 0
 #define DLB_DIRTY_ALL() 0
 #endif
+/* DLB_LISTING(p, n, h): the listing of the directory p[0:n] changed (a name
+ * created or removed in it): the directory itself is left to the kernel,
+ * the names in it that the table holds are not. */
+#ifndef DLB_LISTING
+#define DLB_LISTING(p, n, h) 0
+#endif
 /* DLB_REALDIR(p, n): p[0:n] is known to be a real directory (preload.c: the
  * working directory or one of its ancestors, which getcwd names without
  * symlinks), so ".." over it pops it even where the table does not know it
@@ -188,17 +195,36 @@ static inline const struct dlb_entry *dlb_lookup(const void *base, const char *p
 #ifndef DLB_REALDIR
 #define DLB_REALDIR(p, n) 0
 #endif
+/* DLB_SEARCH(e): may this process search the bundled directory e (the
+ * kernel's may_lookup, before every component looked up in it, "." and
+ * ".." included)? 1 yes, 0 no (EACCES), -1 cannot tell (the kernel
+ * decides). preload.c checks e's mode against the process's ids; audit.c
+ * does not (ld.so's candidates lie in directories the app could search).
+ * Directories the table does not hold as bundled are taken as searchable.
+ * DLB_SEARCH_ALL(e): e is reached without checking its directories
+ * (DLB_FLAG_SEARCHABLE, or no check at all). */
+#ifndef DLB_SEARCH
+#define DLB_SEARCH(e) 1
+#define DLB_SEARCH_ALL(e) 1
+#endif
 
 /* Outcomes of resolving a path against the table. */
 enum { DLB_UNKNOWN = 0, DLB_BUNDLED = 1, DLB_KNOWN_ERR = 2 };
 
 struct dlb_res {
 	const struct dlb_entry *ent; /* BUNDLED: the final entry (reg, dir, or symlink when not followed) */
-	int err;                     /* KNOWN_ERR: ENOENT, ENOTDIR, ELOOP or ENAMETOOLONG (positive errno) */
+	int err;                     /* KNOWN_ERR: ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG or EACCES (positive errno) */
 	size_t len;                  /* BUNDLED: length of out, the canonical original path;
 	                                KNOWN_ERR ENOENT: of out up to the absent name */
 	int rewritten;               /* UNKNOWN: out holds an equivalent path with the table's symlinks substituted */
+	int why;                     /* UNKNOWN: why, when not that the table lacks the path (DLB_WHY_*) */
+	size_t why_len;              /* DLB_WHY_WRITTEN: out[0:why_len] is the name marked written */
+	int outside;                 /* UNKNOWN: the walk left what the table knows (a component it does not
+	                                hold, a name marked written...); 0: out[0:len] is the canonical path,
+	                                an external name the table knows */
 };
+
+enum { DLB_WHY_LACKS = 0, DLB_WHY_WRITTEN, DLB_WHY_WRITTEN_ALL, DLB_WHY_GROUPS, DLB_WHY_TOO_LONG };
 
 /* dlb_unknown ends a resolution the table cannot decide. When symlinks were
  * followed on the way, out becomes the resolved prefix plus the rest of the
@@ -208,12 +234,12 @@ struct dlb_res {
 static inline int dlb_unknown(struct dlb_res *r, char *out, size_t on, const char *tail, size_t tn, int sep, int links)
 {
 	r->rewritten = 0;
-	if (!links || on + 1 + tn >= DLB_PATH_MAX) return 0 /* DLB_UNKNOWN */;
+	if (on + 1 + tn >= DLB_PATH_MAX) { r->outside = 1; return 0 /* DLB_UNKNOWN */; }
 	if (sep || on == 0) out[on++] = '/';
 	dlb_memcpy(out + on, tail, tn);
 	out[on + tn] = 0;
 	r->len = on + tn;
-	r->rewritten = 1;
+	r->rewritten = links != 0;
 	return 0 /* DLB_UNKNOWN */;
 }
 
@@ -221,6 +247,7 @@ static inline int dlb_unknown(struct dlb_res *r, char *out, size_t on, const cha
 #define DLB_ENOTDIR 20
 #define DLB_ELOOP 40
 #define DLB_ENAMETOOLONG 36
+#define DLB_EACCES 13
 #define DLB_NAME_MAX 255
 
 /* dlb_resolve resolves the absolute path in against the table the way the
@@ -245,16 +272,21 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 	size_t kd = 0; /* out[0:kd] is made of real directories (from the known prefix) */
 	size_t xd = 0; /* out[0:xd] ends with an external entry the table knows is a directory */
 	int links = 0;
+	int seen_unknown = 0; /* a component the table does not hold was walked through */
 	r->rewritten = 0;
 	r->len = 0;
+	r->outside = 1;
+	r->why = DLB_WHY_LACKS;
+	if (rn >= DLB_PATH_MAX) r->why = DLB_WHY_TOO_LONG;
 	if (rn == 0 || in[0] != '/' || rn >= DLB_PATH_MAX) return DLB_UNKNOWN;
 	if (known > rn) known = 0;
-	if (DLB_DIRTY_ALL()) return DLB_UNKNOWN;
+	if (DLB_DIRTY_ALL()) { r->why = DLB_WHY_WRITTEN_ALL; return DLB_UNKNOWN; }
 	/* Fast path: the path as given is an entry (keys are clean paths, and
 	 * the format has no entry below a non-directory, so every ancestor of a
 	 * key is a directory the kernel would walk through). Not when the
 	 * process wrote somewhere: an ancestor may be dirty. */
 	const struct dlb_entry *exact = DLB_DIRTY_ANY() ? NULL : dlb_lookup(base, in, rn);
+	if (exact && !DLB_SEARCH_ALL(exact)) exact = NULL; /* walk: a directory on the way may refuse us */
 	if (exact && (exact->type == DLB_REG || exact->type == DLB_DIR)) {
 		dlb_memcpy(out, in, rn + 1);
 		r->ent = exact;
@@ -276,8 +308,22 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 		size_t after = q;
 		while (after < rn && rest[after] == '/') after++;
 		int is_last = after >= rn, trailing_slash = is_last && q < rn;
+		/* Every component, "." and ".." too, is looked up in cur: the
+		 * kernel checks search permission on it first (may_lookup). */
+		if (cur && cur->type == DLB_DIR && !(cur->mode & 1)) {
+			int s = DLB_SEARCH(cur);
+			if (s == 0) { r->err = DLB_EACCES; return DLB_KNOWN_ERR; }
+			if (s < 0) { r->why = DLB_WHY_GROUPS; return DLB_UNKNOWN; }
+		}
 		if (cn == 1 && rest[p] == '.') {
-			if (cur && cur->type != DLB_DIR) return dlb_unknown(r, out, on, rest + p, rn - p, 1, links);
+			/* "x/." requires x to be a directory: dropping the "." is only
+			 * right where it is known to be one (a bundled directory, an
+			 * external one, the root, a real directory of the cwd);
+			 * otherwise the kernel gets the rest with the "." kept. */
+			if ((cur && cur->type != DLB_DIR) || (!cur && on > 0 && on != xd && on > kd && !DLB_REALDIR(out, on))) {
+				seen_unknown = 1;
+				return dlb_unknown(r, out, on, rest + p, rn - p, 1, links);
+			}
 			p = q;
 			continue;
 		}
@@ -295,6 +341,7 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 			if (kd > on) kd = on;
 			oh = dlb_hash(out, on);
 			cur = parent = on ? dlb_lookup_h(base, out, on, oh) : root; /* NULL: a prefix outside the image */
+			if (!cur) seen_unknown = 1;
 			p = q;
 			continue;
 		}
@@ -306,7 +353,11 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 		oh = dlb_hash_more(oh, out + on, 1 + cn);
 		on += 1 + cn;
 		/* Written into by this process: the kernel decides from here. */
-		if (DLB_DIRTY(out, on, oh)) return dlb_unknown(r, out, on - 1 - cn, rest + p, rn - p, 1, links);
+		if (DLB_DIRTY(out, on, oh)) {
+			r->why = DLB_WHY_WRITTEN;
+			r->why_len = on;
+			return dlb_unknown(r, out, on - 1 - cn, rest + p, rn - p, 1, links);
+		}
 		if (q <= known && kd == on - 1 - cn) kd = on;
 		cur = dlb_lookup_h(base, out, on, oh);
 		if (!cur) {
@@ -320,6 +371,7 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 			/* A prefix outside the image (e.g. /home above a bundled tree):
 			 * keep walking, deeper components may be entries (the table keys
 			 * are the paths as the app used them). */
+			seen_unknown = 1;
 			if (is_last) return dlb_unknown(r, out, on, rest + q, rn - q, 0, links);
 			p = q;
 			continue;
@@ -334,7 +386,10 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 			 * Entries below it can only exist if it is a directory (the
 			 * format has nothing below a non-directory): walk through it as
 			 * a prefix outside the image. */
-			if (is_last) return dlb_unknown(r, out, on, rest + q, rn - q, 0, links);
+			if (is_last) {
+				r->outside = seen_unknown;
+				return dlb_unknown(r, out, on, rest + q, rn - q, 0, links);
+			}
 			/* Its mode says directory (a listing's d_type, or lstat at
 			 * build): ".." right after it pops it, as the kernel would
 			 * (its table path is a real path: no symlink above it). */
@@ -363,6 +418,9 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 				known = 0; /* rest is the link's text now */
 				if (t[0] == '/') { on = 0; oh = DLB_HASH_INIT; cur = parent = root; }
 				else { on -= 1 + cn; oh = prev_oh; cur = parent; }
+				/* out is cut back: what it knew of the cut part goes. */
+				if (kd > on) kd = on;
+				if (xd > on) xd = 0;
 				continue;
 			}
 		default:
@@ -375,7 +433,17 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 		out[0] = '/'; on = 1; cur = root;
 	}
 	out[on] = 0;
-	if (!cur || cur->type == DLB_MISSING || cur->type == DLB_EXTERNAL) return dlb_unknown(r, out, on, "", 0, 0, links);
+	if (!cur || cur->type == DLB_MISSING || cur->type == DLB_EXTERNAL) {
+		r->outside = seen_unknown; /* else: "/tmp/." after an external directory */
+		return dlb_unknown(r, out, on, "", 0, 0, links);
+	}
+	/* A directory whose listing the process changed: its own attributes
+	 * changed too (mtime, nlink...); the kernel answers it. */
+	if (DLB_DIRTY_ANY() && DLB_LISTING(out, on, dlb_hash(out, on))) {
+		r->why = DLB_WHY_WRITTEN;
+		r->why_len = on;
+		return dlb_unknown(r, out, on, "", 0, 0, links);
+	}
 	r->ent = cur;
 	r->len = on;
 	return DLB_BUNDLED;

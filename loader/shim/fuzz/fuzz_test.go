@@ -276,12 +276,13 @@ func utf8Bytewise(s string) string {
 
 // FuzzReportLine: whatever the paths, the line fits its buffer, is valid
 // JSON, lists a subsequence of the paths exactly (as UTF-8) in each of its
-// two lists ("outside", then "passed_paths"), and counts every path it
-// leaves out in "dropped".
+// two lists ("outside", then "passed_paths"), a subsequence of the
+// fallbacks (reason, directory, count), and counts every path and fallback
+// it leaves out in "dropped".
 func FuzzReportLine(f *testing.F) {
-	f.Add("/usr/bin/python3", "/a\x00/b\"\\\x01\xff\x00/c", uint32(0), int64(42), uint64(3), uint16(0), uint8(1))
-	f.Add(strings.Repeat("\x01", 5000), strings.Repeat("\"\\", 3000), uint32(100), int64(-1), uint64(1)<<63, uint16(5), uint8(0))
-	f.Fuzz(func(t *testing.T, exe, blob string, extra uint32, pid int64, dropped uint64, absentMask uint16, nout uint8) {
+	f.Add("/usr/bin/python3", "/a\x00/b\"\\\x01\xff\x00/c", uint32(0), int64(42), uint64(3), uint16(0), uint8(1), uint8(2))
+	f.Add(strings.Repeat("\x01", 5000), strings.Repeat("\"\\", 3000), uint32(100), int64(-1), uint64(1)<<63, uint16(5), uint8(0), uint8(9))
+	f.Fuzz(func(t *testing.T, exe, blob string, extra uint32, pid int64, dropped uint64, absentMask uint16, nout, nfb uint8) {
 		if strings.IndexByte(exe, 0) >= 0 {
 			return
 		}
@@ -314,7 +315,22 @@ func FuzzReportLine(f *testing.F) {
 				wantOut++
 			}
 		}
-		line := ReportLine(capacity, pid, exe, counts, paths, no, dropped)
+		var fbn []uint64
+		for i := 0; i < int(nfb%16) && i < len(paths); i++ {
+			fbn = append(fbn, uint64(i)*1000+uint64(pid)&0xffff)
+		}
+		reasons := []string{"written", "written-everything", "no-table", "dirfd"}
+		type fbw struct {
+			Reason, Dir string
+			Lookups     uint64
+		}
+		var wantFB []fbw
+		for i := range fbn {
+			if paths[i] != nil {
+				wantFB = append(wantFB, fbw{reasons[i%4], utf8Bytewise(*paths[i]), fbn[i]})
+			}
+		}
+		line := ReportLine(capacity, pid, exe, counts, paths, no, fbn, dropped)
 		if len(line) > capacity {
 			t.Fatalf("line of %d bytes in a %d-byte buffer", len(line), capacity)
 		}
@@ -330,6 +346,7 @@ func FuzzReportLine(f *testing.F) {
 			Outside     []string `json:"outside"`
 			PassedPaths []string `json:"passed_paths"`
 			Dropped     uint64   `json:"dropped"`
+			Fallbacks   []fbw    `json:"fallbacks"`
 		}
 		if err := json.Unmarshal(line, &r); err != nil {
 			t.Fatal(err)
@@ -358,9 +375,19 @@ func FuzzReportLine(f *testing.F) {
 				j++
 			}
 		}
-		listed := len(r.Outside) + len(r.PassedPaths)
-		if got := uint64(listed) + r.Dropped; got != uint64(len(paths))+dropped {
-			t.Fatalf("%d listed + %d dropped != %d paths + %d dropped before", listed, r.Dropped, len(paths), dropped)
+		j := 0
+		for _, g := range r.Fallbacks {
+			for j < len(wantFB) && wantFB[j] != g {
+				j++
+			}
+			if j == len(wantFB) {
+				t.Fatalf("listed fallback %+v, which is not among the fallbacks in order", g)
+			}
+			j++
+		}
+		listed := len(r.Outside) + len(r.PassedPaths) + len(r.Fallbacks)
+		if got := uint64(listed) + r.Dropped; got != uint64(len(paths)+len(fbn))+dropped {
+			t.Fatalf("%d listed + %d dropped != %d paths + %d fallbacks + %d dropped before", listed, r.Dropped, len(paths), len(fbn), dropped)
 		}
 	})
 }

@@ -62,13 +62,17 @@ static long lookup(const void *tab, const char *p, size_t n)
 static size_t line(char *out, size_t cap, long long pid, const char *exe, size_t exelen,
 		   unsigned long long a, unsigned long long m, unsigned long long p,
 		   const char *blob, const size_t *offs, const size_t *lens, const int *absent, unsigned n,
-		   unsigned nout, unsigned long long dropped)
+		   unsigned nout, unsigned nfb, const unsigned long long *fbn, unsigned long long dropped)
 {
+	static const char *const reasons[] = {"written", "written-everything", "no-table", "dirfd"};
 	const char *ps[n ? n : 1];
+	struct dlb_fallback fb[nfb ? nfb : 1];
 	uint64_t c[3] = {a, m, p};
 	for (unsigned i = 0; i < n; i++) ps[i] = absent[i] ? NULL : blob + offs[i];
-	// the first nout paths are the "outside" list, the rest "passed_paths"
-	return dlb_report_line(out, cap, pid, exe, exelen, c, ps, lens, nout, ps + nout, lens + nout, n - nout, dropped);
+	// the first nfb paths are also the fallbacks' directories, the first
+	// nout the "outside" list, the rest "passed_paths"
+	for (unsigned i = 0; i < nfb; i++) fb[i] = (struct dlb_fallback){reasons[i % 4], ps[i], lens[i], fbn[i]};
+	return dlb_report_line(out, cap, pid, exe, exelen, c, fb, nfb, ps, lens, nout, ps + nout, lens + nout, n - nout, dropped);
 }
 */
 import "C"
@@ -156,9 +160,18 @@ func (t *Table) Resolve(path string, follow bool) Result {
 // ReportLine runs dlb_report_line with a buffer of cap bytes; the first
 // nout paths are the "outside" list, the others "passed_paths"; a nil path
 // stands for one claimed but not yet written.
-func ReportLine(cap int, pid int64, exe string, counts [3]uint64, paths []*string, nout int, dropped uint64) []byte {
+// The first len(fbLookups) paths are also fallbacks' directories, with
+// reasons "written", "written-everything", "no-table", "dirfd" in turn.
+func ReportLine(cap int, pid int64, exe string, counts [3]uint64, paths []*string, nout int, fbLookups []uint64, dropped uint64) []byte {
 	if nout > len(paths) {
 		nout = len(paths)
+	}
+	if len(fbLookups) > len(paths) {
+		fbLookups = fbLookups[:len(paths)]
+	}
+	fbn := make([]C.ulonglong, len(fbLookups)+1)
+	for i, v := range fbLookups {
+		fbn[i] = C.ulonglong(v)
 	}
 	buf := C.malloc(C.size_t(cap))
 	defer C.free(buf)
@@ -181,6 +194,7 @@ func ReportLine(cap int, pid int64, exe string, counts [3]uint64, paths []*strin
 	defer C.free(cexe)
 	l := C.line((*C.char)(buf), C.size_t(cap), C.longlong(pid), (*C.char)(cexe), C.size_t(len(exe)),
 		C.ulonglong(counts[0]), C.ulonglong(counts[1]), C.ulonglong(counts[2]),
-		(*C.char)(cblob), &offs[0], &lens[0], &absent[0], C.unsigned(n), C.unsigned(nout), C.ulonglong(dropped))
+		(*C.char)(cblob), &offs[0], &lens[0], &absent[0], C.unsigned(n), C.unsigned(nout),
+		C.unsigned(len(fbLookups)), &fbn[0], C.ulonglong(dropped))
 	return C.GoBytes(buf, C.int(l))
 }

@@ -1,0 +1,152 @@
+package loader
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dlbundle/dlbundle/image"
+)
+
+// identityProbe prints what a program sees of a bundled file's identity
+// through the ways issue 19 item 7 and item 9 name: stat of /proc/self/fd/N,
+// fstat of a dup and of an fd numbered 1024 or more, stat of
+// /proc/self/exe, the device and inode columns of /proc/self/maps for the
+// executable, and fstat of an fd inherited by a child (argv[1] = "child FD").
+const identityProbe = `#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+static void show(const char *what, int rc, const struct stat *st)
+{
+	if (rc) { printf("%s: error\n", what); return; }
+	printf("%s: dev=%lu ino=%lu nlink=%lu size=%lld ctime=%lld.%09ld mtime=%lld\n", what, (unsigned long)st->st_dev,
+	       (unsigned long)st->st_ino, (unsigned long)st->st_nlink, (long long)st->st_size, (long long)st->st_ctim.tv_sec,
+	       st->st_ctim.tv_nsec, (long long)st->st_mtim.tv_sec);
+}
+int main(int argc, char **argv)
+{
+	struct stat st;
+	if (argc == 3 && !strcmp(argv[1], "child")) {
+		int fd = atoi(argv[2]);
+		show("inherited fstat", fstat(fd, &st), &st);
+		return 0;
+	}
+	int fd = open(argv[1], O_RDONLY);
+	char l[64];
+	snprintf(l, sizeof l, "/proc/self/fd/%d", fd);
+	show("stat /proc/self/fd/N", stat(l, &st), &st);
+	show("fstat", fstat(fd, &st), &st);
+	show("fstat dup", fstat(dup(fd), &st), &st);
+	show("fstat fd>=1024", fstat(fcntl(fd, F_DUPFD, 1500), &st), &st);
+	show("stat /proc/self/exe", stat("/proc/self/exe", &st), &st);
+	FILE *m = fopen("/proc/self/maps", "r");
+	char line[8192];
+	while (m && fgets(line, sizeof line, m)) {
+		char dev[32];
+		unsigned long ino;
+		char path[4096];
+		if (sscanf(line, "%*s %*s %*s %31s %lu %4095s", dev, &ino, path) == 3 && strstr(path, "/bin/identity"))
+			printf("maps: %s %lu %s\n", dev, ino, path);
+	}
+	if (m) fclose(m);
+	fflush(stdout);
+	char fds[16];
+	snprintf(fds, sizeof fds, "%d", fd);
+	execl("/proc/self/exe", argv[0], "child", fds, (char *)NULL);
+	return 1;
+}
+`
+
+// TestStagedCopyHidden (issue 19, items 7 and 9): the staged copy does not
+// show through: /proc/self/fd/N, /proc/self/exe, the maps columns, dups,
+// fds of 1024 and more and inherited fds show the original's device, inode
+// and times. On main 9f80a42 they showed the stage's.
+func TestStagedCopyHidden(t *testing.T) {
+	root := t.TempDir()
+	T := filepath.Join(root, "tree")
+	if err := os.MkdirAll(filepath.Join(T, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(root, "identity.c")
+	if err := os.WriteFile(src, []byte(identityProbe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(T, "bin", "identity")
+	if out, err := exec.Command("gcc", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	data := filepath.Join(T, "data.txt")
+	if err := os.WriteFile(data, []byte("data\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	futureAtimes(t, T)
+	var entries []image.Entry
+	for _, e := range treeEntries(t, T) {
+		if e.Path == T || strings.HasPrefix(e.Path, T+"/") {
+			entries = append(entries, e)
+		}
+	}
+	stage := stageEntries(t, root, entries)
+	staged, ok := StagedPath(stage, bin)
+	if !ok {
+		t.Fatal("the probe is not bundled")
+	}
+	env := probeEnv(root)
+	native := runProbe(t, "", []string{bin, data}, env)
+	if !strings.Contains(native, "inherited fstat: dev=") || !strings.Contains(native, "maps: ") || strings.Contains(native, "error") {
+		t.Fatalf("native run:\n%s", native)
+	}
+	shim := runProbe(t, staged, []string{bin, data}, ShimEnv(stage, env, EnvOptions{}))
+	diffLines(t, "identity probe", native, shim)
+}
+
+// TestPosixSpawnScript (issue 19, item 9): posix_spawn(p) of a bundled "#!"
+// script starts its interpreter as the kernel would (the script's path as
+// given in argv), so the script is read through the shim from the stage, as
+// execve already did; on main 9f80a42 the kernel read it from the original
+// file system.
+func TestPosixSpawnScript(t *testing.T) {
+	root := t.TempDir()
+	tree := filepath.Join(root, "tree")
+	if err := os.MkdirAll(filepath.Join(tree, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(tree, "bin", "hello.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh -e\necho \"$0\" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var entries []image.Entry
+	for _, e := range treeEntries(t, tree) {
+		if e.Path == tree || strings.HasPrefix(e.Path, tree+"/") {
+			entries = append(entries, e)
+		}
+	}
+	stage := stageEntries(t, root, entries)
+	code := `import os, sys
+pid = os.posix_spawn(sys.argv[1], [sys.argv[1], 'a', 'b c'], os.environ)
+os.waitpid(pid, 0)
+os.environ['PATH'] = os.path.dirname(sys.argv[1]) + ':' + os.environ['PATH']
+pid = os.posix_spawnp('hello.sh', ['hello.sh', 'p'], os.environ)
+os.waitpid(pid, 0)
+`
+	base := []string{"PATH=/usr/bin:/bin", "HOME=/", "LANG=C.UTF-8"}
+	argv := []string{"/usr/bin/python3", "-I", "-B", "-c", code, script}
+	native, _ := straceTree(t, base, nil, tree, nil, argv...)
+	want := script + " a b c\n" + script + " p\n"
+	if native != want {
+		t.Fatalf("natively: %q, want %q", native, want)
+	}
+	shim, calls := straceTree(t, ShimEnv(stage, base, EnvOptions{}), nil, tree, nil, argv...)
+	if shim != native {
+		t.Errorf("under the shim %q, natively %q", shim, native)
+	}
+	if len(calls) > 0 {
+		t.Errorf("%d system calls on the bundled tree:\n%s", len(calls), strings.Join(calls, "\n"))
+	}
+}
