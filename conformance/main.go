@@ -64,7 +64,7 @@ var corpora = map[string]func() *Corpus{
 
 func main() {
 	dlb := flag.String("dlbundle", "bin/dlbundle", "the dlbundle binary to test")
-	which := flag.String("corpus", "c,cpython,numpy,scipy,tcl", "corpora to run, comma-separated")
+	which := flag.String("corpus", "c,tcl,numpy,scipy,cpython", "corpora to run, comma-separated (cheapest first)")
 	work := flag.String("work", "/tmp/conformance-work", "scratch directory (removed and recreated)")
 	out := flag.String("out", "docs/conformance.md", "results page to write ('' for none)")
 	src := flag.String("src", "/var/tmp/dlbundle-conformance-src", "where downloaded test sources are kept between runs")
@@ -100,11 +100,14 @@ func main() {
 		r := runCorpus(rn, ctx, mk())
 		results = append(results, r)
 		fmt.Println(r.Summary())
+		// After every corpus: a long run stopped midway keeps what it found.
+		if *out != "" {
+			if err := writeDocs(*out, results, *dlb); err != nil {
+				fatal(err)
+			}
+		}
 	}
 	if *out != "" {
-		if err := writeDocs(*out, results, *dlb); err != nil {
-			fatal(err)
-		}
 		fmt.Printf("conformance: results in %s\n", *out)
 	}
 	for _, r := range results {

@@ -179,7 +179,9 @@ func ReadReport(file string, decides func(string) bool) (ShimStats, error) {
 		json.Unmarshal(line["passed_paths"], &paths)
 		hit := false
 		for _, p := range paths {
-			if strings.HasPrefix(p, "/") && decides(path.Clean(p)) {
+			// Longer than PATH_MAX: the kernel refuses it (ENAMETOOLONG)
+			// before any lookup.
+			if strings.HasPrefix(p, "/") && len(p) < 4096 && decides(path.Clean(p)) {
 				st.Fallbacks++
 				hit = true
 				if !seen[p] && len(st.Examples) < 8 {
