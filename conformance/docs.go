@@ -90,7 +90,11 @@ func writeDocs(file string, results []*Result, dlb string) error {
 				// Probe lines: the outcomes are the lines themselves.
 				fmt.Fprintf(&b, "- `%s`\n  - native: `%s`\n  - cold:   `%s`\n  - warm:   `%s`\n", d.Test, d.Native, d.Cold, d.Warm)
 			} else {
-				fmt.Fprintf(&b, "- `%s`: %s / %s / %s\n", d.Test, or(d.Native), or(d.Cold), or(d.Warm))
+				note := ""
+				if d.ColdDiffs != d.WarmDiff {
+					note = " (one exec run only: the other agrees with native; suspect timing)"
+				}
+				fmt.Fprintf(&b, "- `%s`: %s / %s / %s%s\n", d.Test, or(d.Native), or(d.Cold), or(d.Warm), note)
 			}
 		}
 	}

@@ -255,7 +255,7 @@ func (r *Result) Summary() string {
 	for _, n := range r.Counts[Native] {
 		tests += n
 	}
-	cold, warm := 0, 0
+	cold, warm, both := 0, 0, 0
 	for _, d := range r.Divergences {
 		if d.ColdDiffs {
 			cold++
@@ -263,13 +263,16 @@ func (r *Result) Summary() string {
 		if d.WarmDiff {
 			warm++
 		}
+		if d.ColdDiffs && d.WarmDiff {
+			both++
+		}
 	}
 	sub := ""
 	if r.Subset {
 		sub = " (SUBSET)"
 	}
-	return fmt.Sprintf("conformance %s%s: %d tests, %d divergences (cold %d, warm %d); shim answered %d lookups in %d processes, %d fallbacks on image paths in %d processes; %v, load %s -> %s, %s",
-		r.Corpus.Name, sub, tests, len(r.Divergences), cold, warm, r.Stats[Cold].Answered+r.Stats[Warm].Answered,
+	return fmt.Sprintf("conformance %s%s: %d tests, %d divergences (%d in both exec runs; cold %d, warm %d); shim answered %d lookups in %d processes, %d fallbacks on image paths in %d processes; %v, load %s -> %s, %s",
+		r.Corpus.Name, sub, tests, len(r.Divergences), both, cold, warm, r.Stats[Cold].Answered+r.Stats[Warm].Answered,
 		r.Stats[Cold].Processes+r.Stats[Warm].Processes, r.Fallbacks(), r.Stats[Cold].FallbackProcs+r.Stats[Warm].FallbackProcs,
 		r.Elapsed.Round(time.Second), r.LoadStart, r.LoadEnd, runtime.GOARCH)
 }
