@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -75,6 +76,12 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
+	// The version that runs, read once: a rebuild of the binary during a
+	// long run must not relabel its results.
+	version, err := exec.Command(abs, "--version").Output()
+	if err != nil {
+		fatal(fmt.Errorf("%s --version: %v", abs, err))
+	}
 	os.RemoveAll(*work)
 	if err := os.MkdirAll(*work, 0o755); err != nil {
 		fatal(err)
@@ -102,7 +109,7 @@ func main() {
 		fmt.Println(r.Summary())
 		// After every corpus: a long run stopped midway keeps what it found.
 		if *out != "" {
-			if err := writeDocs(*out, results, *dlb); err != nil {
+			if err := writeDocs(*out, results, strings.TrimSpace(string(version))); err != nil {
 				fatal(err)
 			}
 		}
