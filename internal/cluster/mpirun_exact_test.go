@@ -101,7 +101,7 @@ func TestMpirunLoadsAfterInitFromStage(t *testing.T) {
 	app, plugin := filepath.Join(dir, "bin", "app"), filepath.Join(dir, "lib", "plugins", "libvalue.so")
 	compile(t, "mpicc", "-O1", "-o", app, filepath.Join(src, "app.c"), "-ldl")
 	compile(t, "gcc", "-O1", "-shared", "-fPIC", "-o", plugin, filepath.Join(src, "plugin.c"))
-	mpirunExact(t, "mpiplug", []string{app, plugin, filepath.Join(dir, "share", "data.txt")}, "plugin(")
+	mpirunExact(t, "mpiplug", []string{app, plugin, filepath.Join(dir, "share", "data.txt")}, "plugin(", plugin)
 }
 
 // TestMpirunMpi4pyThenNumpyFromStage: `from mpi4py import MPI`, then
@@ -118,14 +118,16 @@ func TestMpirunMpi4pyThenNumpyFromStage(t *testing.T) {
 	script := filepath.Join(dir, "app.py")
 	write(t, script, mpiPythonApp)
 	// -I -B: no user site, no PYTHON* variables, no bytecode written.
-	mpirunExact(t, "mpi4py", []string{"/usr/bin/python3", "-I", "-B", script}, "numpy ")
+	mpirunExact(t, "mpi4py", []string{"/usr/bin/python3", "-I", "-B", script}, "numpy ",
+		"/usr/lib/python3/dist-packages/numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so")
 }
 
 // mpirunExact traces a 2-rank pilot of argv under mpirun (one rank on each
 // of two nodes), builds the image, runs argv on 3 nodes x 4 ranks natively
 // and under `dlbundle exec` (each rank under strace), and wants the same
-// output and, rank by rank, no call on a path the image decides.
-func mpirunExact(t *testing.T, name string, argv []string, want string) {
+// output and, rank by rank, no call on a path the image decides and an open
+// of the staged copy of loaded (what the app loads after MPI_Init).
+func mpirunExact(t *testing.T, name string, argv []string, want, loaded string) {
 	t.Helper()
 	work := filepath.Join(shared.Shared, name+"-run")
 	os.RemoveAll(work)
@@ -177,6 +179,9 @@ func mpirunExact(t *testing.T, name string, argv []string, want string) {
 		calls, staged := imageCalls(string(b), shared.Dir, decides)
 		if !staged {
 			t.Errorf("rank %d: no execve of a staged program in its strace log; the check cannot work", r)
+		}
+		if !strings.Contains(string(b), "/root"+loaded+"\", O_RDONLY") {
+			t.Errorf("rank %d: no open of the staged copy of %s", r, loaded)
 		}
 		if len(calls) > 0 {
 			why := ""
