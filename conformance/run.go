@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dlbundle/dlbundle/image"
 )
@@ -39,6 +42,12 @@ type Run struct {
 	// Output is where the command writes its results when not stdout
 	// (JUnit XML); "" means stdout is the result.
 	Output string
+	// MemLimit, if not 0, caps the command's address space (RLIMIT_AS,
+	// inherited by its children): a test that asks for more fails with
+	// MemoryError the same way natively and under exec, instead of the
+	// kernel's OOM killer ending it (or a neighbour's work) on a shared
+	// machine (numpy's full suite reached 23 GB of RSS here).
+	MemLimit uint64
 }
 
 // Runner runs commands natively or through dlbundle exec, with a fixed
@@ -86,8 +95,22 @@ func (rn *Runner) Exec(name string, mode Mode, img string, r Run) (out []byte, e
 	}
 	fmt.Fprintf(rn.Log, "  %s %s: %s\n", name, mode, strings.Join(argv, " "))
 	start := time.Now()
-	out, err = cmd.CombinedOutput()
-	return out, time.Since(start), err
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err = cmd.Start(); err == nil {
+		if r.MemLimit != 0 {
+			// Right after the start: the corpus allocates its large
+			// arrays seconds later, in tests.
+			lim := unix.Rlimit{Cur: r.MemLimit, Max: r.MemLimit}
+			if perr := unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_AS, &lim, nil); perr != nil {
+				cmd.Process.Kill()
+				cmd.Wait()
+				return nil, 0, fmt.Errorf("prlimit: %v", perr)
+			}
+		}
+		err = cmd.Wait()
+	}
+	return buf.Bytes(), time.Since(start), err
 }
 
 // ReportFile is the --report file of an exec run.
