@@ -1,6 +1,7 @@
 # dlbundle — build, test, demo, bench.
 #
-#   make          build bin/dlbundle (static, CGO_ENABLED=0)
+#   make          build bin/dlbundle-linux-amd64, bin/dlbundle-linux-arm64 (static,
+#                 CGO_ENABLED=0) and bin/dlbundle, this machine's
 #   make deps     install the Debian packages the tests and demo use (asks for root if missing)
 #   make test     every test (unit, integration with real programs, a short fuzz run)
 #   make demo     ~1 min: native vs dlbundle exec at 1 and 16 ranks on a contended FUSE file system
@@ -36,10 +37,15 @@ all: build
 
 include $(sort $(wildcard mk/*.mk))
 
-build: $(BIN)
-$(BIN): FORCE
+# One static binary per architecture dlbundle supports; bin/dlbundle is a copy
+# of this machine's.
+BINS := bin/dlbundle-linux-amd64 bin/dlbundle-linux-arm64
+build: $(BIN) $(BINS)
+bin/dlbundle-linux-%: FORCE
 	@mkdir -p $(dir $@)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/dlbundle
+	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/dlbundle
+$(BIN): bin/dlbundle-linux-$(shell $(GO) env GOHOSTARCH)
+	cp -f $< $@
 
 deps:
 	@missing=""; for p in $(sort $(APT_PACKAGES)); do \

@@ -17,7 +17,7 @@ import (
 // load order, with their content, ending with the trailer.
 func (im *Image) verifyArchive(ctx context.Context) error {
 	zr, err := zstd.NewReader(io.NewSectionReader(im.r, 0, im.dataEnd), zstd.WithDecoderConcurrency(1),
-		zstd.WithDecoderMaxMemory(maxFrameUSize*2))
+		zstd.WithDecoderMaxMemory(maxFrameContent*2))
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func (im *Image) verifyArchive(ctx context.Context) error {
 		}
 		h, err := ar.next()
 		if err != nil {
-			return fmt.Errorf("cpio archive, member for %s: %v (corrupt image)", e.Path, err)
+			return fmt.Errorf("cpio archive, member for %s: %v (corrupt image)", quote(e.Path), err)
 		}
 		if h.name != memberName(e.Path) || h.mode&sIFMT != wantMode || h.size != wantSize {
 			return fmt.Errorf("cpio archive has %q (mode %#o, %d bytes) where the table of contents has %s (%s, %d bytes) (corrupt image)",
@@ -57,7 +57,7 @@ func (im *Image) verifyArchive(ctx context.Context) error {
 		}
 		if o := im.owner[i]; o >= 0 && o != i {
 			if inos[o] != h.ino {
-				return fmt.Errorf("cpio archive: %s is not a hard link of %s (corrupt image)", e.Path, im.toc.Entries[o].Path)
+				return fmt.Errorf("cpio archive: %s is not a hard link of %s (corrupt image)", quote(e.Path), quote(im.toc.Entries[o].Path))
 			}
 		}
 		inos[i] = h.ino
@@ -66,19 +66,19 @@ func (im *Image) verifyArchive(ctx context.Context) error {
 		case e.Type == TypeSymlink:
 			b, err := io.ReadAll(data)
 			if err != nil || string(b) != e.Target {
-				return fmt.Errorf("cpio archive: symlink %s has target %q, the table of contents %q (corrupt image)", e.Path, b, e.Target)
+				return fmt.Errorf("cpio archive: symlink %s has target %q, the table of contents %q (corrupt image)", quote(e.Path), b, e.Target)
 			}
 		case e.Type == TypeRegular && h.size > 0:
 			s := sha256.New()
 			if n, err := io.Copy(s, data); err != nil || n != h.size {
-				return fmt.Errorf("cpio archive: reading %s: %v (corrupt image)", e.Path, err)
+				return fmt.Errorf("cpio archive: reading %s: %v (corrupt image)", quote(e.Path), err)
 			}
 			if got := hex.EncodeToString(s.Sum(nil)); got != e.SHA256 {
-				return fmt.Errorf("cpio archive: %s has content sha256:%s, the table of contents sha256:%s (corrupt image)", e.Path, got, e.SHA256)
+				return fmt.Errorf("cpio archive: %s has content sha256:%s, the table of contents sha256:%s (corrupt image)", quote(e.Path), got, e.SHA256)
 			}
 		}
 		if err := ar.skipPad(h.size); err != nil {
-			return fmt.Errorf("cpio archive after %s: %v (corrupt image)", e.Path, err)
+			return fmt.Errorf("cpio archive after %s: %v (corrupt image)", quote(e.Path), err)
 		}
 	}
 	h, err := ar.next()

@@ -39,20 +39,20 @@ func (im *Image) decodeFrame(dec *zstd.Decoder, o, k int, comp, dst []byte) (con
 	}
 	out, err := dec.DecodeAll(comp, dst[:0:want+slack])
 	if err != nil {
-		return nil, dst, fmt.Errorf("%s: frame %d at offset %d: %v (corrupt image)", e.Path, k, e.Frames[k].Offset, err)
+		return nil, dst, fmt.Errorf("%s: frame %d at offset %d: %v (corrupt image)", quote(e.Path), k, e.Frames[k].Offset, err)
 	}
 	if int64(len(out)) != want {
-		return nil, dst, fmt.Errorf("%s: frame %d at offset %d decodes to %d bytes, want %d (corrupt image)", e.Path, k, e.Frames[k].Offset, len(out), want)
+		return nil, dst, fmt.Errorf("%s: frame %d at offset %d decodes to %d bytes, want %d (corrupt image)", quote(e.Path), k, e.Frames[k].Offset, len(out), want)
 	}
 	start := int64(0)
 	if k == 0 {
 		if start, err = parseRegularHeader(out, memberName(e.Path), e.Size); err != nil {
-			return nil, dst, fmt.Errorf("%s: %v (corrupt image)", e.Path, err)
+			return nil, dst, fmt.Errorf("%s: %v (corrupt image)", quote(e.Path), err)
 		}
 	}
 	end := start + e.Frames[k].USize
 	if k == len(e.Frames)-1 && !allZero(out[end:]) {
-		return nil, dst, fmt.Errorf("%s: cpio padding is not zero (corrupt image)", e.Path)
+		return nil, dst, fmt.Errorf("%s: cpio padding is not zero (corrupt image)", quote(e.Path))
 	}
 	return out[start:end], dst, nil
 }
@@ -74,7 +74,7 @@ func (im *Image) readFrame(o, k int, buf []byte) ([]byte, error) {
 	}
 	buf = buf[:f.CSize]
 	if _, err := im.r.ReadAt(buf, f.Offset); err != nil {
-		return nil, fmt.Errorf("reading %s frame %d at offset %d: %w", im.toc.Entries[o].Path, k, f.Offset, err)
+		return nil, fmt.Errorf("reading %s frame %d at offset %d: %w", quote(im.toc.Entries[o].Path), k, f.Offset, err)
 	}
 	return buf, nil
 }
@@ -82,13 +82,13 @@ func (im *Image) readFrame(o, k int, buf []byte) ([]byte, error) {
 // Content returns e's decompressed content. The SHA-256 digest is checked at
 // EOF: the last Read returns an error instead of io.EOF when it is wrong.
 func (im *Image) Content(e *Entry) (io.ReadCloser, error) {
-	i, ok := im.index[e.Path]
+	i, ok := im.find(e.Path)
 	if !ok {
-		return nil, fmt.Errorf("%s is not in the image", e.Path)
+		return nil, fmt.Errorf("%s is not in the image", quote(e.Path))
 	}
 	e = &im.toc.Entries[i]
 	if e.Type != TypeRegular {
-		return nil, fmt.Errorf("%s is a %s, not a regular file with content", e.Path, e.Type)
+		return nil, fmt.Errorf("%s is a %s, not a regular file with content", quote(e.Path), e.Type)
 	}
 	return &contentReader{im: im, e: e, owner: im.owner[i], h: sha256.New()}, nil
 }
@@ -143,7 +143,7 @@ func checkDigest(e *Entry, h hash.Hash) error {
 	sum := h.Sum(nil)
 	want, _ := hex.DecodeString(e.SHA256)
 	if !bytes.Equal(sum, want) {
-		return fmt.Errorf("%s: content digest sha256:%x, the table of contents says sha256:%s (corrupt image)", e.Path, sum, e.SHA256)
+		return fmt.Errorf("%s: content digest sha256:%x, the table of contents says sha256:%s (corrupt image)", quote(e.Path), sum, e.SHA256)
 	}
 	return nil
 }

@@ -103,7 +103,7 @@ func metaMember(info cpio.Info, data []byte) ([]byte, error) {
 		rec.Info.FileSize = 0
 	}
 	if err := w.WriteRecord(rec); err != nil {
-		return nil, fmt.Errorf("cpio member %s: %w", info.Name, err)
+		return nil, fmt.Errorf("cpio member %s: %w", quote(info.Name), err)
 	}
 	return buf.Bytes(), nil
 }
@@ -122,17 +122,17 @@ func trailer() ([]byte, error) {
 func parseRegularHeader(b []byte, name string, size int64) (int64, error) {
 	hl := headerLen(name)
 	if int64(len(b)) < hl {
-		return 0, fmt.Errorf("first frame too short for the cpio header of %s", name)
+		return 0, fmt.Errorf("first frame too short for the cpio header of %s", quote(name))
 	}
 	rec, err := cpio.Newc.Reader(bytes.NewReader(b[:hl])).ReadRecord()
 	if err != nil {
-		return 0, fmt.Errorf("cpio header of %s: %v", name, err)
+		return 0, fmt.Errorf("cpio header of %s: %v", quote(name), err)
 	}
 	if rec.Name != name || rec.FilePos != hl {
-		return 0, fmt.Errorf("cpio header names %q, the table of contents %q", rec.Name, name)
+		return 0, fmt.Errorf("cpio header names %q, the table of contents %q", rec.Name, quote(name))
 	}
 	if rec.Mode&sIFMT != sIFREG || int64(rec.FileSize) != size {
-		return 0, fmt.Errorf("cpio header of %s: mode %#o size %d, want a regular file of %d bytes", name, rec.Mode, rec.FileSize, size)
+		return 0, fmt.Errorf("cpio header of %s: mode %#o size %d, want a regular file of %d bytes", quote(name), rec.Mode, rec.FileSize, size)
 	}
 	return hl, nil
 }

@@ -44,7 +44,9 @@ type Frame struct {
 
 // Entry is one path in the table of contents. The same struct is the input of
 // the writer (Frames and SHA256 are then filled in by the writer) and what the
-// reader returns.
+// reader returns: a Go view of an entry record (docs/SPEC.md 1.3), whose
+// strings, listing, dots and frames share a few arrays of the decoded TOC
+// (do not modify them).
 type Entry struct {
 	Path    string     `json:"path"` // absolute, normalised original path
 	Type    Type       `json:"type"`
@@ -55,7 +57,7 @@ type Entry struct {
 	Kind    Kind       `json:"kind,omitempty"`
 	Order   int        `json:"order"`             // position in the load order (first use), 0-based
 	Target  string     `json:"target,omitempty"`  // symlinks: link text as read
-	Listing []DirEntry `json:"listing,omitempty"` // directories: complete, sorted by name
+	Listing []DirEntry `json:"listing,omitempty"` // directories: complete, in the order the directory read returned, names unique
 	Frames  []Frame    `json:"frames,omitempty"`  // regular files: where the content is
 	// FramesSHA256 is the hex SHA-256 of the object's compressed frames, as
 	// stored, concatenated: staging checks it (a third of the bytes to hash)
@@ -75,6 +77,15 @@ type Entry struct {
 	// the size). DirSize is a directory's own st_size (0: not recorded).
 	Blocks  int64 `json:"blocks,omitempty"`
 	DirSize int64 `json:"dir_size,omitempty"`
+	// DotDotIno is the d_ino of ".." that a directory's read returned (0:
+	// not recorded), which a stage cannot know when the parent is not in
+	// the image (node-local, unreadable, a mount point's). Dots are the
+	// positions at which the read returned "." and ".." among all the names
+	// it returned, both counted (ext4 returns them in hash order too);
+	// nil: [0, 1], first (the reader returns nil for [0, 1]). Directories
+	// only: the TOC's dots record (docs/SPEC.md 1.3).
+	DotDotIno uint64 `json:"dotdot_ino,omitempty"`
+	Dots      []int  `json:"dots,omitempty"`
 
 	// SourcePath is where the writer reads the content from (defaults to
 	// Path). Not serialised.

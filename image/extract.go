@@ -2,7 +2,6 @@ package image
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -33,23 +31,28 @@ type ExtractOptions struct {
 // Extract materialises the tree under dir (docs/SPEC.md 3.1): directories,
 // regular files (mode, mtime kept), symlinks rewritten to resolve inside dir,
 // nothing for missing/external entries. It reads the image front to back once,
-// checks every digest and never writes outside dir. dir must not exist or be
-// empty; on failure everything Extract created is removed.
+// checks every digest and never writes outside dir, even while another user
+// renames or replaces what it creates: dir's path is walked with O_NOFOLLOW
+// (following only symlinks of root or the caller), an existing dir must
+// belong to the caller, and everything below it is made relative to
+// directory descriptors extraction opened itself (dirtree.go). dir must not
+// exist or be empty; on failure everything Extract created is removed.
 func (im *Image) Extract(ctx context.Context, dir string, opts ExtractOptions) (err error) {
 	dir, err = filepath.Abs(dir)
 	if err != nil {
 		return err
 	}
-	createdDir, err := prepareDir(dir)
+	t, err := openTarget(dir)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		if err != nil {
-			cleanup(dir, createdDir)
+			t.removeCreated()
 		}
+		t.close()
 	}()
-	x := &extractor{im: im, dir: dir, files: map[int][]int{}, memFS: isMemFS(dir)}
+	x := &extractor{im: im, dir: dir, t: t, files: map[int][]int{}, memFS: isMemFS(t.root)}
 	if err := x.mkdirs(); err != nil {
 		return err
 	}
@@ -79,76 +82,21 @@ func (im *Image) Extract(ctx context.Context, dir string, opts ExtractOptions) (
 	return x.finishDirs()
 }
 
-// prepareDir creates dir or checks that it is an empty directory.
-func prepareDir(dir string) (created bool, err error) {
-	fi, err := os.Lstat(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-			return false, err
-		}
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			return false, err
-		}
-		return true, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if !fi.IsDir() {
-		return false, fmt.Errorf("extract target %s exists and is not a directory", dir)
-	}
-	f, err := os.Open(dir)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	if names, _ := f.Readdirnames(1); len(names) > 0 {
-		return false, fmt.Errorf("extract target %s is not empty; give a new or empty directory", dir)
-	}
-	return false, nil
-}
-
-// cleanup removes what a failed extraction created: dir itself when it was
-// created, else everything in it (it was empty before).
-func cleanup(dir string, createdDir bool) {
-	makeWritable(dir)
-	if createdDir {
-		os.RemoveAll(dir)
-		return
-	}
-	if f, err := os.Open(dir); err == nil {
-		names, _ := f.Readdirnames(-1)
-		f.Close()
-		for _, n := range names {
-			os.RemoveAll(filepath.Join(dir, n))
-		}
-	}
-}
-
-// makeWritable gives the owner write permission on every directory below dir
-// so that RemoveAll can delete read-only directories from the image.
-func makeWritable(dir string) {
-	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-}
-
 type extractor struct {
 	im    *Image
-	dir   string
+	dir   string // for messages
+	t     *tree
 	mu    sync.Mutex
 	files map[int][]int // owner -> open descriptors of all entries sharing its frames
 	memFS bool          // dir is on tmpfs: writes are memory copies (rawPwrite)
 }
 
-// local is the host path of image path p.
-func (x *extractor) local(p string) string { return x.dir + p }
+// local is the host path of image path p, quoted for messages (nothing is
+// opened by this name).
+func (x *extractor) local(p string) string { return quote(x.dir + p) }
 
 // mkdirs creates every directory entry and every parent of an extracted
-// entry, owner-writable until finishDirs sets their modes.
+// entry, owner-only until finishDirs sets their modes.
 func (x *extractor) mkdirs() error {
 	need := map[string]bool{}
 	for i := range x.im.toc.Entries {
@@ -170,22 +118,29 @@ func (x *extractor) mkdirs() error {
 		dirs = append(dirs, p)
 	}
 	sort.Strings(dirs) // parents sort before their children
+	x.t.reserve(len(dirs))
 	for _, p := range dirs {
-		if err := os.Mkdir(x.local(p), 0o700); err != nil {
-			return fmt.Errorf("extracting %s: %w", p, err)
+		if err := x.t.mkdir(p); err != nil {
+			return fmt.Errorf("extracting %s: %w", quote(p), err)
 		}
 	}
 	return nil
 }
 
-// create makes a new regular file for entry e; never follows a symlink.
-// A raw descriptor, not an *os.File: os.OpenFile adds four fcntl and an
-// epoll_ctl per file (7,374 and 1,843 calls for the 1,840 files of a torch
-// image), ~20% of the cost of creating a file on this VM (docs/bench/stage.md).
+// create makes a new regular file for entry e in its directory's
+// descriptor; never follows a symlink. A raw descriptor, not an *os.File:
+// os.OpenFile adds four fcntl and an epoll_ctl per file (7,374 and 1,843
+// calls for the 1,840 files of a torch image), ~20% of the cost of creating
+// a file on this VM (docs/bench/stage.md).
 func (x *extractor) create(e *Entry) (int, error) {
-	fd, err := unix.Open(x.local(e.Path), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	parent, release, err := x.t.dirFD(path.Dir(e.Path))
 	if err != nil {
-		return -1, fmt.Errorf("extracting %s: %w", e.Path, &os.PathError{Op: "open", Path: x.local(e.Path), Err: err})
+		return -1, fmt.Errorf("extracting %s: %w", quote(e.Path), err)
+	}
+	defer release()
+	fd, err := unix.Openat(parent, path.Base(e.Path), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return -1, fmt.Errorf("extracting %s: %w", quote(e.Path), &os.PathError{Op: "openat", Path: x.local(e.Path), Err: err})
 	}
 	return fd, nil
 }
@@ -232,7 +187,7 @@ func (x *extractor) finishFile(fd int, e *Entry) error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("extracting %s: %w", e.Path, &os.PathError{Op: "finish", Path: x.local(e.Path), Err: err})
+		return fmt.Errorf("extracting %s: %w", quote(e.Path), &os.PathError{Op: "finish", Path: x.local(e.Path), Err: err})
 	}
 	return nil
 }
@@ -282,7 +237,7 @@ func (x *extractor) write(owner int, off int64, content []byte) error {
 	x.mu.Unlock()
 	for _, fd := range fs {
 		if err := pwriteAll(fd, content, off, x.memFS); err != nil {
-			return fmt.Errorf("extracting %s: %w", x.im.toc.Entries[owner].Path, err)
+			return fmt.Errorf("extracting %s: %w", quote(x.im.toc.Entries[owner].Path), err)
 		}
 	}
 	return nil
@@ -332,10 +287,10 @@ func rawPwrite(fd int, b []byte, off int64) (int, error) {
 	return int(n), nil
 }
 
-// isMemFS tells whether dir is on tmpfs (or ramfs).
-func isMemFS(dir string) bool {
+// isMemFS tells whether the directory fd is on tmpfs (or ramfs).
+func isMemFS(fd int) bool {
 	var st unix.Statfs_t
-	if unix.Statfs(dir, &st) != nil {
+	if unix.Fstatfs(fd, &st) != nil {
 		return false
 	}
 	return st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC
@@ -366,18 +321,28 @@ func (x *extractor) closeAll() {
 	}
 }
 
-// symlinks creates the symlinks, targets rewritten to stay inside dir.
+// symlinks creates the symlinks, targets rewritten to stay inside dir, in
+// their directories' descriptors.
 func (x *extractor) symlinks() error {
 	for i := range x.im.toc.Entries {
 		e := &x.im.toc.Entries[i]
 		if e.Type != TypeSymlink {
 			continue
 		}
-		if err := os.Symlink(insideTarget(e.Path, e.Target), x.local(e.Path)); err != nil {
-			return fmt.Errorf("extracting symlink %s: %w", e.Path, err)
+		parent, release, err := x.t.dirFD(path.Dir(e.Path))
+		if err != nil {
+			return fmt.Errorf("extracting symlink %s: %w", quote(e.Path), err)
 		}
-		ts := []unix.Timespec{unix.NsecToTimespec(e.MtimeNS), unix.NsecToTimespec(e.MtimeNS)}
-		unix.UtimesNanoAt(unix.AT_FDCWD, x.local(e.Path), ts, unix.AT_SYMLINK_NOFOLLOW)
+		name := path.Base(e.Path)
+		err = unix.Symlinkat(insideTarget(e.Path, e.Target), parent, name)
+		if err == nil {
+			ts := []unix.Timespec{unix.NsecToTimespec(e.MtimeNS), unix.NsecToTimespec(e.MtimeNS)}
+			unix.UtimesNanoAt(parent, name, ts, unix.AT_SYMLINK_NOFOLLOW)
+		}
+		release()
+		if err != nil {
+			return fmt.Errorf("extracting symlink %s: %w", quote(e.Path), &os.PathError{Op: "symlinkat", Path: x.local(e.Path), Err: err})
+		}
 	}
 	return nil
 }
@@ -404,28 +369,26 @@ func insideTarget(link, target string) string {
 }
 
 // finishDirs sets directory modes and mtimes, deepest first (creating
-// entries below a directory changes its mtime).
+// entries below a directory changes its mtime), on their descriptors.
 func (x *extractor) finishDirs() error {
 	var dirs []*Entry
 	for i := range x.im.toc.Entries {
-		if e := &x.im.toc.Entries[i]; e.Type == TypeDir {
+		if e := &x.im.toc.Entries[i]; e.Type == TypeDir && e.Path != "/" { // dir itself belongs to the caller
 			dirs = append(dirs, e)
 		}
 	}
 	sort.Slice(dirs, func(a, b int) bool { return dirs[a].Path > dirs[b].Path })
 	for _, e := range dirs {
-		p := x.local(e.Path)
-		if e.Path == "/" {
-			continue // dir itself belongs to the caller
-		}
-		if err := os.Chmod(p, fileMode(e)); err != nil {
-			return fmt.Errorf("extracting %s: %w", e.Path, err)
-		}
-		if e.MtimeNS != 0 {
-			t := time.Unix(0, e.MtimeNS)
-			if err := os.Chtimes(p, t, t); err != nil {
-				return fmt.Errorf("extracting %s: %w", e.Path, err)
+		fd, release, err := x.t.dirFD(e.Path)
+		if err == nil {
+			err = unix.Fchmod(fd, unixMode(fileMode(e)))
+			if err == nil && e.MtimeNS != 0 {
+				err = futimens(fd, e.MtimeNS)
 			}
+			release()
+		}
+		if err != nil {
+			return fmt.Errorf("extracting %s: %w", quote(e.Path), &os.PathError{Op: "finish", Path: x.local(e.Path), Err: err})
 		}
 	}
 	return nil

@@ -2,14 +2,13 @@ package image
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 )
 
 // Format constants; see docs/SPEC.md section 1.
 const (
 	FormatName    = "dlbundle-image"
-	FormatVersion = 1
+	FormatVersion = 2
 
 	imageMagic = "DLBUNDLE"
 
@@ -21,27 +20,26 @@ const (
 	footerPayloadSize   = 64
 	footerSize          = skippableHeaderSize + footerPayloadSize
 
-	// maxFrameContent is how much file content the writer puts in one frame:
-	// large objects are split so that staging decompresses them in parallel.
+	// maxFrameContent is how much file content the writer puts in one frame
+	// (large objects are split so that staging decompresses them in
+	// parallel), and, since version 2, the most a reader accepts: a decode
+	// buffer per worker is then at most this (plus a header), which keeps
+	// decoding within its memory budget (decodeBudget).
 	maxFrameContent = 4 << 20
-	// maxFrameUSize is what a reader accepts (hostile images: memory bound).
-	maxFrameUSize = 64 << 20
-	// maxTOCSize bounds the decompressed TOC a reader accepts (~1 KiB per
-	// entry: room for a few hundred thousand paths).
-	maxTOCSize = 256 << 20
+	// maxFrameCSize bounds a frame's compressed size: zstd's worst case for
+	// 4 MiB plus a header is a little over 4 MiB.
+	maxFrameCSize = 8 << 20
 	// maxCpioSize is the newc limit on a member's size (32-bit field).
 	maxCpioSize = 1<<32 - 1
+	// MaxPathLen is the longest path an image holds (docs/SPEC.md 1.3): the
+	// staged copy is the stage directory followed by the path and must stay
+	// under PATH_MAX (4096); 1 KiB is left for the stage directory's name.
+	MaxPathLen = 3072
+	// maxTargetLen is the longest symlink target (PATH_MAX without the NUL).
+	maxTargetLen = 4095
+	// maxNameLen is the longest listed name (NAME_MAX).
+	maxNameLen = 255
 )
-
-// toc is the JSON document in the TOC frame.
-type toc struct {
-	Format  string            `json:"format"`
-	Version int               `json:"version"`
-	DataEnd int64             `json:"data_end"`
-	Entries []Entry           `json:"entries"`
-	Pilots  []json.RawMessage `json:"pilots,omitempty"`
-	Build   map[string]string `json:"build,omitempty"`
-}
 
 // footer is the fixed-size last frame of an image.
 type footer struct {
@@ -86,6 +84,11 @@ func parseFooter(b []byte, fileSize int64) (footer, error) {
 	f.Flags = binary.LittleEndian.Uint32(p[12:])
 	off, length := binary.LittleEndian.Uint64(p[16:]), binary.LittleEndian.Uint64(p[24:])
 	copy(f.TOCSHA256[:], p[32:64])
+	if f.Version == 1 {
+		// Version 1's JSON TOC cannot be bounded before it is parsed
+		// (docs/SPEC.md 4): refused rather than read by a second parser.
+		return f, fmt.Errorf("image format version 1: rebuild with dlbundle build (this dlbundle reads version %d, whose table of contents declares its size before it is read)", FormatVersion)
+	}
 	if f.Version != FormatVersion {
 		return f, fmt.Errorf("image format version %d, this dlbundle reads version %d; use a matching dlbundle or rebuild the image", f.Version, FormatVersion)
 	}
@@ -93,7 +96,7 @@ func parseFooter(b []byte, fileSize int64) (footer, error) {
 		return f, fmt.Errorf("image footer has unknown flags %#x (version %d has none); corrupt image or newer writer", f.Flags, f.Version)
 	}
 	tocEnd := uint64(fileSize - footerSize)
-	if length < skippableHeaderSize+1 || length > maxTOCSize || off > tocEnd || length != tocEnd-off {
+	if length < skippableHeaderSize+tocHeaderSize+1 || length > maxTOCFrame || off > tocEnd || length != tocEnd-off {
 		return f, fmt.Errorf("image footer points at a table of contents at %d+%d, but it must end at %d where the footer starts (truncated or corrupt image)", off, length, tocEnd)
 	}
 	f.TOCOffset, f.TOCLength = int64(off), int64(length)

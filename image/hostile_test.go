@@ -1,6 +1,7 @@
 package image
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"os"
@@ -20,6 +21,21 @@ func smallImage(t testing.TB) ([]byte, []Entry) {
 	es = withParents(t, es)
 	img, _ := writeImage(t, es, WriteOptions{})
 	return img, es
+}
+
+// withoutDots rewrites img's TOC in the layout version 2 had before the
+// dots table (docs/SPEC.md 4): what main wrote before the listings merge.
+func withoutDots(t testing.TB, img []byte) []byte {
+	data, raw := splitImage(t, img)
+	h, err := parseTOCHeader(raw, int64(len(data)))
+	if err != nil || h.ByType[1] == 0 {
+		t.Fatalf("want an image with directories: %v", err)
+	}
+	l := h.layout()
+	body := raw[tocHeaderSize:]
+	h.BodySize -= l.objects - l.dots
+	old := append(h.marshal(), body[:l.dots]...)
+	return withTOC(data, append(old, body[l.objects:]...))
 }
 
 func wantOpenError(t *testing.T, name string, img []byte, want string) {
@@ -46,11 +62,13 @@ func TestOpenRejectsBrokenFiles(t *testing.T) {
 	wantOpenError(t, "truncated by one byte", img[:len(img)-1], "not a dlbundle image")
 	wantOpenError(t, "truncated in the data", img[:len(img)/2], "not a dlbundle image")
 	wantOpenError(t, "footer magic", flip(len(img)-footerPayloadSize), "not a dlbundle image")
-	wantOpenError(t, "version", setFooterVersion(img, 2), "version 2")
+	wantOpenError(t, "version", setFooterVersion(img, 3), "version 3")
 	wantOpenError(t, "flags", flip(len(img)-footerPayloadSize+12), "flags")
 	wantOpenError(t, "toc offset", flip(len(img)-footerPayloadSize+16), "table of contents")
 	wantOpenError(t, "toc digest", flip(len(img)-footerSize-10), "digest mismatch")
-	wantOpenError(t, "not json", withTOC(nil, []byte("not json")), "not valid JSON")
+	wantOpenError(t, "not a toc", withTOC(nil, bytes.Repeat([]byte("not a table of contents "), 10)), "no table-of-contents header")
+	wantOpenError(t, "version 1", setFooterVersion(img, 1), "image format version 1: rebuild with dlbundle build")
+	wantOpenError(t, "version 2 before the dots table", withoutDots(t, img), "development build of format version 2 (no positions of . and .. in its table of contents): rebuild")
 	wantOpenError(t, "a zip file", append([]byte("PK\x03\x04"), make([]byte, 100)...), "not a dlbundle image")
 }
 
@@ -80,12 +98,13 @@ func TestOpenRejectsHostileTOC(t *testing.T) {
 	}{
 		{"dotdot path", "not clean", func(tc *toc) { reg(tc).Path = "/usr/../../etc/shadow" }},
 		{"relative path", "not absolute", func(tc *toc) { reg(tc).Path = "usr/lib/x.so" }},
-		{"empty path", "not absolute", func(tc *toc) { reg(tc).Path = "" }},
+		{"empty path", "paths are 1 to", func(tc *toc) { reg(tc).Path = "" }},
+		{"4,000-byte path", "paths are 1 to 3072 bytes", func(tc *toc) { reg(tc).Path = "/" + strings.Repeat("d/", 1999) + "x" }},
 		{"NUL in path", "NUL", func(tc *toc) { reg(tc).Path = "/usr/lib/a\x00b" }},
 		{"duplicate path", "twice", func(tc *toc) { small(tc).Path = reg(tc).Path }},
 		{"size larger than frames", "frames hold", func(tc *toc) { reg(tc).Size += 1 << 20 }},
-		{"size over 4 GiB", "out of range", func(tc *toc) { reg(tc).Size = 1 << 40 }},
-		{"frame outside file", "past the data end", func(tc *toc) {
+		{"size over 4 GiB", "content bytes", func(tc *toc) { reg(tc).Size = 1 << 40 }},
+		{"frame outside file", "out of range", func(tc *toc) {
 			e := reg(tc)
 			e.Frames[len(e.Frames)-1].CSize += 1 << 20
 		}},
@@ -96,15 +115,14 @@ func TestOpenRejectsHostileTOC(t *testing.T) {
 			a, b := reg(tc), small(tc)
 			b.Frames[0].Offset = a.Frames[0].Offset + 1
 		}},
-		{"shared frames, other content", "share frames", func(tc *toc) {
+		{"shared frames, other content", "overlap", func(tc *toc) {
 			a, b := reg(tc), small(tc)
 			b.Frames, b.Size = append([]Frame(nil), a.Frames...), a.Size
 		}},
-		{"order", "order", func(tc *toc) { tc.Entries[0].Order = 7 }},
-		{"bad sha256", "sha256", func(tc *toc) { reg(tc).SHA256 = "xyz" }},
-		{"uppercase sha256", "sha256", func(tc *toc) { reg(tc).SHA256 = strings.ToUpper(reg(tc).SHA256) }},
-		{"no frames digest", "frames_sha256", func(tc *toc) { reg(tc).FramesSHA256 = "" }},
-		{"unknown type", "unknown type", func(tc *toc) { tc.Entries[0].Type = "fifo" }},
+		{"unknown type", "unknown type", func(tc *toc) {
+			e := &tc.Entries[0] // a directory: the dots record goes (only a directory has one)
+			e.Type, e.Dots, e.DotDotIno = "fifo", nil, 0
+		}},
 		{"below a symlink", "lies below", func(tc *toc) {
 			tc.Entries = append(tc.Entries, Entry{Path: "/usr/lib/x86_64-linux-gnu/libz.so.1/x", Type: TypeMissing, Order: len(tc.Entries)})
 		}},
@@ -116,21 +134,21 @@ func TestOpenRejectsHostileTOC(t *testing.T) {
 			}
 		}},
 		{"listing with slash", "invalid name", func(tc *toc) { tc.Entries[0].Listing[0].Name = "../x" }},
-		{"listing unsorted", "not sorted", func(tc *toc) {
-			l := tc.Entries[0].Listing
-			l[0], l[1] = l[1], l[0]
-		}},
+		{"listing names a file twice", "twice", func(tc *toc) { tc.Entries[0].Listing[1].Name = tc.Entries[0].Listing[0].Name }},
+		{". and .. at one position", "not two positions", func(tc *toc) { tc.Entries[0].Dots = []int{1, 1} }},
+		{".. beyond the listing", "not two positions", func(tc *toc) { tc.Entries[0].Dots = []int{0, len(tc.Entries[0].Listing) + 2} }},
+		{". at 2^32-1", "not two positions", func(tc *toc) { tc.Entries[0].Dots = []int{-1, 0} }},
+		{"frame over 4 MiB", "out of range", func(tc *toc) { reg(tc).Frames[0].USize = 8 << 20 }},
 		{"mode type mismatch", "does not match", func(tc *toc) { reg(tc).Mode = 0o040755 }},
-		{"missing with frames", "content fields", func(tc *toc) {
+		{"missing with frames", "objects", func(tc *toc) {
 			e := small(tc)
 			e.Type = TypeMissing
 		}},
 		{"data end", "data ends", func(tc *toc) { tc.DataEnd-- }},
-		{"format", "format", func(tc *toc) { tc.Format = "other" }},
 		{"root not a dir", "/ must be a directory", func(tc *toc) {
 			tc.Entries[0].Path = "/"
 			tc.Entries[0].Type = TypeMissing
-			tc.Entries[0].Listing = nil
+			tc.Entries[0].Listing, tc.Entries[0].Dots, tc.Entries[0].DotDotIno = nil, nil, 0
 		}},
 	}
 	for _, c := range cases {

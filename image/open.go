@@ -11,10 +11,16 @@ import (
 	"math"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sys/unix"
+
+	"github.com/dlbundle/dlbundle/internal/units"
+	"github.com/dlbundle/dlbundle/internal/untrusted"
 )
 
 // Image is an opened, validated image. Its methods are safe for concurrent use.
@@ -24,22 +30,41 @@ type Image struct {
 	size    int64
 	digest  string
 	toc     toc
-	index   map[string]int
+	byPath  []int32       // entry indexes sorted by path: Lookup and the uniqueness checks
 	owner   []int         // per entry: index of the entry whose cpio header starts its frames (-1: none)
 	sharers map[int][]int // owner -> every entry sharing its frames (owner first)
+	objects []int         // owners in file order (the objects' order)
 	dec     *zstd.Decoder
 	dataEnd int64
+
+	meta     []byte // the TOC's meta area, parsed by Pilots and BuildInfo
+	metaOnce sync.Once
 }
 
-// maxEntries bounds the entries a reader accepts (hostile images).
-const maxEntries = 5_000_000
+// tailRead is how much of an image's end Open reads first: the footer, the
+// TOC header and, for most images, the whole TOC (numpy's is 94 KB, torch's
+// 285 KB).
+const tailRead = 256 << 10
 
 // maxFrameRatio is the most a zstd frame can expand (128 KiB per 4-byte RLE
 // block); a legitimate frame of zeros reaches about 30,000 (level 19).
 const maxFrameRatio = 1 << 15
 
+// OpenOptions tune OpenWith and OpenFileWith.
+type OpenOptions struct {
+	// StageDir, when set, is where the image will be staged: its file
+	// system's free inodes and bytes (statfs) bound what the TOC may
+	// declare, checked on the TOC header before the body is read (an image
+	// that cannot be staged there is refused with ENOSPC at once, in
+	// constant memory; docs/SPEC.md 3.2).
+	StageDir string
+}
+
 // OpenFile opens and validates the image at path; Close closes the file.
-func OpenFile(p string) (*Image, error) {
+func OpenFile(p string) (*Image, error) { return OpenFileWith(p, OpenOptions{}) }
+
+// OpenFileWith is OpenFile with options.
+func OpenFileWith(p string, opts OpenOptions) (*Image, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, err
@@ -53,7 +78,7 @@ func OpenFile(p string) (*Image, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s is not a regular file", p)
 	}
-	im, err := Open(f, fi.Size())
+	im, err := OpenWith(f, fi.Size(), opts)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", p, err)
@@ -70,21 +95,57 @@ func (e *ReadError) Error() string { return e.Err.Error() }
 func (e *ReadError) Unwrap() error { return e.Err }
 
 // Open validates the footer, the TOC digest and every entry of the image in r.
-func Open(r io.ReaderAt, size int64) (*Image, error) {
+func Open(r io.ReaderAt, size int64) (*Image, error) { return OpenWith(r, size, OpenOptions{}) }
+
+// OpenWith is Open with options. What it reads and allocates is bounded by
+// the TOC header's declarations, which are checked against fixed limits
+// (and the stage's capacity) before the body is read (docs/SPEC.md 3.2).
+func OpenWith(r io.ReaderAt, size int64, opts OpenOptions) (*Image, error) {
 	if size < footerSize {
 		return nil, fmt.Errorf("not a dlbundle image: %d bytes is shorter than the %d-byte footer (truncated?)", size, footerSize)
 	}
-	fb := make([]byte, footerSize)
-	if _, err := r.ReadAt(fb, size-footerSize); err != nil {
+	// One read of the file's tail holds the footer, the TOC header and, for
+	// most images, the whole TOC (one range request from a registry); the
+	// TOC header is checked against the limits before anything larger is
+	// read or allocated.
+	tailLen := min(size, tailRead)
+	tail := make([]byte, tailLen)
+	if _, err := r.ReadAt(tail, size-tailLen); err != nil {
 		return nil, fmt.Errorf("reading image footer: %w", &ReadError{err})
 	}
-	ft, err := parseFooter(fb, size)
+	ft, err := parseFooter(tail[tailLen-footerSize:], size)
 	if err != nil {
 		return nil, err
 	}
-	frame := make([]byte, ft.TOCLength)
-	if _, err := r.ReadAt(frame, ft.TOCOffset); err != nil {
-		return nil, fmt.Errorf("reading table of contents: %w", &ReadError{err})
+	hdrEnd := ft.TOCOffset + skippableHeaderSize + tocHeaderSize
+	var hb []byte
+	if ft.TOCOffset >= size-tailLen {
+		hb = tail[ft.TOCOffset-(size-tailLen)+skippableHeaderSize:][:tocHeaderSize]
+	} else {
+		hb = make([]byte, tocHeaderSize)
+		if _, err := r.ReadAt(hb, hdrEnd-tocHeaderSize); err != nil {
+			return nil, fmt.Errorf("reading table of contents: %w", &ReadError{err})
+		}
+	}
+	// The header is not authenticated yet (the digest covers the whole
+	// frame): it may only make the reader refuse, never read more.
+	h, err := parseTOCHeader(hb, ft.TOCOffset)
+	if err != nil {
+		return nil, err
+	}
+	if opts.StageDir != "" {
+		if err := checkCapacity(&h, opts.StageDir); err != nil {
+			return nil, err
+		}
+	}
+	var frame []byte
+	if ft.TOCOffset >= size-tailLen {
+		frame = tail[ft.TOCOffset-(size-tailLen):][:ft.TOCLength]
+	} else {
+		frame = make([]byte, ft.TOCLength)
+		if _, err := r.ReadAt(frame, ft.TOCOffset); err != nil {
+			return nil, fmt.Errorf("reading table of contents: %w", &ReadError{err})
+		}
 	}
 	if binary.LittleEndian.Uint32(frame) != tocFrameMagic || int64(binary.LittleEndian.Uint32(frame[4:])) != ft.TOCLength-skippableHeaderSize {
 		return nil, fmt.Errorf("no table-of-contents frame at offset %d (corrupt image)", ft.TOCOffset)
@@ -93,148 +154,186 @@ func Open(r io.ReaderAt, size int64) (*Image, error) {
 	if sum := sha256.Sum256(payload); !bytes.Equal(sum[:], ft.TOCSHA256[:]) {
 		return nil, fmt.Errorf("table of contents digest mismatch: footer says sha256:%x, content is sha256:%x (corrupt image)", ft.TOCSHA256, sum)
 	}
-	tocDec, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(maxTOCSize), zstd.WithDecoderConcurrency(1))
+	if !bytes.Equal(hb, payload[:tocHeaderSize]) { // read twice, and the file changed between
+		return nil, fmt.Errorf("table-of-contents header changed while it was read (image rewritten meanwhile?)")
+	}
+	body, err := decodeBody(payload[tocHeaderSize:], h.BodySize)
 	if err != nil {
 		return nil, err
 	}
-	js, err := tocDec.DecodeAll(payload, nil)
-	tocDec.Close()
-	if err != nil {
-		return nil, fmt.Errorf("decompressing table of contents: %v (corrupt image)", err)
-	}
 	im := &Image{r: r, size: size, digest: "sha256:" + hex.EncodeToString(ft.TOCSHA256[:]), dataEnd: ft.TOCOffset}
-	if err := im.load(js); err != nil {
+	if err := im.load(&h, body); err != nil {
 		return nil, err
 	}
 	// Content frames are decoded into buffers of exactly the expected size
 	// (WithDecodeAllCapLimit), so a hostile frame cannot inflate further.
-	im.dec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0),
-		zstd.WithDecoderMaxMemory(maxFrameUSize+4096), zstd.WithDecodeAllCapLimit(true))
+	im.dec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderMaxMemory(maxFrameContent+64<<10), zstd.WithDecodeAllCapLimit(true))
 	if err != nil {
 		return nil, err
 	}
 	return im, nil
 }
 
-// load parses and validates the TOC.
-func (im *Image) load(js []byte) error {
-	t := &im.toc
-	if err := json.Unmarshal(js, t); err != nil {
-		return fmt.Errorf("table of contents is not valid JSON: %v", err)
+// decodeBody decompresses the TOC body into a buffer of exactly the
+// declared size: more output is an error, not an allocation.
+func decodeBody(comp []byte, size uint64) ([]byte, error) {
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(max(size+1, 8<<20)),
+		zstd.WithDecodeAllCapLimit(true), zstd.WithDecoderLowmem(true))
+	if err != nil {
+		return nil, err
 	}
-	if t.Format != FormatName || t.Version != FormatVersion {
-		return fmt.Errorf("table of contents says format %q version %d, want %q version %d", t.Format, t.Version, FormatName, FormatVersion)
+	defer dec.Close()
+	body, err := dec.DecodeAll(comp, make([]byte, 0, size))
+	if err != nil {
+		return nil, fmt.Errorf("decompressing table of contents: %v (corrupt image)", err)
 	}
-	if t.DataEnd != im.dataEnd {
-		return fmt.Errorf("table of contents says data ends at %d, the footer %d (corrupt image)", t.DataEnd, im.dataEnd)
+	if uint64(len(body)) != size {
+		return nil, fmt.Errorf("table of contents decompresses to %d bytes, its header says %d (corrupt image)", len(body), size)
 	}
-	if len(t.Entries) > maxEntries {
-		return fmt.Errorf("table of contents has %d entries, more than the %d this reader accepts", len(t.Entries), maxEntries)
-	}
-	im.index = make(map[string]int, len(t.Entries))
-	for i := range t.Entries {
-		e := &t.Entries[i]
-		if err := checkEntry(e, i); err != nil {
-			return fmt.Errorf("entry %d (%q): %v", i, e.Path, err)
-		}
-		if _, dup := im.index[e.Path]; dup {
-			return fmt.Errorf("entry %d: path %s appears twice", i, e.Path)
-		}
-		im.index[e.Path] = i
-	}
-	for i := range t.Entries {
-		e := &t.Entries[i]
-		for p := path.Dir(e.Path); e.Path != "/"; p = path.Dir(p) {
-			if j, ok := im.index[p]; ok && t.Entries[j].Type != TypeDir {
-				return fmt.Errorf("entry %s lies below %s, which is a %s, not a directory", e.Path, p, t.Entries[j].Type)
-			}
-			if p == "/" {
-				break
-			}
-		}
-	}
-	return im.checkFrames()
+	return body, nil
 }
 
-// checkFrames checks that every object's frames lie inside the data, that
-// objects do not overlap, and that entries sharing frames share content.
-func (im *Image) checkFrames() error {
-	es := im.toc.Entries
-	im.owner = make([]int, len(es))
-	im.sharers = map[int][]int{}
-	byStart := map[int64]int{} // first frame offset -> owner entry
-	var owners []int
-	for i := range es {
-		im.owner[i] = -1
-		e := &es[i]
-		if len(e.Frames) == 0 {
-			continue
-		}
-		start := e.Frames[0].Offset
-		if o, ok := byStart[start]; ok {
-			a := &es[o]
-			if a.SHA256 != e.SHA256 || a.Size != e.Size || a.FramesSHA256 != e.FramesSHA256 || len(a.Frames) != len(e.Frames) {
-				return fmt.Errorf("entries %s and %s share frames at offset %d but not their content", a.Path, e.Path, start)
-			}
-			for k := range a.Frames {
-				if a.Frames[k] != e.Frames[k] {
-					return fmt.Errorf("entries %s and %s share frames at offset %d but not all of them", a.Path, e.Path, start)
-				}
-			}
-			im.owner[i] = o
-			im.sharers[o] = append(im.sharers[o], i)
-			continue
-		}
-		byStart[start] = i
-		im.owner[i] = i
-		im.sharers[i] = []int{i}
-		owners = append(owners, i)
+// checkCapacity refuses, from the TOC header alone, an image that cannot be
+// staged in dir: every reg, dir and symlink entry becomes an inode, the
+// stage holds every file's bytes, and its lookup table every path and name.
+func checkCapacity(h *tocHeader, dir string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return fmt.Errorf("statfs %s: %w", dir, err)
 	}
-	sort.Slice(owners, func(a, b int) bool { return es[owners[a]].Frames[0].Offset < es[owners[b]].Frames[0].Offset })
-	var end int64
-	prev := ""
-	for _, i := range owners {
-		e := &es[i]
-		if e.Frames[0].Offset < end {
-			return fmt.Errorf("frames of %s overlap those of %s (corrupt or hostile image)", e.Path, prev)
-		}
-		last := e.Frames[len(e.Frames)-1]
-		end, prev = last.Offset+last.CSize, e.Path
+	inodes := uint64(h.ByType[0]) + uint64(h.ByType[1]) + uint64(h.ByType[2])
+	if st.Files > 0 && inodes > st.Ffree { // Files 0: no inode limit (btrfs)
+		return fmt.Errorf("no free inodes left for this image on %s: its table of contents declares %d files, directories and symlinks, %d inodes are free; refusing before reading it (%w); stage elsewhere with --stage-dir",
+			dir, inodes, st.Ffree, unix.ENOSPC)
 	}
-	if end > im.dataEnd {
-		return fmt.Errorf("frames of %s end at %d, past the data end %d (corrupt image)", prev, end, im.dataEnd)
+	need := h.FileBytes + uint64(h.StringsSize)
+	if free := st.Bavail * uint64(st.Bsize); need > free {
+		return fmt.Errorf("no space left on %s: the image's table of contents declares %s of files and paths, %s are free; refusing before reading it (%w); free space there or stage elsewhere with --stage-dir",
+			dir, units.Bytes(int64(min(need, math.MaxInt64))), units.Bytes(int64(min(free, math.MaxInt64))), unix.ENOSPC)
 	}
 	return nil
 }
 
-// checkPath accepts absolute, lexically clean paths without NUL.
-func checkPath(p string) error {
-	if p == "" || p[0] != '/' {
-		return fmt.Errorf("path %q is not absolute", p)
-	}
-	if path.Clean(p) != p {
-		return fmt.Errorf("path %q is not clean (no //, . or .. components, no trailing /)", p)
-	}
-	if strings.IndexByte(p, 0) >= 0 {
-		return fmt.Errorf("path %q holds a NUL byte", p)
-	}
-	if len(p) > 4096 {
-		return fmt.Errorf("path of %d bytes is longer than PATH_MAX", len(p))
-	}
-	return nil
-}
-
-func checkEntry(e *Entry, i int) error {
-	if err := checkPath(e.Path); err != nil {
+// load decodes and validates the TOC body.
+func (im *Image) load(h *tocHeader, body []byte) error {
+	d, err := decodeTOC(h, body)
+	if err != nil {
 		return err
 	}
-	if e.Order != i {
-		return fmt.Errorf("order %d, want its position %d", e.Order, i)
+	im.toc = d.toc
+	im.meta = d.meta
+	if !json.Valid(im.meta) && len(im.meta) > 0 {
+		return fmt.Errorf("table of contents: build information is not valid JSON (corrupt image)")
 	}
-	switch e.Type {
-	case TypeRegular, TypeDir, TypeSymlink, TypeMissing, TypeExternal:
-	default:
-		return fmt.Errorf("unknown type %q", e.Type)
+	if err := im.checkEntries(); err != nil {
+		return err
+	}
+	im.owner = make([]int, len(im.toc.Entries))
+	im.sharers = make(map[int][]int, len(d.objOwner))
+	im.objects = d.objOwner
+	for i := range im.owner {
+		im.owner[i] = -1
+		if o := d.objOf[i]; o != noObject {
+			own := d.objOwner[o]
+			im.owner[i] = own
+			im.sharers[own] = append(im.sharers[own], i)
+		}
+	}
+	return nil
+}
+
+// checkEntries checks each entry and the rules between entries: unique
+// paths, nothing below a non-directory, unique listed names. Paths are
+// sorted once (4 bytes per entry); a descendant of X is found by a binary
+// search for X + "/", never by walking each path's parents (a 3,000-byte
+// path of 1,500 components would otherwise cost 1,500 lookups).
+func (im *Image) checkEntries() error {
+	es := im.toc.Entries
+	for i := range es {
+		if err := checkEntry(&es[i]); err != nil {
+			return fmt.Errorf("entry %d (%s): %v", i, quote(es[i].Path), err)
+		}
+	}
+	im.byPath = make([]int32, len(es))
+	for i := range im.byPath {
+		im.byPath[i] = int32(i)
+	}
+	slices.SortFunc(im.byPath, func(a, b int32) int { return strings.Compare(es[a].Path, es[b].Path) })
+	for k := 1; k < len(im.byPath); k++ {
+		if a, b := im.byPath[k-1], im.byPath[k]; es[a].Path == es[b].Path {
+			return fmt.Errorf("entry %d: path %s appears twice (also entry %d)", max(a, b), quote(es[a].Path), min(a, b))
+		}
+	}
+	for k, i := range im.byPath {
+		x := &es[i]
+		if x.Type == TypeDir {
+			continue
+		}
+		// The first path >= x.Path+"/" is below x if anything is.
+		j := k + sort.Search(len(im.byPath)-k, func(j int) bool { return compareChild(es[im.byPath[k+j]].Path, x.Path) >= 0 })
+		if j < len(im.byPath) {
+			if p := es[im.byPath[j]].Path; len(p) > len(x.Path) && p[len(x.Path)] == '/' && strings.HasPrefix(p, x.Path) {
+				return fmt.Errorf("entry %s lies below %s, which is a %s, not a directory", quote(p), quote(x.Path), x.Type)
+			}
+		}
+	}
+	var scratch []int32
+	for i := range es {
+		if l := es[i].Listing; len(l) > 1 {
+			scratch = scratch[:0]
+			for k := range l {
+				scratch = append(scratch, int32(k))
+			}
+			slices.SortFunc(scratch, func(a, b int32) int { return strings.Compare(l[a].Name, l[b].Name) })
+			for k := 1; k < len(scratch); k++ {
+				if l[scratch[k-1]].Name == l[scratch[k]].Name {
+					return fmt.Errorf("entry %d (%s): listing names %s twice", i, quote(es[i].Path), quote(l[scratch[k]].Name))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// compareChild compares p with dir + "/" without building that string.
+func compareChild(p, dir string) int {
+	n := min(len(p), len(dir))
+	if c := strings.Compare(p[:n], dir[:n]); c != 0 {
+		return c
+	}
+	if len(p) < len(dir) {
+		return -1
+	}
+	if len(p) == len(dir) { // p == dir < dir+"/"
+		return -1
+	}
+	return int(p[len(dir)]) - '/'
+}
+
+// checkPath accepts absolute, lexically clean paths without NUL, at most
+// MaxPathLen bytes.
+func checkPath(p string) error {
+	if p == "" || p[0] != '/' {
+		return fmt.Errorf("path %s is not absolute", quote(p))
+	}
+	if len(p) > MaxPathLen {
+		return fmt.Errorf("path of %d bytes is longer than the %d an image holds (docs/SPEC.md 1.3)", len(p), MaxPathLen)
+	}
+	if path.Clean(p) != p {
+		return fmt.Errorf("path %s is not clean (no //, . or .. components, no trailing /)", quote(p))
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return fmt.Errorf("path %s holds a NUL byte", quote(p))
+	}
+	return nil
+}
+
+// checkEntry checks what decodeTOC did not: the path's form, the mode's
+// type bits, and the names and types of a listing.
+func checkEntry(e *Entry) error {
+	if err := checkPath(e.Path); err != nil {
+		return err
 	}
 	if e.Path == "/" && e.Type != TypeDir {
 		return fmt.Errorf("/ must be a directory")
@@ -242,104 +341,22 @@ func checkEntry(e *Entry, i int) error {
 	if tb := e.Mode & sIFMT; tb != 0 && typeBits(e.Type) != 0 && tb != typeBits(e.Type) {
 		return fmt.Errorf("mode %#o does not match type %s", e.Mode, e.Type)
 	}
-	if e.Type != TypeRegular && (len(e.Frames) > 0 || e.Size != 0 || e.SHA256 != "" || e.FramesSHA256 != "") {
-		return fmt.Errorf("a %s entry has content fields", e.Type)
-	}
 	if e.Blocks < 0 || e.DirSize < 0 || (e.Type != TypeDir && e.DirSize != 0) {
 		return fmt.Errorf("blocks %d or dir_size %d out of range for a %s entry", e.Blocks, e.DirSize, e.Type)
 	}
-	if e.Type != TypeSymlink && e.Target != "" {
-		return fmt.Errorf("a %s entry has a symlink target", e.Type)
-	}
-	if e.Type != TypeDir && len(e.Listing) > 0 {
-		return fmt.Errorf("a %s entry has a listing", e.Type)
-	}
 	switch e.Type {
-	case TypeRegular:
-		return checkContent(e)
 	case TypeSymlink:
-		if e.Target == "" || len(e.Target) > 4095 || strings.IndexByte(e.Target, 0) >= 0 {
-			return fmt.Errorf("symlink target is empty, longer than 4095 bytes or holds NUL")
+		if strings.IndexByte(e.Target, 0) >= 0 {
+			return fmt.Errorf("symlink target holds NUL")
 		}
 	case TypeDir:
-		for k, d := range e.Listing {
-			if d.Name == "" || d.Name == "." || d.Name == ".." || strings.ContainsAny(d.Name, "/\x00") || len(d.Name) > 255 {
-				return fmt.Errorf("listing has an invalid name %q", d.Name)
-			}
-			if k > 0 && e.Listing[k-1].Name >= d.Name {
-				return fmt.Errorf("listing is not sorted and unique at %q", d.Name)
-			}
-			switch d.Type {
-			case TypeRegular, TypeDir, TypeSymlink, "other":
-			default:
-				return fmt.Errorf("listing entry %q has unknown type %q", d.Name, d.Type)
+		for _, d := range e.Listing {
+			if d.Name == "" || d.Name == "." || d.Name == ".." || strings.ContainsAny(d.Name, "/\x00") || len(d.Name) > maxNameLen {
+				return fmt.Errorf("listing has an invalid name %s", quote(d.Name))
 			}
 		}
 	}
 	return nil
-}
-
-func checkContent(e *Entry) error {
-	if e.Size < 0 || e.Size > maxCpioSize {
-		return fmt.Errorf("size %d out of range", e.Size)
-	}
-	if !isHexDigest(e.SHA256) {
-		return fmt.Errorf("sha256 %q is not 64 lowercase hex digits", e.SHA256)
-	}
-	if e.Size == 0 {
-		if len(e.Frames) != 0 || e.FramesSHA256 != "" {
-			return fmt.Errorf("empty file with frames")
-		}
-		return nil
-	}
-	if !isHexDigest(e.FramesSHA256) {
-		return fmt.Errorf("frames_sha256 %q is not 64 lowercase hex digits", e.FramesSHA256)
-	}
-	if len(e.Frames) == 0 {
-		return fmt.Errorf("%d bytes of content but no frames", e.Size)
-	}
-	if int64(len(e.Frames)) > e.Size {
-		return fmt.Errorf("%d frames for %d bytes", len(e.Frames), e.Size)
-	}
-	var sum, next int64
-	for k, f := range e.Frames {
-		// Offset+CSize must not overflow: a frame at 2^63-8 would otherwise
-		// "end" before the data end (checkFrames).
-		if f.Offset < 0 || f.CSize <= 0 || f.CSize > maxFrameUSize*2 || f.Offset > math.MaxInt64-f.CSize || f.USize < 0 || f.USize > maxFrameUSize {
-			return fmt.Errorf("frame %d (off %d csize %d usize %d) out of range", k, f.Offset, f.CSize, f.USize)
-		}
-		// A zstd block decodes to at most 128 KiB and takes at least 4 bytes
-		// (an RLE block): no frame expands more than 32768 times. A TOC that
-		// says otherwise declares content the frames cannot hold, to make
-		// staging reserve (or a reader expect) what the image is not.
-		if f.USize > f.CSize*maxFrameRatio {
-			return fmt.Errorf("frame %d declares %d bytes from %d compressed (a ratio over %d, which zstd cannot reach; corrupt or hostile image)", k, f.USize, f.CSize, maxFrameRatio)
-		}
-		if k > 0 && f.Offset != next {
-			return fmt.Errorf("frame %d at %d does not follow the previous frame (ends at %d)", k, f.Offset, next)
-		}
-		if f.USize == 0 && !(k == 0) {
-			return fmt.Errorf("frame %d holds no content", k)
-		}
-		next = f.Offset + f.CSize
-		sum += f.USize
-	}
-	if sum != e.Size {
-		return fmt.Errorf("frames hold %d bytes, size is %d", sum, e.Size)
-	}
-	return nil
-}
-
-func isHexDigest(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // Close releases the decoder and, for OpenFile, the file.
@@ -356,15 +373,30 @@ func (im *Image) Entries() []Entry { return im.toc.Entries }
 
 // Lookup finds an entry by its absolute original path.
 func (im *Image) Lookup(p string) (*Entry, bool) {
-	i, ok := im.index[p]
+	i, ok := im.find(p)
 	if !ok {
 		return nil, false
 	}
 	return &im.toc.Entries[i], true
 }
 
+// find is the index of the entry with path p (binary search of byPath).
+func (im *Image) find(p string) (int, bool) {
+	es := im.toc.Entries
+	k := sort.Search(len(im.byPath), func(k int) bool { return es[im.byPath[k]].Path >= p })
+	if k < len(im.byPath) && es[im.byPath[k]].Path == p {
+		return int(im.byPath[k]), true
+	}
+	return 0, false
+}
+
 // TOCDigest is "sha256:<hex>" of the stored TOC: the identity of the image.
 func (im *Image) TOCDigest() string { return im.digest }
+
+// Arch is the machine the image's code runs on, as `uname -m` spells it
+// ("x86_64", "aarch64", ...), or "any" when it holds no ELF code
+// (docs/SPEC.md 1.5).
+func (im *Image) Arch() string { return im.toc.Arch }
 
 // Size is the image file's size in bytes.
 func (im *Image) Size() int64 { return im.size }
@@ -373,7 +405,22 @@ func (im *Image) Size() int64 { return im.size }
 func (im *Image) DataSize() int64 { return im.dataEnd }
 
 // Pilots returns the pilot trace header records stored at build time.
-func (im *Image) Pilots() []json.RawMessage { return im.toc.Pilots }
+func (im *Image) Pilots() []json.RawMessage { im.parseMeta(); return im.toc.Pilots }
 
 // BuildInfo returns the build information stored at build time.
-func (im *Image) BuildInfo() map[string]string { return im.toc.Build }
+func (im *Image) BuildInfo() map[string]string { im.parseMeta(); return im.toc.Build }
+
+// parseMeta parses the meta area once, when asked: it is checked to be JSON
+// at open, and only inspect and push read it. A meta area of another shape
+// gives no pilots and no build information.
+func (im *Image) parseMeta() {
+	im.metaOnce.Do(func() {
+		var m tocMeta
+		if len(im.meta) > 0 && json.Unmarshal(im.meta, &m) == nil {
+			im.toc.Pilots, im.toc.Build = m.Pilots, m.Build
+		}
+		im.meta = nil
+	})
+}
+
+func quote(s string) string { return untrusted.Quote(s) }

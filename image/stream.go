@@ -24,7 +24,7 @@ type streamCheck struct {
 }
 
 func newStreamCheck(im *Image) (*streamCheck, error) {
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxFrameUSize*2))
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxFrameContent*2))
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +58,7 @@ func (s *streamCheck) gap(r *bufio.Reader, n int64, o int) error {
 	end := len(s.im.toc.Entries)
 	if o >= 0 {
 		if o < s.next {
-			return fmt.Errorf("the frames of %s lie after those of a later entry (corrupt or hostile image)", s.im.toc.Entries[o].Path)
+			return fmt.Errorf("the frames of %s lie after those of a later entry (corrupt or hostile image)", quote(s.im.toc.Entries[o].Path))
 		}
 		end = o
 	}
@@ -67,7 +67,7 @@ func (s *streamCheck) gap(r *bufio.Reader, n int64, o int) error {
 		if _, size, ok := s.metaMember(i); ok {
 			want += headerLen(memberName(s.im.toc.Entries[i].Path)) + round4(size)
 		} else if s.im.owner[i] == i {
-			return fmt.Errorf("the frames of %s lie after those of a later entry (corrupt or hostile image)", s.im.toc.Entries[i].Path)
+			return fmt.Errorf("the frames of %s lie after those of a later entry (corrupt or hostile image)", quote(s.im.toc.Entries[i].Path))
 		}
 	}
 	if o < 0 {
@@ -75,7 +75,7 @@ func (s *streamCheck) gap(r *bufio.Reader, n int64, o int) error {
 	}
 	where := "after the last object"
 	if o >= 0 {
-		where = "before " + s.im.toc.Entries[o].Path
+		where = "before " + quote(s.im.toc.Entries[o].Path)
 	}
 	if n == 0 {
 		if want > 0 {
@@ -98,7 +98,7 @@ func (s *streamCheck) gap(r *bufio.Reader, n int64, o int) error {
 		e := &s.im.toc.Entries[i]
 		h, err := ar.next()
 		if err != nil {
-			return fmt.Errorf("cpio stream %s, member for %s: %v (corrupt image)", where, e.Path, err)
+			return fmt.Errorf("cpio stream %s, member for %s: %v (corrupt image)", where, quote(e.Path), err)
 		}
 		if h.name != memberName(e.Path) || h.mode&sIFMT != mode || h.size != size {
 			return fmt.Errorf("cpio stream has %q (mode %#o, %d bytes) where the table of contents has %s (%s, %d bytes) (corrupt or hostile image)",
@@ -107,11 +107,11 @@ func (s *streamCheck) gap(r *bufio.Reader, n int64, o int) error {
 		if e.Type == TypeSymlink {
 			b := make([]byte, size)
 			if _, err := io.ReadFull(ar.r, b); err != nil || string(b) != e.Target {
-				return fmt.Errorf("cpio stream: symlink %s has target %q, the table of contents %q (corrupt or hostile image)", e.Path, b, e.Target)
+				return fmt.Errorf("cpio stream: symlink %s has target %q, the table of contents %q (corrupt or hostile image)", quote(e.Path), b, e.Target)
 			}
 		}
 		if err := ar.skipPad(size); err != nil {
-			return fmt.Errorf("cpio stream after %s: %v (corrupt image)", e.Path, err)
+			return fmt.Errorf("cpio stream after %s: %v (corrupt image)", quote(e.Path), err)
 		}
 	}
 	// Then the gap must end (after the trailer, at the data end): one more

@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"sort"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/u-root/u-root/pkg/cpio"
@@ -30,10 +29,11 @@ type WriteOptions struct {
 
 // WriteStats summarises a written image.
 type WriteStats struct {
-	Entries, Objects int   // TOC entries; regular files whose content is stored
-	RawBytes         int64 // content bytes of all regular entries
-	StoredBytes      int64 // bytes of the image file
-	DedupedBytes     int64 // content bytes not stored because identical content was
+	Entries, Objects int    // TOC entries; regular files whose content is stored
+	RawBytes         int64  // content bytes of all regular entries
+	StoredBytes      int64  // bytes of the image file
+	DedupedBytes     int64  // content bytes not stored because identical content was
+	Arch             string // the image's architecture (docs/SPEC.md 1.5)
 }
 
 // Write packs entries (in load order) into w. Regular files are read from
@@ -66,7 +66,7 @@ func Write(w io.Writer, entries []Entry, opts WriteOptions) (WriteStats, error) 
 	if err != nil {
 		return st, err
 	}
-	p := &packer{es: es, links: links, enc: enc, opts: opts, out: &countingWriter{w: w}}
+	p := &packer{es: es, links: links, enc: enc, opts: opts, out: &countingWriter{w: w}, elf: make([]elfIdent, len(es))}
 	for i := range es { // progress counts the bytes read: content stored once
 		if l, dup := links[i]; es[i].Type == TypeRegular && (!dup || l.owner == i) {
 			p.total += es[i].Size
@@ -77,7 +77,7 @@ func Write(w io.Writer, entries []Entry, opts WriteOptions) (WriteStats, error) 
 	}
 	for i, ls := range links {
 		if ls.owner == i && es[i].SHA256 != ls.sum {
-			return st, fmt.Errorf("%s: content changed while the image was written; rebuild", es[i].Path)
+			return st, fmt.Errorf("%s: content changed while the image was written; rebuild", quote(es[i].Path))
 		}
 	}
 	for i := range es {
@@ -92,13 +92,11 @@ func Write(w io.Writer, entries []Entry, opts WriteOptions) (WriteStats, error) 
 			st.Objects++
 		}
 	}
-	if err := writeTOC(p.out, enc, &toc{
-		Format: FormatName, Version: FormatVersion, DataEnd: p.out.n,
-		Entries: es, Pilots: opts.Pilots, Build: opts.Build,
-	}); err != nil {
+	arch := p.arch(opts.Warn)
+	if err := writeTOC(p.out, enc, &toc{DataEnd: p.out.n, Arch: arch, Entries: es, Pilots: opts.Pilots, Build: opts.Build}); err != nil {
 		return st, err
 	}
-	st.Entries = len(es)
+	st.Entries, st.Arch = len(es), arch
 	st.StoredBytes = p.out.n
 	return st, nil
 }
@@ -128,31 +126,17 @@ func encoderFor(level, workers int) (*zstd.Encoder, error) {
 	return e, nil
 }
 
-// representable copies the entries that a JSON table of contents can hold:
-// Linux names are bytes, JSON strings are UTF-8 (encoding/json would silently
-// replace invalid bytes, and the image would name another file). The others
-// are left out with a warning: lookups of a path the image does not know go
-// to the file system.
+// representable copies the entries an image can hold: a path longer than
+// MaxPathLen (its staged copy would not fit PATH_MAX) is left out with a
+// warning, as is everything below it; lookups of a path the image does not
+// know go to the file system.
 func representable(entries []Entry, warn func(string)) []Entry {
 	es := make([]Entry, 0, len(entries))
 	for _, e := range entries {
-		bad := ""
-		switch {
-		case !utf8.ValidString(e.Path):
-			bad = "its path"
-		case !utf8.ValidString(e.Target):
-			bad = "its symlink target"
-		default:
-			for _, d := range e.Listing {
-				if !utf8.ValidString(d.Name) {
-					bad = fmt.Sprintf("the name %q in its listing", d.Name)
-					break
-				}
-			}
-		}
-		if bad != "" {
+		if len(e.Path) > MaxPathLen {
 			if warn != nil {
-				warn(fmt.Sprintf("%q: %s is not valid UTF-8, which the image's JSON table of contents cannot hold; left out (lookups of it go to the file system)", e.Path, bad))
+				warn(fmt.Sprintf("%s...: a path of %d bytes is longer than the %d an image holds (its staged copy would not fit PATH_MAX); left out (lookups of it go to the file system)",
+					quote(e.Path[:64]), len(e.Path), MaxPathLen))
 			}
 			continue
 		}
@@ -164,6 +148,14 @@ func representable(entries []Entry, warn func(string)) []Entry {
 // prepareEntries checks the writer's input and normalises it in place: load
 // order numbers, regular files too large for cpio become external.
 func prepareEntries(es []Entry, warn func(string)) error {
+	// The reader's limits (docs/SPEC.md 3.2), before any content is read.
+	names := 0
+	for i := range es {
+		names += len(es[i].Listing)
+	}
+	if len(es) > maxEntries || names > maxNames {
+		return fmt.Errorf("the load plan has %d entries and %d listed names; an image holds at most %d and %d (docs/SPEC.md 3.2): trace a narrower start-up or exclude prefixes", len(es), names, maxEntries, maxNames)
+	}
 	seen := make(map[string]bool, len(es))
 	for i := range es {
 		e := &es[i]
@@ -171,7 +163,7 @@ func prepareEntries(es []Entry, warn func(string)) error {
 			return fmt.Errorf("entry %d: %v", i, err)
 		}
 		if seen[e.Path] {
-			return fmt.Errorf("entry %d: path %s appears twice; the load plan must list each path once", i, e.Path)
+			return fmt.Errorf("entry %d: path %s appears twice; the load plan must list each path once", i, quote(e.Path))
 		}
 		seen[e.Path] = true
 		e.Order = i
@@ -182,20 +174,23 @@ func prepareEntries(es []Entry, warn func(string)) error {
 		switch e.Type {
 		case TypeRegular:
 			if e.Size < 0 {
-				return fmt.Errorf("%s: negative size %d", e.Path, e.Size)
+				return fmt.Errorf("%s: negative size %d", quote(e.Path), e.Size)
 			}
 			if e.Size > maxCpioSize {
 				if warn != nil {
-					warn(fmt.Sprintf("%s: %d bytes is over the 4 GiB cpio newc limit; left out of the image (recorded as external: lookups go to the file system)", e.Path, e.Size))
+					warn(fmt.Sprintf("%s: %d bytes is over the 4 GiB cpio newc limit; left out of the image (recorded as external: lookups go to the file system)", quote(e.Path), e.Size))
 				}
 				e.Type, e.Kind, e.Size = TypeExternal, "", 0
 			}
 		case TypeDir, TypeSymlink, TypeMissing, TypeExternal:
 		default:
-			return fmt.Errorf("%s: unknown entry type %q", e.Path, e.Type)
+			return fmt.Errorf("%s: unknown entry type %q", quote(e.Path), e.Type)
 		}
 		if e.Path == "/" && e.Type != TypeDir {
 			return fmt.Errorf("/ must be a directory entry, not %s", e.Type)
+		}
+		if e.Type != TypeDir && (len(e.Listing) > 0 || len(e.Dots) > 0 || e.DotDotIno != 0) {
+			return fmt.Errorf("%s: a %s entry has a listing or positions of . and ..; only a directory has them", quote(e.Path), e.Type)
 		}
 	}
 	return nil
@@ -277,13 +272,13 @@ func sourcePath(e *Entry) string {
 func hashFile(e *Entry) (string, error) {
 	f, err := OpenSource(sourcePath(e))
 	if err != nil {
-		return "", fmt.Errorf("reading %s: %w", e.Path, err)
+		return "", fmt.Errorf("reading %s: %w", quote(e.Path), err)
 	}
 	defer f.Close()
 	h := sha256.New()
 	n, err := io.Copy(h, f)
 	if err != nil {
-		return "", fmt.Errorf("reading %s: %w", e.Path, err)
+		return "", fmt.Errorf("reading %s: %w", quote(e.Path), err)
 	}
 	if n != e.Size {
 		return "", sizeChanged(e, n)
@@ -292,7 +287,7 @@ func hashFile(e *Entry) (string, error) {
 }
 
 func sizeChanged(e *Entry, n int64) error {
-	return fmt.Errorf("%s: %d bytes when read, the load plan says %d: the file changed since the pilot run; re-run the pilot (dlbundle trace) or rebuild", e.Path, n, e.Size)
+	return fmt.Errorf("%s: %d bytes when read, the load plan says %d: the file changed since the pilot run; re-run the pilot (dlbundle trace) or rebuild", quote(e.Path), n, e.Size)
 }
 
 // packer turns entries into compressed frames: one goroutine walks the
@@ -308,6 +303,7 @@ type packer struct {
 	total int64
 	done  int64
 	ino   uint64
+	elf   []elfIdent // per entry: the ELF header fields of its content (arch.go)
 }
 
 // frameJob is one data frame: raw is the cpio bytes, usize the content bytes.
@@ -453,7 +449,7 @@ func (p *packer) produce(emit func(*frameJob) bool) error {
 			}
 		case TypeSymlink:
 			if e.Target == "" || len(e.Target) > 4095 || bytes.IndexByte([]byte(e.Target), 0) >= 0 {
-				return fmt.Errorf("%s: symlink target %q is empty, too long or holds NUL", e.Path, e.Target)
+				return fmt.Errorf("%s: symlink target %q is empty, too long or holds NUL", quote(e.Path), e.Target)
 			}
 			p.ino++
 			err = addMeta(cpioInfo(e, p.ino, 1, int64(len(e.Target))), []byte(e.Target))
@@ -515,7 +511,7 @@ func (p *packer) object(i int, info cpio.Info, emit func(*frameJob) bool) error 
 	hdr := cpioHeader(info)
 	f, err := OpenSource(sourcePath(e))
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", e.Path, err)
+		return fmt.Errorf("reading %s: %w", quote(e.Path), err)
 	}
 	defer f.Close()
 	h := sha256.New()
@@ -535,7 +531,10 @@ func (p *packer) object(i int, info cpio.Info, emit func(*frameJob) bool) error 
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 				return sizeChanged(e, read+int64(m))
 			}
-			return fmt.Errorf("reading %s: %w", e.Path, err)
+			return fmt.Errorf("reading %s: %w", quote(e.Path), err)
+		}
+		if first {
+			p.elf[i] = readELFIdent(content)
 		}
 		h.Write(content)
 		read += n
@@ -560,7 +559,7 @@ func (p *packer) readSmall(i int, hdr []byte) ([]byte, error) {
 	e := &p.es[i]
 	f, err := OpenSource(sourcePath(e))
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", e.Path, err)
+		return nil, fmt.Errorf("reading %s: %w", quote(e.Path), err)
 	}
 	defer f.Close()
 	n := len(hdr) + int(e.Size)
@@ -571,11 +570,12 @@ func (p *packer) readSmall(i int, hdr []byte) ([]byte, error) {
 	case err == nil: // n+1 bytes: longer than planned
 		return nil, sizeChanged(e, e.Size+1+countRest(f))
 	case err != io.ErrUnexpectedEOF && err != io.EOF:
-		return nil, fmt.Errorf("reading %s: %w", e.Path, err)
+		return nil, fmt.Errorf("reading %s: %w", quote(e.Path), err)
 	case int64(m) != e.Size:
 		return nil, sizeChanged(e, int64(m))
 	}
 	buf = buf[:n]
+	p.elf[i] = readELFIdent(buf[len(hdr):])
 	sum := sha256.Sum256(buf[len(hdr):])
 	e.SHA256 = hex.EncodeToString(sum[:])
 	return append(buf, make([]byte, round4(e.Size)-e.Size)...), nil
@@ -585,7 +585,7 @@ func (p *packer) readSmall(i int, hdr []byte) ([]byte, error) {
 func checkEmpty(e *Entry) error {
 	f, err := OpenSource(sourcePath(e))
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", e.Path, err)
+		return fmt.Errorf("reading %s: %w", quote(e.Path), err)
 	}
 	defer f.Close()
 	if n, _ := f.Read(make([]byte, 1)); n > 0 {
@@ -601,16 +601,22 @@ func countRest(f *os.File) int64 {
 
 // writeTOC appends the TOC frame and the footer.
 func writeTOC(out *countingWriter, enc *zstd.Encoder, t *toc) error {
-	js, err := json.Marshal(t)
+	h, body, err := encodeTOC(t)
 	if err != nil {
-		return err
-	}
-	// The writer's output must pass the reader's checks: catch a bad load
-	// plan (unsorted listing, entry below a symlink, ...) here, not on 1,000 nodes.
-	if err := (&Image{dataEnd: t.DataEnd}).load(js); err != nil {
 		return fmt.Errorf("load plan gives an invalid image: %w", err)
 	}
-	payload := enc.EncodeAll(js, nil)
+	// The writer's output must pass the reader's checks: catch a bad load
+	// plan (a name listed twice, an entry below a symlink, too many
+	// entries, ...) here, not on 1,000 nodes. The reader decodes the very
+	// bytes written.
+	hb := h.marshal()
+	if _, err := parseTOCHeader(hb, t.DataEnd); err != nil {
+		return fmt.Errorf("load plan gives an invalid image: %w", err)
+	}
+	if err := (&Image{dataEnd: t.DataEnd}).load(&h, body); err != nil {
+		return fmt.Errorf("load plan gives an invalid image: %w", err)
+	}
+	payload := enc.EncodeAll(body, hb)
 	off := out.n
 	frame := append(skippableHeader(tocFrameMagic, len(payload)), payload...)
 	if _, err := out.Write(frame); err != nil {

@@ -2,6 +2,7 @@ package loader
 
 import (
 	"fmt"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -11,7 +12,7 @@ import (
 
 // Staging is bounded by what the image declares (issue 10): before anything
 // is written, Materialize computes from the TOC what the stage will take
-// (content, lookup table, placeholder listings, inodes) and refuses an image
+// (content, lookup table, inodes) and refuses an image
 // whose stage would not fit in the stage directory's file system, or whose
 // lookup table would be out of proportion to its declarations (directory
 // listings multiplied by long paths: a few KB of compressed TOC asking for
@@ -31,11 +32,11 @@ const (
 
 // stageCost is what staging an image will write.
 type stageCost struct {
-	bytes     int64 // content, directories, table, shim
-	inodes    int64 // files, directories, symlinks, placeholders
-	table     int64 // lookup table bytes
-	declared  int64 // declaredBytes
-	placehold int64 // placeholder files of the listings
+	bytes    int64 // content, directories, table, shim
+	inodes   int64 // files, directories, symlinks, mirrored directories
+	table    int64 // lookup table bytes
+	declared int64 // declaredBytes
+	mirrored int64 // at most this many mirrored directories (mirrorProbedDirs)
 }
 
 // costOf computes the stage cost of entries without building anything.
@@ -50,22 +51,22 @@ func costOf(entries []image.Entry) stageCost {
 		case image.TypeSymlink:
 			c.inodes++
 		case image.TypeDir:
-			// The directory and its listing directory; one placeholder per
-			// listed name, and for a directory name a mirrored directory
-			// in the tree (mirrorListedDirs) too.
-			c.bytes += 2 * blockSize
-			c.inodes += 2
+			// The directory; its listing is in the table. A listed
+			// directory named like a search subdirectory of ld.so may be
+			// mirrored (mirrorProbedDirs; the node's own names are known
+			// only once its rules are: the names of every glibc count).
+			c.bytes += blockSize
+			c.inodes++
 			for _, d := range e.Listing {
 				c.declared += int64(len(d.Name)) + 24 // {"name":"","type":"reg"}
-				c.placehold++
-				if d.Type == image.TypeDir {
-					c.bytes += 2 * blockSize
-					c.inodes++
+				if d.Type == image.TypeDir && slices.Contains(probedFallback, d.Name) {
+					c.mirrored++
 				}
 			}
 		}
 	}
-	c.inodes += c.placehold + 4 // + table, shim dir and objects
+	c.bytes += c.mirrored * blockSize
+	c.inodes += c.mirrored + 7 // + table, search rules, shim dir, three objects, preload link
 	c.table = int64(tableSize(entries))
 	c.bytes += roundBlock(c.table) + roundBlock(int64(len(shimAuditObject))) + roundBlock(int64(len(shimPreloadObject)))
 	return c
@@ -91,8 +92,8 @@ func checkStageCost(dir string, entries []image.Entry) error {
 			"(%w); free space there or stage elsewhere with --stage-dir", units.Bytes(c.bytes), dir, units.Bytes(free), unix.ENOSPC)
 	}
 	if st.Files > 0 && c.inodes > int64(st.Ffree) { // 0: the file system has no inode limit
-		return fmt.Errorf("materialize: the image needs %d inodes in %s (%d placeholders for directory listings), only %d are free; "+
-			"refusing before writing anything (%w); stage elsewhere with --stage-dir", c.inodes, dir, c.placehold, st.Ffree, unix.ENOSPC)
+		return fmt.Errorf("materialize: the image needs up to %d inodes in %s, only %d are free; "+
+			"refusing before writing anything (%w); stage elsewhere with --stage-dir", c.inodes, dir, st.Ffree, unix.ENOSPC)
 	}
 	return nil
 }

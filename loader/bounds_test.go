@@ -22,11 +22,12 @@ var updateHostile = flag.Bool("update-hostile", false, "rewrite testdata/hostile
 // -update-hostile with the real writer and kept in testdata/hostile:
 //
 //   - listing-amplifier: 40,000 one- to four-byte names listed in a directory
-//     whose path is 4,000 bytes long. The TOC says ~1 MB; the lookup table
-//     would be 170 MB (every listed name becomes a row holding the full path).
+//     whose path is 3,000 bytes long (an image holds paths up to 3,072). The
+//     TOC says ~1 MB; the lookup table would be 130 MB (every listed name
+//     becomes a row holding the full path).
 //   - zeros-64m: one file of 64 MiB of zeros, 10 KB of image.
-//   - placeholders-20k: a directory listing 20,000 names (one placeholder
-//     file each).
+//   - files-20k: a directory of 20,000 empty files (an inode each; listed
+//     names cost no inode since the table holds the listings).
 func hostileImages(t testing.TB) map[string][]byte {
 	write := func(es []image.Entry) []byte {
 		var buf bytes.Buffer
@@ -40,15 +41,21 @@ func hostileImages(t testing.TB) map[string][]byte {
 		for i := 0; i < n; i++ {
 			l = append(l, image.DirEntry{Name: fmt.Sprintf("%x", i), Type: image.TypeRegular})
 		}
-		// sorted by name, as the format requires
-		for i := 1; i < len(l); i++ {
-			for j := i; j > 0 && l[j-1].Name > l[j].Name; j-- {
-				l[j-1], l[j] = l[j], l[j-1]
-			}
-		}
 		return l
 	}
-	long := "/" + strings.Repeat(strings.Repeat("d", 199)+"/", 20)[:3999]
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files := func(n int) []image.Entry {
+		es := []image.Entry{{Path: "/", Type: image.TypeDir, Mode: 0o40755},
+			{Path: "/many", Type: image.TypeDir, Mode: 0o40755, Order: 1, Listing: names(n)}}
+		for i, d := range names(n) {
+			es = append(es, image.Entry{Path: "/many/" + d.Name, Type: image.TypeRegular, Mode: 0o100644, Order: 2 + i, SourcePath: empty})
+		}
+		return es
+	}
+	long := "/" + strings.Repeat(strings.Repeat("d", 199)+"/", 20)[:2999]
 	zeros := filepath.Join(t.TempDir(), "zeros")
 	if err := os.WriteFile(zeros, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -65,10 +72,7 @@ func hostileImages(t testing.TB) map[string][]byte {
 			{Path: "/", Type: image.TypeDir, Mode: 0o40755},
 			{Path: "/zeros", Type: image.TypeRegular, Mode: 0o100644, Size: 64 << 20, Order: 1, SourcePath: zeros},
 		}),
-		"placeholders-20k.dlimg": write([]image.Entry{
-			{Path: "/", Type: image.TypeDir, Mode: 0o40755},
-			{Path: "/many", Type: image.TypeDir, Mode: 0o40755, Order: 1, Listing: names(20000)},
-		}),
+		"files-20k.dlimg": write(files(20000)),
 	}
 }
 
@@ -82,7 +86,7 @@ func TestHostileImagesUpToDate(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"listing-amplifier.dlimg", "zeros-64m.dlimg", "placeholders-20k.dlimg"} {
+	for _, name := range []string{"listing-amplifier.dlimg", "zeros-64m.dlimg", "files-20k.dlimg"} {
 		openHostile(t, name).Close()
 	}
 }
@@ -129,12 +133,12 @@ func TestMaterializeRefusesTableAmplification(t *testing.T) {
 
 // Materialize refuses an image whose declared content does not fit in the
 // stage's file system, before writing anything (a 10 KB image of 64 MiB of
-// zeros into an 8 MiB tmpfs), and one whose placeholders need more inodes
-// than are free.
+// zeros into an 8 MiB tmpfs), and one whose files need more inodes than are
+// free.
 func TestMaterializeRefusesWhatDoesNotFit(t *testing.T) {
 	for _, c := range []struct{ image, mount, want string }{
 		{"zeros-64m.dlimg", "size=8m", "only"},
-		{"placeholders-20k.dlimg", "size=64m,nr_inodes=5000", "inodes"},
+		{"files-20k.dlimg", "size=64m,nr_inodes=5000", "inodes"},
 	} {
 		im := openHostile(t, c.image)
 		dir := smallTmpfs(t, c.mount)
@@ -148,7 +152,7 @@ func TestMaterializeRefusesWhatDoesNotFit(t *testing.T) {
 		}
 	}
 	// Where it fits, the same images stage.
-	for _, name := range []string{"zeros-64m.dlimg", "placeholders-20k.dlimg"} {
+	for _, name := range []string{"zeros-64m.dlimg", "files-20k.dlimg"} {
 		im := openHostile(t, name)
 		if err := Materialize(context.Background(), im, smallTmpfs(t, "size=96m"), MaterializeOptions{}); err != nil {
 			t.Errorf("%s in a 96 MiB tmpfs: %v", name, err)
@@ -159,7 +163,7 @@ func TestMaterializeRefusesWhatDoesNotFit(t *testing.T) {
 
 // tableSize is exactly what encodeTable writes.
 func TestTableSizeMatchesEncodeTable(t *testing.T) {
-	for _, name := range []string{"placeholders-20k.dlimg", "zeros-64m.dlimg"} {
+	for _, name := range []string{"files-20k.dlimg", "zeros-64m.dlimg"} {
 		im := openHostile(t, name)
 		es := im.Entries()
 		tab, err := encodeTable(es)
@@ -194,11 +198,12 @@ func (c cancelAfterExtract) Extract(ctx context.Context, dir string, opts image.
 	return err
 }
 
-// A signal after the extraction still ends staging: the listings, table and
-// shim steps look at the context (issue 10: SIGTERM did not stop an image
-// with 800,000 placeholders, and the app started anyway).
+// A signal after the extraction still ends staging: the steps after it look
+// at the context (issue 10: SIGTERM did not stop an image with 800,000
+// listing placeholders, and the app started anyway). The table is built
+// beside the extraction; the shim, which would start the app, is not written.
 func TestMaterializeStopsWhenCancelledAfterExtract(t *testing.T) {
-	im := openHostile(t, "placeholders-20k.dlimg")
+	im := openHostile(t, "files-20k.dlimg")
 	defer im.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -207,7 +212,7 @@ func TestMaterializeStopsWhenCancelledAfterExtract(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Materialize after a cancel: %v, want context.Canceled", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, stageTable)); err == nil {
-		t.Errorf("cancelled Materialize went on to write the table")
+	if _, err := os.Stat(filepath.Join(dir, stageShimDir)); err == nil {
+		t.Errorf("cancelled Materialize went on to write the shim")
 	}
 }

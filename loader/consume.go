@@ -30,28 +30,47 @@ func ConsumedKey(ref string, getenv func(string) string) (string, error) {
 }
 
 // ConsumeImage records that the image at ref is staged in s and removes the
-// file. The caller has staged it.
-func ConsumeImage(stageDir, ref string, s *Staged, getenv func(string) string) error {
+// file. The caller has staged it. If the job had consumed ref before, the
+// file was not read now (OpenImage looks at the record first): then it is
+// left where it is and removed is false.
+func ConsumeImage(stageDir, ref string, s *Staged, getenv func(string) string) (removed bool, err error) {
 	key, err := ConsumedKey(ref, getenv)
 	if err != nil {
-		return err
+		return false, err
+	}
+	if _, ok := consumedRecord(stageDir, ref, getenv); ok {
+		return false, nil
 	}
 	if err := writeAlias(stageDir, key, filepath.Base(s.Dir)); err != nil {
-		return err
+		return false, err
 	}
 	if err := os.Remove(ref); err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("--consume: remove the staged copy %s: %w", ref, err)
+		return false, fmt.Errorf("--consume: remove the staged copy %s: %w", ref, err)
 	}
-	return nil
+	return true, nil
 }
 
-// consumedStage returns the stage recorded for a consumed image, or nil.
-func consumedStage(stageDir, ref string) *Staged {
-	key, err := ConsumedKey(ref, os.Getenv)
+// consumedRecord returns the stage name recorded for ref if this job
+// consumed it (whether or not that stage still exists).
+func consumedRecord(stageDir, ref string, getenv func(string) string) (name string, ok bool) {
+	key, err := ConsumedKey(ref, getenv)
 	if err != nil {
-		return nil
+		return "", false
 	}
-	return lookupAlias(stageDir, key, nil) // Stage then checks the stage itself (MustHave)
+	target, err := os.Readlink(filepath.Join(stageDir, aliasDirName, key))
+	if err != nil {
+		return "", false
+	}
+	name = filepath.Base(target)
+	if target != filepath.Join("..", name) || !isSHA256Digest(strings.Replace(name, "-", ":", 1)) {
+		return "", false // not written by us
+	}
+	return name, true
+}
+
+// errConsumedGone: the job consumed ref, and its stage is gone since.
+func errConsumedGone(ref, name string) error {
+	return fmt.Errorf("%s was consumed earlier in this job (stage --consume) and its stage %s has been removed since; within a job a consumed path is never read again (another user could have put a file there): copy the image to the node again under a new name", ref, name)
 }
 
 // consumedImage stands for a consumed image whose stage is published: Stage

@@ -4,7 +4,6 @@ package loader
 // always <stage>/root + P: the shim computes it by concatenation.
 const (
 	stageRootDir  = "root"       // the extracted tree
-	stageListDir  = "list"       // placeholder listings served to opendir
 	stageTable    = "table"      // the lookup table
 	stageSearch   = "search"     // this node's ld.so search rules (ldsearch.go)
 	stageShimDir  = "shim"       // the shim objects

@@ -3,13 +3,21 @@ package loader
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The shim answers a library search of ld.so as a whole (audit.c,
@@ -18,8 +26,8 @@ import (
 // probes below every search directory (glibc-hwcaps/x86-64-v{4,3,2} as far as
 // this CPU supports them, legacy tls/ and platform ones until glibc 2.36), in
 // ld.so's order, and the default (system) directories. Both are compiled into
-// or computed by the node's ld.so; the stage records what ld.so itself prints
-// for a search that cannot succeed, once per node, in STAGE/search:
+// or computed by the node's ld.so; the stage records what the node's ld.so
+// itself prints for a search that cannot succeed, in STAGE/search:
 //
 //	dlbundle-search 1
 //	cap glibc-hwcaps/x86-64-v4/      (one line per subdirectory, in order;
@@ -28,6 +36,12 @@ import (
 //
 // No file: the shim answers per candidate as before (correct, but ld.so then
 // stats the search directories itself).
+//
+// Nothing of the image runs: the rules come from the node's own ld.so (the
+// PT_INTERP path of this architecture on the node, a root-owned regular file
+// not writable by others), run with an environment of our own
+// (probeSearchRules), and are kept per node in the stage dir
+// (ldsearch-<key>), so a cold stage of the next image runs nothing at all.
 
 // interpreter is the node's ld.so (the PT_INTERP of every dynamically linked
 // program of this architecture).
@@ -36,25 +50,39 @@ var interpreter = map[string]string{
 	"arm64": "/lib/ld-linux-aarch64.so.1",
 }[runtime.GOARCH]
 
+const (
+	// searchCachePrefix names the node's rules kept in the stage dir:
+	// ldsearch-<32 hex digits of searchKey>.
+	searchCachePrefix = "ldsearch-"
+	// probeLibrary is the name the probe of an ld.so without --help asks it
+	// to preload: no file can have it (too long), so ld.so prints its whole
+	// search for it (LD_LIBRARY_PATH with every subdirectory, the cache, then
+	// the system directories, each with every subdirectory) and finds
+	// nothing.
+	probeLibrary = "libdlbundle-ldso-probe-" + probeFill + ".so"
+	probeFill    = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" +
+		"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" +
+		"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" +
+		"xxxxxxxxxxxxxxxxxxxxxxxxxx" // 242 bytes: the name is 268, over NAME_MAX (255)
+	// probeDir is the LD_LIBRARY_PATH of that probe, relative to the stage
+	// being written (the probe's working directory; a stage dir may hold
+	// ':', which would split an absolute one). It is never created.
+	probeDir = ".ldprobe"
+	// maxRules is what audit.c's reader holds (its buffer is 4096 bytes).
+	maxRules = 4000
+)
+
 // writeSearchRules writes what this node's ld.so accepts, after extraction:
 // the table's flag for the ELF objects of this node's class and machine
-// (markNodeELF), then STAGE/search from the probe; a probe that fails leaves
-// no file (the shim falls back) and says why. The shim objects must be in
-// place (the probe searches for one of them).
+// (markNodeELF), then STAGE/search, from the stage dir's record of this
+// node's rules or else from a probe of the node's ld.so; a probe that fails
+// leaves no file (the shim falls back) and says why. The shim objects must be
+// in place (the probe lists audit.so).
 func writeSearchRules(ctx context.Context, dir string) error {
 	if err := markNodeELF(dir); err != nil {
 		return err
 	}
-	var rules []byte
-	var err error
-	// A freshly written executable can be briefly busy (ETXTBSY: a child
-	// forked meanwhile by another goroutine still holds it open): retry.
-	for try := 0; try < 3; try++ {
-		if rules, err = probeSearchRules(ctx, filepath.Join(dir, stageShimDir)); err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	rules, err := nodeSearchRules(ctx, dir)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "dlbundle: ld.so search rules unknown (%v); ld.so will probe search directories itself\n", err)
 		return nil
@@ -65,97 +93,430 @@ func writeSearchRules(ctx context.Context, dir string) error {
 	return nil
 }
 
-// probeSearchRules asks the node's ld.so, which it runs twice and which
-// touches nothing outside the stage: "ld.so --help" names the default
-// directories; "ld.so --list STAGE/shim/audit.so" with LD_PRELOAD=audit.so,
-// LD_LIBRARY_PATH=STAGE/shim and LD_DEBUG=libs prints every subdirectory it
-// probes in STAGE/shim, in order, before it finds audit.so there. (audit.so
-// has no DT_NEEDED: --list loads nothing else and runs nothing.)
-func probeSearchRules(ctx context.Context, shimDir string) ([]byte, error) {
-	if interpreter == "" {
-		return nil, fmt.Errorf("no ld.so known for %s", runtime.GOARCH)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	// The image's copy when it holds ld.so (the same file as the node's, or
-	// the bundled libc would not work either): the probe then makes no
-	// call on the bundled original.
-	ldso := interpreter
-	if st, err := os.Stat(filepath.Join(filepath.Dir(shimDir), stageRootDir, interpreter)); err == nil && st.Mode().IsRegular() {
-		ldso = filepath.Join(filepath.Dir(shimDir), stageRootDir, interpreter)
-	}
-	help, err := exec.CommandContext(ctx, ldso, "--help").Output()
+// nodeSearchRules returns this node's rules for the stage being written in
+// dir: kept in the stage dir (dir's parent) under the key of what decides
+// them, or probed and then kept there.
+func nodeSearchRules(ctx context.Context, dir string) ([]byte, error) {
+	ldso, st, err := nodeLdso()
 	if err != nil {
-		return nil, fmt.Errorf("%s --help: %w", ldso, err)
+		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, ldso, "--list", filepath.Join(shimDir, shimAuditName))
-	cmd.Env = []string{"LD_DEBUG=libs", "LD_LIBRARY_PATH=" + shimDir, "LD_PRELOAD=" + shimAuditName}
-	// The app's own settings that change ld.so's subdirectory list.
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "GLIBC_TUNABLES=") || strings.HasPrefix(kv, "LD_HWCAP_MASK=") {
-			cmd.Env = append(cmd.Env, kv)
+	defer ldso.Close()
+	env := ldProbeEnv(os.Environ())
+	keep := filepath.Join(filepath.Dir(dir), searchCachePrefix+searchKey(&st, env))
+	if rules := readKeptRules(keep); rules != nil {
+		return rules, nil
+	}
+	var rules []byte
+	// A freshly written executable can be briefly busy (ETXTBSY: a child
+	// forked meanwhile by another goroutine still holds audit.so open for
+	// writing): retry.
+	for try := 0; try < 3; try++ {
+		if rules, err = probeSearchRules(ctx, ldso, dir, env); err == nil || ctx.Err() != nil {
+			break
 		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%s --list: %w", ldso, err)
+	if err != nil {
+		return nil, err
 	}
-	return parseSearchRules(string(help), stderr.String(), shimDir)
+	keepRules(keep, rules)
+	return rules, nil
 }
 
-// parseSearchRules turns ld.so's --help text and its LD_DEBUG=libs output
-// of the probe (a search of LD_LIBRARY_PATH=probeDir) into the STAGE/search
-// text.
-func parseSearchRules(help, debug, probeDir string) ([]byte, error) {
-	var llp []string
-	for _, line := range strings.Split(debug, "\n") {
-		_, rest, ok := strings.Cut(line, "search path=")
-		if !ok {
-			continue
+// nodeLdso opens the node's ld.so (the kernel follows the node's symlinks;
+// nothing of the image is looked at: an image decides nothing that runs) and
+// checks what it opened: a regular file owned by root (or by the stager: a
+// private install runs nothing of anyone else's) and not writable by group
+// or others. The probe runs that very file (through /proc/self/fd), so it
+// cannot be swapped between the check and the run. (The directories on the
+// way are the node's /lib: whoever can write there owns every program on
+// the node already.)
+func nodeLdso() (*os.File, unix.Stat_t, error) {
+	var st unix.Stat_t
+	if interpreter == "" {
+		return nil, st, fmt.Errorf("no ld.so known for %s", runtime.GOARCH)
+	}
+	f, err := os.OpenFile(interpreter, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, st, fmt.Errorf("this node's ld.so: %w", err)
+	}
+	err = unix.Fstat(int(f.Fd()), &st)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("this node's ld.so %s: %w", interpreter, err)
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		err = fmt.Errorf("this node's ld.so %s is not a regular file; not run", interpreter)
+	case st.Uid != 0 && int(st.Uid) != os.Geteuid():
+		err = fmt.Errorf("this node's ld.so %s is owned by uid %d, not root; not run", interpreter, st.Uid)
+	case st.Mode&0o022 != 0:
+		err = fmt.Errorf("this node's ld.so %s has mode %#o (writable by others); not run", interpreter, st.Mode&0o7777)
+	}
+	if err != nil {
+		f.Close()
+		return nil, st, err
+	}
+	return f, st, nil
+}
+
+// ldProbeEnv is the probe's whole environment, apart from what it sets itself:
+// the stager's settings that change ld.so's list of subdirectories and
+// nothing else. They are the same as the app's when the job's first rank
+// stages (a Prolog has none): GLIBC_TUNABLES reduced to glibc.cpu.hwcaps
+// (CPU features masked, which lowers the glibc-hwcaps level) and
+// glibc.cpu.hwcap_mask, and LD_HWCAP_MASK (legacy hwcap subdirectories,
+// glibc <= 2.36). They are part of the key of the kept rules.
+func ldProbeEnv(environ []string) []string {
+	var env []string
+	for _, kv := range environ {
+		switch k, v, _ := strings.Cut(kv, "="); k {
+		case "GLIBC_TUNABLES":
+			var keep []string
+			for _, t := range strings.Split(v, ":") {
+				if name, _, _ := strings.Cut(t, "="); name == "glibc.cpu.hwcaps" || name == "glibc.cpu.hwcap_mask" {
+					keep = append(keep, t)
+				}
+			}
+			if len(keep) > 0 {
+				env = append(env, "GLIBC_TUNABLES="+strings.Join(keep, ":"))
+			}
+		case "LD_HWCAP_MASK":
+			env = append(env, kv)
 		}
-		list, source, _ := strings.Cut(rest, "\t")
-		if strings.Contains(source, "(LD_LIBRARY_PATH)") {
-			llp = strings.Split(list, ":")
+	}
+	sort.Strings(env)
+	return env
+}
+
+// searchKey names what decides the rules: the node's ld.so (which glibc, and
+// how it was built: device, inode, size, mtime and ctime), the CPU's features
+// (the kernel's hwcaps and platform from the auxiliary vector, and the flags
+// /proc/cpuinfo shows for the first CPU: x86-64 glibc reads CPUID itself) and
+// the probe's environment. A change of any gives another key, hence a probe.
+func searchKey(ld *unix.Stat_t, env []string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "dlbundle-ldsearch 1\x00%s\x00%d %d %d %d.%d %d.%d\x00", runtime.GOARCH,
+		ld.Dev, ld.Ino, ld.Size, ld.Mtim.Sec, ld.Mtim.Nsec, ld.Ctim.Sec, ld.Ctim.Nsec)
+	h.Write(auxvHwcaps())
+	h.Write([]byte{0})
+	h.Write(cpuFlags())
+	for _, kv := range env {
+		fmt.Fprintf(h, "\x00%s", kv)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// auxvHwcaps returns the AT_HWCAP and AT_HWCAP2 entries of this process's
+// auxiliary vector (what the kernel tells ld.so of the CPU; the platform
+// string follows from them and the architecture); nothing when /proc is not
+// there.
+func auxvHwcaps() []byte {
+	const atHwcap, atHwcap2 = 16, 26 // <linux/auxvec.h>, all architectures
+	auxv, err := os.ReadFile("/proc/self/auxv")
+	if err != nil {
+		return nil
+	}
+	var out []byte
+	for i := 0; i+16 <= len(auxv); i += 16 {
+		if t := binary.NativeEndian.Uint64(auxv[i:]); t == atHwcap || t == atHwcap2 {
+			out = append(out, auxv[i:i+16]...)
+		}
+	}
+	return out
+}
+
+// cpuFlags returns the first "flags" (x86) or "Features" (arm64) line of
+// /proc/cpuinfo, reading no more than the first CPU's block; nothing when
+// /proc is not there (then the key rests on the ld.so and the environment).
+func cpuFlags() []byte {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	buf := make([]byte, 16<<10)
+	n, _ := io.ReadFull(f, buf)
+	for _, line := range bytes.Split(buf[:n], []byte("\n")) {
+		if bytes.HasPrefix(line, []byte("flags")) || bytes.HasPrefix(line, []byte("Features")) {
+			return line
+		}
+	}
+	return nil
+}
+
+// readKeptRules returns the rules kept at path, or nil when there are none
+// we can trust: the stage dir must be the stager's own and not writable by
+// others (OpenStageDir makes it so), the file a regular one of the stager's,
+// not writable by others, and in the format the probe writes.
+func readKeptRules(path string) []byte {
+	if !privateDir(filepath.Dir(path)) {
+		return nil
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() ||
+		st.Mode&0o022 != 0 || st.Size >= maxRules {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxRules))
+	if err != nil || checkRules(b) != nil {
+		return nil
+	}
+	return b
+}
+
+// keepRules records rules at path for the next cold stage (temp file and
+// rename: a reader sees all or nothing; a temp file left by a crash is
+// removed by the next stager, as tmp.* is). Best effort: without it the next
+// cold stage probes again.
+func keepRules(path string, rules []byte) {
+	dir := filepath.Dir(path)
+	if !privateDir(dir) {
+		return
+	}
+	f, err := os.CreateTemp(dir, "tmp.ldsearch-")
+	if err != nil {
+		return
+	}
+	_, err = f.Write(rules)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o444)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+}
+
+// privateDir reports whether dir is a directory owned by this user that no
+// one else can write into.
+func privateDir(dir string) bool {
+	var st unix.Stat_t
+	return unix.Lstat(dir, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR &&
+		int(st.Uid) == os.Geteuid() && st.Mode&0o022 == 0
+}
+
+// probeSearchRules asks the node's ld.so (ldso, checked by nodeLdso) for its
+// rules. It runs "ld.so --list STAGE/shim/audit.so" with LD_DEBUG=libs, whose
+// output lists the subdirectories ld.so probes, in order, on the
+// "(LD_LIBRARY_PATH)" line of a search, and the default directories on the
+// "(system search path)" line. --list runs nothing (no initializer of any
+// object), and audit.so has no DT_NEEDED.
+//
+// glibc >= 2.33: "ld.so --help" names the default directories, and the
+// search is LD_PRELOAD=audit.so with LD_LIBRARY_PATH=shim (relative to the
+// stage being written: its path may hold ':'), which finds audit.so there
+// after every subdirectory: nothing outside the stage is looked up. Older
+// glibc (2.31, Debian 11) has no --help: the search is for a name no file
+// can have (probeLibrary, longer than NAME_MAX) in LD_LIBRARY_PATH=probeDir
+// (never created), which prints the system search path too; its open fails
+// with ENAMETOOLONG in the first default directory that exists, where ld.so
+// ends the search (glibc elf/dl-load.c open_path: an error other than
+// ENOENT, EACCES, ENOTDIR), so ld.so looks up that directory's
+// subdirectories once. The rules are kept per node (nodeSearchRules).
+func probeSearchRules(ctx context.Context, ldso *os.File, dir string, env []string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	// The file nodeLdso checked, as the child's fd 3; without /proc (a bare
+	// chroot), its path.
+	path := "/proc/self/fd/3"
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		path = ldso.Name()
+	}
+	run := func(env []string, args ...string) (stdout, stderr string, err error) {
+		cmd := exec.CommandContext(ctx, path, args...)
+		cmd.ExtraFiles = []*os.File{ldso}
+		cmd.Dir = dir
+		cmd.Env = env
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		if err := cmd.Run(); err != nil {
+			return "", "", fmt.Errorf("%s %s: %w: %s", ldso.Name(), args[0], err, firstLine(e.String()))
+		}
+		return o.String(), e.String(), nil
+	}
+	audit := filepath.Join(dir, stageShimDir, shimAuditName)
+	if help, _, err := run(nil, "--help"); err == nil {
+		if dirs := helpSystemDirs(help); len(dirs) > 0 {
+			_, debug, err := run(append([]string{"LD_DEBUG=libs", "LD_LIBRARY_PATH=" + stageShimDir,
+				"LD_PRELOAD=" + shimAuditName}, env...), "--list", audit)
+			if err != nil {
+				return nil, err
+			}
+			caps, err := parseSubdirs(debug, stageShimDir)
+			if err != nil {
+				return nil, err
+			}
+			return formatRules(caps, dirs)
+		}
+	}
+	_, debug, err := run(append([]string{"LD_DEBUG=libs", "LD_LIBRARY_PATH=" + probeDir,
+		"LD_PRELOAD=" + probeLibrary}, env...), "--list", audit)
+	if err != nil {
+		return nil, err
+	}
+	return parseSearchRules(debug, probeDir)
+}
+
+// helpSystemDirs returns the directories "ld.so --help" (glibc >= 2.33)
+// names as "(system search path)".
+func helpSystemDirs(help string) []string {
+	var dirs []string
+	for _, line := range strings.Split(help, "\n") {
+		if d, ok := strings.CutSuffix(strings.TrimSpace(line), " (system search path)"); ok {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	if len(l) > 200 {
+		l = l[:200] + "..."
+	}
+	return l
+}
+
+// parseSearchRules turns ld.so's LD_DEBUG=libs output of a search of
+// LD_LIBRARY_PATH=llp that went on to the system directories into the
+// STAGE/search text.
+func parseSearchRules(debug, llp string) ([]byte, error) {
+	caps, err := parseSubdirs(debug, llp)
+	if err != nil {
+		return nil, err
+	}
+	var system []string
+	for _, line := range strings.Split(debug, "\n") {
+		if list, ok := searchPath(line, "(system search path)"); ok {
+			system = strings.Split(list, ":")
 			break
 		}
 	}
-	if len(llp) == 0 {
-		return nil, fmt.Errorf("ld.so printed no search path (LD_DEBUG=libs unsupported?)")
+	// The system path is each default directory with every subdirectory,
+	// in the same order, ending with the directory itself.
+	if len(system) == 0 || len(system)%len(caps) != 0 {
+		return nil, fmt.Errorf("ld.so's system search path %q does not list %d subdirectories per directory", system, len(caps))
 	}
-	var b strings.Builder
-	b.WriteString("dlbundle-search 1\n")
-	for i, d := range llp {
-		if d != probeDir && !strings.HasPrefix(d, probeDir+"/") {
+	var dirs []string
+	for i := 0; i < len(system); i += len(caps) {
+		d := system[i+len(caps)-1]
+		for j, c := range caps {
+			if system[i+j] != strings.TrimSuffix(d+"/"+c, "/") {
+				return nil, fmt.Errorf("system search path entry %q is not %s/%s", system[i+j], d, c)
+			}
+		}
+		dirs = append(dirs, d)
+	}
+	return formatRules(caps, dirs)
+}
+
+// parseSubdirs returns the subdirectories ("glibc-hwcaps/x86-64-v3/", ...,
+// "" for the directory itself) of the first search of LD_LIBRARY_PATH=llp in
+// ld.so's LD_DEBUG=libs output.
+func parseSubdirs(debug, llp string) ([]string, error) {
+	var list string
+	found := false
+	for _, line := range strings.Split(debug, "\n") {
+		if list, found = searchPath(line, "(LD_LIBRARY_PATH)"); found {
+			break
+		}
+	}
+	if !found {
+		return nil, errors.New("ld.so printed no search of LD_LIBRARY_PATH (LD_DEBUG=libs unsupported?)")
+	}
+	cands := strings.Split(list, ":")
+	caps := make([]string, len(cands))
+	for i, d := range cands {
+		if d != llp && !strings.HasPrefix(d, llp+"/") {
 			return nil, fmt.Errorf("unexpected probe candidate %q", d)
 		}
-		c := strings.TrimPrefix(strings.TrimPrefix(d, probeDir), "/")
+		c := strings.TrimPrefix(strings.TrimPrefix(d, llp), "/")
 		if c != "" {
 			c += "/"
 		}
-		if (c == "") != (i == len(llp)-1) || strings.ContainsAny(c, "\n") {
-			return nil, fmt.Errorf("ld.so's subdirectory list %q does not end with the directory itself", llp)
+		if (c == "") != (i == len(cands)-1) {
+			return nil, fmt.Errorf("ld.so's subdirectory list %q does not end with the directory itself", cands)
 		}
+		caps[i] = c
+	}
+	return caps, nil
+}
+
+// searchPath returns the list of a "search path=LIST\t\t(SOURCE)" line of
+// LD_DEBUG=libs whose source is source.
+func searchPath(line, source string) (string, bool) {
+	_, rest, ok := strings.Cut(line, "search path=")
+	if !ok {
+		return "", false
+	}
+	list, src, _ := strings.Cut(rest, "\t")
+	return list, strings.Contains(src, source)
+}
+
+// formatRules writes the STAGE/search text, checked as audit.c reads it.
+func formatRules(caps, dirs []string) ([]byte, error) {
+	var b strings.Builder
+	b.WriteString("dlbundle-search 1\n")
+	for _, c := range caps {
 		fmt.Fprintf(&b, "cap %s\n", c)
 	}
-	// "  /lib/x86_64-linux-gnu (system search path)"
-	n := 0
-	for _, line := range strings.Split(help, "\n") {
-		d, ok := strings.CutSuffix(strings.TrimSpace(line), " (system search path)")
-		if !ok {
-			continue
-		}
+	for _, d := range dirs {
 		if !strings.HasPrefix(d, "/") || strings.ContainsAny(d, "\n") {
 			return nil, fmt.Errorf("system directory %q is not absolute", d)
 		}
 		fmt.Fprintf(&b, "dir %s\n", d)
-		n++
 	}
-	if n == 0 {
-		return nil, fmt.Errorf("ld.so --help named no system search path (glibc < 2.33?)")
-	}
-	if b.Len() >= 4000 {
-		return nil, fmt.Errorf("search rules longer than the shim's buffer")
+	if err := checkRules([]byte(b.String())); err != nil {
+		return nil, err
 	}
 	return []byte(b.String()), nil
+}
+
+// checkRules checks what audit.c's reader (read_rules) accepts, so that a
+// file it would ignore is never written or kept: the header, then "cap X/"
+// lines ending with "cap ", then "dir /..." lines, no more than its 32 and
+// 16 slots, no NUL, shorter than its buffer.
+func checkRules(b []byte) error {
+	if len(b) >= maxRules {
+		return fmt.Errorf("search rules of %d bytes are longer than the shim's buffer", len(b))
+	}
+	body, ok := bytes.CutPrefix(b, []byte("dlbundle-search 1\n"))
+	if !ok || bytes.IndexByte(b, 0) >= 0 || len(body) == 0 || body[len(body)-1] != '\n' {
+		return errors.New("search rules: not in the format of dlbundle-search 1")
+	}
+	var caps, dirs int
+	lastCap := "-"
+	for _, l := range strings.Split(string(body[:len(body)-1]), "\n") {
+		switch {
+		case strings.HasPrefix(l, "cap ") && dirs == 0:
+			if lastCap = l[4:]; lastCap != "" && !strings.HasSuffix(lastCap, "/") {
+				return fmt.Errorf("search rules: subdirectory %q", lastCap)
+			}
+			caps++
+		case strings.HasPrefix(l, "dir /") && caps > 0:
+			dirs++
+		default:
+			return fmt.Errorf("search rules: line %q", l)
+		}
+	}
+	switch {
+	case caps == 0 || lastCap != "":
+		return errors.New("search rules: the subdirectories do not end with the directory itself")
+	case dirs == 0:
+		return errors.New("search rules: no system directory")
+	case caps > 32 || dirs > 16:
+		return fmt.Errorf("search rules: %d subdirectories and %d directories; the shim holds 32 and 16", caps, dirs)
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -9,22 +10,46 @@ import (
 )
 
 // The probe against this machine's real ld.so: the rules must name the
-// directory itself last and at least one default directory, and agree with
-// what ld.so prints for a search of a name that does not exist.
+// directory itself last and at least one default directory.
 func TestProbeSearchRulesOfThisNode(t *testing.T) {
 	dir := t.TempDir()
 	if err := writeShim(filepath.Join(dir, stageShimDir)); err != nil {
 		t.Fatal(err)
 	}
-	rules, err := probeSearchRules(context.Background(), filepath.Join(dir, stageShimDir))
+	ldso, _, err := nodeLdso()
+	if err == nil {
+		defer ldso.Close()
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
+	rules, err := probeSearchRules(context.Background(), ldso, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps, dirs := splitRules(t, rules)
+	if len(caps) == 0 || caps[len(caps)-1] != "" || len(dirs) == 0 {
+		t.Fatalf("rules %q", rules)
+	}
+	// glibc >= 2.33 on x86-64 probes glibc-hwcaps subdirectories when the CPU
+	// supports x86-64-v2 (every x86-64 CPU of the last decade).
+	if _, err := os.Stat("/lib64/ld-linux-x86-64.so.2"); err == nil && !strings.Contains(string(rules), "cap glibc-hwcaps/x86-64-v2/\n") {
+		t.Errorf("no glibc-hwcaps/x86-64-v2 in %q", rules)
+	}
+	if len(probeLibrary) <= 255 {
+		t.Errorf("the probe's library name is %d bytes: a file could have it", len(probeLibrary))
+	}
+	if _, err := os.Lstat(filepath.Join(dir, probeDir)); err == nil {
+		t.Errorf("the probe left %s in the stage", probeDir)
+	}
+}
+
+func splitRules(t *testing.T, rules []byte) (caps, dirs []string) {
+	t.Helper()
 	lines := strings.Split(strings.TrimSuffix(string(rules), "\n"), "\n")
 	if lines[0] != "dlbundle-search 1" {
 		t.Fatalf("header %q", lines[0])
 	}
-	var caps, dirs []string
 	for _, l := range lines[1:] {
 		switch {
 		case strings.HasPrefix(l, "cap "):
@@ -35,41 +60,87 @@ func TestProbeSearchRulesOfThisNode(t *testing.T) {
 			t.Fatalf("line %q", l)
 		}
 	}
-	if len(caps) == 0 || caps[len(caps)-1] != "" || len(dirs) == 0 {
-		t.Fatalf("rules %q", rules)
+	return caps, dirs
+}
+
+// TestParseSearchRulesRecorded: what the probe printed on glibc 2.31
+// (Debian 11, no ld.so --help), 2.36 (Debian 12) and 2.41 (Debian 13) on
+// x86-64 and 2.36 on arm64 (under qemu-user), recorded in the chroots of
+// mk/chroot.sh (testdata/ldso/README).
+func TestParseSearchRulesRecorded(t *testing.T) {
+	legacy := []string{"tls/haswell/avx512_1/x86_64/", "tls/haswell/avx512_1/", "tls/haswell/x86_64/", "tls/haswell/",
+		"tls/avx512_1/x86_64/", "tls/avx512_1/", "tls/x86_64/", "tls/", "haswell/avx512_1/x86_64/", "haswell/avx512_1/",
+		"haswell/x86_64/", "haswell/", "avx512_1/x86_64/", "avx512_1/", "x86_64/", ""}
+	hwcaps := []string{"glibc-hwcaps/x86-64-v4/", "glibc-hwcaps/x86-64-v3/", "glibc-hwcaps/x86-64-v2/"}
+	debian := []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib", "/usr/lib"}
+	for _, c := range []struct {
+		file       string
+		caps, dirs []string
+	}{
+		{"bullseye-amd64-2.31.txt", legacy, debian},
+		{"bookworm-amd64-2.36.txt", append(hwcaps, legacy...), debian},
+		{"trixie-amd64-2.41.txt", append(hwcaps, ""), debian},
+		{"bookworm-arm64-2.36.txt", []string{"tls/aarch64/atomics/", "tls/aarch64/", "tls/atomics/", "tls/",
+			"aarch64/atomics/", "aarch64/", "atomics/", ""},
+			[]string{"/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib", "/usr/lib"}},
+	} {
+		b, err := os.ReadFile(filepath.Join("testdata", "ldso", c.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules, err := parseSearchRules(string(b), probeDir)
+		if err != nil {
+			t.Errorf("%s: %v", c.file, err)
+			continue
+		}
+		caps, dirs := splitRules(t, rules)
+		if strings.Join(caps, ",") != strings.Join(c.caps, ",") || strings.Join(dirs, ",") != strings.Join(c.dirs, ",") {
+			t.Errorf("%s: subdirectories %q, directories %q; want %q, %q", c.file, caps, dirs, c.caps, c.dirs)
+		}
 	}
-	// glibc >= 2.33 on x86-64 probes glibc-hwcaps subdirectories when the CPU
-	// supports x86-64-v2 (every x86-64 CPU of the last decade).
-	if _, err := os.Stat("/lib64/ld-linux-x86-64.so.2"); err == nil && !strings.Contains(string(rules), "cap glibc-hwcaps/x86-64-v2/\n") {
-		t.Errorf("no glibc-hwcaps/x86-64-v2 in %q", rules)
+}
+
+// TestHelpSystemDirs: the default directories from ld.so --help (glibc
+// 2.36, recorded).
+func TestHelpSystemDirs(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "ldso", "bookworm-amd64-2.36.help"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := helpSystemDirs(string(b))
+	if want := "/lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /lib /usr/lib"; strings.Join(got, " ") != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := helpSystemDirs("ld.so: unrecognized option '--help'\n"); len(got) != 0 {
+		t.Errorf("no system directories in an error: %q", got)
 	}
 }
 
 func TestParseSearchRules(t *testing.T) {
-	help := "Shared library search path:\n  (libraries located via /etc/ld.so.cache)\n" +
-		"  /lib/x86_64-linux-gnu (system search path)\n  /usr/lib (system search path)\n"
-	debug := "     1:\tfind library=audit.so [0]; searching\n" +
-		"     1:\t search path=/s/shim/glibc-hwcaps/x86-64-v3:/s/shim/tls/x86_64:/s/shim\t\t(LD_LIBRARY_PATH)\n"
-	got, err := parseSearchRules(help, debug, "/s/shim")
+	llp := "\t search path=/s/glibc-hwcaps/x86-64-v3:/s/tls:/s\t\t(LD_LIBRARY_PATH)\n"
+	sys := "\t search path=/lib/glibc-hwcaps/x86-64-v3:/lib/tls:/lib:/usr/lib/glibc-hwcaps/x86-64-v3:/usr/lib/tls:/usr/lib\t\t(system search path)\n"
+	got, err := parseSearchRules(llp+"\t search cache=/etc/ld.so.cache\n"+sys, "/s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "dlbundle-search 1\ncap glibc-hwcaps/x86-64-v3/\ncap tls/x86_64/\ncap \ndir /lib/x86_64-linux-gnu\ndir /usr/lib\n"
+	want := "dlbundle-search 1\ncap glibc-hwcaps/x86-64-v3/\ncap tls/\ncap \ndir /lib\ndir /usr/lib\n"
 	if string(got) != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 	for name, dbg := range map[string]string{
-		"no search":    "",
-		"foreign dir":  "search path=/other/x:/s/shim\t\t(LD_LIBRARY_PATH)\n",
-		"not last":     "search path=/s/shim:/s/shim/tls\t\t(LD_LIBRARY_PATH)\n",
-		"newline name": "search path=/s/shim/a\n:/s/shim\t\t(LD_LIBRARY_PATH)\n",
+		"no search":        "",
+		"no system path":   llp,
+		"system path only": sys,
+		"foreign dir":      "search path=/other/x:/s\t\t(LD_LIBRARY_PATH)\n" + sys,
+		"not last":         "search path=/s:/s/tls\t\t(LD_LIBRARY_PATH)\n" + sys,
+		"newline name":     "search path=/s/a\n:/s\t\t(LD_LIBRARY_PATH)\n" + sys,
+		"short system":     llp + "search path=/lib/tls:/lib\t\t(system search path)\n",
+		"other subdirs":    llp + "search path=/lib/glibc-hwcaps/x86-64-v3:/lib/x86_64:/lib\t\t(system search path)\n",
+		"relative system":  llp + "search path=lib/glibc-hwcaps/x86-64-v3:lib/tls:lib\t\t(system search path)\n",
 	} {
-		if _, err := parseSearchRules(help, dbg, "/s/shim"); err == nil {
+		if _, err := parseSearchRules(dbg, "/s"); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
-	}
-	if _, err := parseSearchRules("nothing", debug, "/s/shim"); err == nil {
-		t.Error("help without system directories accepted")
 	}
 }
 
@@ -108,20 +179,23 @@ func FuzzParseShebang(f *testing.F) {
 }
 
 func FuzzParseSearchRules(f *testing.F) {
-	f.Add("  /usr/lib (system search path)\n", "search path=/s/tls:/s\t\t(LD_LIBRARY_PATH)\n")
-	f.Fuzz(func(t *testing.T, help, debug string) {
-		rules, err := parseSearchRules(help, debug, "/s")
+	f.Add("search path=/s/tls:/s\t\t(LD_LIBRARY_PATH)\nsearch path=/usr/lib/tls:/usr/lib\t\t(system search path)\n")
+	f.Fuzz(func(t *testing.T, debug string) {
+		rules, err := parseSearchRules(debug, "/s")
 		if err != nil {
 			return
 		}
 		// what audit.c's reader accepts: header, then "cap X/" lines ending
 		// with "cap ", then "dir /..." lines, all shorter than its buffer
+		if err := checkRules(rules); err != nil {
+			t.Fatalf("%q: %v", rules, err)
+		}
 		lines := strings.Split(strings.TrimSuffix(string(rules), "\n"), "\n")
 		if len(rules) >= 4000 || lines[0] != "dlbundle-search 1" {
 			t.Fatalf("rules %q", rules)
 		}
 		for _, l := range lines[1:] {
-			if !strings.HasPrefix(l, "cap ") && !strings.HasPrefix(l, "dir /") {
+			if !strings.HasPrefix(l, "cap ") && !strings.HasPrefix(l, "dir /") || strings.ContainsRune(l, 0) {
 				t.Fatalf("line %q in %q", l, rules)
 			}
 		}
@@ -174,5 +248,107 @@ func TestSearchOpensEachStagedLibraryOnce(t *testing.T) {
 		if n != 1 {
 			t.Errorf("%s: the staged copy was opened %d times, want once (by ld.so)", p, n)
 		}
+	}
+}
+
+// TestSearchRulesKeptPerNode: the first cold stage of a stage dir probes the
+// node's ld.so and keeps the rules in the stage dir; the next one reads them
+// (issue 21: the first rank of every job paid for ld.so runs). Kept rules
+// that another user could have written, or under another key, are not used.
+func TestSearchRulesKeptPerNode(t *testing.T) {
+	stageDir := t.TempDir() // 0700, ours: as OpenStageDir makes a stage dir
+	newStage := func() string {
+		dir, err := os.MkdirTemp(stageDir, "tmp.")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := writeShim(filepath.Join(dir, stageShimDir)); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	probed, err := nodeSearchRules(context.Background(), newStage())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, _ := filepath.Glob(filepath.Join(stageDir, searchCachePrefix+"*"))
+	if len(kept) != 1 {
+		t.Fatalf("kept rules %q, want one file", kept)
+	}
+	if b, err := os.ReadFile(kept[0]); err != nil || !bytes.Equal(b, probed) {
+		t.Fatalf("kept %q, probed %q (%v)", b, probed, err)
+	}
+	// A marked copy under the same name is what the next stage gets: it
+	// was read, not probed.
+	marked := append(bytes.Clone(probed), "dir /kept-copy\n"...)
+	replaceKept := func(b []byte, mode os.FileMode, uid int) {
+		t.Helper()
+		os.Remove(kept[0])
+		if err := os.WriteFile(kept[0], b, mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(kept[0], mode)
+		if err := os.Chown(kept[0], uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replaceKept(marked, 0o444, os.Geteuid())
+	if got, err := nodeSearchRules(context.Background(), newStage()); err != nil || !bytes.Equal(got, marked) {
+		t.Fatalf("second stage: %q (%v); want the kept rules %q", got, err, marked)
+	}
+	// Not trusted: another user's file, one others can write, a symlink,
+	// and one in a stage dir others can write into.
+	if os.Geteuid() == 0 {
+		replaceKept(marked, 0o444, 1001)
+		if got, _ := nodeSearchRules(context.Background(), newStage()); !bytes.Equal(got, probed) {
+			t.Errorf("rules kept by uid 1001 were used: %q", got)
+		}
+	}
+	replaceKept(marked, 0o666, os.Geteuid())
+	if got, _ := nodeSearchRules(context.Background(), newStage()); !bytes.Equal(got, probed) {
+		t.Errorf("rules writable by others were used: %q", got)
+	}
+	other := filepath.Join(t.TempDir(), "planted")
+	if err := os.WriteFile(other, marked, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(kept[0])
+	if err := os.Symlink(other, kept[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := nodeSearchRules(context.Background(), newStage()); !bytes.Equal(got, probed) {
+		t.Errorf("rules through a symlink were used: %q", got)
+	}
+	replaceKept(marked, 0o444, os.Geteuid())
+	if err := os.Chmod(stageDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := nodeSearchRules(context.Background(), newStage())
+	os.Chmod(stageDir, 0o700)
+	if !bytes.Equal(got, probed) {
+		t.Errorf("rules in a stage dir others can write were used: %q", got)
+	}
+	// Another hwcaps setting is another key.
+	t.Setenv("GLIBC_TUNABLES", "glibc.cpu.hwcaps=-AVX2:glibc.malloc.check=0")
+	if _, err := nodeSearchRules(context.Background(), newStage()); err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := filepath.Glob(filepath.Join(stageDir, searchCachePrefix+"*")); len(k) != 2 {
+		t.Errorf("GLIBC_TUNABLES=glibc.cpu.hwcaps=... kept %q, want a second key", k)
+	}
+	if tmps, _ := filepath.Glob(filepath.Join(stageDir, "tmp.ldsearch-*")); len(tmps) != 0 {
+		t.Errorf("temp files left: %q", tmps)
+	}
+}
+
+func TestLdProbeEnv(t *testing.T) {
+	got := ldProbeEnv([]string{"PATH=/bin", "LD_PRELOAD=/x.so", "LD_HWCAP_MASK=0x3",
+		"GLIBC_TUNABLES=glibc.malloc.check=3:glibc.cpu.hwcaps=-AVX2_Usable:glibc.cpu.hwcap_mask=1", "LD_LIBRARY_PATH=/y"})
+	want := []string{"GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2_Usable:glibc.cpu.hwcap_mask=1", "LD_HWCAP_MASK=0x3"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := ldProbeEnv([]string{"GLIBC_TUNABLES=glibc.malloc.check=3"}); len(got) != 0 {
+		t.Errorf("tunables without hwcaps: %q", got)
 	}
 }

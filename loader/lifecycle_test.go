@@ -133,3 +133,125 @@ func TestGCWaitsForStager(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Issue 22: gc said "0 aliases" after it had removed the aliases of the
+// stages it removed. Every alias it removes is counted, whatever the reason.
+func TestGCCountsAliasesOfRemovedStages(t *testing.T) {
+	dir, err := OpenStageDir(filepath.Join(t.TempDir(), "stages"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fakeStage(t, dir, "a", 100, time.Hour, "job-1.aaa")
+	if err := writeAlias(dir, "job-2.bbb", name); err != nil {
+		t.Fatal(err)
+	}
+	old := unix.NsecToTimespec(time.Now().Add(-time.Hour).UnixNano())
+	unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(dir, aliasDirName, "job-2.bbb"), []unix.Timespec{old, old}, unix.AT_SYMLINK_NOFOLLOW)
+	res, err := GC(context.Background(), dir, GCOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Stages) != 1 || res.Aliases != 2 {
+		t.Errorf("gc removed %d stages and reported %d aliases; want 1 stage and its 2 aliases", len(res.Stages), res.Aliases)
+	}
+	if left, _ := os.ReadDir(filepath.Join(dir, aliasDirName)); len(left) != 0 {
+		t.Errorf("aliases left: %v", left)
+	}
+}
+
+// Issue 18 item 7: a directory in the stage dir whose name merely starts
+// with sha256- (made by hand, or by anything else) is not a stage: ls and gc
+// leave it alone (ls panicked on "sha256-x").
+func TestListStagesIgnoresForeignNames(t *testing.T) {
+	dir, err := OpenStageDir(filepath.Join(t.TempDir(), "stages"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := fakeStage(t, dir, "a", 100, time.Hour, "job-1.aaa")
+	for _, n := range []string{"sha256-x", "sha256-" + strings.Repeat("A", 64), "sha256-" + strings.Repeat("a", 65)} {
+		if err := os.Mkdir(filepath.Join(dir, n), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stages, err := ListStages(dir)
+	if err != nil || len(stages) != 1 || stages[0].Name != real {
+		t.Fatalf("ListStages = %v, %v; want only %s", stages, err, real)
+	}
+	if _, err := GC(context.Background(), dir, GCOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sha256-x")); err != nil {
+		t.Errorf("gc removed a directory that is not a stage: %v", err)
+	}
+}
+
+// Issue 18 item 7: gc's grace period protected a stage for a minute after
+// its alias was WRITTEN (the launch's first rank), not after its last USE: a
+// rank of a later launch that found an old stage through its alias, and was
+// about to start the app from it, lost it to gc (with --grace 0s, 4 of 300
+// racing warm execs here started without their shim: "audit.so cannot be
+// loaded as audit interface"). A rank that finds a stage through its alias
+// now records that use; gc within the grace time keeps the stage.
+func TestGCGraceCountsFromLastUse(t *testing.T) {
+	dir, err := OpenStageDir(filepath.Join(t.TempDir(), "stages"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := &fileImage{data: []byte("app"), files: 1}
+	req := StageRequest{Dir: dir, Alias: "job-5.launch",
+		Open: func(context.Context) (StageImage, func() error, error) { return img, func() error { return nil }, nil }}
+	s, err := Stage(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Published and aliased two hours ago.
+	old := time.Now().Add(-2 * time.Hour)
+	os.Chtimes(s.Dir, old, old)
+	ts := []unix.Timespec{unix.NsecToTimespec(old.UnixNano()), unix.NsecToTimespec(old.UnixNano())}
+	unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(dir, aliasDirName, req.Alias), ts, unix.AT_SYMLINK_NOFOLLOW)
+	// A rank of the launch finds it through the alias (no lock, no image)...
+	if s2, err := Stage(context.Background(), req); err != nil || s2.Dir != s.Dir || s2.Materialized {
+		t.Fatalf("alias lookup: %+v, %v", s2, err)
+	}
+	// ...and gc runs before that rank has the stage mapped.
+	res, err := GC(context.Background(), dir, GCOptions{Grace: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !isDir(s.Dir) || len(res.Stages) != 0 {
+		t.Errorf("gc removed a stage found through its alias a moment ago (grace 1m): %+v", res)
+	}
+	if st, err := ListStages(dir); err != nil || len(st) != 1 || time.Since(st[0].LastUse) > time.Minute {
+		t.Errorf("last use %v; want the alias lookup's time", st)
+	}
+}
+
+// The rest of that race: gc lists the stages (the stage unused for hours),
+// then a rank finds it through its alias, then gc removes it. removeStage
+// renames the stage away and looks at the aliases again: the rank's use
+// shows there and the stage is put back. (A rank that checks after the
+// rename finds nothing and stages anew under the lock gc holds.)
+func TestGCKeepsStageUsedAfterItWasListed(t *testing.T) {
+	dir, err := OpenStageDir(filepath.Join(t.TempDir(), "stages"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fakeStage(t, dir, "a", 100, 2*time.Hour, "job-5.launch")
+	stages, err := ListStages(dir)
+	if err != nil || len(stages) != 1 {
+		t.Fatalf("%v %v", stages, err)
+	}
+	if s := lookupAlias(dir, "job-5.launch", nil); s == nil {
+		t.Fatal("alias lookup found nothing")
+	}
+	removed, _, err := removeStage(dir, stages[0])
+	if err != nil || removed || !isDir(filepath.Join(dir, name)) {
+		t.Errorf("removeStage of a stage used after it was listed: removed %v, %v; want it kept in place", removed, err)
+	}
+	// Unused since listed: removed, with its alias.
+	stages, _ = ListStages(dir)
+	removed, aliases, err := removeStage(dir, stages[0])
+	if err != nil || !removed || aliases != 1 || isDir(filepath.Join(dir, name)) {
+		t.Errorf("removeStage of an unused stage: removed %v, %d aliases, %v", removed, aliases, err)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,10 +29,15 @@ type MaterializeOptions struct {
 }
 
 // Materialize lays out a complete stage in dir (a fresh private temp dir that
-// the caller renames into place afterwards): the extracted tree, the
-// placeholder listings the shim serves to opendir, the lookup table and the
-// shim objects. Nothing written depends on dir's final name.
+// the caller renames into place afterwards): the extracted tree, the lookup
+// table (which holds the listings the shim serves), the shim objects and
+// this node's ld.so search rules. Nothing written depends on dir's final
+// name. It creates what the image holds and few more objects (docs/loader.md,
+// "Mirrored directories").
 func Materialize(ctx context.Context, src Source, dir string, opts MaterializeOptions) error {
+	if err := checkImageArch(src); err != nil { // arch.go
+		return err
+	}
 	entries := src.Entries()
 	if err := checkStageCost(dir, entries); err != nil {
 		return err
@@ -42,11 +46,10 @@ func Materialize(ctx context.Context, src Source, dir string, opts MaterializeOp
 	if err := os.Mkdir(root, 0o755); err != nil {
 		return fmt.Errorf("materialize: %w", err)
 	}
-	// The listings and the lookup table depend on the entries only: they are
-	// made while the image is extracted (thousands of small file system calls
-	// beside a CPU-bound decompression), see docs/bench/stage.md.
+	// The lookup table depends on the entries only: it is built while the
+	// image is extracted (docs/bench/stage.md).
 	side := make(chan error, 1)
-	go func() { side <- writeListingsAndTable(ctx, dir, entries) }()
+	go func() { side <- writeTable(ctx, dir, entries) }()
 	err := src.Extract(ctx, root, image.ExtractOptions{Workers: opts.Workers, Progress: opts.Progress})
 	sideErr := <-side
 	if err != nil {
@@ -55,30 +58,26 @@ func Materialize(ctx context.Context, src Source, dir string, opts MaterializeOp
 	if sideErr != nil {
 		return sideErr
 	}
+	if err := ctx.Err(); err != nil { // SIGTERM during the extraction: no shim, no app
+		return fmt.Errorf("materialize: %w", err)
+	}
 	if err := relativizeSymlinks(ctx, root, entries); err != nil {
 		return err
 	}
-	// The mirrored directories (only mkdir of names the image does not
-	// bundle) beside the shim and the ld.so probe, which waits for ld.so
-	// to run twice: these last steps are serial, one core idle otherwise.
 	// The probe runs the image's ld.so if it bundles one: after
 	// relativizeSymlinks, which may still be rewriting the link to it.
-	go func() { side <- mirrorListedDirs(ctx, root, entries) }()
-	err = writeShim(filepath.Join(dir, stageShimDir))
-	if err == nil {
-		err = writeSearchRules(ctx, dir) // runs the node's ld.so on the shim just written
-	}
-	if sideErr := <-side; err == nil {
-		err = sideErr
-	}
-	return err
-}
-
-// writeListingsAndTable writes the placeholder listings and the lookup table.
-func writeListingsAndTable(ctx context.Context, dir string, entries []image.Entry) error {
-	if err := writeListings(ctx, filepath.Join(dir, stageListDir), entries); err != nil {
+	if err := writeShim(filepath.Join(dir, stageShimDir)); err != nil {
 		return err
 	}
+	if err := writeSearchRules(ctx, dir); err != nil { // runs the node's ld.so on the shim just written
+		return err
+	}
+	// The directories ld.so may probe: named by the rules just found.
+	return mirrorProbedDirs(ctx, root, entries, probedNames(dir))
+}
+
+// writeTable writes the lookup table.
+func writeTable(ctx context.Context, dir string, entries []image.Entry) error {
 	if err := ctx.Err(); err != nil { // SIGTERM, a job's time limit: end before the table
 		return fmt.Errorf("materialize: %w", err)
 	}
@@ -123,14 +122,17 @@ func relativizeSymlinks(ctx context.Context, root string, entries []image.Entry)
 	return nil
 }
 
-// mirrorListedDirs creates an empty directory in the staged tree for every
-// directory name in a bundled directory's listing that the image does not
-// bundle (e.g. an existing but unused tls/ or glibc-hwcaps/ below a library
-// directory). ld.so stats the directory of a failed candidate to decide
-// whether to search it again; with LD_LIBRARY_PATH mapped to the stage (see
-// ShimEnv) it stats the staged copy, which must then exist where the
-// original exists, or later searches would skip a directory they search natively.
-func mirrorListedDirs(ctx context.Context, root string, entries []image.Entry) error {
+// mirrorProbedDirs creates an empty directory in the staged tree for every
+// name in a bundled directory's listing that is a directory the image does
+// not bundle and that ld.so may probe as (part of) a search subdirectory:
+// names holds those names (probedNames). ld.so searches staged directories
+// (LD_LIBRARY_PATH entries mapped by ShimEnv, $ORIGIN of a staged object)
+// with each subdirectory of this node's rules, and after a candidate fails
+// there it stats the subdirectory to decide whether to search it again: a
+// subdirectory that exists natively must exist in the stage, or later
+// searches would skip it. Other listed directories need nothing on disk:
+// the table lists them (docs/loader.md, "Mirrored directories").
+func mirrorProbedDirs(ctx context.Context, root string, entries []image.Entry, names map[string]bool) error {
 	for _, e := range entries {
 		if e.Type != image.TypeDir {
 			continue
@@ -140,10 +142,9 @@ func mirrorListedDirs(ctx context.Context, root string, entries []image.Entry) e
 		}
 		var missing []string
 		for _, c := range e.Listing {
-			if c.Type != image.TypeDir || c.Name == "" || c.Name == "." || c.Name == ".." || strings.Contains(c.Name, "/") {
-				continue // invalid names are refused by writeListings
+			if c.Type == image.TypeDir && names[c.Name] { // encodeTable has refused invalid names
+				missing = append(missing, c.Name)
 			}
-			missing = append(missing, c.Name)
 		}
 		if len(missing) > 0 {
 			if err := mkdirsIn(ctx, filepath.Join(root, e.Path), missing); err != nil {
@@ -152,6 +153,37 @@ func mirrorListedDirs(ctx context.Context, root string, entries []image.Entry) e
 		}
 	}
 	return nil
+}
+
+// probedFallback: the subdirectory names glibc's ld.so has probed below
+// search directories (hwcaps levels since 2.33, legacy tls/, platform and
+// hwcap names until 2.36), for a node whose rules are unknown (glibc < 2.33:
+// no STAGE/search).
+var probedFallback = []string{"glibc-hwcaps", "x86-64-v2", "x86-64-v3", "x86-64-v4", "tls", "x86_64",
+	"haswell", "xeon_phi", "avx512_1", "i686", "sse2", "aarch64", "atomics", "power9", "power10", "z13", "z14", "z15", "z16"}
+
+// probedNames returns the names of the search subdirectories' components in
+// stage dir's rules (STAGE/search: "cap glibc-hwcaps/x86-64-v3/" gives
+// glibc-hwcaps and x86-64-v3), or probedFallback without rules.
+func probedNames(dir string) map[string]bool {
+	names := map[string]bool{}
+	rules, err := os.ReadFile(filepath.Join(dir, stageSearch))
+	if err != nil {
+		for _, n := range probedFallback {
+			names[n] = true
+		}
+		return names
+	}
+	for _, l := range strings.Split(string(rules), "\n") {
+		if sub, ok := strings.CutPrefix(l, "cap "); ok {
+			for _, c := range strings.Split(sub, "/") {
+				if c != "" && c != "." && c != ".." {
+					names[c] = true
+				}
+			}
+		}
+	}
+	return names
 }
 
 // mkdirsIn creates the empty directories names in parent, an extracted
@@ -200,62 +232,6 @@ func mkdirsIn(ctx context.Context, parent string, names []string) error {
 		}
 	}
 	return err
-}
-
-// writeListings creates, for every bundled directory, a directory under list
-// holding one placeholder of the right type per name in its complete listing.
-// opendir() of a bundled directory reads it, so readdir returns every name
-// (bundled or not) with the d_type the original file system reports.
-func writeListings(ctx context.Context, list string, entries []image.Entry) error {
-	for _, e := range entries {
-		if e.Type != image.TypeDir {
-			continue
-		}
-		if err := ctx.Err(); err != nil { // one check per directory: a listing is bounded by the TOC
-			return fmt.Errorf("materialize: %w", err)
-		}
-		d := filepath.Join(list, e.Path)
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return fmt.Errorf("materialize: listing of %s: %w", e.Path, err)
-		}
-		if err := writeListing(ctx, d, &e); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// writeListing makes the placeholders of e's listing in d with one system
-// call per name, relative to d (no path walk): a torch image has ~7,000 names.
-func writeListing(ctx context.Context, d string, e *image.Entry) error {
-	dfd, err := unix.Open(d, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("materialize: listing of %s: %w", e.Path, err)
-	}
-	defer unix.Close(dfd)
-	for k, c := range e.Listing {
-		if c.Name == "" || c.Name == "." || c.Name == ".." || strings.Contains(c.Name, "/") {
-			return fmt.Errorf("materialize: listing of %s has invalid name %q; the image is corrupt", e.Path, c.Name)
-		}
-		if k%4096 == 4095 && ctx.Err() != nil {
-			return fmt.Errorf("materialize: %w", ctx.Err())
-		}
-		var err error
-		switch c.Type {
-		case image.TypeDir:
-			err = unix.Mkdirat(dfd, c.Name, 0o755)
-		case image.TypeSymlink:
-			err = unix.Symlinkat(".", dfd, c.Name)
-		case image.TypeRegular:
-			err = unix.Mknodat(dfd, c.Name, unix.S_IFREG|0o444, 0) // an empty file
-		default: // sockets, devices, fifos: a fifo gives DT_FIFO, the closest we can make
-			err = unix.Mknodat(dfd, c.Name, unix.S_IFIFO|0o444, 0)
-		}
-		if err != nil && !errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("materialize: listing of %s: %s: %w", e.Path, c.Name, err)
-		}
-	}
-	return nil
 }
 
 // EnvOptions say how the shim reports and logs.

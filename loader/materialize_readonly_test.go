@@ -17,10 +17,12 @@ const envMaterializeChild = "DLBUNDLE_TEST_MATERIALIZE_CHILD"
 
 // A user who is not root stages an image of a read-only directory (mode
 // 0555, as in a Nix store) whose listing names a subdirectory the image does
-// not bundle. The staged tree must mirror that subdirectory (ld.so stats it)
-// and keep the directory's mode and mtime. Before, the mirror was made after
-// the modes were set, and staging failed with "permission denied" for every
-// user but root, whom permission checks do not stop.
+// not bundle that ld.so may probe (tls/). The staged tree must mirror that
+// subdirectory (ld.so stats it) and keep the directory's mode and mtime.
+// Before, the mirror was made after the modes were set, and staging failed
+// with "permission denied" for every user but root, whom permission checks
+// do not stop. A listed subdirectory ld.so never probes is not made: the
+// table lists it.
 func TestMaterializeReadOnlyDirAsUnprivilegedUser(t *testing.T) {
 	if dir := os.Getenv(envMaterializeChild); dir != "" {
 		im, err := image.OpenFile(filepath.Join(dir, "app.dlimg"))
@@ -48,7 +50,7 @@ func TestMaterializeReadOnlyDirAsUnprivilegedUser(t *testing.T) {
 	}
 	tree := filepath.Join(top, "app")
 	ro := filepath.Join(tree, "lib")
-	for _, d := range []string{filepath.Join(ro, "unused"), filepath.Join(ro, "used")} {
+	for _, d := range []string{filepath.Join(ro, "tls"), filepath.Join(ro, "unused"), filepath.Join(ro, "used")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +64,7 @@ func TestMaterializeReadOnlyDirAsUnprivilegedUser(t *testing.T) {
 	t.Cleanup(func() { os.Chmod(ro, 0o755) })
 	var entries []image.Entry
 	for _, e := range treeEntries(t, tree) {
-		if e.Path != filepath.Join(ro, "unused") {
+		if e.Path != filepath.Join(ro, "unused") && e.Path != filepath.Join(ro, "tls") {
 			entries = append(entries, e)
 		}
 	}
@@ -90,8 +92,11 @@ func TestMaterializeReadOnlyDirAsUnprivilegedUser(t *testing.T) {
 		t.Fatalf("staging as uid 65534: %v\n%s", err, out)
 	}
 	staged := filepath.Join(work, "stage", stageRootDir, ro)
-	if st, err := os.Stat(filepath.Join(staged, "unused")); err != nil || !st.IsDir() {
-		t.Errorf("the unbundled subdirectory of the listing is not mirrored: %v", err)
+	if st, err := os.Stat(filepath.Join(staged, "tls")); err != nil || !st.IsDir() {
+		t.Errorf("the unbundled subdirectory tls/ of the listing is not mirrored: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(staged, "unused")); err == nil {
+		t.Errorf("the unbundled subdirectory unused/, which ld.so never probes, was made in the stage")
 	}
 	var orig, got syscall.Stat_t
 	if err := syscall.Stat(ro, &orig); err != nil {

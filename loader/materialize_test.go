@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,12 +9,14 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dlbundle/dlbundle/image"
 )
 
 // TestMaterializeLayout checks the stage layout of docs/loader.md on a real
-// image: the tree under root/, complete typed listings under list/, a table
-// that knows every entry and every listed name, the shim objects.
+// image: the tree under root/, a table that knows every entry and every
+// listed name and holds the listings in native order, the shim objects.
 func TestMaterializeLayout(t *testing.T) {
 	root := t.TempDir()
 	tree := filepath.Join(root, "tree")
@@ -44,24 +47,15 @@ func TestMaterializeLayout(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o640 {
 		t.Errorf("staged file mode %v, %v; want 0640", fi.Mode(), err)
 	}
-	ds, err := os.ReadDir(filepath.Join(stage, "list", tree))
-	if err != nil {
-		t.Fatal(err)
+	// No listing placeholders: the table serves the listings. A listed
+	// directory the image does not bundle is not made either (not one that
+	// ld.so probes).
+	if _, err := os.Lstat(filepath.Join(stage, "list")); err == nil {
+		t.Errorf("the stage has a list/ directory")
 	}
-	var names []string
-	for _, d := range ds {
-		names = append(names, d.Name())
-		if !d.IsDir() {
-			t.Errorf("placeholder %s is %v, want a directory", d.Name(), d.Type())
-		}
+	if _, err := os.Lstat(filepath.Join(stage, "root", tree, "other")); err == nil {
+		t.Errorf("the listed, unbundled directory %s/other was made in the stage", tree)
 	}
-	if !slices.Equal(names, []string{"a", "other"}) {
-		t.Errorf("listing of %s = %v, want [a other]", tree, names)
-	}
-	if fi, err := os.Lstat(filepath.Join(stage, "list", tree, "a", "abs")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
-		t.Errorf("placeholder for a symlink: %v, %v", fi, err)
-	}
-
 	tab, err := os.ReadFile(filepath.Join(stage, "table"))
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +69,21 @@ func TestMaterializeLayout(t *testing.T) {
 	}
 	if _, _, ok := tableLookup(tab, tree+"/nope"); ok {
 		t.Errorf("table has %s/nope", tree)
+	}
+	// tree's listing: its names, "." and ".." included, in the order the
+	// directory read returns them, with their types.
+	types := map[string]uint8{"a": dtDir, "other": dtDir, ".": dtDir, "..": dtDir}
+	wantList := getdentsNames(t, tree)
+	listed, ok := tableListing(tab, tree)
+	var gotList []string
+	for _, g := range listed {
+		gotList = append(gotList, g.name)
+		if g.dtype != types[g.name] {
+			t.Errorf("listing of %s: %s has d_type %d, want %d", tree, g.name, g.dtype, types[g.name])
+		}
+	}
+	if !ok || !slices.Equal(gotList, wantList) {
+		t.Errorf("listing of %s in the table = %q, want %q", tree, gotList, wantList)
 	}
 	if tgt, ok := tableTarget(tab, tree+"/a/abs"); !ok || tgt != filepath.Join(tree, "a/b/f") {
 		t.Errorf("symlink target in the table = %q, want the original text", tgt)
@@ -156,6 +165,35 @@ func TestStagedPath(t *testing.T) {
 	for _, p := range []string{"bin/script", "bin/nope", "usr", "usr/bin/app/x"} {
 		if got, ok := StagedPath(stage, filepath.Join(tree, p)); ok {
 			t.Errorf("StagedPath(%s) = %s, want not bundled", p, got)
+		}
+	}
+}
+
+// getdentsNames is every name getdents(2) returns for dir, "." and ".."
+// included, in its order (a decoder of the records independent of the
+// build's).
+func getdentsNames(t *testing.T, dir string) []string {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	var names []string
+	buf := make([]byte, 8192)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return names
+		}
+		for off := 0; off < n; {
+			reclen := int(buf[off+16]) | int(buf[off+17])<<8
+			name := buf[off+19 : off+reclen]
+			names = append(names, string(name[:bytes.IndexByte(name, 0)]))
+			off += reclen
 		}
 	}
 }

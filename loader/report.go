@@ -69,23 +69,28 @@ type ReportSummary struct {
 	// policy (/etc, locale data and iconv configuration): expected, nothing
 	// to re-trace. Most-taken first.
 	NodeLocal []PathCount `json:"node_local"`
-	Pseudo    int         `json:"pseudo"` // distinct passed-through paths in /proc, /sys, /dev
+	// Temporary are passed-through paths in temporary or runtime
+	// directories (/tmp, /var/tmp, /run), which build leaves out by default:
+	// re-tracing cannot bundle them, --include can. Most-taken first.
+	Temporary []PathCount `json:"temporary"`
+	// IncludePrefixes are the --include prefixes that would bundle the
+	// Temporary paths (squash.IncludePrefix), most-taken first.
+	IncludePrefixes []string `json:"include_prefixes"`
+	Pseudo          int      `json:"pseudo"` // distinct passed-through paths in /proc, /sys, /dev
 	// Outside are the libraries ld.so loaded from outside the image (and
 	// so from the shared file system, in every process). Most-taken first.
 	Outside []PathCount `json:"outside"`
 }
 
-// nodeLocalPolicy tells whether build's default rules leave p on the node
-// as node-local system files (squash's Exclude verdict). Temporary and
-// runtime directories are not among them: a job's files there may be the
-// app's own (tests build trees in /tmp and --include them).
-// The rules are built on first use, not at package init: every rank's exec
-// would pay for them (~200 allocations) and only `dlbundle report` uses them.
-func nodeLocalPolicy(p string) bool {
-	v, _ := defaultRules().Match(p)
-	return v == squash.Exclude
+// Summarize totals reports, classifying passed-through paths by build's
+// default rules (SummarizeWithRules: an image built with --include/--exclude).
+func Summarize(reports []ProcessReport) ReportSummary {
+	return SummarizeWithRules(reports, defaultRules())
 }
 
+// The default rules are built on first use, not at package init: every
+// rank's exec would pay for them (~200 allocations) and only `dlbundle
+// report` uses them.
 var defaultRules = sync.OnceValue(func() *squash.Rules {
 	rules, err := squash.NewRules(nil, nil)
 	if err != nil {
@@ -103,8 +108,13 @@ func isPseudoPath(p string) bool {
 	return false
 }
 
-// Summarize totals reports.
-func Summarize(reports []ProcessReport) ReportSummary {
+// SummarizeWithRules totals reports. Passed-through paths are told apart by
+// the rules the image was built with: node-local by policy (squash's Exclude
+// verdict: /etc, locale data; nothing to do), in temporary or runtime
+// directories (Skip: a job's per-run files, or an app tree that --include
+// PREFIX would bundle; re-tracing cannot), and lacked (the pilot did not
+// take them). /proc, /sys and /dev are counted apart.
+func SummarizeWithRules(reports []ProcessReport, rules *squash.Rules) ReportSummary {
 	var s ReportSummary
 	count := map[string]int{}
 	pseudo := map[string]bool{}
@@ -135,26 +145,43 @@ func Summarize(reports []ProcessReport) ReportSummary {
 			count[p]++
 		}
 	}
+	prefixes := map[string]int{}
 	for p, n := range count {
-		if nodeLocalPolicy(p) {
+		switch v, _ := rules.Match(p); v {
+		case squash.Exclude:
 			s.NodeLocal = append(s.NodeLocal, PathCount{p, n})
-		} else {
+		case squash.Skip:
+			s.Temporary = append(s.Temporary, PathCount{p, n})
+			prefixes[squash.IncludePrefix(p)] += n
+		default:
 			s.Lacked = append(s.Lacked, PathCount{p, n})
 		}
 	}
 	for p, n := range outside {
 		s.Outside = append(s.Outside, PathCount{p, n})
 	}
-	for _, l := range [][]PathCount{s.Lacked, s.NodeLocal, s.Outside} {
-		sort.Slice(l, func(i, j int) bool {
-			if l[i].Processes != l[j].Processes {
-				return l[i].Processes > l[j].Processes
-			}
-			return l[i].Path < l[j].Path
-		})
+	var inc []PathCount
+	for p, n := range prefixes {
+		inc = append(inc, PathCount{p, n})
+	}
+	for _, l := range [][]PathCount{s.Lacked, s.NodeLocal, s.Temporary, s.Outside, inc} {
+		sortByProcesses(l)
+	}
+	for _, p := range inc {
+		s.IncludePrefixes = append(s.IncludePrefixes, p.Path)
 	}
 	s.Pseudo = len(pseudo)
 	return s
+}
+
+// sortByProcesses puts the most-taken paths first, then by name.
+func sortByProcesses(l []PathCount) {
+	sort.Slice(l, func(i, j int) bool {
+		if l[i].Processes != l[j].Processes {
+			return l[i].Processes > l[j].Processes
+		}
+		return l[i].Path < l[j].Path
+	})
 }
 
 // WriteText prints the summary for people; limit caps the listed paths (0: all).
@@ -179,6 +206,21 @@ func (s ReportSummary) WriteText(w io.Writer, limit int) error {
 			"build leaves them on the node, nothing to re-trace):\n", len(s.NodeLocal))
 		writeCapped(bw, s.NodeLocal, limit)
 	}
+	if len(s.Temporary) > 0 {
+		fmt.Fprintf(bw, "\n%d paths in temporary or runtime directories (/tmp, /var/tmp, /run), which build\n"+
+			"leaves out by default (re-tracing does not change that):\n", len(s.Temporary))
+		writeCapped(bw, s.Temporary, limit)
+		fmt.Fprintln(bw, "A job's per-run files (its working directory, scratch) belong there: nothing to do. If they")
+		fmt.Fprintln(bw, "are the app's own files (an app installed under /tmp), rebuild from the same traces with:")
+		inc := s.IncludePrefixes
+		if len(inc) > 3 {
+			inc = inc[:3]
+		}
+		fmt.Fprintf(bw, "  dlbundle build --include %s -o app.dlimg\n", strings.Join(inc, " --include "))
+		if more := len(s.IncludePrefixes) - len(inc); more > 0 {
+			fmt.Fprintf(bw, "  (%d more prefixes in --json's include_prefixes)\n", more)
+		}
+	}
 	if len(s.Outside) > 0 {
 		fmt.Fprintf(bw, "\n%d libraries ld.so loaded from outside the image (from the shared file system,\n"+
 			"in every process that loaded them):\n", len(s.Outside))
@@ -202,14 +244,16 @@ func (s ReportSummary) WriteText(w io.Writer, limit int) error {
 	return bw.Flush()
 }
 
-// writeCapped lists paths with their process counts, at most limit of them
-// (0: all), and says how many more --all would show.
+// writeCapped lists paths with their process counts under a header naming
+// the columns, at most limit of them (0: all), and says how many more --all
+// would show.
 func writeCapped(w io.Writer, paths []PathCount, limit int) {
+	fmt.Fprintf(w, "  %9s  %s\n", "processes", "path")
 	for i, p := range paths {
 		if limit > 0 && i == limit {
 			fmt.Fprintf(w, "  ... and %d more (--all lists them)\n", len(paths)-limit)
 			return
 		}
-		fmt.Fprintf(w, "  %6d  %s\n", p.Processes, p.Path)
+		fmt.Fprintf(w, "  %9d  %s\n", p.Processes, p.Path)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dlbundle/dlbundle/squash"
 )
 
 // TestReportFromShim: real processes under the shim append their lines to
@@ -59,7 +61,13 @@ func TestReportFromShim(t *testing.T) {
 		t.Errorf("dash's report = %+v; want its own line with the answered stat", last)
 	}
 	rs = rs[:3]
-	s := Summarize(rs)
+	// The tree is under the test's temporary directory: summarise as for an
+	// image built with --include of it (by default, /tmp is build's policy).
+	rules, err := squash.NewRules([]string{root}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := SummarizeWithRules(rs, rules)
 	if s.Answered < 3 {
 		t.Errorf("answered %d, want >= 3 (one open of etc/conf per process)", s.Answered)
 	}

@@ -2,28 +2,21 @@ package loader
 
 import (
 	"debug/elf"
-	_ "embed"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 )
 
-// The C shim (loader/shim/*.c) is compiled by `go generate ./loader/` and the
-// objects are committed, so that `go install` works without a C compiler
-// (cilium/ebpf's bpf2go convention). TestShimObjectsUpToDate fails when the
-// sources changed and the objects were not regenerated.
+// The C shim (loader/shim/*.c) is compiled by `go generate ./loader/` for
+// amd64 and arm64 (shim/amd64, shim/arm64) and the objects are committed, so
+// that `go install` works without a C compiler (cilium/ebpf's bpf2go
+// convention); shim_<arch>.go embeds this architecture's.
+// TestShimObjectsUpToDate fails when the sources changed and the objects were
+// not regenerated.
 //
 //go:generate sh shim/build.sh
-
-//go:embed shim/audit.so
-var shimAuditObject []byte
-
-//go:embed shim/preload.so
-var shimPreloadObject []byte
-
-//go:embed shim/preload-2.34.so
-var shimPreload234Object []byte
 
 // shimObjects are the files of <stage>/shim.
 var shimObjects = map[string][]byte{
@@ -36,6 +29,9 @@ var shimObjects = map[string][]byte{
 // of a stage whose tree and table are complete, and records there which
 // preload build this node's processes load (shimPreloadChoice).
 func writeShim(dir string) error {
+	if len(shimAuditObject) == 0 {
+		return fmt.Errorf("materialize: dlbundle has no loader shim for linux/%s (amd64 and arm64 only)", runtime.GOARCH)
+	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return fmt.Errorf("materialize: %w", err)
 	}
@@ -76,29 +72,53 @@ func detectPreload(stageDir string) string {
 	if _, err := os.Lstat(filepath.Join(stageDir, stageShimDir, shimPreload234)); err != nil {
 		return shimPreload
 	}
-	if libcDefines(libcPath(stageDir), "GLIBC_2.34") {
+	f, err := openLibc(stageDir)
+	if err != nil {
+		return shimPreload
+	}
+	defer f.Close()
+	if libcDefinesIn(f, "GLIBC_2.34") {
 		return shimPreload234
 	}
 	return shimPreload
 }
 
-// libcPath returns the libc.so.6 the app's processes will use: the one
-// beside the dynamic linker that the kernel loads for this architecture's
-// programs (glibc installs the two together, and they must be of one glibc
-// version). When the image bundles it, ld.so is answered with the staged
-// copy, so that copy is read (node-local; no operation on the original);
-// else the node's own.
-func libcPath(stageDir string) string {
-	ld := dynamicLinker()
-	if tab, release, err := mapStageTable(stageDir); err == nil {
-		defer release()
-		if final, ok := resolveInTable(tab, ld); ok {
-			if libc, ok := resolveInTable(tab, filepath.Join(filepath.Dir(final), "libc.so.6")); ok {
-				return filepath.Join(stageDir, stageRootDir, libc)
-			}
+// openLibc opens the libc.so.6 the app's processes will use: the one beside
+// the dynamic linker that the kernel loads for this architecture's programs
+// (glibc installs the two together, and they must be of one glibc version).
+// When the image bundles it, ld.so is answered with the staged copy, so that
+// copy is read (node-local; no operation on the original), below the staged
+// root only (the image decides its symlinks: stagedtree.go); else the
+// node's own.
+func openLibc(stageDir string) (*os.File, error) {
+	if libc, ok := stagedLibc(stageDir); ok {
+		tree, err := openStagedTree(filepath.Join(stageDir, stageRootDir))
+		if err != nil {
+			return nil, err
 		}
+		defer tree.Close()
+		return tree.open(libc)
 	}
-	if real, err := filepath.EvalSymlinks(ld); err == nil {
+	return os.Open(nodeLibc())
+}
+
+// stagedLibc returns the image path of the libc.so.6 beside the dynamic
+// linker when the stage's table bundles both.
+func stagedLibc(stageDir string) (string, bool) {
+	tab, release, err := mapStageTable(stageDir)
+	if err != nil {
+		return "", false
+	}
+	defer release()
+	if final, ok := resolveInTable(tab, dynamicLinker()); ok {
+		return resolveInTable(tab, filepath.Join(filepath.Dir(final), "libc.so.6"))
+	}
+	return "", false
+}
+
+// nodeLibc returns the node's libc.so.6: beside the node's dynamic linker.
+func nodeLibc() string {
+	if real, err := filepath.EvalSymlinks(dynamicLinker()); err == nil {
 		return filepath.Join(filepath.Dir(real), "libc.so.6")
 	}
 	return ""
@@ -113,15 +133,27 @@ func dynamicLinker() string {
 	}
 }
 
-// libcDefines reports whether the shared object libc defines the symbol
+// libcDefines reports whether the shared object at path defines the symbol
 // version ver (false if it cannot be read: then the build that loads
 // everywhere is used).
-func libcDefines(libc, ver string) bool {
-	f, err := elf.Open(libc)
+func libcDefines(path, ver string) bool {
+	f, err := os.Open(path)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
+	return libcDefinesIn(f, ver)
+}
+
+// libcDefinesIn is libcDefines of an open file. The file may be an image's
+// (hostile bytes, read as root while staging): debug/elf bounds what it
+// allocates by the file's size, and FuzzLibcDefines checks that no input
+// makes it panic.
+func libcDefinesIn(r io.ReaderAt, ver string) bool {
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return false
+	}
 	vs, err := f.DynamicVersions()
 	if err != nil {
 		return false

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -36,20 +37,52 @@ func TestShimObjectsUpToDate(t *testing.T) {
 			got, strings.TrimSpace(string(want)))
 	}
 	for obj, want := range shimObjects {
-		b, err := os.ReadFile(filepath.Join("shim", obj))
+		b, err := os.ReadFile(filepath.Join("shim", runtime.GOARCH, obj))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(b, want) {
-			t.Fatalf("embedded %s differs from shim/%s; rebuild", obj, obj)
+			t.Fatalf("embedded %s differs from shim/%s/%s; rebuild", obj, runtime.GOARCH, obj)
 		}
 	}
+	// Both architectures' objects are committed, each of its machine.
+	for arch, machine := range shimMachines {
+		for obj := range shimObjects {
+			f, err := elf.Open(filepath.Join("shim", arch, obj))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Class != elf.ELFCLASS64 || f.Machine != machine {
+				t.Errorf("shim/%s/%s is %v %v, want ELFCLASS64 %v", arch, obj, f.Class, f.Machine, machine)
+			}
+			f.Close()
+		}
+	}
+}
+
+// shimMachines are the architectures shim/build.sh builds for.
+var shimMachines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+
+// shimObject reads the committed object name of arch.
+func shimObject(t *testing.T, arch, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("shim", arch, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // TestAuditObjectIsFreestanding: an LD_AUDIT object with DT_NEEDED entries
 // makes ld.so load (and search for) a second libc in every process.
 func TestAuditObjectIsFreestanding(t *testing.T) {
-	f, err := elf.NewFile(bytes.NewReader(shimAuditObject))
+	for arch := range shimMachines {
+		t.Run(arch, func(t *testing.T) { testAuditObjectIsFreestanding(t, shimObject(t, arch, shimAuditName)) })
+	}
+}
+
+func testAuditObjectIsFreestanding(t *testing.T, obj []byte) {
+	f, err := elf.NewFile(bytes.NewReader(obj))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +115,13 @@ func TestAuditObjectIsFreestanding(t *testing.T) {
 // from 2.17 on (RHEL 7), so no symbol it imports may need a newer version
 // (linked naively on a new host, dlsym would need GLIBC_2.34).
 func TestPreloadNeedsOnlyOldGlibc(t *testing.T) {
-	f, err := elf.NewFile(bytes.NewReader(shimPreloadObject))
+	for arch := range shimMachines {
+		t.Run(arch, func(t *testing.T) { testPreloadNeedsOnlyOldGlibc(t, shimObject(t, arch, shimPreload)) })
+	}
+}
+
+func testPreloadNeedsOnlyOldGlibc(t *testing.T, obj []byte) {
+	f, err := elf.NewFile(bytes.NewReader(obj))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +149,13 @@ func TestPreloadNeedsOnlyOldGlibc(t *testing.T) {
 // (and ld.so, already loaded: TLS), never libdl.so.2, and no symbol newer
 // than 2.34.
 func TestPreload234NeedsNoLibdl(t *testing.T) {
-	f, err := elf.NewFile(bytes.NewReader(shimPreload234Object))
+	for arch := range shimMachines {
+		t.Run(arch, func(t *testing.T) { testPreload234NeedsNoLibdl(t, shimObject(t, arch, shimPreload234)) })
+	}
+}
+
+func testPreload234NeedsNoLibdl(t *testing.T, obj []byte) {
+	f, err := elf.NewFile(bytes.NewReader(obj))
 	if err != nil {
 		t.Fatal(err)
 	}

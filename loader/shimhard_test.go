@@ -373,7 +373,7 @@ func TestExecBringsNoLibdl(t *testing.T) {
 	if major == 2 && minor < 34 {
 		t.Skipf("glibc %d.%d has dlsym in libdl only", major, minor)
 	}
-	if libc := libcPath(""); !libcDefines(libc, "GLIBC_2.34") {
+	if libc := nodeLibc(); !libcDefines(libc, "GLIBC_2.34") {
 		t.Fatalf("glibc %d.%d, but %s (beside %s) does not define GLIBC_2.34", major, minor, libc, dynamicLinker())
 	}
 	f := newHardFixture(t, nil)
@@ -453,4 +453,5 @@ func TestShimSanitized(t *testing.T) {
 	t.Run("groups", func(t *testing.T) { testAccessManyGroups(t, san) })
 	t.Run("names", func(t *testing.T) { testNameTooLong(t, san) })
 	t.Run("environ", func(t *testing.T) { testAuditHugeEnvironmentEntry(t, san) })
+	t.Run("listings", func(t *testing.T) { testTreeListings(t, san) })
 }

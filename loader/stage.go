@@ -136,10 +136,20 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 	}
 	// One pull per node: if the rank we waited for failed, its error is ours,
 	// at once (a stalled registry or a corrupt image would otherwise cost
-	// every rank of the node its own attempt, one after another).
+	// every rank of the node its own attempt, one after another). So is a
+	// failure of this launch (the alias names the image and the launch)
+	// recorded a moment ago by a rank we did not wait for: the ranks of one
+	// launch start together, and one that comes just after the staging rank
+	// failed would otherwise open the image again (3 of 4 ranks did).
 	marker := failureMarker(req.Dir, req.Alias, req.Ref)
-	if !waited.IsZero() && marker != "" {
-		if err := readFailure(marker, waited); err != nil {
+	since := waited
+	if recent := time.Now().Add(-failureReuse); req.Alias != "" && (since.IsZero() || recent.Before(since)) {
+		// (also for a rank that waited for another that had just taken
+		// the same failure: its wait began after the failure)
+		since = recent
+	}
+	if !since.IsZero() && marker != "" {
+		if err := readFailure(marker, since); err != nil {
 			return nil, err
 		}
 	}
@@ -242,6 +252,10 @@ func writeFailure(dir, marker string, err error) error {
 	return nil
 }
 
+// failureReuse is how long a launch's failure answers its other ranks that
+// did not wait for it; a later attempt (the image fixed) tries again.
+var failureReuse = 10 * time.Second
+
 // readFailure returns the failure recorded in marker if it was recorded
 // after since (while we waited), else nil: an older failure (an earlier job,
 // a stager killed before it could record anything) is retried.
@@ -255,7 +269,8 @@ func readFailure(marker string, since time.Time) error {
 	if !ok || perr != nil || ns < since.UnixNano() {
 		return nil
 	}
-	return fmt.Errorf("%w: %s", ErrStagedElsewhere, text)
+	age := time.Since(time.Unix(0, ns)).Round(time.Millisecond)
+	return fmt.Errorf("%w %v ago: %s", ErrStagedElsewhere, age, text)
 }
 
 // ErrStagedElsewhere wraps the error of another process on this node that
@@ -278,7 +293,8 @@ func lookupAlias(dir, alias string, mustHave []string) *Staged {
 	if alias == "" {
 		return nil
 	}
-	target, err := os.Readlink(filepath.Join(dir, aliasDirName, alias))
+	link := filepath.Join(dir, aliasDirName, alias)
+	target, err := os.Readlink(link)
 	if err != nil {
 		return nil
 	}
@@ -286,6 +302,16 @@ func lookupAlias(dir, alias string, mustHave []string) *Staged {
 	if target != filepath.Join("..", name) || !strings.HasPrefix(name, "sha256-") {
 		return nil // not written by us: ignore, the slow path rewrites it
 	}
+	// This use is the stage's last use (ListStages reads the aliases'
+	// mtimes): gc's grace period counts from now, while this process goes
+	// on to start the app from it. Recorded BEFORE the stage is checked: gc
+	// renames a stage away, then looks for such a record (removeStage), so
+	// either it sees this one and keeps the stage, or the check below finds
+	// nothing and this process stages anew under the lock. The time is
+	// explicit, in ns (UTIME_NOW has the kernel's coarse clock: two uses in
+	// one tick would look like one). One utimensat on the node-local alias.
+	now := unix.NsecToTimespec(time.Now().UnixNano())
+	_ = unix.UtimesNanoAt(unix.AT_FDCWD, link, []unix.Timespec{now, now}, unix.AT_SYMLINK_NOFOLLOW)
 	final := filepath.Join(dir, name)
 	if !isDir(final) || !hasAll(final, mustHave) {
 		return nil // stage removed (e.g. by an admin) or being removed: restage

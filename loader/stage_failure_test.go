@@ -3,7 +3,9 @@ package loader
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -64,7 +66,10 @@ func TestStageFailureReachesWaitersAtOnce(t *testing.T) {
 		t.Errorf("%d ranks were told that another process failed, want %d", elsewhere, ranks-1)
 	}
 
-	// A later exec that does not wait tries again (the image may be fixed).
+	// A later exec that does not wait tries again (the image may be fixed);
+	// one of the same launch a moment later takes the failure (below).
+	failureReuse = 0
+	defer func() { failureReuse = 10 * time.Second }()
 	ok := req
 	ok.OnWait = nil
 	ok.Open = func(context.Context) (StageImage, func() error, error) {
@@ -195,5 +200,58 @@ func TestStageRestagesHalfRemovedStage(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, "tmp.*")); len(left) != 0 {
 		t.Errorf("moved-aside stages left behind: %v", left)
+	}
+}
+
+// Issue 22: a missing or truncated image was opened by 3-4 of 4 ranks per
+// node: only the ranks that had waited on the lock took the staging rank's
+// error; those that came a moment after it had failed (and released the
+// lock) each opened the image again. A rank of the same launch now reuses a
+// failure recorded a moment ago, waited or not: a bad image costs one open
+// per node. Four ranks of one launch start together under strace -P IMAGE,
+// which counts every call on the image path.
+func TestExecBadImageOpenedOncePerNode(t *testing.T) {
+	p := newProbeImage(t)
+	data, err := os.ReadFile(p.image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := filepath.Join(p.work, "truncated.dlimg")
+	if err := os.WriteFile(truncated, data[:len(data)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i, img := range []string{filepath.Join(p.work, "missing.dlimg"), truncated} {
+		stage := filepath.Join(p.work, fmt.Sprintf("stage%d", i))
+		var wg sync.WaitGroup
+		logs := make([]string, 4)
+		outs := make([]string, 4)
+		for r := range 4 {
+			logs[r] = filepath.Join(p.work, fmt.Sprintf("rank%d-%d.strace", i, r))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cmd := exec.Command("strace", "-f", "-qq", "-e", "trace=open,openat,openat2", "-e", "signal=none", "-P", img, "-o", logs[r],
+					dlbundleCLI(t), "exec", "--stage-dir", stage, img, "--", p.original)
+				cmd.Env = append(cleanEnv(p.work), "SLURM_JOB_ID=88", "SLURM_STEP_ID=0")
+				b, _ := cmd.CombinedOutput()
+				outs[r] = string(b)
+			}()
+		}
+		wg.Wait()
+		opens := 0
+		for r := range 4 {
+			b, _ := os.ReadFile(logs[r])
+			opens += strings.Count(string(b), "open")
+			if !strings.Contains(outs[r], filepath.Base(img)) {
+				t.Errorf("%s, rank %d: the error does not name the image:\n%s", filepath.Base(img), r, outs[r])
+			}
+		}
+		if opens != 1 {
+			t.Errorf("%s: the 4 ranks of one launch on one node opened it %d times; want once", filepath.Base(img), opens)
+			for r := range 4 {
+				b, _ := os.ReadFile(logs[r])
+				t.Logf("rank %d: %s%s", r, b, outs[r])
+			}
+		}
 	}
 }

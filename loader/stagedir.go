@@ -3,10 +3,10 @@ package loader
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -44,15 +44,17 @@ func ResolveStageDir(flag string) string {
 // OpenStageDirFor resolves the stage directory from the --stage-dir value
 // (flag, then DLBUNDLE_STAGE_DIR, then the default) and opens it
 // (OpenStageDir). A failure ends with advice that fits how the directory was
-// chosen: "use --stage-dir" only when the user chose none.
-func OpenStageDirFor(flag string) (string, error) {
+// chosen: "use --stage-dir" only when the user chose none. squat is non-nil
+// when another user had taken the name and a private fallback is used
+// (stagedirsquat.go): the caller says so once (Squat.Warning).
+func OpenStageDirFor(flag string) (dir string, squat *Squat, err error) {
 	chosen := flag != "" || os.Getenv(StageDirEnv) != ""
-	dir := ResolveStageDir(flag)
-	abs, err := OpenStageDir(dir)
+	asked := ResolveStageDir(flag)
+	dir, squat, err = openStageDir(asked)
 	if err != nil {
-		return "", stageDirAdvice(err, dir, chosen)
+		return "", nil, stageDirAdvice(err, asked, chosen)
 	}
-	return abs, nil
+	return dir, squat, nil
 }
 
 func stageDirAdvice(err error, dir string, chosen bool) error {
@@ -80,41 +82,200 @@ var ErrUnsafeStageDir = errors.New("unsafe stage dir")
 // refused, because whoever can write there can plant a library that every
 // rank would load.
 //
-// Its ancestors are checked too (checkAncestors): each must be owned by root
-// or the user, and writable by nobody else unless sticky. Then no other user
-// can rename any component of the path, so the path stays bound to the
-// directory that was checked — for exec and for ld.so, which loads the shim
-// by path long after (no descriptor can be handed over: the app must hold no
-// fds). A stage dir below a directory others can write into (not sticky) is
-// refused: an attacker swapping names there (renameat2 RENAME_EXCHANGE)
-// between the check and the load got their preload.so loaded.
+// Its ancestors are checked too, on the way down (openParent): each must be
+// owned by root or the user, and writable by nobody else unless sticky; a
+// symbolic link on the way is followed only if root or the user owns it.
+// Then no other user can rename any component of the path, so the path stays
+// bound to the directory that was checked — for exec and for ld.so, which
+// loads the shim by path long after (no descriptor can be handed over: the
+// app must hold no fds). A stage dir below a directory others can write into
+// (not sticky) is refused: an attacker swapping names there
+// (renameat2 RENAME_EXCHANGE) between the check and the load got their
+// preload.so loaded.
 //
-// It returns the absolute path with the parent's symlinks resolved (the path
-// that was checked).
+// When another user has taken the name in a shared sticky directory (mkdir
+// /dev/shm/dlbundle-<uid>: anyone can), a private fallback is used instead
+// (stagedirsquat.go), which OpenStageDirFor reports.
+//
+// It returns the absolute path with symlinks resolved (the path that was
+// checked).
 func OpenStageDir(dir string) (string, error) {
+	d, _, err := openStageDir(dir)
+	return d, err
+}
+
+func openStageDir(dir string) (string, *Squat, error) {
 	abs, err := AbsPath(dir)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-		return "", fmt.Errorf("create parent of stage dir %s: %w", abs, err)
+	// Before anything is created: a path the shim cannot use is refused at
+	// once (a 4,000-byte one used to create its ~2,000 parents first).
+	if err := checkStagePath(abs); err != nil {
+		return "", nil, err
 	}
-	parent, err := filepath.EvalSymlinks(filepath.Dir(abs))
+	pd, parent, pst, err := openParent(abs)
 	if err != nil {
-		return "", fmt.Errorf("stage dir %s: %w", abs, err)
+		return "", nil, err
 	}
+	defer pd.close()
 	abs = filepath.Join(parent, filepath.Base(abs))
-	if err := checkAncestors(abs, parent); err != nil {
-		return "", err
+	name := filepath.Base(abs)
+	// Mkdirat, not MkdirAll: nothing is followed.
+	if err := unix.Mkdirat(pd.fd, pd.name(name), 0o700); err != nil && err != unix.EEXIST {
+		return "", nil, fmt.Errorf("create stage dir %s: %w", abs, err)
 	}
-	// Mkdir, not MkdirAll: MkdirAll would follow a planted symlink silently.
-	if err := os.Mkdir(abs, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", fmt.Errorf("create stage dir %s: %w", abs, err)
+	var squat *Squat
+	var st unix.Stat_t
+	if unix.Fstatat(pd.fd, pd.name(name), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && int(st.Uid) != os.Getuid() && isShared(pst) {
+		squat = &Squat{Asked: abs, Owner: st.Uid}
+		if name, err = squatFallback(pd, parent, name); err != nil {
+			return "", nil, err
+		}
+		abs = filepath.Join(parent, name)
+		squat.Fallback = abs
 	}
-	if err := checkStageDir(abs); err != nil {
-		return "", err
+	if err := checkStageDirAt(pd, name, abs); err != nil {
+		return "", nil, err
 	}
-	return abs, nil
+	return abs, squat, nil
+}
+
+// isShared reports whether a directory is writable by others and sticky
+// (/tmp, /dev/shm): anyone may create a name there, no one may rename or
+// remove another's.
+func isShared(st *unix.Stat_t) bool {
+	return st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX != 0
+}
+
+// maxLinks bounds the symbolic links openParent follows (as the kernel's 40).
+const maxLinks = 40
+
+// dirAt is a directory for *at calls. The root directory is never opened
+// nor looked at (an image bundles /, and an exec must make no call on a
+// bundled path): fd is then AT_FDCWD and names get a leading /.
+type dirAt struct{ fd int }
+
+var rootDir = dirAt{unix.AT_FDCWD}
+
+func (d dirAt) name(c string) string {
+	if d.fd == unix.AT_FDCWD {
+		return "/" + c
+	}
+	return c
+}
+
+func (d dirAt) close() {
+	if d.fd != unix.AT_FDCWD {
+		unix.Close(d.fd)
+	}
+}
+
+// openParent opens the directory that holds abs (O_PATH), walking down from
+// / one component at a time with *at calls: a missing directory is created
+// (mode 0755) in the directory just checked, a symbolic link is followed
+// only when root or the user owns it (another user's link in /tmp must not
+// decide where root creates directories), and every directory entered is
+// checked by checkAncestor. It returns the directory, its path with
+// symlinks resolved, and its stat (zero for /).
+func openParent(abs string) (d dirAt, resolved string, st *unix.Stat_t, err error) {
+	d, resolved, st = rootDir, "/", new(unix.Stat_t)
+	defer func() {
+		if err != nil {
+			d.close()
+		}
+	}()
+	const dirFlags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	uid := uint32(os.Getuid())
+	enter := func(nd dirAt, path string) error {
+		d.close()
+		d, resolved = nd, path
+		*st = unix.Stat_t{}
+		if nd == rootDir {
+			return nil
+		}
+		return unix.Fstat(nd.fd, st)
+	}
+	pending := strings.Split(strings.TrimPrefix(filepath.Dir(abs), "/"), "/")
+	for links := 0; len(pending) > 0; {
+		c := pending[0]
+		pending = pending[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..": // resolved has no symlinks: its lexical parent is its parent
+			up := filepath.Dir(resolved)
+			nd := rootDir
+			if up != "/" {
+				fd, err := unix.Open(up, dirFlags, 0)
+				if err != nil {
+					return d, "", nil, fmt.Errorf("stage dir %s: %s: %w", abs, up, err)
+				}
+				nd = dirAt{fd}
+			}
+			if err = enter(nd, up); err != nil {
+				return d, "", nil, err
+			}
+			continue
+		}
+		next := filepath.Join(resolved, c)
+		fd, oerr := unix.Openat(d.fd, d.name(c), dirFlags, 0)
+		if oerr == unix.ENOENT {
+			// The directory we are in passed checkAncestor: only root, the
+			// user (or, sticky, nobody else's rename) can change it.
+			if err := unix.Mkdirat(d.fd, d.name(c), 0o755); err != nil && err != unix.EEXIST {
+				return d, "", nil, fmt.Errorf("create parent %s of stage dir %s: %w", next, abs, err)
+			}
+			fd, oerr = unix.Openat(d.fd, d.name(c), dirFlags, 0)
+		}
+		if oerr == nil {
+			if err = enter(dirAt{fd}, next); err != nil {
+				return d, "", nil, err
+			}
+			if err = checkAncestor(abs, next, st, uid); err != nil {
+				return d, "", nil, err
+			}
+			continue
+		}
+		var lst unix.Stat_t
+		if unix.Fstatat(d.fd, d.name(c), &lst, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			return d, "", nil, fmt.Errorf("stage dir %s: %s: %w", abs, next, oerr)
+		}
+		if lst.Mode&unix.S_IFMT != unix.S_IFLNK {
+			return d, "", nil, refuseStageDir(abs, fmt.Sprintf("lies below %s, which is not a directory", next))
+		}
+		if lst.Uid != 0 && lst.Uid != uid {
+			return d, "", nil, refuseStageDir(abs, fmt.Sprintf("lies below %s, a symbolic link owned by uid %d (only root or uid %d may own a link on the way: it decides where the stage dir is)", next, lst.Uid, uid))
+		}
+		if links++; links > maxLinks {
+			return d, "", nil, fmt.Errorf("stage dir %s: %w", abs, unix.ELOOP)
+		}
+		target, err := readlinkat(d.fd, d.name(c))
+		if err != nil {
+			return d, "", nil, fmt.Errorf("stage dir %s: %s: %w", abs, next, err)
+		}
+		if filepath.IsAbs(target) { // start again from /
+			if err = enter(rootDir, "/"); err != nil {
+				return d, "", nil, err
+			}
+		}
+		pending = append(strings.Split(target, "/"), pending...)
+	}
+	return d, resolved, st, nil
+}
+
+func readlinkat(dirfd int, name string) (string, error) {
+	for n := 256; n <= 1<<16; n *= 4 {
+		b := make([]byte, n)
+		l, err := unix.Readlinkat(dirfd, name, b)
+		if err != nil {
+			return "", err
+		}
+		if l < n {
+			return string(b[:l]), nil
+		}
+	}
+	return "", unix.ENAMETOOLONG
 }
 
 func refuseStageDir(dir, why string) error {
@@ -122,43 +283,33 @@ func refuseStageDir(dir, why string) error {
 		ErrUnsafeStageDir, dir, why)
 }
 
-// checkAncestors checks every directory below / down to parent (symlinks
-// resolved): owned by root or the user, and not writable by group or others
-// unless sticky (then others cannot rename what they do not own, and the
-// next component is checked for its owner in turn). / itself is not looked
-// at: no one can rename it, and where others could write into it they could
-// replace /lib and every library on the node anyway (and an image bundles
-// /: a stat of it would be an operation on a bundled path at every exec).
-func checkAncestors(dir, parent string) error {
-	uid := uint32(os.Getuid())
-	p := parent
-	for p != "/" {
-		var st unix.Stat_t
-		if err := unix.Lstat(p, &st); err != nil {
-			return fmt.Errorf("stage dir %s: %w", dir, err)
-		}
-		switch {
-		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-			return refuseStageDir(dir, fmt.Sprintf("lies below %s, which is no longer a directory", p))
-		case st.Uid != 0 && st.Uid != uid:
-			return refuseStageDir(dir, fmt.Sprintf("lies below %s, which is owned by uid %d (only root or uid %d may own its ancestors)", p, st.Uid, uid))
-		case st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0:
-			return refuseStageDir(dir, fmt.Sprintf("lies below %s, which has mode %#o (writable by others and not sticky: they could swap the stage dir)", p, st.Mode&0o7777))
-		}
-		p = filepath.Dir(p)
+// checkAncestor checks one directory on the way to the stage dir (with
+// symlinks resolved): owned by root or the user, and not writable by group
+// or others unless sticky (then others cannot rename what they do not own,
+// and the next component is checked for its owner in turn). / itself is not
+// looked at: no one can rename it, and where others could write into it they
+// could replace /lib and every library on the node anyway (and an image
+// bundles /: a stat of it would be an operation on a bundled path at every
+// exec).
+func checkAncestor(dir, p string, st *unix.Stat_t, uid uint32) error {
+	switch {
+	case st.Uid != 0 && st.Uid != uid:
+		return refuseStageDir(dir, fmt.Sprintf("lies below %s, which is owned by uid %d (only root or uid %d may own its ancestors)", p, st.Uid, uid))
+	case st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0:
+		return refuseStageDir(dir, fmt.Sprintf("lies below %s, which has mode %#o (writable by others and not sticky: they could swap the stage dir)", p, st.Mode&0o7777))
 	}
 	return nil
 }
 
-// checkStageDir refuses a stage directory that someone else could write
+// checkStageDirAt refuses a stage directory that someone else could write
 // into. It opens the directory itself (O_NOFOLLOW|O_DIRECTORY: a symlink or
 // anything else fails) and checks what it opened by fstat.
-func checkStageDir(dir string) error {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+func checkStageDirAt(pd dirAt, name, dir string) error {
+	fd, err := unix.Openat(pd.fd, pd.name(name), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		var st unix.Stat_t
 		switch {
-		case unix.Lstat(dir, &st) != nil:
+		case unix.Fstatat(pd.fd, pd.name(name), &st, unix.AT_SYMLINK_NOFOLLOW) != nil:
 		case st.Mode&unix.S_IFMT == unix.S_IFLNK:
 			return refuseStageDir(dir, "is a symbolic link")
 		case st.Mode&unix.S_IFMT != unix.S_IFDIR:

@@ -43,7 +43,7 @@ func TestOpenStageDirChecksAncestors(t *testing.T) {
 		{filepath.Join(groupw, "stage"), "writable by others and not sticky"},
 		{filepath.Join(other, "stage"), "owned by uid 1001"},
 	} {
-		_, err := OpenStageDirFor(c.dir)
+		_, _, err := OpenStageDirFor(c.dir)
 		if !errors.Is(err, ErrUnsafeStageDir) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "given by --stage-dir") {
 			t.Errorf("%s: %v, want a refusal saying %q", c.dir, err, c.want)
 		}

@@ -63,7 +63,7 @@ func TestOpenStageDirRefusesHostileDirs(t *testing.T) {
 			if err := c.setup(p); err != nil {
 				t.Fatal(err)
 			}
-			_, err := OpenStageDirFor(p)
+			_, _, err := OpenStageDirFor(p)
 			if !errors.Is(err, ErrUnsafeStageDir) || !strings.Contains(err.Error(), c.want) ||
 				!strings.Contains(err.Error(), p+" was given by --stage-dir") ||
 				strings.Contains(err.Error(), "use --stage-dir") {

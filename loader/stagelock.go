@@ -29,18 +29,40 @@ func lockStage(ctx context.Context, path string, onWait func()) (l *stageLock, w
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("open stage lock: %w", err)
 	}
+	err = flockWait(ctx, f, func() {
+		waited = time.Now()
+		if onWait != nil {
+			onWait()
+		}
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, time.Time{}, fmt.Errorf("waiting for the stage lock %s: %w", path, ctx.Err())
+		}
+		return nil, time.Time{}, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return &stageLock{f: f}, waited, nil
+}
+
+// lockFile takes an exclusive flock on f, waiting as long as ctx allows.
+func lockFile(ctx context.Context, f *os.File) error { return flockWait(ctx, f, nil) }
+
+// flockWait takes an exclusive flock on f; if it is busy it calls onBusy
+// (if set) and waits in flock(2) on a thread of its own until it gets the
+// lock or ctx ends. On failure f is closed: closing is what drops a lock
+// that the blocked call gets too late.
+func flockWait(ctx context.Context, f *os.File, onBusy func()) error {
 	fd := int(f.Fd())
-	err = flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+	err := flock(fd, unix.LOCK_EX|unix.LOCK_NB)
 	if err == nil {
-		return &stageLock{f: f}, time.Time{}, nil
+		return nil
 	}
 	if !errors.Is(err, unix.EWOULDBLOCK) {
 		f.Close()
-		return nil, time.Time{}, fmt.Errorf("lock %s: %w", path, err)
+		return err
 	}
-	waited = time.Now()
-	if onWait != nil {
-		onWait()
+	if onBusy != nil {
+		onBusy()
 	}
 	done := make(chan error, 1)
 	go func() { done <- flock(fd, unix.LOCK_EX) }()
@@ -48,12 +70,11 @@ func lockStage(ctx context.Context, path string, onWait func()) (l *stageLock, w
 	case err := <-done:
 		if err != nil {
 			f.Close()
-			return nil, time.Time{}, fmt.Errorf("lock %s: %w", path, err)
 		}
-		return &stageLock{f: f}, waited, nil
+		return err
 	case <-ctx.Done():
 		go func() { <-done; f.Close() }() // closing drops a lock got too late
-		return nil, time.Time{}, fmt.Errorf("waiting for the stage lock %s: %w", path, ctx.Err())
+		return ctx.Err()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 
 	"github.com/dlbundle/dlbundle/image"
 )
@@ -18,10 +19,34 @@ import (
 
 const (
 	tableMagic     = "DLBTBL1\x00"
-	tableVersion   = 1
+	tableVersion   = 2
 	tableHeaderLen = 64
 	tableEntryLen  = 96
+	tableRecordLen = 16 // one name of a directory's listing
 )
+
+// d_type values of listing records (dirent.h).
+const (
+	dtUnknown = 0
+	dtDir     = 4
+	dtReg     = 8
+	dtLnk     = 10
+)
+
+// direntType gives a listing record's d_type: "other" (sockets, devices,
+// fifos) is DT_UNKNOWN, so that a caller lstats the name (passed through to
+// the file system) and learns the native type, which the image does not keep.
+func direntType(t image.Type) uint8 {
+	switch t {
+	case image.TypeRegular:
+		return dtReg
+	case image.TypeDir:
+		return dtDir
+	case image.TypeSymlink:
+		return dtLnk
+	}
+	return dtUnknown
+}
 
 // Entry types in the table (docs/loader.md).
 const (
@@ -121,6 +146,9 @@ func tableRows(entries []image.Entry) ([]tableRow, error) {
 			continue
 		}
 		for _, d := range e.Listing {
+			if d.Name == "" || d.Name == "." || d.Name == ".." || len(d.Name) > 255 || strings.ContainsAny(d.Name, "/\x00") {
+				return nil, fmt.Errorf("lookup table: listing of %s has invalid name %q; the image is corrupt", e.Path, d.Name)
+			}
 			p := path.Join(e.Path, d.Name)
 			if byPath[p] {
 				continue
@@ -141,7 +169,7 @@ func tableRows(entries []image.Entry) ([]tableRow, error) {
 // paths need not be kept.
 func tableSize(entries []image.Entry) uint64 {
 	byPath := make(map[string]bool, len(entries))
-	var rows, strs uint64
+	var rows, strs, records uint64
 	for _, e := range entries {
 		if byPath[e.Path] {
 			continue
@@ -149,10 +177,14 @@ func tableSize(entries []image.Entry) uint64 {
 		byPath[e.Path] = true
 		rows++
 		strs += uint64(len(e.Path)) + 1
-		if e.Type == image.TypeSymlink {
+		switch e.Type {
+		case image.TypeSymlink:
 			strs += uint64(len(e.Target)) + 1
+		case image.TypeDir:
+			records += 2 + uint64(len(e.Listing)) // ".", "..", the names
 		}
 	}
+	strs += uint64(len(dotNames)) // "." and ".." once
 	var buf []byte
 	for _, e := range entries {
 		if e.Type != image.TypeDir {
@@ -175,10 +207,15 @@ func tableSize(entries []image.Entry) uint64 {
 	for nb < 2*rows {
 		nb <<= 1
 	}
-	return align8(tableHeaderLen+4*nb) + tableEntryLen*rows + strs
+	return align8(tableHeaderLen+4*nb) + tableEntryLen*rows + tableRecordLen*records + strs
 }
 
-// encodeTable writes the table for entries (docs/loader.md, version 1).
+// dotNames holds the names "." and ".." for every listing's first two
+// records (at offsets 0 and 2 of it), written once after the path strings.
+const dotNames = ".\x00..\x00"
+
+// encodeTable writes the table for entries (docs/loader.md, version 2). It is
+// a pure function of the entries: nothing in it depends on the node.
 func encodeTable(entries []image.Entry) ([]byte, error) {
 	rows, err := tableRows(entries)
 	if err != nil {
@@ -189,22 +226,48 @@ func encodeTable(entries []image.Entry) ([]byte, error) {
 	for int(nb) < 2*len(rows) {
 		nb <<= 1
 	}
+	// Where each listing starts (records, not bytes) and how long it is.
+	listAt := make([]uint64, len(rows))
+	var records uint64
+	for i, r := range rows {
+		if r.typ == tabDir {
+			listAt[i] = records
+			records += 2 + uint64(len(r.e.Listing))
+		}
+	}
 	bucketsOff := uint64(tableHeaderLen)
 	entriesOff := align8(bucketsOff + 4*uint64(nb))
-	stringsOff := entriesOff + tableEntryLen*uint64(len(rows))
+	listingsOff := entriesOff + tableEntryLen*uint64(len(rows))
+	stringsOff := listingsOff + tableRecordLen*records
 
+	// The strings first (paths, symlink targets, then "." and ".."): a
+	// listed name is the tail of its own row's path string.
+	pathOff := make([]uint64, len(rows))
+	targetOff := make([]uint64, len(rows))
 	var strs []byte
-	addString := func(s string) (uint32, error) {
+	addString := func(s string) uint64 {
 		off := stringsOff + uint64(len(strs))
-		if off+uint64(len(s)) >= 1<<32 {
-			return 0, fmt.Errorf("lookup table: more than 4 GiB of path names")
-		}
 		strs = append(strs, s...)
 		strs = append(strs, 0)
-		return uint32(off), nil
+		return off
+	}
+	for i, r := range rows {
+		pathOff[i] = addString(r.path)
+		if r.typ == tabSymlink {
+			targetOff[i] = addString(r.target)
+		}
+	}
+	dotOff := stringsOff + uint64(len(strs))
+	strs = append(strs, dotNames...)
+	if stringsOff+uint64(len(strs)) >= 1<<32 {
+		return nil, fmt.Errorf("lookup table: more than 4 GiB of path names and listings")
+	}
+	rowOf := make(map[string]int, len(rows))
+	for i, r := range rows {
+		rowOf[r.path] = i
 	}
 
-	buf := make([]byte, stringsOff)
+	buf := make([]byte, stringsOff, stringsOff+uint64(len(strs)))
 	le := binary.LittleEndian
 	buckets := buf[bucketsOff : bucketsOff+4*uint64(nb)]
 	for i, r := range rows {
@@ -216,20 +279,18 @@ func encodeTable(entries []image.Entry) ([]byte, error) {
 		le.PutUint32(buckets[4*b:], uint32(i+1))
 
 		ent := buf[entriesOff+tableEntryLen*uint64(i):][:tableEntryLen]
-		po, err := addString(r.path)
-		if err != nil {
-			return nil, err
-		}
 		le.PutUint64(ent[0:], h)
-		le.PutUint32(ent[8:], po)
+		le.PutUint32(ent[8:], uint32(pathOff[i]))
 		le.PutUint32(ent[12:], uint32(len(r.path)))
-		if r.typ == tabSymlink {
-			to, err := addString(r.target)
-			if err != nil {
-				return nil, err
-			}
-			le.PutUint32(ent[16:], to)
+		switch r.typ {
+		case tabSymlink:
+			le.PutUint32(ent[16:], uint32(targetOff[i]))
 			le.PutUint32(ent[20:], uint32(len(r.target)))
+		case tabDir:
+			at := listingsOff + tableRecordLen*listAt[i]
+			le.PutUint32(ent[16:], uint32(at))
+			le.PutUint32(ent[20:], uint32(2+len(r.e.Listing)))
+			putListing(buf[at:], r, rows, rowOf, pathOff, dotOff)
 		}
 		flags := r.flags
 		if b := r.e.Blocks; b > 0 && b <= 1<<32-1 {
@@ -260,6 +321,55 @@ func encodeTable(entries []image.Entry) ([]byte, error) {
 	le.PutUint64(buf[40:], stringsOff)
 	le.PutUint64(buf[48:], uint64(len(buf)))
 	return buf, nil
+}
+
+// putListing writes the listing records of directory row r into out: the
+// image's names in their order, with "." and ".." where the build's read
+// returned them (first in images that do not say). A name points into the
+// path string of its own row (tableRows made one for every listed name).
+func putListing(out []byte, r tableRow, rows []tableRow, rowOf map[string]int, pathOff []uint64, dotOff uint64) {
+	le := binary.LittleEndian
+	put := func(k int, ino, name uint64, n int, dt uint8) {
+		rec := out[tableRecordLen*k:][:tableRecordLen]
+		le.PutUint64(rec[0:], ino)
+		le.PutUint32(rec[8:], uint32(name))
+		rec[12] = uint8(n)
+		rec[13] = dt
+	}
+	// "..": the d_ino the build read, else (0: not recorded) the parent's
+	// row, else 0: the shim shows the staged parent's then.
+	up := r.e.DotDotIno
+	if up == 0 {
+		if k, ok := rowOf[path.Dir(r.path)]; ok {
+			up = rows[k].e.Ino
+		}
+	}
+	dot, dotdot := listingDots(r.e)
+	put(dot, r.e.Ino, dotOff, 1, dtDir)
+	put(dotdot, up, dotOff+2, 2, dtDir)
+	skip := uint64(len(r.path)) + 1 // the directory and "/" before a name
+	if r.path == "/" {
+		skip = 1
+	}
+	k := 0
+	for _, d := range r.e.Listing {
+		for k == dot || k == dotdot {
+			k++
+		}
+		child := rowOf[path.Join(r.path, d.Name)]
+		put(k, d.Ino, pathOff[child]+skip, len(d.Name), direntType(d.Type))
+		k++
+	}
+}
+
+// listingDots gives the positions of "." and ".." in directory e's served
+// listing: where the build's read returned them (e.Dots), else first.
+func listingDots(e image.Entry) (dot, dotdot int) {
+	n := len(e.Listing) + 2
+	if d := e.Dots; len(d) == 2 && d[0] != d[1] && d[0] >= 0 && d[1] >= 0 && d[0] < n && d[1] < n {
+		return d[0], d[1]
+	}
+	return 0, 1
 }
 
 // statSize is st_size as the original file system reported it: a regular
@@ -327,6 +437,31 @@ func tableTarget(tab []byte, p string) (string, bool) {
 	return string(tab[to : to+tl]), true
 }
 
+// listedName is one record of a directory's listing in an encoded table.
+type listedName struct {
+	name  string
+	ino   uint64
+	dtype uint8
+}
+
+// tableListing returns the listing of directory p as the shim serves it
+// (".", "..", then the names), read the way table.h reads it; ok is false
+// when p is not a directory of the table. Used by tests.
+func tableListing(tab []byte, p string) (out []listedName, ok bool) {
+	ent, ok := tableFind(tab, p)
+	if !ok || ent[24] != tabDir {
+		return nil, false
+	}
+	le := binary.LittleEndian
+	at, n := uint64(le.Uint32(ent[16:])), uint64(le.Uint32(ent[20:]))
+	for k := uint64(0); k < n; k++ {
+		rec := tab[at+tableRecordLen*k:][:tableRecordLen]
+		no, nl := uint64(le.Uint32(rec[8:])), uint64(rec[12])
+		out = append(out, listedName{name: string(tab[no : no+nl]), ino: le.Uint64(rec), dtype: rec[13]})
+	}
+	return out, true
+}
+
 // nodeELF is the ELF identification the audit object accepts as a library
 // for this node (audit.c elf_ours, after ld.so's open_verify): class, byte
 // order, e_machine. ok false: an architecture the shim does not build for.
@@ -366,6 +501,11 @@ func markNodeELF(dir string) error {
 	if eo > uint64(len(tab)) || n > (uint64(len(tab))-eo)/tableEntryLen {
 		return fmt.Errorf("materialize: mark ELF objects: %s: entries leave the file", tpath)
 	}
+	tree, err := openStagedTree(filepath.Join(dir, stageRootDir))
+	if err != nil {
+		return fmt.Errorf("materialize: mark ELF objects: %w", err)
+	}
+	defer tree.Close()
 	var marks []int64
 	var h [20]byte
 	for i := uint64(0); i < n; i++ {
@@ -377,7 +517,9 @@ func markNodeELF(dir string) error {
 		if po+pl > uint64(len(tab)) {
 			return fmt.Errorf("materialize: mark ELF objects: %s: a path leaves the file", tpath)
 		}
-		f, err := os.Open(filepath.Join(dir, stageRootDir, string(tab[po:po+pl])))
+		// Read below the staged root only (stagedtree.go): the image's
+		// symlinks must not lead the stager elsewhere.
+		f, err := tree.open(string(tab[po : po+pl]))
 		if err != nil {
 			continue // the shim checks it itself (and finds what the kernel says)
 		}

@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,8 +27,23 @@ func FuzzTable(f *testing.F) {
 				continue
 			}
 			seen[p] = true
-			typ := []image.Type{image.TypeRegular, image.TypeMissing, image.TypeExternal}[i%3]
-			es = append(es, image.Entry{Path: p, Type: typ})
+			typ := []image.Type{image.TypeRegular, image.TypeMissing, image.TypeExternal, image.TypeDir}[i%4]
+			es = append(es, image.Entry{Path: p, Type: typ, Ino: uint64(i)})
+		}
+		// A directory lists the entries right below it in the order given
+		// (not sorted), and a name of its own that is no entry.
+		for i := range es {
+			if es[i].Type != image.TypeDir {
+				continue
+			}
+			for _, c := range es {
+				if c.Path != es[i].Path && path.Dir(c.Path) == es[i].Path && len(path.Base(c.Path)) <= 255 {
+					es[i].Listing = append(es[i].Listing, image.DirEntry{Name: path.Base(c.Path), Type: c.Type, Ino: c.Ino + 1000})
+				}
+			}
+			if !seen[path.Join(es[i].Path, "zz-listed")] {
+				es[i].Listing = append(es[i].Listing, image.DirEntry{Name: "zz-listed", Type: "other", Ino: 7})
+			}
 		}
 		tab, err := encodeTable(es)
 		if err != nil {
@@ -36,16 +52,74 @@ func FuzzTable(f *testing.F) {
 		if n := tableSize(es); n != uint64(len(tab)) { // the bound Materialize checks first
 			t.Fatalf("tableSize %d, encodeTable wrote %d bytes", n, len(tab))
 		}
-		want := map[image.Type]uint8{image.TypeRegular: tabReg, image.TypeMissing: tabMissing, image.TypeExternal: tabExternal}
+		want := map[image.Type]uint8{image.TypeRegular: tabReg, image.TypeMissing: tabMissing, image.TypeExternal: tabExternal, image.TypeDir: tabDir}
 		for _, e := range es {
 			if typ, _, ok := tableLookup(tab, e.Path); !ok || typ != want[e.Type] {
 				t.Fatalf("lookup %q = %d, %v; want %d", e.Path, typ, ok, want[e.Type])
 			}
+			if e.Type != image.TypeDir {
+				continue
+			}
+			got, ok := tableListing(tab, e.Path)
+			wantList := []listedName{{".", e.Ino, dtDir}, {"..", 0, dtDir}}
+			if pe, ok := seen[path.Dir(e.Path)]; ok && pe {
+				for _, x := range es {
+					if x.Path == path.Dir(e.Path) {
+						wantList[1].ino = x.Ino
+					}
+				}
+			}
+			for _, d := range e.Listing {
+				wantList = append(wantList, listedName{d.Name, d.Ino, direntType(d.Type)})
+			}
+			if !ok || !slices.Equal(got, wantList) {
+				t.Fatalf("listing of %q = %v, want %v", e.Path, got, wantList)
+			}
 		}
-		if _, _, ok := tableLookup(tab, other); ok && !seen[other] {
+		if _, _, ok := tableLookup(tab, other); ok && !seen[other] && path.Base(other) != "zz-listed" {
 			t.Fatalf("lookup %q found an entry that was not written", other)
 		}
 	})
+}
+
+// TestTableListing: a directory's listing is served in the image's order
+// (not sorted), "." and ".." first with the directory's and the recorded
+// ".." inode, bundled and listed-only names with the listing's d_ino and
+// type ("other" as DT_UNKNOWN); without a recorded ".." the parent's row
+// gives it; the root's ".." is the root; "." and ".." where the build's read
+// returned them when it says (ext4 returns them in hash order).
+func TestTableListing(t *testing.T) {
+	es := []image.Entry{
+		{Path: "/", Type: image.TypeDir, Ino: 2, Listing: []image.DirEntry{{Name: "usr", Type: image.TypeDir, Ino: 11}, {Name: "etc", Type: image.TypeDir, Ino: 12}}},
+		{Path: "/usr", Type: image.TypeDir, Ino: 11, DotDotIno: 99, Listing: []image.DirEntry{
+			{Name: "zlib.so", Type: image.TypeRegular, Ino: 21}, {Name: "sock", Type: "other", Ino: 22},
+			{Name: "bin", Type: image.TypeSymlink, Ino: 23}, {Name: "a", Type: image.TypeDir, Ino: 24}}},
+		{Path: "/usr/zlib.so", Type: image.TypeRegular, Ino: 21},
+		{Path: "/usr/a", Type: image.TypeDir, Ino: 24, Dots: []int{2, 0}, Listing: []image.DirEntry{
+			{Name: "x", Type: image.TypeRegular, Ino: 31}, {Name: "y", Type: image.TypeRegular, Ino: 32}}},
+	}
+	tab, err := encodeTable(es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string][]listedName{
+		"/":      {{".", 2, dtDir}, {"..", 2, dtDir}, {"usr", 11, dtDir}, {"etc", 12, dtDir}},
+		"/usr":   {{".", 11, dtDir}, {"..", 99, dtDir}, {"zlib.so", 21, dtReg}, {"sock", 22, dtUnknown}, {"bin", 23, dtLnk}, {"a", 24, dtDir}},
+		"/usr/a": {{"..", 11, dtDir}, {"x", 31, dtReg}, {".", 24, dtDir}, {"y", 32, dtReg}},
+	} {
+		if got, ok := tableListing(tab, dir); !ok || !slices.Equal(got, want) {
+			t.Errorf("listing of %s = %v, want %v", dir, got, want)
+		}
+	}
+	if _, ok := tableListing(tab, "/usr/zlib.so"); ok {
+		t.Error("a regular file has a listing")
+	}
+	for _, bad := range []string{"", ".", "..", "a/b", "nul\x00"} {
+		es := []image.Entry{{Path: "/d", Type: image.TypeDir, Listing: []image.DirEntry{{Name: bad, Type: image.TypeRegular}}}}
+		if _, err := encodeTable(es); err == nil || !strings.Contains(err.Error(), "invalid name") {
+			t.Errorf("listed name %q: %v, want an error naming the invalid name", bad, err)
+		}
+	}
 }
 
 // TestTableRecordedAttributes: a directory's recorded size and every

@@ -67,11 +67,14 @@ func fsEntry(t *testing.T, p string) image.Entry {
 	case syscall.S_IFDIR:
 		e.Type, e.DirSize = image.TypeDir, st.Size
 		// The build's own listing reader: names, types and d_ino.
-		ls, err := squash.ReadListing(p)
+		ls, dots, err := squash.ReadListing(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.Listing = ls
+		e.Listing, e.DotDotIno = ls, dots.DotDotIno
+		if dots.Dot != 0 || dots.DotDot != 1 {
+			e.Dots = []int{dots.Dot, dots.DotDot}
+		}
 	case syscall.S_IFLNK:
 		e.Type = image.TypeSymlink
 		tgt, err := os.Readlink(p)

@@ -8,9 +8,11 @@ BENCH_TARGETS += bench-cli
 bench-cli: build
 	$(GO) run ./internal/clibench -dlbundle $(BIN) -out docs/bench/cli.md $(if $(COMPARE),-compare $(COMPARE))
 
-# A short fuzz run of the command-line split after `go test`: main's linear
-# parse must agree with kong's own on every line kong accepts.
+# Short fuzz runs of the command line after `go test`: main's linear split
+# parse, and exec and trace read without kong (quickParse), must agree with kong's
+# own on every line they accept.
 TEST_AFTER += fuzz-cli
 .PHONY: fuzz-cli
 fuzz-cli:
 	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzSplitCommandLine$$' -fuzztime 10s ./cmd/dlbundle/
+	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzQuickParseMatchesKong$$' -fuzztime 10s ./cmd/dlbundle/

@@ -3,10 +3,23 @@
 # slowfs (a contended shared file system, FUSE), 1 and 16 ranks started
 # together, natively and through dlbundle exec; it ends with one screen and
 # writes $(DEMO_OUT)/{summary.txt,demo.svg,results.csv}. Needs root (FUSE).
-.PHONY: demo-startup bench-stage
-DEMO_TARGETS += demo-startup
+.PHONY: demo-intro demo-startup bench-stage
+DEMO_TARGETS += demo-intro demo-startup
 APT_PACKAGES += gcc python3 fuse3
 DEMO_OUT ?= bin/demo
+
+# First (demo.mk is read before the other areas' mk files, and demo-startup's
+# prerequisites start with it): what the demo's parts are, so that the short
+# ones that run before the main screen (the registry's push and pull) are
+# introduced, not taken for it. An area describes its demo target T with
+# DEMO_ABOUT_T.
+DEMO_SHORT = $(filter-out demo-intro demo-startup,$(DEMO_TARGETS))
+DEMO_ABOUT_demo-registry ?= an image pushed to a throw-away OCI registry on 127.0.0.1 and pulled back (seconds)
+demo-intro:
+	@n=0; echo "== make demo runs, in this order:"; \
+	$(foreach d,$(DEMO_SHORT),n=$$((n+1)); echo "   $$n. $(d): $(or $(DEMO_ABOUT_$(d)),see its mk/*.mk)";) \
+	echo "   $$((n+1)). the main demo: start-up at width on a contended shared file system (about a"; \
+	echo "      minute); its one-screen summary comes last."
 
 # After every other demo target (expanded once all mk/*.mk are read), so that
 # the summary is the last screen. Static launcher (CGO_ENABLED=0): the ranks'

@@ -3,18 +3,25 @@
 #   make shim          rebuild the shim objects after editing loader/shim/*.c
 #                      (= go generate ./loader/; commit the objects)
 #   make bench-loader  warm-start overhead under the shim vs native -> docs/bench/loader.md
+#   make bench-stage-disk  a cold stage vs zstd|cpio on a loop-mounted ext4 and on
+#                      tmpfs, and the objects each creates -> docs/bench/stage-disk.md
+#                      (root; OLD_DLBUNDLE=PATH adds an older dlbundle's stage)
 
 APT_PACKAGES  += gcc python3 python3-numpy dash strace hyperfine libasan8 libubsan1
 # loader/stack_e2e_test.go: torch, a venv, the Spack-style tree's Python extension
 APT_PACKAGES  += python3-torch python3-venv python3-dev bash
-BENCH_TARGETS += bench-loader
+APT_PACKAGES  += zstd cpio e2fsprogs
+BENCH_TARGETS += bench-loader bench-stage-disk
 
-.PHONY: shim bench-loader
+.PHONY: shim bench-loader bench-stage-disk
 shim:
 	$(GO) generate ./loader/
 
 bench-loader: build
 	sh loader/testdata/bench.sh
+
+bench-stage-disk: build
+	sh loader/testdata/stagedisk.sh
 
 # Short fuzz runs of the loader's readers after `go test` (make test).
 TEST_AFTER += fuzz-loader

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/trace"
 )
@@ -148,8 +150,10 @@ func checkInvariants(t *testing.T, plan *Plan, rules *Rules) {
 				break
 			}
 		}
-		if e.Type == image.TypeDir && !sort.SliceIsSorted(e.Listing, func(a, b int) bool { return e.Listing[a].Name < e.Listing[b].Name }) {
-			t.Errorf("%s: listing not sorted", e.Path)
+		if e.Type == image.TypeDir {
+			if got, want := listedNames(e.Listing), readOrder(t, e.Path); !slices.Equal(got, want) {
+				t.Errorf("%s: listing %q, want the directory's read order %q", e.Path, got, want)
+			}
 		}
 		if e.Type == image.TypeMissing {
 			if parent := byPath[path.Dir(e.Path)]; parent != nil && hasName(parent.Listing, "/"+path.Base(e.Path)) {
@@ -192,4 +196,61 @@ func dump(plan *Plan) string {
 		b.WriteString("  " + string(e.Type) + " " + e.Path + "\n")
 	}
 	return b.String()
+}
+
+func listedNames(l []image.DirEntry) []string {
+	var names []string
+	for _, d := range l {
+		names = append(names, d.Name)
+	}
+	return names
+}
+
+// readOrder is the names of dir in the order the file system returns them
+// (os.File.ReadDir does not sort; os.ReadDir does), read with O_NOATIME as
+// the build reads (the tests compare atimes).
+func readOrder(t *testing.T, dir string) []string {
+	t.Helper()
+	f, err := image.OpenSource(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ds, err := f.ReadDir(-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range ds {
+		names = append(names, d.Name())
+	}
+	return names
+}
+
+// readOrderAll is every name getdents(2) returns for dir, "." and ".."
+// included, in its order (an independent decoder of the records).
+func readOrderAll(t *testing.T, dir string) []string {
+	t.Helper()
+	f, err := image.OpenSource(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var names []string
+	buf := make([]byte, 8192)
+	for {
+		n, err := unix.Getdents(int(f.Fd()), buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return names
+		}
+		for off := 0; off < n; {
+			reclen := int(buf[off+16]) | int(buf[off+17])<<8
+			name := buf[off+19 : off+reclen]
+			names = append(names, string(name[:bytes.IndexByte(name, 0)]))
+			off += reclen
+		}
+	}
 }

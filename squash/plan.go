@@ -108,6 +108,13 @@ func (b *builder) warn(format string, args ...any) {
 
 func (b *builder) skip(reason string) { b.plan.Report.skip(reason) }
 
+// skipByRule counts p as left out by a prefix rule, and under the prefix
+// that --include would take to bundle it (the summary names it).
+func (b *builder) skipByRule(reason, p string) {
+	b.plan.Report.skip(reason)
+	b.plan.Report.skipUnder(reason, IncludePrefix(p))
+}
+
 // place decides what one traced path becomes in the plan.
 func (b *builder) place(x *use) {
 	existed := x.read || x.dirUse || x.looked
@@ -120,7 +127,7 @@ func (b *builder) place(x *use) {
 	verdict, reason := b.rules.Match(x.path)
 	switch {
 	case verdict == Skip:
-		b.skip(reason)
+		b.skipByRule(reason, x.path)
 		return
 	case x.written:
 		b.skip(ReasonWritten)
@@ -133,7 +140,7 @@ func (b *builder) place(x *use) {
 				b.addNodeLocal(w.final)
 			}
 		}
-		b.skip(reason)
+		b.skipByRule(reason, x.path)
 		return
 	}
 
@@ -163,7 +170,7 @@ func (b *builder) placeExisting(x *use, w walk) {
 		if v == Exclude {
 			b.addNodeLocal(n)
 		}
-		b.skip(reason)
+		b.skipByRule(reason, n.path)
 		return
 	}
 	switch {
@@ -413,7 +420,7 @@ func (b *builder) addDir(n *node) *image.Entry {
 		}
 		return nil
 	}
-	listing, err := ReadListing(n.path)
+	listing, dots, err := ReadListing(n.path)
 	if err != nil {
 		b.warn("cannot list %s (%v): not in the image, its lookups will go to the file system", n.path, err)
 		return nil
@@ -423,6 +430,10 @@ func (b *builder) addDir(n *node) *image.Entry {
 	}
 	e := attrs(n, image.TypeDir)
 	e.Listing = listing
+	e.DotDotIno = dots.DotDotIno
+	if dots.Dot != 0 || dots.DotDot != 1 {
+		e.Dots = []int{dots.Dot, dots.DotDot}
+	}
 	return b.add(e)
 }
 
@@ -468,18 +479,26 @@ func nameList(names []string) string {
 }
 
 // ReadListing reads a directory's names, types and d_ino with getdents(2)
-// (os.ReadDir has no inode numbers), sorted by name, opened with O_NOATIME.
-func ReadListing(dir string) ([]image.DirEntry, error) {
+// (os.ReadDir has no inode numbers), opened with O_NOATIME, in the order the
+// file system returns them: that order is what the app sees natively (ext4's
+// hash order, tmpfs's newest first, xfs's ...) and what the loader serves
+// (docs/squash.md, "Listing order"). It also returns where "." and ".."
+// came in that order and the d_ino of "..", which a stage cannot find by
+// itself when the parent is not in the image (a node-local or unreadable
+// parent, a mount point).
+func ReadListing(dir string) (listing []image.DirEntry, dots Dots, err error) {
 	f, err := image.OpenSource(dir)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return nil, err
+		return nil, dots, err
 	}
 	defer f.Close()
 	var out []image.DirEntry
+	seen := 0 // of "." and ".."
+	dots = Dots{Dot: 0, DotDot: 1}
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := unix.Getdents(int(f.Fd()), buf)
@@ -487,7 +506,7 @@ func ReadListing(dir string) ([]image.DirEntry, error) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, dots, err
 		}
 		if n <= 0 {
 			break
@@ -497,7 +516,7 @@ func ReadListing(dir string) ([]image.DirEntry, error) {
 			ino := binary.NativeEndian.Uint64(buf[off:])
 			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
 			if reclen < 19 || off+reclen > n {
-				return nil, fmt.Errorf("getdents: bad record length %d", reclen)
+				return nil, dots, fmt.Errorf("getdents: bad record length %d", reclen)
 			}
 			dt := buf[off+18]
 			name := buf[off+19 : off+reclen]
@@ -506,7 +525,14 @@ func ReadListing(dir string) ([]image.DirEntry, error) {
 			}
 			off += reclen
 			nm := string(name)
-			if nm == "." || nm == ".." {
+			switch nm {
+			case ".":
+				dots.Dot = len(out) + seen
+				seen++
+				continue
+			case "..":
+				dots.DotDot, dots.DotDotIno = len(out)+seen, ino
+				seen++
 				continue
 			}
 			if dt == unix.DT_UNKNOWN { // some file systems leave the type to lstat
@@ -527,8 +553,14 @@ func ReadListing(dir string) ([]image.DirEntry, error) {
 			out = append(out, image.DirEntry{Name: nm, Type: t, Ino: ino})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return out, dots, nil
+}
+
+// Dots says where a directory read returned "." and ".." (their positions
+// among all the names, both counted) and the d_ino of "..".
+type Dots struct {
+	Dot, DotDot int
+	DotDotIno   uint64
 }
 
 func dtOfMode(m uint32) uint8 {

@@ -2,6 +2,7 @@ package squash
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,9 +39,14 @@ func TestSymlinksAlongOpenedPathsAreKept(t *testing.T) {
 		t.Errorf("regular entry attributes: %+v", reg)
 	}
 	dir := wantEntry(t, plan, root+"/usr/lib", image.TypeDir)
-	want := []image.DirEntry{{Name: "libfoo.so.1", Type: image.TypeSymlink}, {Name: "libfoo.so.1.2.3", Type: image.TypeRegular}, {Name: "unused.so", Type: image.TypeRegular}}
-	// Every listed name carries the d_ino the directory read returned,
-	// which is the name's own st_ino here (no mount points).
+	types := map[string]image.Type{"libfoo.so.1": image.TypeSymlink, "libfoo.so.1.2.3": image.TypeRegular, "unused.so": image.TypeRegular}
+	// In the order the directory read returns the names (what the app sees
+	// natively), each with the d_ino the read returned, which is the name's
+	// own st_ino here (no mount points).
+	var want []image.DirEntry
+	for _, name := range readOrder(t, root+"/usr/lib") {
+		want = append(want, image.DirEntry{Name: name, Type: types[name]})
+	}
 	for i := range want {
 		var st unix.Stat_t
 		if err := unix.Lstat(root+"/usr/lib/"+want[i].Name, &st); err != nil {
@@ -56,8 +62,26 @@ func TestSymlinksAlongOpenedPathsAreKept(t *testing.T) {
 		t.Errorf("directory attributes dir_size %d blocks %d atime %d, lstat says %d %d %d",
 			dir.DirSize, dir.Blocks, dir.AtimeNS, dst.Size, dst.Blocks, unix.TimespecToNsec(dst.Atim))
 	}
-	if !slices.Equal(dir.Listing, want) {
+	if !slices.Equal(dir.Listing, want) || len(want) != 3 {
 		t.Errorf("listing %v, want %v", dir.Listing, want)
+	}
+	var parent unix.Stat_t
+	if err := unix.Lstat(root+"/usr", &parent); err != nil || dir.DotDotIno != parent.Ino {
+		t.Errorf("dotdot_ino %d, want the parent's inode %d (%v)", dir.DotDotIno, parent.Ino, err)
+	}
+	// "." and ".." where the directory read returned them (with the names).
+	var all []string
+	for i, name := range readOrderAll(t, root+"/usr/lib") {
+		if name == "." || name == ".." {
+			all = append(all, fmt.Sprintf("%s@%d", name, i))
+		}
+	}
+	dots := []int{0, 1}
+	if dir.Dots != nil {
+		dots = dir.Dots
+	}
+	if want := []string{fmt.Sprintf(".@%d", dots[0]), fmt.Sprintf("..@%d", dots[1])}; !slices.Equal(all, want) && !slices.Equal(all, []string{want[1], want[0]}) {
+		t.Errorf("dots %v: the directory read returns %v", dir.Dots, all)
 	}
 	wantAbsent(t, plan, root+"/usr/lib/unused.so")
 	wantAbsent(t, plan, root+"/lib/libfoo.so.1") // stored at its real path only

@@ -1,6 +1,9 @@
 package squash
 
-import "sort"
+import (
+	"sort"
+	"strings"
+)
 
 // Reasons a traced path is not bundled. They are the keys of Report.Skipped.
 const (
@@ -31,6 +34,10 @@ type Report struct {
 	// Skipped counts traced paths by the reason they are not bundled
 	// (Reason* constants). Excluded paths still get an external entry.
 	Skipped map[string]int
+	// SkippedUnder counts the paths a default prefix rule left out by the
+	// --include prefix that would bundle them (IncludePrefix), per reason:
+	// "/tmp/pynamic-build" with 34 paths tells the user what to type.
+	SkippedUnder map[string]map[string]int
 	// Changed lists paths that changed since the pilot: left out, or bundled
 	// as they are now with Options.AllowChanged.
 	Changed []string
@@ -56,6 +63,41 @@ func (r *Report) skip(reason string) {
 	r.Skipped[reason]++
 }
 
+func (r *Report) skipUnder(reason, prefix string) {
+	if prefix == "" {
+		return
+	}
+	if r.SkippedUnder == nil {
+		r.SkippedUnder = map[string]map[string]int{}
+	}
+	if r.SkippedUnder[reason] == nil {
+		r.SkippedUnder[reason] = map[string]int{}
+	}
+	r.SkippedUnder[reason][prefix]++
+}
+
+// PrefixCount is an --include prefix and how many traced paths it holds.
+type PrefixCount struct {
+	Prefix string
+	Paths  int
+}
+
+// SkippedPrefixes returns the --include prefixes of the paths left out for
+// reason, most paths first.
+func (r *Report) SkippedPrefixes(reason string) []PrefixCount {
+	var out []PrefixCount
+	for p, n := range r.SkippedUnder[reason] {
+		out = append(out, PrefixCount{p, n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Paths != out[j].Paths {
+			return out[i].Paths > out[j].Paths
+		}
+		return out[i].Prefix < out[j].Prefix
+	})
+	return out
+}
+
 // SkippedReasons returns the reasons of Skipped, most frequent first.
 func (r *Report) SkippedReasons() []string {
 	var rs []string
@@ -69,4 +111,42 @@ func (r *Report) SkippedReasons() []string {
 		return rs[i] < rs[j]
 	})
 	return rs
+}
+
+// IncludePrefix names the prefix to give build's --include so that p, which
+// a default rule leaves out (a temporary or runtime directory), is bundled
+// with the tree it belongs to: the rule's prefix and the next component of
+// p ("/tmp/pynamic-build" for "/tmp/pynamic-build/lib/libx.so"), or p itself
+// when it is the rule's prefix. It returns "" when no default rule leaves p
+// out, or when the rule cannot be overridden (pseudo file systems).
+func IncludePrefix(p string) string {
+	best := rule{}
+	for _, r := range defaultRules {
+		if hasPrefix(p, r.prefix) && len(r.prefix) > len(best.prefix) {
+			best = r
+		}
+	}
+	if best.prefix == "" || best.verdict == Bundle || best.reason == ReasonPseudoFS {
+		return ""
+	}
+	rest := strings.TrimPrefix(p[len(best.prefix):], "/")
+	if rest == "" {
+		return best.prefix
+	}
+	next, _, _ := strings.Cut(rest, "/")
+	return best.prefix + "/" + next
+}
+
+// RulesOfBuild returns the rules an image was built with, from the build
+// information it records ("include" and "exclude": the prefixes joined by
+// ':'), so that readers of what ran from it (dlbundle report) tell the
+// paths it left out by policy from the paths its pilot did not take.
+func RulesOfBuild(info map[string]string) (*Rules, error) {
+	split := func(s string) []string {
+		if s == "" {
+			return nil
+		}
+		return strings.Split(s, ":")
+	}
+	return NewRules(split(info["include"]), split(info["exclude"]))
 }

@@ -16,7 +16,8 @@
 //     which loads the filter and execs the app) does the same with a second
 //     start of dlbundle; the tests compare the two;
 //   - one locked OS thread (tracer.go) runs every ptrace request: at a seccomp
-//     stop it decodes the arguments (syscalls_linux_amd64.go, memory.go) and
+//     stop it decodes the arguments (regs.go and the architecture's
+//     syscalls_linux_<arch>.go, memory.go) and
 //     either computes the outcome itself (stats, failing opens: predict.go)
 //     or catches the exit for the result with PTRACE_SYSCALL; getdents64
 //     buffers are collected per directory (dirents.go) into one listing;
@@ -24,7 +25,7 @@
 //   - when the main process exits, survivors are detached, the end record is
 //     written, the file renamed into place and a summary printed (summary.go).
 //
-// Requirements: Linux >= 4.8 on x86_64, ptrace permitted. Run waits for any
+// Requirements: Linux >= 4.8 on x86_64 or arm64, ptrace permitted. Run waits for any
 // child of the calling process (wait4(-1)): nothing else in the process may
 // start children while it runs.
 package trace

@@ -22,7 +22,7 @@ const (
 	seccompDataNr    = 0
 	seccompDataArch  = 4
 	seccompDataArgs  = 16
-	auditArchX86_64  = 0xc000003e
+	auditArchX86_64  = 0xc000003e // AUDIT_ARCH_X86_64; AUDIT_ARCH_AARCH64: syscalls_aarch64.go
 	x32SyscallBit    = 0x40000000
 	seccompRetAllow  = 0x7fff0000
 	seccompRetTrace  = 0x7ff00000
@@ -38,22 +38,36 @@ type filterCall struct {
 	emptyPath int
 }
 
-// filterCalls lists the filtered calls in the order the filter tests them:
-// the unconditional ones by number, then the conditional ones by number (the
+// filterArch is what the filter needs of an architecture: its audit arch
+// (seccomp_data.arch), whether x32 calls exist (x86_64), and its tables.
+// nativeFilter (syscalls_linux_<arch>.go) is this machine's.
+type filterArch struct {
+	audit    uint32
+	x32      bool
+	syscalls map[uint64]scSpec
+	fdForm   map[uint64]int
+	context  map[uint64]bool
+}
+
+// filterCalls lists the filtered calls of this machine.
+func filterCalls() []filterCall { return nativeFilter.calls() }
+
+// calls lists the filtered calls in the order the filter tests them: the
+// unconditional ones by number, then the conditional ones by number (the
 // order go-seccomp-bpf gives names, then names with conditions).
-func filterCalls() []filterCall {
+func (a *filterArch) calls() []filterCall {
 	var plain, cond []filterCall
 	add := func(nr uint64) {
-		if arg, ok := fdFormFlags[nr]; ok {
+		if arg, ok := a.fdForm[nr]; ok {
 			cond = append(cond, filterCall{uint32(nr), arg})
 		} else {
 			plain = append(plain, filterCall{uint32(nr), -1})
 		}
 	}
-	for nr := range syscallTable {
+	for nr := range a.syscalls {
 		add(nr)
 	}
-	for nr := range contextCalls {
+	for nr := range a.context {
 		add(nr)
 	}
 	byNr := func(s []filterCall) { sort.Slice(s, func(i, j int) bool { return s[i].nr < s[j].nr }) }
@@ -62,11 +76,15 @@ func filterCalls() []filterCall {
 	return append(plain, cond...)
 }
 
-// filterProgram assembles the filter: other architectures' calls (i386 via
-// int 0x80) go to the tracer, x32 calls fail with ENOSYS, the calls of
-// filterCalls stop in the tracer (SECCOMP_RET_TRACE), all others run.
-func filterProgram() ([]unix.SockFilter, error) {
-	calls := filterCalls()
+// filterProgram assembles this machine's filter.
+func filterProgram() ([]unix.SockFilter, error) { return nativeFilter.program() }
+
+// program assembles the filter: the calls of a.calls stop in the tracer
+// (SECCOMP_RET_TRACE), x32 calls fail with ENOSYS, all others run, other
+// architectures' calls too (i386 via int 0x80 on x86_64, arm32 of a compat
+// process on arm64: untraced, as in go-seccomp-bpf's program for the policy).
+func (a *filterArch) program() ([]unix.SockFilter, error) {
+	calls := a.calls()
 	var body []bpf.Instruction
 	// Jumps to the trace return are patched once its index is known.
 	var toAction []int
@@ -101,9 +119,12 @@ func filterProgram() ([]unix.SockFilter, error) {
 		j.SkipTrue = uint8(skip) // a false test falls through to the next call's test
 		body[i] = j
 	}
-	x32 := []bpf.Instruction{
-		bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: x32SyscallBit, SkipFalse: 1},
-		bpf.RetConstant{Val: seccompRetENOSYS},
+	var x32 []bpf.Instruction
+	if a.x32 {
+		x32 = []bpf.Instruction{
+			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: x32SyscallBit, SkipFalse: 1},
+			bpf.RetConstant{Val: seccompRetENOSYS},
+		}
 	}
 	skip := len(x32) + len(body) - 1
 	if skip > 255 {
@@ -111,7 +132,7 @@ func filterProgram() ([]unix.SockFilter, error) {
 	}
 	prog := append([]bpf.Instruction{
 		bpf.LoadAbsolute{Off: seccompDataArch, Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: auditArchX86_64, SkipTrue: uint8(skip)},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: a.audit, SkipTrue: uint8(skip)},
 		bpf.LoadAbsolute{Off: seccompDataNr, Size: 4},
 	}, append(x32, body...)...)
 	raw, err := bpf.Assemble(prog)

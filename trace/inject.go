@@ -14,14 +14,16 @@ import (
 // PTRACE_TRACEME and stops right after its execve, before its first
 // instruction. There the tracer makes the app itself call
 // prctl(PR_SET_NO_NEW_PRIVS) and seccomp(SECCOMP_SET_MODE_FILTER, TSYNC) — it
-// writes the filter below the stack pointer, `syscall; int3` over the entry
-// point, runs it once per call and puts code and registers back. This spares
-// a second start of the (large, static) dlbundle binary that re-executing
+// writes the filter below the stack pointer, a system call instruction and
+// a breakpoint over the entry point (`syscall; int3`, `svc #0; brk #0`),
+// runs it once per call and puts code and registers back. This spares a
+// second start of the (large, static) dlbundle binary that re-executing
 // itself as a stub costs, the bulk of a pilot's fixed cost. What the app sees
 // is the same as under the stub: the filter, no_new_privs, and its own
 // registers and memory at its entry point.
 
-// x86_64 system call numbers and arguments of the injected calls.
+// Arguments of the injected calls (the numbers are unix.SYS_PRCTL and
+// unix.SYS_SECCOMP of the architecture).
 const (
 	prSetNoNewPrivs        = 38
 	seccompSetModeFilter   = 1
@@ -31,14 +33,14 @@ const (
 // injectFilter installs prog in tid, stopped at its first instruction after
 // execve. Signals that arrive meanwhile are returned to be delivered after.
 func injectFilter(tid int, prog []unix.SockFilter) (pending []unix.Signal, err error) {
-	var saved unix.PtraceRegs
-	if err := unix.PtraceGetRegs(tid, &saved); err != nil {
+	var saved regs
+	if err := getRegs(tid, &saved); err != nil {
 		return nil, err
 	}
 	// The filter and its struct sock_fprog, 8 KiB below the stack pointer
 	// (the kernel maps 128 KiB of stack below the arguments at execve).
 	size := len(prog) * int(unsafe.Sizeof(unix.SockFilter{}))
-	addr := (saved.Rsp - 8192 - uint64(size) - 16) &^ 15
+	addr := (saved.sp() - 8192 - uint64(size) - 16) &^ 15
 	fprog := make([]byte, 16+size)
 	binary.LittleEndian.PutUint16(fprog, uint16(len(prog)))
 	binary.LittleEndian.PutUint64(fprog[8:], addr+16)
@@ -49,19 +51,21 @@ func injectFilter(tid int, prog []unix.SockFilter) (pending []unix.Signal, err e
 			return nil, fmt.Errorf("writing the filter into the app: %w", err)
 		}
 	}
+	// The system call instruction and a breakpoint (trapCode) over the entry
+	// point; the breakpoint stops the app after each call.
 	var orig [8]byte
-	if _, err := unix.PtracePeekText(tid, uintptr(saved.Rip), orig[:]); err != nil {
+	if _, err := unix.PtracePeekText(tid, uintptr(saved.pc()), orig[:]); err != nil {
 		return nil, err
 	}
 	code := orig
-	copy(code[:], []byte{0x0f, 0x05, 0xcc}) // syscall; int3
-	if _, err := unix.PtracePokeText(tid, uintptr(saved.Rip), code[:]); err != nil {
+	copy(code[:], trapCode)
+	if _, err := unix.PtracePokeText(tid, uintptr(saved.pc()), code[:]); err != nil {
 		return nil, err
 	}
 	call := func(nr, a0, a1, a2 uint64) error {
 		r := saved
-		r.Rax, r.Orig_rax, r.Rdi, r.Rsi, r.Rdx = nr, ^uint64(0), a0, a1, a2
-		if err := unix.PtraceSetRegs(tid, &r); err != nil {
+		r.setCall(nr, a0, a1, a2)
+		if err := injectRegs(tid, &r); err != nil {
 			return err
 		}
 		if err := unix.PtraceCont(tid, 0); err != nil {
@@ -87,10 +91,10 @@ func injectFilter(tid int, prog []unix.SockFilter) (pending []unix.Signal, err e
 			}
 			break
 		}
-		if err := unix.PtraceGetRegs(tid, &r); err != nil {
+		if err := getRegs(tid, &r); err != nil {
 			return err
 		}
-		if e := int64(r.Rax); e < 0 {
+		if e := r.result(); e < 0 {
 			return unix.Errno(-e)
 		}
 		return nil
@@ -100,10 +104,10 @@ func injectFilter(tid int, prog []unix.SockFilter) (pending []unix.Signal, err e
 	} else if err = call(unix.SYS_SECCOMP, seccompSetModeFilter, seccompFilterFlagTSync, addr); err != nil {
 		err = fmt.Errorf("installing the seccomp filter in the app: %w", err)
 	}
-	if _, rerr := unix.PtracePokeText(tid, uintptr(saved.Rip), orig[:]); rerr != nil && err == nil {
+	if _, rerr := unix.PtracePokeText(tid, uintptr(saved.pc()), orig[:]); rerr != nil && err == nil {
 		err = rerr
 	}
-	if rerr := unix.PtraceSetRegs(tid, &saved); rerr != nil && err == nil {
+	if rerr := setRegs(tid, &saved); rerr != nil && err == nil {
 		err = rerr
 	}
 	return pending, err

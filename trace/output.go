@@ -117,9 +117,6 @@ func newHeader(command []string, rank string, start time.Time) Header {
 	return h
 }
 
-// ldso is the ELF interpreter every dynamic x86_64 program names (ABI).
-const ldso = "/lib64/ld-linux-x86-64.so.2"
-
 // glibcVersion is gnu_get_libc_version's answer (dlbundle is static and
 // cannot call it): read from ld.so's banner ("... release version 2.36."),
 // which glibc builds with the same version as libc.so.6; else asked of

@@ -6,6 +6,37 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// The x86_64 side of the tracer (regs.go says what each architecture gives).
+
+// regs are this architecture's registers at a stop.
+type regs = x86Regs
+
+// nativeFilter is the seccomp filter's view of x86_64.
+var nativeFilter = filterArch{audit: auditArchX86_64, x32: true,
+	syscalls: syscallTable, fdForm: fdFormFlags, context: contextCalls}
+
+// trapCode is what inject.go writes at the entry point.
+var trapCode = x86Trap
+
+// ldso is the ELF interpreter every dynamic x86_64 program names (ABI).
+const ldso = "/lib64/ld-linux-x86-64.so.2"
+
+// getRegs and setRegs are PTRACE_GETREGSET/SETREGSET NT_PRSTATUS (x/sys's
+// PtraceGetRegs), whose struct has the layout of x86Regs.
+func getRegs(tid int, r *regs) error {
+	return unix.PtraceGetRegs(tid, (*unix.PtraceRegs)(unsafe.Pointer(r)))
+}
+func setRegs(tid int, r *regs) error {
+	return unix.PtraceSetRegs(tid, (*unix.PtraceRegs)(unsafe.Pointer(r)))
+}
+
+// injectRegs sets registers prepared by setCall (orig_rax -1: no restart).
+func injectRegs(tid int, r *regs) error { return setRegs(tid, r) }
+
+// The two layouts are one size (checked at compile time).
+var _ [unsafe.Sizeof(unix.PtraceRegs{}) - unsafe.Sizeof(regs{})]byte
+var _ [unsafe.Sizeof(regs{}) - unsafe.Sizeof(unix.PtraceRegs{})]byte
+
 // The system calls the seccomp filter sends to the tracer (x86_64 numbers),
 // and where each keeps its arguments. Everything else runs untraced.
 var syscallTable = map[uint64]scSpec{
@@ -70,44 +101,4 @@ var contextCalls = map[uint64]bool{
 	unix.SYS_SETRESUID: true, unix.SYS_SETRESGID: true, unix.SYS_SETFSUID: true, unix.SYS_SETFSGID: true,
 	unix.SYS_SETGROUPS: true, unix.SYS_CAPSET: true, unix.SYS_CHROOT: true, unix.SYS_PIVOT_ROOT: true,
 	unix.SYS_UNSHARE: true, unix.SYS_SETNS: true,
-}
-
-// syscallArgs returns the six argument registers and the system call number.
-func syscallArgs(r *unix.PtraceRegs) (nr uint64, args [6]uint64) {
-	return r.Orig_rax, [6]uint64{r.Rdi, r.Rsi, r.Rdx, r.R10, r.R8, r.R9}
-}
-
-// syscallResult returns the return value at syscall exit (-errno on failure).
-func syscallResult(r *unix.PtraceRegs) int64 { return int64(r.Rax) }
-
-// saNoCldStop is SA_NOCLDSTOP (asm-generic/signal.h).
-const saNoCldStop = 1
-
-// kernelSigaction is struct sigaction as rt_sigaction(2) takes it on x86_64.
-type kernelSigaction struct {
-	handler  uintptr
-	flags    uint64
-	restorer uintptr
-	mask     uint64
-}
-
-// quietChildStops adds SA_NOCLDSTOP to the SIGCHLD action (the Go runtime's
-// handler stays): every ptrace stop of a tracee would otherwise send this
-// process a SIGCHLD, and handling them cost about a sixth of the tracer's
-// time. wait4 is woken for stops either way. It returns the undo.
-func quietChildStops() (restore func()) {
-	var old kernelSigaction
-	if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(unix.SIGCHLD), 0,
-		uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 {
-		return func() {}
-	}
-	quiet := old
-	quiet.flags |= saNoCldStop
-	if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(unix.SIGCHLD),
-		uintptr(unsafe.Pointer(&quiet)), 0, 8, 0, 0); e != 0 {
-		return func() {}
-	}
-	return func() {
-		unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(unix.SIGCHLD), uintptr(unsafe.Pointer(&old)), 0, 8, 0, 0)
-	}
 }

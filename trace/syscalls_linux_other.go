@@ -1,20 +1,25 @@
-//go:build linux && !amd64
+//go:build linux && !amd64 && !arm64
 
 package trace
 
 import "golang.org/x/sys/unix"
 
-// The tracer decodes x86_64 system calls only; on other architectures Run
-// refuses to start (see errUnsupportedArch).
-var syscallTable = map[uint64]scSpec{}
+// The tracer decodes x86_64 and arm64 system calls only; on other
+// architectures Run refuses to start (an empty syscallTable).
+type regs = x86Regs
 
 var (
+	syscallTable = map[uint64]scSpec{}
 	fdFormFlags  = map[uint64]int{}
 	contextCalls = map[uint64]bool{}
+	nativeFilter = filterArch{}
+	trapCode     []byte
 )
 
-func syscallArgs(r *unix.PtraceRegs) (nr uint64, args [6]uint64) { return 0, args }
+const ldso = ""
 
-func syscallResult(r *unix.PtraceRegs) int64 { return 0 }
+func getRegs(tid int, r *regs) error    { return unix.ENOSYS }
+func setRegs(tid int, r *regs) error    { return unix.ENOSYS }
+func injectRegs(tid int, r *regs) error { return unix.ENOSYS }
 
 func quietChildStops() (restore func()) { return func() {} }

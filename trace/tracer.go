@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -287,13 +288,13 @@ func (t *tracer) onExec(tid int) {
 // onSeccomp handles the entry of a filtered call: decode its arguments now
 // (an exec replaces the memory they point to), then catch its exit.
 func (t *tracer) onSeccomp(tid int, tk *task) {
-	var regs unix.PtraceRegs
-	if err := unix.PtraceGetRegs(tid, &regs); err != nil {
+	var r regs
+	if err := getRegs(tid, &r); err != nil {
 		resume(tid, 0)
 		return
 	}
-	nr, args := syscallArgs(&regs)
-	spec, ok := syscallTable[nr]
+	nr, args := r.syscall()
+	spec, ok := specs()[nr]
 	if !ok {
 		if contextCalls[nr] {
 			t.exact = true // credentials, root or namespaces may change: stop predicting
@@ -301,7 +302,7 @@ func (t *tracer) onSeccomp(tid int, tk *task) {
 		resume(tid, 0)
 		return
 	}
-	p := t.decodeEntry(tid, &spec, args)
+	p := t.decodeEntry(tid, spec, args)
 	if p == nil {
 		resume(tid, 0)
 		return
@@ -324,14 +325,25 @@ func (t *tracer) onSyscallExit(tid int, tk *task) {
 	p := tk.pending
 	tk.pending = nil
 	if p != nil {
-		var regs unix.PtraceRegs
-		if err := unix.PtraceGetRegs(tid, &regs); err == nil {
-			t.decodeExit(tid, p, syscallResult(&regs))
+		var r regs
+		if err := getRegs(tid, &r); err == nil {
+			t.decodeExit(tid, p, r.result())
 		}
 		t.spare = p // written out, or dropped
 	}
 	resume(tid, 0)
 }
+
+// specs is syscallTable by pointer: a pending call keeps its entry's
+// address, and a copy taken at every stop escaped to the heap (a 128-byte
+// allocation per traced call, a third of what the tracer allocated).
+var specs = sync.OnceValue(func() map[uint64]*scSpec {
+	m := make(map[uint64]*scSpec, len(syscallTable))
+	for nr, s := range syscallTable {
+		m[nr] = &s
+	}
+	return m
+})
 
 // decodeEntry builds the event of a call from its arguments. It returns nil
 // for calls that are not lookups (fstat through newfstatat(fd, "", AT_EMPTY_PATH)).

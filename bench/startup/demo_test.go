@@ -3,7 +3,9 @@ package startup
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,13 +18,15 @@ import (
 // last rank's start-up, their ratio, the fixed cost on tmpfs, the cold start
 // and the projection.
 func TestDemoSummaryFigures(t *testing.T) {
+	defer func(f func() int) { numCPU = f }(numCPU)
+	numCPU = func() int { return 64 } // no row is CPU-bound (TestDemoSummaryMarksCPUBoundRows)
 	var b bytes.Buffer
 	synthetic().WriteDemoSummary(&b, "/x/demo.svg")
 	out := b.String()
 	for _, want := range []string{
 		"app           1       1000 -> 0.0           0.050 s    0.010 s      5.0x\n",
 		"app          16       1000 -> 0.0           0.800 s    0.040 s     20.0x\n",
-		"native -> dlbundle: app 10.0 -> 10.0 ms.\n",
+		"  app       10.0 -> 10.0 ms: +0.0 ms (no spread measured: noise not known)\n",
 		"app 0.100 s at 16 ranks.\n",
 		// 24,000 ranks x 1,000 ops x 10 µs; 1,000 x 40 stage ops x 10 µs; 1,000 x 100 MB at 1 GB/s.
 		"At 1,000 nodes x 24 ranks",
@@ -72,6 +76,9 @@ func TestDemoSmoke(t *testing.T) {
 		if !ok1 || !ok2 || nat.MetaOps == 0 || warm.MetaOps >= nat.MetaOps {
 			t.Errorf("N=%d: native %d metadata ops, warm %d: want warm < native", n, nat.MetaOps, warm.MetaOps)
 		}
+		if nat.CPU <= 0 || warm.CPU <= 0 {
+			t.Errorf("N=%d: ranks' CPU time native %v, warm %v: not measured (the CPU-bound mark needs it)", n, nat.CPU, warm.CPU)
+		}
 		// Warm means staged before: at N=2 there is no measured cold run, so
 		// the harness must have staged unmeasured; a warm rank reads no image.
 		if img := res.Calibrations[0].ImageBytes; img == 0 || warm.BytesRead >= uint64(img)/2 {
@@ -111,6 +118,117 @@ func TestDemoSummaryWarnsOfABusyMachine(t *testing.T) {
 		r.WriteDemoSummary(&b, "demo.svg")
 		if got := strings.Contains(b.String(), "the machine was busy"); got != tc.warn {
 			t.Errorf("load %s: warning shown %v, want %v", tc.load, got, tc.warn)
+		}
+	}
+}
+
+// The screen names the machine's cores, and marks the rows whose ranks
+// outnumber them and whose time is mostly CPU work: their speed-up is the
+// cores', not dlbundle's.
+func TestDemoSummaryMarksCPUBoundRows(t *testing.T) {
+	defer func(f func() int) { numCPU = f }(numCPU)
+	for _, tc := range []struct {
+		cores int
+		warm  time.Duration // of the 16-rank row, whose ranks took 160 ms of CPU
+		load  string        // at the start
+		bound string        // the footnote's reason, "" if not CPU-bound
+	}{
+		{2, 100 * time.Millisecond, "0.50", "the CPU work fills the cores"}, // 160 ms / 2 cores = 80 ms, of 100 ms
+		{2, 1000 * time.Millisecond, "0.50", ""},                            // 80 ms of 1 s on a quiet machine: the wait is elsewhere
+		{2, 1000 * time.Millisecond, "6.82", "the rest: cores busy with other work (load average 6.82)"},
+		{16, 100 * time.Millisecond, "0.50", ""}, // a core per rank
+	} {
+		numCPU = func() int { return tc.cores }
+		r := synthetic()
+		r.Load[0] = tc.load
+		for i := range r.Rows {
+			if r.Rows[i].Mode == ModeWarm && r.Rows[i].Ranks == 16 {
+				r.Rows[i].Wall, r.Rows[i].CPU = tc.warm, 160*time.Millisecond
+			}
+		}
+		var b bytes.Buffer
+		r.WriteDemoSummary(&b, "demo.svg")
+		out := b.String()
+		if want := fmt.Sprintf("This machine has %d CPU cores", tc.cores); !strings.Contains(out, want) {
+			t.Errorf("%d cores: screen lacks %q:\n%s", tc.cores, want, out)
+		}
+		row16 := ""
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "app          16 ") {
+				row16 = line
+			}
+		}
+		if got := strings.HasSuffix(row16, "CPU-bound*"); got != (tc.bound != "") {
+			t.Errorf("%d cores, warm %v, load %s: 16-rank row %q marked CPU-bound %v, want %v", tc.cores, tc.warm, tc.load, row16, got, tc.bound != "")
+		}
+		foot := fmt.Sprintf("app at 16 ranks: 0.160 s of CPU / 2 cores = 0.080 s of its %s; %s", seconds(tc.warm), tc.bound)
+		if got := strings.Contains(out, foot); got != (tc.bound != "") {
+			t.Errorf("%d cores, warm %v, load %s: footnote %q shown %v, want %v:\n%s", tc.cores, tc.warm, tc.load, foot, got, tc.bound != "", out)
+		}
+		if strings.Contains(out, "app           1 ") && strings.Contains(strings.SplitAfter(out, "app           1 ")[1][:60], "CPU-bound") {
+			t.Errorf("the one-rank row is marked CPU-bound:\n%s", out)
+		}
+	}
+}
+
+// The fixed cost on tmpfs is a difference of two medians: within the runs'
+// spread it is noise and is said to be, never shown as a (negative) figure.
+func TestDemoFixedCostWithinNoise(t *testing.T) {
+	msd := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	for _, tc := range []struct {
+		ideal, warm Row
+		want        string
+	}{
+		{Row{Wall: msd(315.9), Spread: msd(20)}, Row{Wall: msd(301.0), Spread: msd(6)}, "within noise (±20.0 ms)"},
+		{Row{Wall: msd(10), Spread: msd(1)}, Row{Wall: msd(14), Spread: msd(0.5)}, "+4.0 ms (noise ±1.0 ms)"},
+		{Row{Wall: msd(30), Spread: msd(1)}, Row{Wall: msd(20), Spread: msd(1)}, "-10.0 ms (noise ±1.0 ms)"},
+	} {
+		if got := fixedCost(tc.ideal, tc.warm); got != tc.want {
+			t.Errorf("fixedCost(%v±%v, %v±%v) = %q, want %q", tc.ideal.Wall, tc.ideal.Spread, tc.warm.Wall, tc.warm.Spread, got, tc.want)
+		}
+	}
+	r := synthetic()
+	for i := range r.Rows {
+		switch {
+		case r.Rows[i].Mode == ModeIdeal && r.Rows[i].Ranks == 1:
+			r.Rows[i].Wall, r.Rows[i].Spread = msd(315.9), msd(20)
+		case r.Rows[i].Mode == ModeWarm && r.Rows[i].Ranks == 1:
+			r.Rows[i].Wall, r.Rows[i].Spread = msd(301.0), msd(6)
+		}
+	}
+	var b bytes.Buffer
+	r.WriteDemoSummary(&b, "demo.svg")
+	if out := b.String(); !strings.Contains(out, "315.9 -> 301.0 ms: within noise (±20.0 ms)") || strings.Contains(out, "-14.9") {
+		t.Errorf("a difference within noise is not said to be:\n%s", out)
+	}
+}
+
+// make demo introduces its parts before the first one runs: the registry's
+// push and pull come before the main screen and must not be taken for it.
+// `make -n` prints the recipes in the order make runs them, without running
+// them; demo-intro is run for real (it only echoes).
+func TestMakeDemoIntroducesItsParts(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dry, err := exec.Command("make", "-C", root, "-n", "--no-print-directory", "demo").CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n demo: %v\n%s", err, dry)
+	}
+	intro := strings.Index(string(dry), "== make demo runs, in this order")
+	registry := strings.Index(string(dry), "docker-registry serve")
+	main := strings.Index(string(dry), "./bench/cmd/demo")
+	if intro < 0 || registry < 0 || main < 0 || !(intro < registry && registry < main) {
+		t.Errorf("make demo's order: intro at %d, registry at %d, main demo at %d; want intro, registry, main:\n%s", intro, registry, main, dry)
+	}
+	out, err := exec.Command("make", "-C", root, "-s", "--no-print-directory", "demo-intro").CombinedOutput()
+	if err != nil {
+		t.Fatalf("make demo-intro: %v\n%s", err, out)
+	}
+	for _, want := range []string{"1. demo-registry: an image pushed to a throw-away OCI registry", "2. the main demo", "summary comes last"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("make demo-intro lacks %q:\n%s", want, out)
 		}
 	}
 }

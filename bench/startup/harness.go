@@ -79,6 +79,8 @@ type Row struct {
 	Mode      string
 	Ranks     int
 	Wall      time.Duration // release until the last rank exited
+	Spread    time.Duration // slowest minus fastest Wall of the runs Wall is the median of (0: one run)
+	CPU       time.Duration // user + system time of all ranks of the run Wall is from
 	MeanRank  time.Duration
 	MetaOps   uint64 // on slowfs, all ranks together
 	Reads     uint64
@@ -296,11 +298,13 @@ func (b *bench) measure(ctx context.Context, mode string, n int, l launch) Row {
 		}
 		runs = append(runs, r)
 	}
+	var spread time.Duration
 	if r.err == nil {
 		slices.SortFunc(runs, func(a, b rankRun) int { return int(a.wall - b.wall) })
 		r = runs[len(runs)/2]
+		spread = runs[len(runs)-1].wall - runs[0].wall
 	}
-	row := Row{Scenario: b.sc.name, Mode: mode, Ranks: n, Wall: r.wall, MeanRank: r.mean(),
+	row := Row{Scenario: b.sc.name, Mode: mode, Ranks: n, Wall: r.wall, Spread: spread, CPU: r.cpu, MeanRank: r.mean(),
 		MetaOps: s.MetadataOps(), Reads: s.Read, BytesRead: s.BytesRead, Service: b.cal.Service}
 	if mode == ModeWarm {
 		row.TopPaths = b.fsys.TopPaths(8)

@@ -63,6 +63,7 @@ type launch struct {
 // rankRun is what N ranks of one launch did.
 type rankRun struct {
 	wall  time.Duration   // release of the gate until the last rank exited
+	cpu   time.Duration   // user + system time of all ranks (and the children they waited for)
 	ranks []time.Duration // per rank, release until exit
 	err   error           // first rank failure, with its output
 }
@@ -154,6 +155,9 @@ func runRanks(ctx context.Context, n int, l launch) rankRun {
 		end := <-r.done
 		res.ranks[i] = end.Sub(t0)
 		res.wall = max(res.wall, res.ranks[i])
+		if ps := r.cmd.ProcessState; ps != nil {
+			res.cpu += ps.UserTime() + ps.SystemTime()
+		}
 		if res.err != nil {
 			continue
 		}

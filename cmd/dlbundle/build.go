@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -62,6 +63,12 @@ What stays out:
   - files that changed or vanished since the pilot (reported; re-run the pilot,
     or use --allow-changed).
 
+Who may read the image: no more users than may read every input. The image's
+mode is what the umask allows, less the group and other bits of any input that
+some users cannot read (its mode, or a directory above it); the summary names
+those private inputs (leave them out with --exclude). As root, a user's traces
+are built as that user: the image holds only what the user may read.
+
 The same traces and files give a byte-identical image; set SOURCE_DATE_EPOCH to
 record a build time.`
 }
@@ -76,6 +83,16 @@ func (c *BuildCmd) Run() error {
 		var err error
 		if paths, err = squash.DefaultTraces("."); err != nil {
 			return err
+		}
+	}
+	if os.Geteuid() == 0 {
+		// Root reads no file on a user's behalf (buildaccess.go).
+		owner, err := traceOwner(paths)
+		if err != nil {
+			return err
+		}
+		if owner != 0 {
+			return buildAs(owner)
 		}
 	}
 	if !c.DryRun {
@@ -104,6 +121,7 @@ func (c *BuildCmd) Run() error {
 	}
 	if c.DryRun {
 		printPlan(summary, paths, plan)
+		imageAccess(plan, nil).print(summary, "would be written", c.Push != "")
 		return nil
 	}
 	if err := checkSomethingToBundle(plan); err != nil {
@@ -119,6 +137,7 @@ func (c *BuildCmd) Run() error {
 		return err
 	}
 	defer out.abort()
+	access := imageAccess(plan, out.f)
 	bar := newProgress("building")
 	bw := bufio.NewWriterSize(out.f, 1<<20)
 	stats, err := image.Write(bw, plan.Entries, image.WriteOptions{
@@ -132,10 +151,11 @@ func (c *BuildCmd) Run() error {
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", c.Output, err)
 	}
-	if err := out.commit(); err != nil {
+	if err := out.commit(access.mode); err != nil {
 		return err
 	}
 	printBuildSummary(summary, c.Output, paths, plan, stats, warnings)
+	access.print(summary, "written", c.Push != "")
 	if c.Push != "" {
 		return c.push()
 	}
@@ -172,11 +192,38 @@ func checkSomethingToBundle(plan *squash.Plan) error {
 	var why []string
 	for _, r := range plan.Report.SkippedReasons() {
 		why = append(why, fmt.Sprintf("%d %s", plan.Report.Skipped[r], r))
+		if under := underPrefixes(plan.Report, r, 3); under != "" {
+			why[len(why)-1] += ": " + under
+		}
 	}
 	if len(why) == 0 {
 		why = append(why, "the traces record no file the app read")
 	}
-	return fmt.Errorf("nothing to bundle: %s", strings.Join(why, "; "))
+	msg := "nothing to bundle: " + strings.Join(why, "; ")
+	if inc := plan.Report.SkippedPrefixes(squash.ReasonTempDir); len(inc) > 0 {
+		msg += fmt.Sprintf("; if that is the app's own tree, build with --include %s", inc[0].Prefix)
+	}
+	return errors.New(msg)
+}
+
+// underPrefixes names, for a reason a default prefix rule gave, where the
+// paths it left out are ("34 under /tmp/pynamic-build"), at most max
+// prefixes; only for temporary directories, where --include PREFIX is the
+// fix and the prefix is the user's to name.
+func underPrefixes(rep squash.Report, reason string, max int) string {
+	if reason != squash.ReasonTempDir {
+		return ""
+	}
+	var parts []string
+	ps := rep.SkippedPrefixes(reason)
+	for i, p := range ps {
+		if i == max {
+			parts = append(parts, fmt.Sprintf("%d more prefixes", len(ps)-max))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%d under %s (--include %s)", p.Paths, p.Prefix, p.Prefix))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // buildInfo is stored in the image; it holds no wall-clock time unless
@@ -236,8 +283,8 @@ func newPartialImage(target string) (*partialImage, error) {
 	return a, nil
 }
 
-func (a *partialImage) commit() error {
-	if err := a.f.Chmod(0o644); err != nil {
+func (a *partialImage) commit(mode os.FileMode) error {
+	if err := a.f.Chmod(mode); err != nil {
 		return err
 	}
 	if err := a.f.Sync(); err != nil {
@@ -377,6 +424,18 @@ func printPlanSummary(w io.Writer, plan *squash.Plan, content string) {
 		fmt.Fprintln(w, "  not bundled:")
 		for _, r := range rep.SkippedReasons() {
 			fmt.Fprintf(w, "    %5d  %s\n", rep.Skipped[r], r)
+			if r != squash.ReasonTempDir {
+				continue
+			}
+			// Name where they are, so that the fix can be copied.
+			ps := rep.SkippedPrefixes(r)
+			for i, p := range ps {
+				if i == 3 {
+					fmt.Fprintf(w, "           ... and %d more prefixes\n", len(ps)-3)
+					break
+				}
+				fmt.Fprintf(w, "           %5d under %s: to bundle them, --include %s\n", p.Paths, p.Prefix, p.Prefix)
+			}
 		}
 	}
 	if len(rep.PycCaches) > 0 {

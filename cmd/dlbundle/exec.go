@@ -64,18 +64,8 @@ func (c *ExecCmd) Run() error {
 		return errors.New("no command to run: dlbundle exec IMAGE -- CMD [ARGS...]")
 	}
 	if c.Report != "" {
-		// Every process appends to it at exit, where nobody could be told
-		// that it failed: find out now, before the app starts.
-		f, err := os.OpenFile(c.Report, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o644) // as the shim opens it
-		switch {
-		case errors.Is(err, syscall.ELOOP):
-			// A symlink planted at the path: the shim will not follow it
-			// (issue 10) and the app runs, but not in silence.
-			fmt.Fprintf(os.Stderr, "dlbundle exec: warning: --report %s is a symbolic link; the shim does not follow it: no report will be written\n", c.Report)
-		case err != nil:
-			return fmt.Errorf("--report %s: %w; the app's processes could not write their reports there: choose a writable path", c.Report, err)
-		default:
-			f.Close()
+		if err := checkReportFile(c.Report); err != nil {
+			return err
 		}
 	}
 	ctx, stop := notifySignals(true)
@@ -98,9 +88,43 @@ func (c *ExecCmd) Run() error {
 		func(path string) (string, string, bool) { return stagedScript(staged.Dir, path) }, env)
 }
 
+// checkReportFile makes sure that the app's processes can append to --report
+// FILE (they do it at exit, where nobody could be told that it failed) and
+// that exec cannot hang on it: it opens FILE as the shim does (O_APPEND,
+// O_NOFOLLOW) but non-blocking, creating it if needed, and wants a regular
+// file of the user's own. A FIFO there (a shared path another user chose)
+// blocked exec for good; another user's file would get this user's
+// reports (what the app looked up) appended for them to read.
+func checkReportFile(path string) error {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_APPEND|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0o644)
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		// A symlink planted at the path: the shim will not follow it
+		// (issue 10) and the app runs, but not in silence.
+		fmt.Fprintf(os.Stderr, "dlbundle exec: warning: --report %s is a symbolic link; the shim does not follow it: no report will be written\n", path)
+		return nil
+	case errors.Is(err, unix.ENXIO): // a FIFO without a reader
+		return fmt.Errorf("--report %s is a FIFO; refusing (the app's processes would block on it): choose a regular file", path)
+	case err != nil:
+		return fmt.Errorf("--report %s: %w; the app's processes could not write their reports there: choose a writable path", path, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("--report %s: %w", path, err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return fmt.Errorf("--report %s is not a regular file; refusing (the app's processes would block or fail on it): choose a regular file", path)
+	case int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("--report %s belongs to uid %d, not to you; refusing to append your processes' reports to another user's file: choose a path of your own", path, st.Uid)
+	}
+	return nil
+}
+
 // stage opens the stage dir and returns the published stage of the image.
 func (c *ExecCmd) stage(ctx context.Context) (*loader.Staged, error) {
-	dir, err := loader.OpenStageDirFor(c.StageDir)
+	dir, squat, err := loader.OpenStageDirFor(c.StageDir)
 	if err != nil {
 		return nil, err
 	}
@@ -125,6 +149,11 @@ func (c *ExecCmd) stage(ctx context.Context) (*loader.Staged, error) {
 		}
 	}
 	s, err := loader.Stage(ctx, req)
+	// A squatted stage dir: said once per node and launch, by the process
+	// that looked at the image (the others found its stage by the alias).
+	if squat != nil && (err != nil || s.Digest != "") {
+		fmt.Fprintf(os.Stderr, "dlbundle: warning: %s\n", squat.Warning())
+	}
 	if tty && err == nil && s.Materialized {
 		fmt.Fprintf(os.Stderr, "\r\x1b[Kdlbundle exec: staged %s into %s\n", c.Image, s.Dir)
 	}

@@ -15,7 +15,7 @@ import (
 // ExtractCmd materialises an image's tree in a directory.
 type ExtractCmd struct {
 	Image   string `arg:"" type:"existingfile" help:"Image file (.dlimg)."`
-	Dir     string `arg:"" type:"path" help:"Directory to create the tree in; must not exist or be empty."`
+	Dir     string `arg:"" type:"path" help:"Directory to create the tree in; must not exist, or be empty and yours."`
 	Workers int    `default:"0" help:"Parallel decompressors (0 = all cores)."`
 }
 
@@ -31,7 +31,12 @@ SHA-256 is checked; on any error everything created is removed again.
 Nothing is written outside DIR: names are checked when the image is opened,
 and symlinks are rewritten to relative targets that resolve inside DIR
 (/lib -> /usr/lib becomes DIR/lib -> usr/lib). Paths recorded as missing or
-external create nothing.
+external create nothing. DIR may be in a directory other users can write
+(/tmp): everything is created relative to directories extract opened itself,
+so that another user renaming or replacing them makes extract fail, never
+write elsewhere. An existing DIR must be yours (root extracting into another
+user's directory is refused), and a symlink on the way to DIR is followed
+only if it is root's or yours.
 
 The same tree comes out of standard tools, without the checks:
   zstd -dc app.dlimg | cpio -idm --no-absolute-filenames

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/dlbundle/dlbundle/internal/units"
@@ -15,7 +16,7 @@ type GcCmd struct {
 	Job       string        `placeholder:"ID" help:"Also remove the aliases written inside batch job ID (an Epilog: --job $$SLURM_JOB_ID)."`
 	Keep      string        `placeholder:"SIZE" default:"0" help:"Keep unused stages, most recently used first, up to SIZE in total (e.g. 4G)."`
 	OlderThan time.Duration `name:"older-than" placeholder:"DURATION" help:"Remove only stages unused for this long (e.g. 24h)."`
-	Grace     time.Duration `default:"1m" help:"Never remove a stage used this recently (a rank may be about to start from it)."`
+	Grace     time.Duration `default:"1m" help:"Never remove a stage used this recently (a rank may be about to start from it); at least 2s."`
 	DryRun    bool          `name:"dry-run" help:"Say what would be removed; remove nothing."`
 }
 
@@ -36,9 +37,12 @@ func (c *GcCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	dir, err := loader.OpenStageDirFor(c.StageDir)
+	dir, squat, err := loader.OpenStageDirFor(c.StageDir)
 	if err != nil {
 		return err
+	}
+	if squat != nil {
+		fmt.Fprintf(os.Stderr, "dlbundle gc: warning: %s\n", squat.Warning())
 	}
 	res, err := loader.GC(context.Background(), dir, loader.GCOptions{Job: c.Job, Keep: keep, OlderThan: c.OlderThan, Grace: c.Grace, DryRun: c.DryRun})
 	if err != nil {

@@ -101,7 +101,7 @@ func TestInspectVerifyExtractVerbs(t *testing.T) {
 	img, root := imageOfTree(t)
 
 	out, code := runCLI(t, bin, "inspect", img)
-	for _, want := range []string{"./app --fast", "node17", "glibc 2.36", "elf-shared", root + "/lib/libnope.so", "libz.so.1.2.13"} {
+	for _, want := range []string{"./app --fast", "node17", "glibc 2.36", "elf-shared", root + "/lib/libnope.so", "libz.so.1.2.13", "arch       x86_64\n"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("inspect (exit %d) does not show %q:\n%s", code, want, out)
 		}
@@ -152,5 +152,52 @@ func TestInspectVerifyExtractVerbs(t *testing.T) {
 	os.WriteFile(bad, b, 0o644)
 	if out, code := runCLI(t, bin, "verify", bad); code != 1 || !strings.Contains(out, "corrupt") {
 		t.Fatalf("verify of a corrupt image: exit %d, want 1\n%s", code, out)
+	}
+}
+
+// Issue 18 item 7: inspect printed image-controlled strings raw, so a
+// newline in a path forged a line of output (and an escape sequence could
+// drive the terminal). Paths, symlink targets and the pilot's command line
+// now come out Go-quoted when they hold anything unprintable.
+func TestInspectEscapesControlBytes(t *testing.T) {
+	bin := buildCLI(t)
+	forged := "\nmissing paths (known not to exist): 0\n  /forged"
+	content := filepath.Join(t.TempDir(), "c")
+	os.WriteFile(content, []byte("\x7fELF not really"), 0o644)
+	es := []image.Entry{
+		{Path: "/", Type: image.TypeDir},
+		{Path: "/app/lib" + forged + ".so", Type: image.TypeRegular, Size: 15, Kind: image.KindData, SourcePath: content},
+		{Path: "/app/miss" + forged, Type: image.TypeMissing},
+		{Path: "/app/dir\x1b[2J\x1b]0;pwned\x07", Type: image.TypeDir},
+		{Path: "/app/link", Type: image.TypeSymlink, Target: "\r/forged\u202e"},
+	}
+	var buf bytes.Buffer
+	if _, err := image.Write(&buf, es, image.WriteOptions{
+		Pilots: []json.RawMessage{json.RawMessage(`{"rec":"header","command":["./app","--x\n/forged"],"host":"node\u001b[31m"}`)},
+		Build:  map[string]string{"host": "h\r/forged"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	img := filepath.Join(t.TempDir(), "hostile.dlimg")
+	os.WriteFile(img, buf.Bytes(), 0o644)
+	for _, args := range [][]string{{"inspect", img}, {"inspect", "--list", img}} {
+		out, code := runCLI(t, bin, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, code, out)
+		}
+		for i := 0; i < len(out); i++ {
+			if c := out[i]; (c < ' ' && c != '\n') || c == 0x7f {
+				t.Errorf("%v prints control byte %#x: %q", args, c, out[max(0, i-40):min(len(out), i+40)])
+				break
+			}
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, "/forged") && !strings.Contains(line, `\n`) && !strings.Contains(line, `\r`) {
+				t.Errorf("%v: a line forged by the image: %q", args, line)
+			}
+		}
+		if strings.Contains(out, "\u202e") {
+			t.Errorf("%v prints a right-to-left override", args)
+		}
 	}
 }

@@ -15,27 +15,39 @@ import (
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/image/registry"
 	"github.com/dlbundle/dlbundle/internal/units"
+	"github.com/dlbundle/dlbundle/internal/untrusted"
 )
 
 // InspectCmd summarises or lists an image.
 type InspectCmd struct {
-	Image    string `arg:"" help:"Image file (.dlimg), or a registry reference oci://REGISTRY/REPO:TAG (or @sha256:...): only the manifest, footer and table of contents are fetched."`
-	Insecure bool   `help:"With an oci:// reference: talk plain http to the registry (a lab registry without TLS)."`
-	List     bool   `short:"l" help:"List every entry in load order: order, type, kind, size, compressed size, path."`
-	JSON     bool   `help:"Print JSON instead of text (with --list: the entries too)."`
-	Top      int    `default:"10" help:"How many of the largest objects and missing paths to show."`
+	Image    string   `arg:"" help:"Image file (.dlimg), or a registry reference oci://REGISTRY/REPO:TAG (or @sha256:...): only the manifest, footer and table of contents are fetched."`
+	Insecure bool     `help:"With an oci:// reference: talk plain http to the registry (a lab registry without TLS)."`
+	List     bool     `short:"l" help:"List every entry in load order: order, type, kind, size, compressed size, path."`
+	JSON     bool     `help:"Print JSON instead of text (with --list: the entries too)."`
+	Top      int      `default:"10" help:"How many of the largest objects and missing paths to show."`
+	HTML     string   `name:"html" placeholder:"FILE" help:"Write a page (one self-contained HTML file) that draws where start-up goes: the image's bytes by prefix and, with --trace and --report, the pilot's lookups over time and by directory, what exec saves per rank, what the image lacked."`
+	Traces   []string `name:"trace" placeholder:"TRACE" type:"existingfile" sep:"none" help:"With --html: the pilot's trace(s) the image was built from (repeatable)."`
+	Reports  []string `name:"report" placeholder:"FILE" type:"existingfile" sep:"none" help:"With --html: report file(s) of 'dlbundle exec --report' (repeatable)."`
 }
 
 // Help is shown by `dlbundle inspect --help`.
 func (c *InspectCmd) Help() string {
-	return `Shows what an image holds: objects by kind, raw and compressed bytes, the
-largest objects, paths recorded as missing, directories, and the pilot run it
-was built from (command, host, glibc). The image's table of contents is
-checked when it is opened; contents are not decompressed (use dlbundle verify).
+	return `Shows what an image holds: its architecture, objects by kind, raw and
+compressed bytes, the largest objects, paths recorded as missing, directories,
+and the pilot run it was built from (command, host, glibc). The image's table
+of contents is checked when it is opened; contents are not decompressed (use
+dlbundle verify).
+
+Text the image chose (paths, symlink targets, the pilot's command line) is
+printed as it is when printable, and Go-quoted otherwise ("a\nb"): a control
+character in a path cannot forge a line of output. --json escapes as JSON does.
 
   dlbundle inspect app.dlimg
   dlbundle inspect --list app.dlimg | grep numpy
-  dlbundle inspect --json app.dlimg | jq .by_kind`
+  dlbundle inspect --json app.dlimg | jq .by_kind
+  dlbundle inspect --html app.html --trace dlbundle.trace --report run1.report app.dlimg
+
+--html draws it for people: open the file in any browser (no network needed).`
 }
 
 type kindStats struct {
@@ -55,6 +67,7 @@ type inspectSummary struct {
 	Image        string                `json:"image"`
 	Size         int64                 `json:"size"`
 	Digest       string                `json:"toc_digest"`
+	Arch         string                `json:"arch"`
 	Entries      int                   `json:"entries"`
 	ByType       map[string]int        `json:"by_type"`
 	ByKind       map[string]*kindStats `json:"by_kind"`
@@ -76,6 +89,12 @@ func (c *InspectCmd) Run() error {
 		return err
 	}
 	defer im.Close()
+	if c.HTML != "" {
+		return writePage(c.HTML, c.Traces, c.Image, im, c.Reports)
+	}
+	if len(c.Traces) > 0 || len(c.Reports) > 0 {
+		return fmt.Errorf("--trace and --report go with --html FILE (the page they are drawn on)")
+	}
 	s := summarise(c.Image, im)
 	if c.JSON {
 		if c.List {
@@ -125,7 +144,7 @@ func compressed(e *image.Entry) int64 {
 }
 
 func summarise(name string, im *image.Image) *inspectSummary {
-	s := &inspectSummary{Image: name, Size: im.Size(), Digest: im.TOCDigest(), ByType: map[string]int{},
+	s := &inspectSummary{Image: name, Size: im.Size(), Digest: im.TOCDigest(), Arch: im.Arch(), ByType: map[string]int{},
 		ByKind: map[string]*kindStats{}, Pilots: im.Pilots(), Build: im.BuildInfo(), DataBytes: im.DataSize(),
 		Missing: []string{}, Directories: []string{}}
 	stored := map[int64]bool{} // first frame offset of content already counted
@@ -173,6 +192,7 @@ func summarise(name string, im *image.Image) *inspectSummary {
 func printSummary(w io.Writer, s *inspectSummary, top int) {
 	fmt.Fprintf(w, "image      %s (%s)\n", s.Image, units.Bytes(s.Size))
 	fmt.Fprintf(w, "identity   %s\n", s.Digest)
+	fmt.Fprintf(w, "arch       %s\n", s.Arch)
 	for _, p := range s.Pilots {
 		var h struct {
 			Command []string `json:"command"`
@@ -185,10 +205,14 @@ func printSummary(w io.Writer, s *inspectSummary, top int) {
 		if json.Unmarshal(p, &h) == nil {
 			rank := ""
 			if h.Rank != "" {
-				rank = " rank " + h.Rank
+				rank = " rank " + q(h.Rank)
+			}
+			args := make([]string, len(h.Command))
+			for i, a := range h.Command {
+				args[i] = q(a)
 			}
 			fmt.Fprintf(w, "pilot      %s\n           on %s%s, glibc %s, kernel %s, %s\n",
-				strings.Join(h.Command, " "), h.Host, rank, h.Glibc, h.Kernel, h.Start)
+				strings.Join(args, " "), q(h.Host), rank, q(h.Glibc), q(h.Kernel), q(h.Start))
 		}
 	}
 	if len(s.Build) > 0 {
@@ -199,7 +223,7 @@ func printSummary(w io.Writer, s *inspectSummary, top int) {
 		sort.Strings(keys)
 		var kv []string
 		for _, k := range keys {
-			kv = append(kv, k+"="+s.Build[k])
+			kv = append(kv, q(k+"="+s.Build[k]))
 		}
 		fmt.Fprintf(w, "build      %s\n", strings.Join(kv, " "))
 	}
@@ -231,7 +255,7 @@ func printSummary(w io.Writer, s *inspectSummary, top int) {
 			if i == top {
 				break
 			}
-			fmt.Fprintf(w, "  %10s  %10s  %-12s %s\n", units.Bytes(o.Size), units.Bytes(o.Compressed), o.Kind, o.Path)
+			fmt.Fprintf(w, "  %10s  %10s  %-12s %s\n", units.Bytes(o.Size), units.Bytes(o.Compressed), o.Kind, q(o.Path))
 		}
 	}
 	fmt.Fprintln(w)
@@ -247,7 +271,7 @@ func printPaths(w io.Writer, title string, paths []string, top int) {
 			fmt.Fprintf(w, "  ... %d more (--list)\n", len(paths)-top)
 			break
 		}
-		fmt.Fprintf(w, "  %s\n", p)
+		fmt.Fprintf(w, "  %s\n", q(p))
 	}
 }
 
@@ -257,15 +281,19 @@ func printList(w io.Writer, im *image.Image) error {
 		e := &im.Entries()[i]
 		extra := ""
 		if e.Type == image.TypeSymlink {
-			extra = " -> " + e.Target
+			extra = " -> " + q(e.Target)
 		}
 		size, stored := "-", "-"
 		if e.Type == image.TypeRegular {
 			size, stored = fmt.Sprint(e.Size), fmt.Sprint(compressed(e))
 		}
-		if _, err := fmt.Fprintf(w, "%6d %-8s %-12s %10s %10s  %s%s\n", e.Order, e.Type, e.Kind, size, stored, e.Path, extra); err != nil {
+		if _, err := fmt.Fprintf(w, "%6d %-8s %-12s %10s %10s  %s%s\n", e.Order, e.Type, e.Kind, size, stored, q(e.Path), extra); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// q prints text the image chose: unchanged when printable, Go-quoted
+// otherwise (a newline in a path must not forge an output line).
+func q(s string) string { return untrusted.Quote(s) }

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/dlbundle/dlbundle/loader"
 )
 
 // TestStageLsGcVerbs: stage stages once ("already staged" the second time),
@@ -41,6 +44,7 @@ func TestStageLsGcVerbs(t *testing.T) {
 	if out, _ := run(nil, "gc", "--stage-dir", stage); !strings.Contains(out, "removed 0 stages") {
 		t.Errorf("gc within the grace time removed the fresh stage: %s", out)
 	}
+	time.Sleep(loader.MinGrace) // gc never removes a stage used more recently, even with --grace 0s
 	if out, code := run(nil, "gc", "--stage-dir", stage, "--grace", "0s"); code != 0 || !strings.Contains(out, "removed 1 stages") {
 		t.Errorf("gc: exit %d: %s", code, out)
 	}
@@ -52,5 +56,22 @@ func TestStageLsGcVerbs(t *testing.T) {
 	}
 	if _, err := os.Stat(img); err != nil {
 		t.Errorf("--consume outside a job removed the image: %v", err)
+	}
+}
+
+// Issue 18 item 7: `dlbundle ls` panicked on a directory named sha256-x in
+// the stage dir (it printed the first 16 bytes of every name).
+func TestLsIgnoresForeignStageName(t *testing.T) {
+	bin := buildCLI(t)
+	stage := filepath.Join(t.TempDir(), "stages")
+	if err := os.Mkdir(stage, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(stage, "sha256-x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "ls", "--stage-dir", stage).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "0 stages") {
+		t.Errorf("ls: %v\n%s", err, out)
 	}
 }

@@ -16,9 +16,12 @@ type LsCmd struct {
 
 // Run lists the stages, most recently used first.
 func (c *LsCmd) Run() error {
-	dir, err := loader.OpenStageDirFor(c.StageDir)
+	dir, squat, err := loader.OpenStageDirFor(c.StageDir)
 	if err != nil {
 		return err
+	}
+	if squat != nil {
+		fmt.Fprintf(os.Stderr, "dlbundle ls: warning: %s\n", squat.Warning())
 	}
 	stages, err := loader.ListStages(dir)
 	if err != nil {
@@ -32,7 +35,7 @@ func (c *LsCmd) Run() error {
 		if len(s.InUse) > 0 {
 			use = fmt.Sprintf("%d processes (pid %d ...)", len(s.InUse), s.InUse[0])
 		}
-		fmt.Printf("%-16s %10s  %-20s %s\n", s.Name[:16], units.Bytes(s.Size), s.LastUse.Format(time.DateTime), use)
+		fmt.Printf("%-16.16s %10s  %-20s %s\n", s.Name, units.Bytes(s.Size), s.LastUse.Format(time.DateTime), use)
 	}
 	fmt.Fprintf(os.Stdout, "%d stages, %s in %s\n", len(stages), units.Bytes(total), dir)
 	return nil

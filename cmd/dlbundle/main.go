@@ -65,17 +65,34 @@ func main() {
 	if len(os.Args) < 2 || os.Args[1] != "exec" && os.Args[1] != "__trace-stub" {
 		oneproc.Restore()
 	}
-	parser, err := newParser(os.Args[1:])
+	// Every rank's exec and every pilot run: a plain command line is read
+	// without kong (quickParse), which kong's model of the verb would cost.
+	if verb, ok := quickParse(os.Args[1:], os.LookupEnv); ok {
+		fail(verb.Run(), func() *kong.Context { return kongContext(os.Args[1:]) })
+	}
+	ctx := kongContext(os.Args[1:])
+	fail(ctx.Run(), func() *kong.Context { return ctx })
+}
+
+// kongContext parses args (os.Args[1:]) with kong; a usage error is
+// reported (exit 2).
+func kongContext(args []string) *kong.Context {
+	parser, err := newParser(args)
 	if err != nil {
 		panic(err) // the CLI struct is wrong: a bug, not a usage error
 	}
-	ctx, err := parse(parser, os.Args[1:])
+	ctx, err := parse(parser, args)
 	if err != nil {
 		reportUsage(ctx, err)
 	}
-	err = ctx.Run()
+	return ctx
+}
+
+// fail exits as err (a verb's Run's) says: 0 if nil, the app's status, a
+// usage error's 2 (with the verb's usage from ctx), else 1 with the error.
+func fail(err error, ctx func() *kong.Context) {
 	if err == nil {
-		return
+		os.Exit(0)
 	}
 	// kong wraps the error Run returns, so look through the chain.
 	var e exitError
@@ -84,9 +101,9 @@ func main() {
 	}
 	var u usageError
 	if errors.As(err, &u) {
-		reportUsage(ctx, u)
+		reportUsage(ctx(), u)
 	}
-	fmt.Fprintf(os.Stderr, "dlbundle %s: %v\n", verbName(ctx), err)
+	fmt.Fprintf(os.Stderr, "dlbundle %s: %v\n", verbName(ctx()), err)
 	os.Exit(exitFailure)
 }
 

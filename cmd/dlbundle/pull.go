@@ -24,7 +24,10 @@ type PullCmd struct {
 func (c *PullCmd) Help() string {
 	return `The download is streamed to a temporary file next to FILE and renamed to FILE
 only when its sha256 matches the registry's manifest: FILE is never partial.
-Only artifacts pushed by 'dlbundle push' are accepted.
+Only artifacts pushed by 'dlbundle push' are accepted. The image's size, as the
+manifest declares it, is checked against the free space there before anything
+is downloaded, and a download slower than 64 KiB/s over a --timeout window is
+abandoned (a trickling registry would otherwise hold a node's stage lock).
 
   dlbundle pull registry.example.org/hpc/myapp:v1 -o /lustre/me/myapp.dlimg
 

@@ -31,12 +31,19 @@ image read and decompression out of the job's start-up:
 
   Prolog (as the job's user):     dlbundle stage /lustre/me/app.dlimg
   first step of a job script:     srun --ntasks-per-node=1 dlbundle stage /lustre/me/app.dlimg
-  with sbcast (one read of the shared file system in all):
-    sbcast /lustre/me/app.dlimg /tmp/app.dlimg
-    srun --ntasks-per-node=1 dlbundle stage --consume /tmp/app.dlimg
-    srun dlbundle exec /tmp/app.dlimg -- ./myapp
+  with sbcast (one read of the shared file system in all), into a directory
+  of the job's own (others could plant a file at a name in /tmp they guess):
+    D=/tmp/dlbundle-$SLURM_JOB_ID.$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')
+    srun --ntasks-per-node=1 mkdir -m 0700 $D
+    sbcast /lustre/me/app.dlimg $D/app.dlimg
+    srun --ntasks-per-node=1 dlbundle stage --consume $D/app.dlimg
+    srun dlbundle exec $D/app.dlimg -- ./myapp
 
-See examples/jobs and docs/exec.md.`
+An image file is staged only if you or root own it, or its owner is another
+user and it does not lie in a directory every user can write (/tmp). Within a
+job, a path consumed by --consume is never read again.
+
+See examples/jobs, docs/exec.md and docs/security.md.`
 }
 
 // Run stages the image.
@@ -58,8 +65,12 @@ func (c *StageCmd) Run() error {
 		if err != nil {
 			return err
 		}
-		if err := loader.ConsumeImage(filepath.Dir(s.Dir), ref, s, os.Getenv); err != nil {
+		removed, err := loader.ConsumeImage(filepath.Dir(s.Dir), ref, s, os.Getenv)
+		if err != nil {
 			return err
+		}
+		if _, serr := os.Lstat(ref); !removed && serr == nil {
+			fmt.Fprintf(os.Stderr, "dlbundle stage: warning: %s was consumed earlier in this job: the file now at that path was not read (within a job a consumed path names the image it named then); give another image another path\n", c.Image)
 		}
 	}
 	if !c.Quiet {

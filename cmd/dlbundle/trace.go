@@ -13,6 +13,7 @@ import (
 type TraceCmd struct {
 	Output  string   `short:"o" placeholder:"FILE" help:"Trace file to write (default ./dlbundle.trace; '.RANK' is appended under a launcher)."`
 	Quiet   bool     `short:"q" help:"Do not print the summary at the end."`
+	HTML    string   `name:"html" placeholder:"FILE" help:"Also write a page (one self-contained HTML file) that draws the pilot's lookups over time and by directory; 'dlbundle inspect --html' adds the image and reports."`
 	Command []string `arg:"" passthrough:"" name:"command" help:"The app and its arguments (put -- before it)."`
 }
 
@@ -30,6 +31,7 @@ as one process: what the pilot loads is what gets bundled.
   dlbundle trace -- ./myapp --input small.nml
   dlbundle trace -o numpy.trace -- /usr/bin/python3 -c 'import numpy'
   dlbundle trace -q -- ./run.sh            # no summary
+  dlbundle trace --html numpy.html -- /usr/bin/python3 -c 'import numpy'
 
 Output: ./dlbundle.trace unless -o is given. It is written under a temporary
 name next to it and renamed when complete, so an earlier trace is replaced
@@ -48,7 +50,12 @@ then on: trace a run in which the app waits for its children.
 Needs ptrace: not available where kernel.yama.ptrace_scope=3 or in
 containers without CAP_SYS_PTRACE.
 
-Next: dlbundle build -o app.dlimg`
+--html FILE draws where start-up goes, for people: when the app's lookups
+happen, which directories it searches and how often in vain, when the large
+libraries load. Open it in any browser (no network needed).
+
+Next: dlbundle build -o app.dlimg, then
+      dlbundle inspect --html app.html --trace dlbundle.trace app.dlimg`
 }
 
 // Run traces the command and exits with its status.
@@ -65,6 +72,12 @@ func (c *TraceCmd) Run() error {
 	}
 	if err != nil {
 		return err
+	}
+	if c.HTML != "" {
+		if err := writePage(c.HTML, []string{res.Output}, "", nil, nil); err != nil {
+			fmt.Fprintf(os.Stderr, "dlbundle trace: %s was written, but not the page: %v\n", res.Output, err)
+			exitWith(max(res.Exit, 1))
+		}
 	}
 	exitWith(res.Exit)
 	return nil

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/dlbundle/dlbundle/image"
@@ -74,7 +75,7 @@ func (c *VerifyCmd) Run() error {
 		e := &im.Entries()[i]
 		if why := staleReason(e); why != "" {
 			stale++
-			fmt.Printf("stale: %s: %s\n", e.Path, why)
+			fmt.Printf("stale: %s: %s\n", q(e.Path), why)
 		}
 	}
 	if stale > 0 {
@@ -118,7 +119,7 @@ func staleReason(e *image.Entry) string {
 			return "was a symlink, now " + fi.Mode().Type().String()
 		}
 		if t, _ := os.Readlink(e.Path); t != e.Target {
-			return fmt.Sprintf("symlink target %q, image has %q", t, e.Target)
+			return fmt.Sprintf("symlink target %s, image has %s", q(t), q(e.Target))
 		}
 	case image.TypeDir:
 		if !fi.IsDir() {
@@ -186,12 +187,18 @@ func listingChange(e *image.Entry) string {
 		return ""
 	}
 	sort.Strings(added)
-	return fmt.Sprintf("listing changed: %d names added %v, %d removed %v", len(added), clip(added), len(removed), clip(removed))
+	return fmt.Sprintf("listing changed: %d names added %s, %d removed %s", len(added), clip(added), len(removed), clip(removed))
 }
 
-func clip(s []string) []string {
-	if len(s) > 5 {
-		return append(s[:5:5], "...")
+// clip lists the first five names, quoted when not printable.
+func clip(s []string) string {
+	var out []string
+	for i, n := range s {
+		if i == 5 {
+			out = append(out, "...")
+			break
+		}
+		out = append(out, q(n))
 	}
-	return s
+	return "[" + strings.Join(out, " ") + "]"
 }

@@ -21,6 +21,7 @@ var (
 	ErrDenied         = errors.New("access denied by registry")
 	ErrDigestMismatch = errors.New("digest mismatch")
 	ErrNotArtifact    = errors.New("not a dlbundle artifact")
+	ErrTooSlow        = errors.New("download too slow")
 )
 
 // explain turns an error from the network or the registry into one that

@@ -24,6 +24,22 @@ type Options struct {
 	// Timeout bounds every wait on the network: connecting, and any stall
 	// of a request or response (no byte moving either way). 0 means 30 s.
 	Timeout time.Duration
+	// MinRate is the slowest a blob download may go, in bytes per second
+	// on average over every Timeout window; slower fails with ErrTooSlow.
+	// 0 means 64 KiB/s; negative: no minimum.
+	MinRate int64
+}
+
+const defaultMinRate = 64 << 10
+
+func (o Options) minRate() int64 {
+	switch {
+	case o.MinRate < 0:
+		return 0
+	case o.MinRate == 0:
+		return defaultMinRate
+	}
+	return o.MinRate
 }
 
 const defaultTimeout = 30 * time.Second

@@ -7,14 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"golang.org/x/sys/unix"
+
+	"github.com/dlbundle/dlbundle/internal/units"
 )
 
 // Resolve returns the manifest digest ("sha256:HEX") that ref names now: one
@@ -60,6 +65,9 @@ func Fetch(ctx context.Context, ref, dst string, opts Options) (manifestDigest s
 	if err != nil {
 		return "", explain("pull", r, err)
 	}
+	if err := checkFreeSpace(filepath.Dir(dst), layer.Size); err != nil {
+		return "", fmt.Errorf("pull %s: %w", r, err)
+	}
 	blobs, err := newBlobClient(ctx, r.Context(), opts)
 	if err != nil {
 		return "", explain("pull", r, err)
@@ -79,7 +87,14 @@ func Fetch(ctx context.Context, ref, dst string, opts Options) (manifestDigest s
 
 	var got string
 	for attempt := 0; ; attempt++ {
-		got, err = download(ctx, blobs, layer.Digest, layer.Size, tmp, opts.Progress)
+		got, err = download(ctx, blobs, layer.Digest, layer.Size, tmp, opts)
+		var werr *writeError
+		if errors.As(err, &werr) {
+			// The local file system failed (ENOSPC: the space went to
+			// someone else meanwhile): say so, not "registry unreachable",
+			// and do not retry.
+			return "", fmt.Errorf("pull %s: writing %s: %w", r, tmp.Name(), werr.err)
+		}
 		if err == nil || attempt == 2 || !transient(err) || ctx.Err() != nil {
 			break
 		}
@@ -113,8 +128,9 @@ func Fetch(ctx context.Context, ref, dst string, opts Options) (manifestDigest s
 }
 
 // download copies the blob into w, at most size bytes, and returns the hex
-// sha256 of what arrived.
-func download(ctx context.Context, blobs *blobClient, d v1.Hash, size int64, w io.Writer, progress func(done, total int64)) (string, error) {
+// sha256 of what arrived. A failed write comes back as a *writeError; a
+// blob arriving slower than opts' minimum rate as ErrTooSlow.
+func download(ctx context.Context, blobs *blobClient, d v1.Hash, size int64, w io.Writer, opts Options) (string, error) {
 	body, err := blobs.get(ctx, d, 0, 0)
 	if err != nil {
 		return "", err
@@ -122,10 +138,11 @@ func download(ctx context.Context, blobs *blobClient, d v1.Hash, size int64, w i
 	defer body.Close()
 	h := sha256.New()
 	var src io.Reader = io.LimitReader(body, size+1) // one more byte reveals an oversized blob
-	if progress != nil {
-		src = &progressReader{ReadCloser: io.NopCloser(src), total: size, report: progress}
+	src = &rateReader{r: src, min: opts.minRate(), window: opts.timeout(), start: time.Now()}
+	if opts.Progress != nil {
+		src = &progressReader{ReadCloser: io.NopCloser(src), total: size, report: opts.Progress}
 	}
-	n, err := io.Copy(io.MultiWriter(w, h), src)
+	n, err := io.Copy(io.MultiWriter(&errWriter{w: w}, h), src)
 	if err != nil {
 		return "", err
 	}
@@ -133,6 +150,66 @@ func download(ctx context.Context, blobs *blobClient, d v1.Hash, size int64, w i
 		return "", fmt.Errorf("%w: blob %s has %d bytes, the manifest says %d", ErrDigestMismatch, d, n, size)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// writeError is a failure to write the download locally.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return e.err.Error() }
+func (e *writeError) Unwrap() error { return e.err }
+
+// errWriter marks the errors of w as writeErrors.
+type errWriter struct{ w io.Writer }
+
+func (e *errWriter) Write(b []byte) (int, error) {
+	n, err := e.w.Write(b)
+	if err != nil {
+		err = &writeError{err}
+	}
+	return n, err
+}
+
+// rateReader fails a transfer that moves fewer than min bytes a second on
+// average over a window: a registry trickling a byte every few seconds would
+// otherwise hold a node's stage lock for ever, the stall timeout never
+// firing (issue 18 item 6). Checked as reads return; a read that blocks is
+// bounded by the connection's stall timeout.
+type rateReader struct {
+	r      io.Reader
+	min    int64 // bytes per second
+	window time.Duration
+	start  time.Time // of the current window
+	n      int64     // bytes in the current window
+	total  int64
+}
+
+func (r *rateReader) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	r.n += int64(n)
+	r.total += int64(n)
+	if el := time.Since(r.start); el >= r.window {
+		if rate := float64(r.n) / el.Seconds(); rate < float64(r.min) {
+			return n, fmt.Errorf("%w: %d bytes in the last %s (%.0f bytes/s), below the minimum of %d bytes/s, after %d bytes; "+
+				"the registry or the link is too slow to stage from (a stage lock is held meanwhile): try again, or pull the image to a file first",
+				ErrTooSlow, r.n, el.Round(time.Millisecond), rate, r.min, r.total)
+		}
+		r.start, r.n = time.Now(), 0
+	}
+	return n, err
+}
+
+// checkFreeSpace refuses, before any download, a blob of size bytes that
+// the file system holding dir cannot take.
+func checkFreeSpace(dir string, size int64) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return err
+	}
+	if free := int64(min(st.Bavail*uint64(st.Bsize), math.MaxInt64)); size > free {
+		return fmt.Errorf("no space left on %s: the image needs %s, %s are free (%w); free space there or write it elsewhere (pull -o, exec --stage-dir)",
+			dir, units.Bytes(size), units.Bytes(free), unix.ENOSPC)
+	}
+	return nil
 }
 
 // transient reports whether a failed download is worth starting again.

@@ -20,6 +20,8 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
+#include <gnu/libc-version.h>
 #include <limits.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -104,8 +106,9 @@ static int cwd_prefix(const char *p, size_t n);
 	X(posix_spawnp, int, (pid_t *, const char *, const posix_spawn_file_actions_t *, \
 			      const posix_spawnattr_t *, char *const[], char *const[]))
 
-/* Calls that write (read-your-writes), readdir (d_ino) and fstat (staged
- * fds): the fidelity section at the end of this file. */
+/* Calls that write (read-your-writes), the readdir family (listings from
+ * the table) and fstat (staged fds): the fidelity section at the end of this
+ * file. */
 #define FIDELITY_FUNCS(X)                                                          \
 	X(creat, int, (const char *, mode_t))                                   \
 	X(creat64, int, (const char *, mode_t))                                 \
@@ -142,6 +145,16 @@ static int cwd_prefix(const char *p, size_t n);
 	X(fstat64, int, (int, struct stat64 *))                                 \
 	X(readdir, struct dirent *, (DIR *))                                    \
 	X(readdir64, struct dirent64 *, (DIR *))                                \
+	X(readdir_r, int, (DIR *, struct dirent *, struct dirent **))           \
+	X(readdir64_r, int, (DIR *, struct dirent64 *, struct dirent64 **))     \
+	X(telldir, long, (DIR *))                                               \
+	X(seekdir, void, (DIR *, long))                                         \
+	X(rewinddir, void, (DIR *))                                             \
+	X(fdopendir, DIR *, (int))                                              \
+	X(getdents64, ssize_t, (int, void *, size_t))                           \
+	X(fchdir, int, (int))                                                   \
+	X(glob, int, (const char *, int, int (*)(const char *, int), glob_t *)) \
+	X(glob64, int, (const char *, int, int (*)(const char *, int), glob64_t *)) \
 	X(closedir, int, (DIR *))
 
 #define DECLARE_REAL(name, ret, args) static ret(*real_##name) args;
@@ -150,7 +163,9 @@ FIDELITY_FUNCS(DECLARE_REAL)
 static void mark_written(int dirfd, const char *path, int follow_last);
 static void dirty_inherit(void);
 static void fd_note(int fd, const struct dlb_entry *e);
-static void dir_note(DIR *d, const struct dlb_entry *e);
+static DIR *dir_open(const struct dlb_entry *e, const char *canon, size_t n);
+static size_t dir_fd_path(int fd, char *out, size_t cap);
+static const struct dlb_entry *dir_fd_entry(int fd, const struct stat *st);
 static void fstat_fix(int fd, struct stat *st);
 static const struct dlb_entry *fd_staged(int fd, const struct stat *st);
 static int rp_walk(const char *path, char *res, int *native, char *first);
@@ -165,8 +180,6 @@ static dev_t stage_dev;
 static const void *table;
 static char stage_root[1024]; /* $DLBUNDLE_STAGE/root */
 static size_t stage_root_len;
-static char stage_list[1024]; /* $DLBUNDLE_STAGE/list */
-static size_t stage_list_len;
 static int debug_on;
 static char debug_dir[512];
 
@@ -259,7 +272,6 @@ static void shim_init(void)
 	_Static_assert(DLB_STAGE_MAX + 8 < sizeof stage_root, "stage_root holds DLBUNDLE_STAGE/root");
 	if (stage && stage[0] == '/') {
 		stage_root_len = (size_t)snprintf(stage_root, sizeof stage_root, "%s/root", stage);
-		stage_list_len = (size_t)snprintf(stage_list, sizeof stage_list, "%s/list", stage);
 		char path[1100];
 		snprintf(path, sizeof path, "%s/table", stage);
 		int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
@@ -295,8 +307,16 @@ static void debug_log(const char *what, const char *fn, const char *path, const 
 	if (debug_dir[0]) {
 		char p[600];
 		snprintf(p, sizeof p, "%s/%d.log", debug_dir, (int)syscall(SYS_getpid));
-		fd = (int)syscall(SYS_openat, AT_FDCWD, p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+		/* O_NONBLOCK, then a regular file of our own only: a FIFO there
+		 * must not hang the app, another user's file gets nothing (as
+		 * report.c). */
+		fd = (int)syscall(SYS_openat, AT_FDCWD, p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0644);
 		close_it = fd >= 0;
+		struct stat st;
+		if (fd >= 0 && (syscall(SYS_fstat, fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != (uid_t)syscall(SYS_geteuid))) {
+			syscall(SYS_close, fd);
+			fd = -1, close_it = 0;
+		}
 	}
 	if (fd >= 0) syscall(SYS_write, fd, line, (size_t)n);
 	if (close_it) syscall(SYS_close, fd);
@@ -319,8 +339,21 @@ static int lookup(const char *fn, int dirfd, const char **pp, int follow, char *
 	char abs[DLB_PATH_MAX];
 	const char *p = path;
 	size_t known = 0; /* getcwd's answer is real directories: ".." over them is decided */
-	if (path[0] != '/') {
-		if (dirfd != AT_FDCWD) goto unknown;
+	int at_dir = 0;   /* relative to the fd of a listing the shim serves */
+	if (path[0] != '/' && dirfd != AT_FDCWD) {
+		/* dirfd(d) of a bundled directory's stream is its staged copy: look
+		 * the name up as the original's (its table path is canonical), and
+		 * pass an undecided one through by that absolute path, as natively
+		 * the fd would name the original directory. */
+		size_t n = dir_fd_path(dirfd, abs, sizeof abs);
+		size_t pl = strlen(path);
+		if (!n || n + 1 + pl >= sizeof abs) goto unknown;
+		if (n > 1) abs[n++] = '/';
+		memcpy(abs + n, path, pl + 1);
+		known = n > 1 ? n - 1 : 1;
+		p = abs;
+		at_dir = 1;
+	} else if (path[0] != '/') {
 		long n = syscall(SYS_getcwd, abs, sizeof abs);
 		size_t pl = strlen(path);
 		if (n <= 0 || abs[0] != '/' || (size_t)n + pl + 1 >= sizeof abs) goto unknown;
@@ -334,11 +367,18 @@ static int lookup(const char *fn, int dirfd, const char **pp, int follow, char *
 	if (!strncmp(p, stage_root, stage_root_len - 5) && (p[stage_root_len - 5] == '/' || !p[stage_root_len - 5]))
 		goto unknown;
 	int rc = dlb_resolve_known(table, p, known, follow, canon, r);
+	/* A caller that passes a bundled name through (a directory opened)
+	 * must not reach the staged copy by the fd: the original, canonical. */
+	if (at_dir && rc != DLB_UNKNOWN) *pp = canon;
 	if (rc == DLB_BUNDLED) { report_count(REPORT_ANSWERED, NULL); debug_log("bundled", fn, path, canon); }
 	else if (rc == DLB_KNOWN_ERR) { report_count(REPORT_MISSING, NULL); debug_log("missing", fn, path, 0); }
 	else goto unknown;
 	return rc;
 unknown:
+	if (at_dir && !r->rewritten) { /* the original, by its absolute path */
+		memcpy(canon, abs, strlen(abs) + 1);
+		r->rewritten = 1;
+	}
 	if (r->rewritten) *pp = canon;
 	report_count(REPORT_PASSED, *pp); /* the path that reaches the file system */
 	debug_log("pass", fn, path, r->rewritten ? canon : 0);
@@ -945,20 +985,22 @@ ssize_t __readlinkat_chk(int dirfd, const char *path, char *buf, size_t len, siz
 	return readlinkat(dirfd, path, buf, len);
 }
 
-/* ---- opendir: the complete listing, with d_type, from $STAGE/list ---- */
+/* ---- opendir: the directory's listing from the table (the readdir family,
+ * in the fidelity section) ---- */
 DIR *opendir(const char *path)
 {
-	char canon[DLB_PATH_MAX], lp[DLB_PATH_MAX + 1024];
+	char canon[DLB_PATH_MAX];
 	struct dlb_res r;
+	const char *asked = path;
 	switch (lookup("opendir", AT_FDCWD, &path, 1, canon, &r)) {
 	case DLB_BUNDLED:
 		if (r.ent->type != DLB_DIR) { errno = ENOTDIR; return NULL; }
-		if (stage_list_len + r.len + 1 > sizeof lp) break;
-		memcpy(lp, stage_list, stage_list_len);
-		memcpy(lp + stage_list_len, canon, r.len + 1);
-		DIR *d = real_opendir(lp);
-		dir_note(d, r.ent); /* readdir shows the original inode numbers */
-		return d;
+		{
+			DIR *d = dir_open(r.ent, canon, r.len);
+			if (d != (DIR *)-1) return d; /* a stream, or NULL with errno */
+		}
+		path = asked; /* no free stream slot: the original directory */
+		break;
 	case DLB_KNOWN_ERR:
 		errno = r.err;
 		return NULL;
@@ -1135,6 +1177,12 @@ int shim_from_outside(const char *name)
 	if (!strncmp(name, stage_root, sl) && name[sl] == '/') return 0; /* the shim's own objects */
 	return dlb_resolve(table, name, 1, canon, &r) != DLB_BUNDLED;
 }
+
+/* shim_unstage (report.h): the report's exe is what /proc/self/exe names,
+ * the staged copy when the executable ran from the stage; the report gives
+ * its original path, as readlink of it through the shim does. In place, no
+ * allocation (called from the report writer, possibly in a signal handler). */
+size_t shim_unstage(char *path, size_t len) { return strip_stage(path, len); }
 
 /* _exit, _Exit: processes that end this way (dash, os._exit, children after
  * fork) skip destructors; write their report first. */
@@ -1453,87 +1501,477 @@ int mknodat(int fd, const char *p, mode_t m, dev_t d) { mark_written(fd, p, 0); 
 int mkfifo(const char *p, mode_t m) { mark_written(AT_FDCWD, p, 0); return real_mkfifo(p, m); }
 int mkfifoat(int fd, const char *p, mode_t m) { mark_written(fd, p, 0); return real_mkfifoat(fd, p, m); }
 
-/* ---- readdir: d_ino of a bundled directory's listing as the original's ----
+/* ---- the readdir family: a bundled directory's listing from the table ----
  *
- * opendir of a bundled directory reads STAGE/list, whose placeholders have
- * the stage's inode numbers. The DIR streams we opened are remembered (a
- * fixed table, claimed with a compare-and-swap); readdir looks each name up
- * and shows the table's ino (the source's st_ino for bundled names, the d_ino
- * the build read for listed-only ones; "." and ".." the directory's and its
- * parent's when the table has them). More than DIR_TRACK streams open at once,
- * or an image without recorded inodes: the stage's numbers show. */
-#define DIR_TRACK 64
-static struct { DIR *d; const struct dlb_entry *e; } dir_track[DIR_TRACK];
+ * opendir of a bundled directory opens its staged copy, one real directory,
+ * and makes a glibc DIR of it with fdopendir, so that dirfd(), fstat (the
+ * original's attributes, fstat_fix), fchdir and openat(dirfd(d), name) (the
+ * name looked up as the original's, lookup) behave as on the original. The
+ * stream never reads that copy: readdir, readdir64, readdir(64)_r, telldir,
+ * seekdir, rewinddir and getdents64 on its fd serve the directory's listing
+ * from the table: the names, "." and ".." included, in the order the
+ * build's read of the original returned them (native order), each with the
+ * d_type and d_ino of that read. fdopendir of a descriptor of a staged
+ * directory (a dup of dirfd(d), openat(dirfd(d), "sub", O_DIRECTORY)) serves
+ * it the same way.
+ *
+ * The streams are kept in a fixed table (DIR_TRACK slots, claimed with a
+ * compare-and-swap; no allocation but glibc's own DIR). When every slot is
+ * taken, opendir opens the original directory: the native answer, from the
+ * file system. A stream's position is its record index: telldir returns it
+ * (natively an opaque cookie of the file system), seekdir takes it, d_off
+ * is the next one. As with glibc, one stream is not for two threads at once.
+ */
+#define DIR_TRACK 128
+#define DIR_CLAIMED ((DIR *)-1)
+struct dir_stream {
+	DIR *d; /* NULL: free; DIR_CLAIMED: being set up */
+	const struct dlb_entry *e;
+	const struct dlb_record *rec;
+	uint32_t n, pos; /* records, and the next one */
+	int fd;          /* dirfd(d): the staged copy ... */
+	dev_t dev;       /* ... which is still it when fstat says so */
+	ino_t ino;
+	struct dirent64 de; /* readdir's answer (struct dirent has its layout here) */
+};
+_Static_assert(sizeof(struct dirent) == sizeof(struct dirent64) && offsetof(struct dirent, d_name) == offsetof(struct dirent64, d_name),
+	       "readdir and readdir64 share one record (LP64 glibc)");
+static struct dir_stream dir_streams[DIR_TRACK];
+static unsigned dir_streams_open; /* slots in use: 0 skips every search */
 
-static void dir_note(DIR *d, const struct dlb_entry *e)
+static struct dir_stream *stream_of(DIR *d)
 {
-	for (int i = 0; d && i < DIR_TRACK; i++) {
-		DIR *none = NULL;
-		if (__atomic_compare_exchange_n(&dir_track[i].d, &none, d, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-			__atomic_store_n(&dir_track[i].e, e, __ATOMIC_RELEASE);
-			return;
-		}
-	}
-}
-
-static const struct dlb_entry *dir_entry(DIR *d)
-{
-	for (int i = 0; d && i < DIR_TRACK; i++)
-		if (__atomic_load_n(&dir_track[i].d, __ATOMIC_ACQUIRE) == d) return __atomic_load_n(&dir_track[i].e, __ATOMIC_ACQUIRE);
+	if (!d || !__atomic_load_n(&dir_streams_open, __ATOMIC_ACQUIRE)) return NULL;
+	for (int i = 0; i < DIR_TRACK; i++)
+		if (__atomic_load_n(&dir_streams[i].d, __ATOMIC_ACQUIRE) == d) return &dir_streams[i];
 	return NULL;
 }
 
-/* native_ino returns the ino readdir should show for name in directory e,
- * or 0 to leave the kernel's. */
-static uint64_t native_ino(const struct dlb_entry *e, const char *name)
+/* stream_of_fd finds the stream whose fd is fd, if fd still names its staged
+ * directory (an fd closed behind the stream's back may have been reused). */
+static struct dir_stream *stream_of_fd(int fd, const struct stat *known)
 {
-	const char *dp = dlb_str(table, e->path);
-	size_t dn = e->path_len, nn = strlen(name);
-	if (!strcmp(name, ".")) return e->ino;
-	if (!strcmp(name, "..")) {
-		while (dn > 1 && dp[dn - 1] != '/') dn--;
-		if (dn > 1) dn--;
-		const struct dlb_entry *p = dlb_lookup(table, dp, dn);
-		return p ? p->ino : 0;
+	if (fd < 0 || !__atomic_load_n(&dir_streams_open, __ATOMIC_ACQUIRE)) return NULL;
+	for (int i = 0; i < DIR_TRACK; i++) {
+		struct dir_stream *s = &dir_streams[i];
+		DIR *d = __atomic_load_n(&s->d, __ATOMIC_ACQUIRE);
+		if (!d || d == DIR_CLAIMED || s->fd != fd) continue;
+		struct stat st;
+		if (!known) {
+			if (syscall(SYS_fstat, fd, &st) != 0) return NULL;
+			known = &st;
+		}
+		return known->st_dev == s->dev && known->st_ino == s->ino ? s : NULL;
 	}
-	if (dn + 1 + nn >= DLB_PATH_MAX) return 0;
-	uint64_t h = dlb_hash_more(dlb_hash(dp, dn), dn == 1 ? "" : "/", dn == 1 ? 0 : 1);
-	h = dlb_hash_more(h, name, nn);
-	char p[DLB_PATH_MAX];
-	size_t o = dn;
-	memcpy(p, dp, dn);
-	if (dn != 1) p[o++] = '/';
-	memcpy(p + o, name, nn);
-	const struct dlb_entry *c = dlb_lookup_h(table, p, o + nn, h);
-	return c ? c->ino : 0;
+	return NULL;
 }
 
-struct dirent *readdir(DIR *d)
+static struct dir_stream *stream_claim(void)
+{
+	for (int i = 0; i < DIR_TRACK; i++) {
+		DIR *none = NULL;
+		if (__atomic_compare_exchange_n(&dir_streams[i].d, &none, DIR_CLAIMED, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			__atomic_add_fetch(&dir_streams_open, 1, __ATOMIC_ACQ_REL);
+			return &dir_streams[i];
+		}
+	}
+	return NULL;
+}
+
+static void stream_release(struct dir_stream *s)
+{
+	__atomic_store_n(&s->d, NULL, __ATOMIC_RELEASE);
+	__atomic_sub_fetch(&dir_streams_open, 1, __ATOMIC_ACQ_REL);
+}
+
+/* stream_serve makes s (claimed) serve directory e's listing on d, whose fd
+ * is the staged copy fd with attributes st. */
+static void stream_serve(struct dir_stream *s, DIR *d, int fd, const struct stat *st, const struct dlb_entry *e)
+{
+	s->e = e;
+	s->rec = dlb_listing(table, e, &s->n);
+	s->pos = 0;
+	s->fd = fd;
+	s->dev = st->st_dev;
+	s->ino = st->st_ino;
+	__atomic_store_n(&s->d, d, __ATOMIC_RELEASE);
+}
+
+/* dir_open opens a stream on bundled directory e (canon[0:n], its canonical
+ * original path): NULL with errno as the original would fail (EACCES from the
+ * table's mode and owner, since the staged copy is ours), or (DIR *)-1 when
+ * the caller should open the original (no free slot, or the kernel must
+ * decide the permission). */
+static DIR *dir_open(const struct dlb_entry *e, const char *canon, size_t n)
+{
+	char sp[DLB_PATH_MAX + 1024];
+	if (!(e->mode & 04)) { /* opendir needs read permission on the original */
+		int a = access_check(e, R_OK, 1);
+		if (a == ACCESS_UNDECIDED) return (DIR *)-1;
+		if (a != 0) return NULL;
+	}
+	if (staged(sp, sizeof sp, canon, n) != 0) return (DIR *)-1;
+	struct dir_stream *s = stream_claim();
+	if (!s) return (DIR *)-1;
+	/* the flags glibc's opendir uses */
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, sp, O_RDONLY | O_NONBLOCK | O_DIRECTORY | O_CLOEXEC);
+	struct stat st;
+	DIR *d = NULL;
+	if (fd >= 0 && syscall(SYS_fstat, fd, &st) == 0) d = real_fdopendir(fd);
+	if (!d) {
+		int err = errno;
+		if (fd >= 0) syscall(SYS_close, fd);
+		stream_release(s);
+		errno = err;
+		return NULL;
+	}
+	stream_serve(s, d, fd, &st, e);
+	return d;
+}
+
+/* staged_dir_entry: the bundled directory whose staged copy fd is (st: its
+ * fstat), found by the path the kernel gives for it; NULL for anything else. */
+static const struct dlb_entry *staged_dir_entry(int fd, const struct stat *st)
+{
+	if (!table || !stage_dev || st->st_dev != stage_dev || !S_ISDIR(st->st_mode)) return NULL;
+	char l[32], p[DLB_PATH_MAX + 1024];
+	snprintf(l, sizeof l, "/proc/self/fd/%d", fd);
+	long n = syscall(SYS_readlinkat, AT_FDCWD, l, p, sizeof p - 1);
+	if (n <= 0 || (size_t)n < stage_root_len || memcmp(p, stage_root, stage_root_len) != 0) return NULL;
+	p[n] = 0;
+	const char *orig = p + stage_root_len;
+	if (!*orig) orig = "/"; /* STAGE/root itself is "/" */
+	else if (*orig != '/') return NULL;
+	const struct dlb_entry *e = dlb_lookup(table, orig, strlen(orig));
+	return e && e->type == DLB_DIR ? e : NULL;
+}
+
+DIR *fdopendir(int fd)
 {
 	ensure_init();
-	struct dirent *de = real_readdir(d);
-	const struct dlb_entry *e = de ? dir_entry(d) : NULL;
-	uint64_t ino = e ? native_ino(e, de->d_name) : 0;
-	if (ino) de->d_ino = ino;
-	return de;
+	DIR *d = real_fdopendir(fd);
+	struct stat st;
+	if (!d || !table || syscall(SYS_fstat, fd, &st) != 0) return d;
+	const struct dlb_entry *e = staged_dir_entry(fd, &st);
+	struct dir_stream *s = e ? stream_claim() : NULL;
+	if (s) stream_serve(s, d, fd, &st, e);
+	return d;
 }
+
+/* dir_fd_path copies the original path of the directory whose served
+ * stream's fd is fd into out; 0 when fd is no such fd. */
+static size_t dir_fd_path(int fd, char *out, size_t cap)
+{
+	struct dir_stream *s = stream_of_fd(fd, NULL);
+	if (!s || s->e->path_len >= cap) return 0;
+	memcpy(out, dlb_str(table, s->e->path), s->e->path_len + 1);
+	return s->e->path_len;
+}
+
+/* dir_fd_entry: fstat of a served stream's fd shows its directory's entry. */
+static const struct dlb_entry *dir_fd_entry(int fd, const struct stat *st)
+{
+	struct dir_stream *s = S_ISDIR(st->st_mode) ? stream_of_fd(fd, st) : NULL;
+	return s ? s->e : NULL;
+}
+
+/* record_ino: the d_ino of record k. Images before listings kept inode
+ * numbers have 0 there: the directory's own for ".", the name's own row,
+ * else the staged copy's (".." of a directory whose parent is not in the
+ * table). */
+static uint64_t record_ino(struct dir_stream *s, uint32_t k, const char *name)
+{
+	uint64_t ino = s->rec[k].ino;
+	size_t nn = s->rec[k].name_len;
+	if (ino) return ino;
+	if (nn == 1 && name[0] == '.') ino = s->e->ino;
+	else if (!(nn == 2 && name[0] == '.' && name[1] == '.')) {
+		char p[DLB_PATH_MAX];
+		size_t dn = s->e->path_len;
+		if (dn + 1 + nn < sizeof p) {
+			memcpy(p, dlb_str(table, s->e->path), dn);
+			if (dn > 1) p[dn++] = '/';
+			memcpy(p + dn, name, nn);
+			const struct dlb_entry *c = dlb_lookup(table, p, dn + nn);
+			if (c) ino = c->ino;
+		}
+	}
+	struct stat st;
+	if (!ino && syscall(SYS_newfstatat, s->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) ino = st.st_ino;
+	return ino;
+}
+
+/* other_type: the d_type of a name the image lists as "other" (a socket,
+ * fifo or device: DT_UNKNOWN in the table), from an lstat of the original,
+ * which the image does not hold (one call on the file system per such name;
+ * the stage has nothing there). */
+static unsigned char other_type(struct dir_stream *s, const char *name, size_t nn)
+{
+	char p[DLB_PATH_MAX];
+	size_t dn = s->e->path_len;
+	struct stat st;
+	if (dn + 1 + nn >= sizeof p) return DT_UNKNOWN;
+	memcpy(p, dlb_str(table, s->e->path), dn);
+	if (dn > 1) p[dn++] = '/';
+	memcpy(p + dn, name, nn + 1);
+	if (syscall(SYS_newfstatat, AT_FDCWD, p, &st, AT_SYMLINK_NOFOLLOW) != 0) return DT_UNKNOWN;
+	return (unsigned char)IFTODT(st.st_mode);
+}
+
+/* stream_next fills out with the next record of s (a kernel-style record:
+ * d_reclen as getdents64 sets it); 0 at the end. */
+static int stream_next(struct dir_stream *s, struct dirent64 *out)
+{
+	while (s->pos < s->n) {
+		uint32_t k = s->pos++;
+		const char *name = dlb_record_name(table, &s->rec[k]);
+		if (!name) continue; /* damaged: passed over */
+		size_t nn = s->rec[k].name_len;
+		out->d_ino = record_ino(s, k, name);
+		out->d_off = (off64_t)k + 1;
+		out->d_reclen = (unsigned short)((offsetof(struct dirent64, d_name) + nn + 1 + 7) & ~(size_t)7);
+		out->d_type = s->rec[k].d_type ? s->rec[k].d_type : other_type(s, name, nn);
+		memcpy(out->d_name, name, nn);
+		out->d_name[nn] = 0;
+		return 1;
+	}
+	return 0;
+}
+
 struct dirent64 *readdir64(DIR *d)
 {
 	ensure_init();
-	struct dirent64 *de = real_readdir64(d);
-	const struct dlb_entry *e = de ? dir_entry(d) : NULL;
-	uint64_t ino = e ? native_ino(e, de->d_name) : 0;
-	if (ino) de->d_ino = ino;
-	return de;
+	struct dir_stream *s = stream_of(d);
+	if (!s) return real_readdir64(d);
+	return stream_next(s, &s->de) ? &s->de : NULL; /* the end: NULL, errno untouched */
+}
+struct dirent *readdir(DIR *d)
+{
+	ensure_init();
+	struct dir_stream *s = stream_of(d);
+	if (!s) return real_readdir(d);
+	return stream_next(s, &s->de) ? (struct dirent *)&s->de : NULL;
+}
+int readdir64_r(DIR *d, struct dirent64 *entry, struct dirent64 **result)
+{
+	ensure_init();
+	struct dir_stream *s = stream_of(d);
+	if (!s) return real_readdir64_r(d, entry, result);
+	*result = stream_next(s, entry) ? entry : NULL;
+	return 0;
+}
+int readdir_r(DIR *d, struct dirent *entry, struct dirent **result)
+{
+	ensure_init();
+	struct dir_stream *s = stream_of(d);
+	if (!s) return real_readdir_r(d, entry, result);
+	*result = stream_next(s, (struct dirent64 *)entry) ? entry : NULL;
+	return 0;
+}
+long telldir(DIR *d)
+{
+	ensure_init();
+	struct dir_stream *s = stream_of(d);
+	return s ? (long)s->pos : real_telldir(d);
+}
+void seekdir(DIR *d, long loc)
+{
+	ensure_init();
+	struct dir_stream *s = stream_of(d);
+	if (!s) { real_seekdir(d, loc); return; }
+	s->pos = loc < 0 ? 0 : loc > (long)s->n ? s->n : (uint32_t)loc;
+}
+void rewinddir(DIR *d)
+{
+	ensure_init();
+	struct dir_stream *s = stream_of(d);
+	if (!s) { real_rewinddir(d); return; }
+	s->pos = 0;
 }
 int closedir(DIR *d)
 {
 	ensure_init();
-	for (int i = 0; d && i < DIR_TRACK; i++) {
-		DIR *x = d;
-		if (__atomic_compare_exchange_n(&dir_track[i].d, &x, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) break;
-	}
+	struct dir_stream *s = stream_of(d);
+	if (s) stream_release(s); /* before glibc frees d: its address may be reused */
 	return real_closedir(d);
+}
+
+/* getdents64 (glibc >= 2.30) on a served stream's fd: the same records as
+ * the kernel lays them out (struct linux_dirent64), from the stream's
+ * position; EINVAL when not even the next one fits, as the kernel. */
+ssize_t getdents64(int fd, void *buf, size_t len)
+{
+	ensure_init();
+	struct dir_stream *s = stream_of_fd(fd, NULL);
+	if (!s) return real_getdents64 ? real_getdents64(fd, buf, len) : syscall(SYS_getdents64, fd, buf, len);
+	struct dirent64 de;
+	size_t o = 0;
+	for (uint32_t at = s->pos; stream_next(s, &de); at = s->pos) {
+		if (o + de.d_reclen > len) {
+			s->pos = at; /* keep it for the next call */
+			break;
+		}
+		memcpy((char *)buf + o, &de, offsetof(struct dirent64, d_name) + strlen(de.d_name) + 1);
+		o += de.d_reclen;
+	}
+	if (o == 0 && s->pos < s->n) return set_errno(EINVAL);
+	return (ssize_t)o;
+}
+
+/* fchdir to a served stream's fd: the process's working directory becomes
+ * the original directory (one chdir, by its path), so that getcwd, relative
+ * lookups and children see it as natively, not the staged copy. If the
+ * original cannot be entered, the staged copy is. */
+int fchdir(int fd)
+{
+	ensure_init();
+	char p[DLB_PATH_MAX];
+	if (dir_fd_path(fd, p, sizeof p) && syscall(SYS_chdir, p) == 0) return 0;
+	return real_fchdir ? real_fchdir(fd) : (int)syscall(SYS_fchdir, fd);
+}
+
+/* ---- glob, scandir: glibc's own directory walks, over the readdir above ----
+ *
+ * glibc's scandir and glob open and read directories with internal calls
+ * that no preload sees, so they would list the original (the native answer,
+ * but on the shared file system). scandir, scandir64 and scandirat are made
+ * here over opendir/readdir above, as glibc makes them (dirent/scandir-tail-
+ * common.c, 2.36: the same errno rules, allocations and qsort). glob and
+ * glob64 call glibc's with GLOB_ALTDIRFUNC and the functions above, which
+ * glob (posix/glob.c) uses exactly where it would use its own, and the flag
+ * is taken off gl_flags again; not on glibc < 2.27, whose glob with that flag
+ * checks a pattern without wildcards with gl_stat, not lstat (a dangling
+ * symlink would differ). An app's own GLOB_ALTDIRFUNC is left alone. nftw
+ * and fts walk by descriptors (openat, getdents64 inside glibc): they still
+ * list the original. */
+static int glob_alt = -1; /* glibc's glob takes gl_lstat with GLOB_ALTDIRFUNC (>= 2.27) */
+static int glob_alt_ok(void)
+{
+	if (glob_alt < 0) {
+		int maj = 0, min = 0;
+		glob_alt = sscanf(gnu_get_libc_version(), "%d.%d", &maj, &min) == 2 && (maj > 2 || (maj == 2 && min >= 27));
+	}
+	return glob_alt;
+}
+
+/* glob's callbacks take void * streams */
+static void *glob_opendir(const char *p) { return opendir(p); }
+static struct dirent *glob_readdir(void *d) { return readdir(d); }
+static struct dirent64 *glob_readdir64(void *d) { return readdir64(d); }
+static void glob_closedir(void *d) { closedir(d); }
+
+int glob(const char *pattern, int flags, int (*errfunc)(const char *, int), glob_t *pglob)
+{
+	ensure_init();
+	if (!table || !pglob || (flags & GLOB_ALTDIRFUNC) || !glob_alt_ok()) return real_glob(pattern, flags, errfunc, pglob);
+	pglob->gl_opendir = glob_opendir;
+	pglob->gl_readdir = glob_readdir;
+	pglob->gl_closedir = glob_closedir;
+	pglob->gl_lstat = lstat;
+	pglob->gl_stat = stat;
+	int rc = real_glob(pattern, flags | GLOB_ALTDIRFUNC, errfunc, pglob);
+	pglob->gl_flags &= ~GLOB_ALTDIRFUNC;
+	return rc;
+}
+int glob64(const char *pattern, int flags, int (*errfunc)(const char *, int), glob64_t *pglob)
+{
+	ensure_init();
+	if (!table || !pglob || (flags & GLOB_ALTDIRFUNC) || !glob_alt_ok()) return real_glob64(pattern, flags, errfunc, pglob);
+	pglob->gl_opendir = glob_opendir;
+	pglob->gl_readdir = glob_readdir64;
+	pglob->gl_closedir = glob_closedir;
+	pglob->gl_lstat = lstat64;
+	pglob->gl_stat = stat64;
+	int rc = real_glob64(pattern, flags | GLOB_ALTDIRFUNC, errfunc, pglob);
+	pglob->gl_flags &= ~GLOB_ALTDIRFUNC;
+	return rc;
+}
+
+/* scandir_tail is glibc's: select's errno is not an error, a failed
+ * allocation ends the list with the error (all freed), the list is sorted
+ * with cmp. struct dirent is struct dirent64 here (LP64). */
+static int scandir_tail(DIR *dp, struct dirent64 ***namelist, int (*sel)(const struct dirent64 *),
+			int (*cmp)(const struct dirent64 **, const struct dirent64 **))
+{
+	if (!dp) return -1;
+	int save = errno;
+	errno = 0;
+	struct dirent64 **v = NULL, *d;
+	size_t vsize = 0, cnt = 0;
+	while ((d = readdir64(dp))) {
+		if (sel) {
+			int selected = sel(d);
+			errno = 0;
+			if (!selected) continue;
+		}
+		if (cnt == vsize) {
+			vsize = vsize ? 2 * vsize : 10;
+			struct dirent64 **nv = realloc(v, vsize * sizeof *v);
+			if (!nv) break;
+			v = nv;
+		}
+		size_t dsize = d->d_reclen; /* glibc: &d->d_name[_D_ALLOC_NAMLEN (d)] - (char *) d */
+		struct dirent64 *x = malloc(dsize);
+		if (!x) break;
+		v[cnt++] = memcpy(x, d, dsize);
+		errno = 0;
+	}
+	if (errno != 0) {
+		int e = errno;
+		while (cnt > 0) free(v[--cnt]);
+		free(v);
+		closedir(dp);
+		errno = e;
+		return -1;
+	}
+	closedir(dp);
+	if (cmp) qsort(v, cnt, sizeof *v, (int (*)(const void *, const void *))cmp);
+	*namelist = v;
+	errno = save;
+	return (int)cnt;
+}
+
+int scandir64(const char *dir, struct dirent64 ***namelist, int (*sel)(const struct dirent64 *),
+	      int (*cmp)(const struct dirent64 **, const struct dirent64 **))
+{
+	return scandir_tail(opendir(dir), namelist, sel, cmp);
+}
+int scandir(const char *dir, struct dirent ***namelist, int (*sel)(const struct dirent *),
+	    int (*cmp)(const struct dirent **, const struct dirent **))
+{
+	return scandir64(dir, (struct dirent64 ***)namelist, (int (*)(const struct dirent64 *))sel,
+			 (int (*)(const struct dirent64 **, const struct dirent64 **))cmp);
+}
+/* scandirat: glibc's __opendirat is openat(dfd, dir, the flags of opendir)
+ * and a stream on the fd; below a served stream's fd, the original path's
+ * opendir (served from the table when bundled). */
+int scandirat64(int dfd, const char *dir, struct dirent64 ***namelist, int (*sel)(const struct dirent64 *),
+		int (*cmp)(const struct dirent64 **, const struct dirent64 **))
+{
+	if (dfd == AT_FDCWD || (dir && dir[0] == '/')) return scandir64(dir, namelist, sel, cmp);
+	char p[DLB_PATH_MAX];
+	size_t n = dir && dir[0] ? dir_fd_path(dfd, p, sizeof p) : 0;
+	if (n && n + 1 + strlen(dir) < sizeof p) { /* below a served stream's directory: by its path */
+		if (n > 1) p[n++] = '/';
+		memcpy(p + n, dir, strlen(dir) + 1);
+		return scandir64(p, namelist, sel, cmp);
+	}
+	int fd = openat(dfd, dir, O_RDONLY | O_NONBLOCK | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) return -1;
+	DIR *dp = fdopendir(fd);
+	if (!dp) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return scandir_tail(dp, namelist, sel, cmp);
+}
+int scandirat(int dfd, const char *dir, struct dirent ***namelist, int (*sel)(const struct dirent *),
+	      int (*cmp)(const struct dirent **, const struct dirent **))
+{
+	return scandirat64(dfd, dir, (struct dirent64 ***)namelist, (int (*)(const struct dirent64 *))sel,
+			   (int (*)(const struct dirent64 **, const struct dirent64 **))cmp);
 }
 
 /* ---- fstat of a staged fd: the original's attributes ----
@@ -1563,6 +2001,7 @@ static const struct dlb_entry *fd_staged(int fd, const struct stat *st)
 static void fstat_fix(int fd, struct stat *st)
 {
 	const struct dlb_entry *e = fd_staged(fd, st);
+	if (!e) e = dir_fd_entry(fd, st); /* dirfd() of a served listing */
 	if (e) fill_stat(st, e);
 }
 

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -187,6 +188,7 @@ __attribute__((destructor)) void report_write(void)
 	if (__atomic_exchange_n(&reported, 1, __ATOMIC_ACQ_REL)) return;
 	long en = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, sizeof exe - 1);
 	if (en < 0) en = 0;
+	en = (long)shim_unstage(exe, (size_t)en); /* the original path, not the staged copy */
 	uint32_t n = __atomic_load_n(&nslots, __ATOMIC_ACQUIRE);
 	if (n > MAX_PATHS) n = MAX_PATHS;
 	for (uint32_t i = 0; i < n; i++) {
@@ -198,8 +200,15 @@ __attribute__((destructor)) void report_write(void)
 	for (int i = 0; i < 3; i++) c[i] = __atomic_load_n(&counts[i], __ATOMIC_RELAXED);
 	uint32_t no = outside_list(os, ol, OUTSIDE_MAX, &left);
 	size_t len = dlb_report_line(line, sizeof line, (int64_t)report_pid, exe, (size_t)en, c, os, ol, no, ps, ls, n, left);
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, report_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+	/* O_NONBLOCK: a FIFO at the path (a shared path another user chose)
+	 * must not hang the process at exit; then only a regular file of this
+	 * process's own (effective) uid gets the line: another user's file would
+	 * hand them what the app looked up. */
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, report_file,
+			      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0644);
 	if (fd < 0) return;
-	syscall(SYS_write, fd, line, len);
+	struct stat st;
+	if (syscall(SYS_fstat, fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == (uid_t)syscall(SYS_geteuid))
+		syscall(SYS_write, fd, line, len);
 	syscall(SYS_close, fd);
 }

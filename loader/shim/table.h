@@ -30,7 +30,8 @@ struct dlb_header {
 
 struct dlb_entry {
 	uint64_t hash;
-	uint32_t path, path_len, target, target_len;
+	uint32_t path, path_len;
+	uint32_t target, target_len; /* symlink: its text; directory: its listing (offset, records) */
 	uint8_t type, flags;
 	uint16_t reserved0;
 	uint32_t mode, uid, gid, nlink, blocks;
@@ -38,8 +39,19 @@ struct dlb_entry {
 	uint64_t dev, ino;
 };
 
+/* One name of a directory's listing, in the order the build's read of the
+ * directory returned it ("." and ".." first). */
+struct dlb_record {
+	uint64_t ino;     /* d_ino */
+	uint32_t name;    /* offset of the name, NUL-terminated */
+	uint8_t name_len; /* 1..255 */
+	uint8_t d_type;   /* DT_DIR, DT_REG, DT_LNK, or DT_UNKNOWN for "other" */
+	uint16_t reserved;
+};
+
 _Static_assert(sizeof(struct dlb_header) == 64, "header layout");
 _Static_assert(sizeof(struct dlb_entry) == 96, "entry layout");
+_Static_assert(sizeof(struct dlb_record) == 16, "listing record layout");
 
 /* DLB_POPULATE_MAX: the largest table that audit.c and preload.c map with
  * MAP_POPULATE. The lookups of a start-up touch a table all over (buckets
@@ -81,7 +93,7 @@ static inline uint64_t dlb_hash(const char *s, size_t n) { return dlb_hash_more(
 static inline int dlb_check(const void *base, size_t len)
 {
 	const struct dlb_header *h = base;
-	if (len < sizeof *h || !dlb_memeq(h->magic, "DLBTBL1", 8) || h->version != 1 || h->size != len)
+	if (len < sizeof *h || !dlb_memeq(h->magic, "DLBTBL1", 8) || h->version != 2 || h->size != len)
 		return 0;
 	if (h->nbuckets == 0 || (h->nbuckets & (h->nbuckets - 1)) || h->nentries >= h->nbuckets)
 		return 0;
@@ -95,15 +107,41 @@ static inline int dlb_check(const void *base, size_t len)
 
 static inline const char *dlb_str(const void *base, uint32_t off) { return (const char *)base + off; }
 
-/* dlb_entry_ok: the entry's path (and target) lie inside the table and end
- * with a NUL, so that the callers may read them as C strings. */
+/* dlb_entry_ok: the entry's path (and a symlink's target) lie inside the
+ * table and end with a NUL, so that the callers may read them as C strings.
+ * A directory's target is its listing, checked where it is read
+ * (dlb_listing). */
 static inline int dlb_entry_ok(const void *base, const struct dlb_entry *x)
 {
 	uint64_t len = ((const struct dlb_header *)base)->size;
-	if ((uint64_t)x->path + x->path_len >= len || (uint64_t)x->target + x->target_len >= len)
+	if ((uint64_t)x->path + x->path_len >= len || dlb_str(base, x->path)[x->path_len] != 0)
 		return 0;
-	if (dlb_str(base, x->path)[x->path_len] != 0) return 0;
+	if (x->type == DLB_DIR) return 1;
+	if ((uint64_t)x->target + x->target_len >= len) return 0;
 	return x->target_len == 0 || dlb_str(base, x->target)[x->target_len] == 0;
+}
+
+/* dlb_listing returns directory entry d's listing and its number of records
+ * in *n: NULL (and 0) for anything but a directory, or when the array is not
+ * 8-byte aligned or leaves the table. */
+static inline const struct dlb_record *dlb_listing(const void *base, const struct dlb_entry *d, uint32_t *n)
+{
+	uint64_t len = ((const struct dlb_header *)base)->size;
+	*n = 0;
+	if (!d || d->type != DLB_DIR || (d->target & 7) || d->target > len || 16ull * d->target_len > len - d->target)
+		return NULL;
+	*n = d->target_len;
+	return (const struct dlb_record *)((const char *)base + d->target);
+}
+
+/* dlb_record_name returns the name of record r, or NULL when it is empty,
+ * leaves the table or lacks its NUL (the caller passes such a record over). */
+static inline const char *dlb_record_name(const void *base, const struct dlb_record *r)
+{
+	uint64_t len = ((const struct dlb_header *)base)->size;
+	if (r->name_len == 0 || (uint64_t)r->name + r->name_len >= len) return NULL;
+	const char *s = dlb_str(base, r->name);
+	return s[r->name_len] == 0 ? s : NULL;
 }
 
 /* dlb_lookup_h returns the entry for the exact path p[0:n] whose hash is

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -31,8 +32,22 @@ func fnv(s string) uint64 {
 	return h
 }
 
+// listingOf is what encode writes as directory r's listing: ".", "..", then
+// the rows right below it, in row order.
+func listingOf(rows []row, r row) []string {
+	names := []string{".", ".."}
+	for _, c := range rows {
+		if c.path != r.path && path.Dir(c.path) == r.path {
+			names = append(names, path.Base(c.path))
+		}
+	}
+	return names
+}
+
 // encode writes a table as docs/loader.md specifies it (an encoder of its
-// own, independent of loader/table.go: the spec is what both follow).
+// own, independent of loader/table.go: the spec is what both follow). Each
+// listed name is a string of its own here (the spec allows it; table.go
+// points into the name's path instead); a record's ino is its position.
 func encode(rows []row) []byte {
 	nb := uint32(8)
 	for int(nb) < 2*len(rows) {
@@ -41,7 +56,13 @@ func encode(rows []row) []byte {
 	le := binary.LittleEndian
 	bo := uint64(64)
 	eo := (bo + 4*uint64(nb) + 7) &^ 7
-	so := eo + 96*uint64(len(rows))
+	lo := eo + 96*uint64(len(rows)) // the listings
+	so := lo
+	for _, r := range rows {
+		if r.typ == tDir {
+			so += 16 * uint64(len(listingOf(rows, r)))
+		}
+	}
 	buf := make([]byte, so)
 	str := func(s string) uint32 {
 		off := uint32(len(buf))
@@ -68,12 +89,25 @@ func encode(rows []row) []byte {
 			le.PutUint32(buf[e+16:], to)
 			le.PutUint32(buf[e+20:], uint32(len(r.target)))
 		}
+		if r.typ == tDir {
+			names := listingOf(rows, r)
+			le.PutUint32(buf[e+16:], uint32(lo))
+			le.PutUint32(buf[e+20:], uint32(len(names)))
+			for k, n := range names {
+				no := str(n)
+				le.PutUint64(buf[lo:], uint64(k))
+				le.PutUint32(buf[lo+8:], no)
+				buf[lo+12] = uint8(len(n))
+				buf[lo+13] = 4 // DT_DIR: the reader passes d_type through
+				lo += 16
+			}
+		}
 		buf[e+24] = r.typ
 		mode := map[uint8]uint32{tReg: 0o100644, tDir: 0o40755, tSymlink: 0o120777}[r.typ]
 		le.PutUint32(buf[e+28:], mode)
 	}
 	copy(buf, "DLBTBL1\x00")
-	le.PutUint32(buf[8:], 1)
+	le.PutUint32(buf[8:], 2)
 	le.PutUint32(buf[12:], nb)
 	le.PutUint32(buf[16:], uint32(len(rows)))
 	le.PutUint64(buf[24:], bo)
@@ -101,7 +135,7 @@ func rowsOf(spec string) []row {
 			continue
 		}
 		p := path.Clean("/" + f[1])
-		if strings.IndexByte(p, 0) >= 0 || seen[p] || len(p) >= PathMax {
+		if strings.IndexByte(p, 0) >= 0 || seen[p] || len(p) >= PathMax || len(path.Base(p)) > 255 {
 			continue
 		}
 		for d := path.Dir(p); d != "/"; d = path.Dir(d) {
@@ -162,6 +196,9 @@ func FuzzTableResolve(f *testing.F) {
 					t.Fatalf("resolve %q = %+v, want entry %d", r.path, res, i)
 				}
 			}
+			if got, want := tab.Listing(r.path), listingOf(rows, r); r.typ == tDir && !slices.Equal(got, want) || r.typ != tDir && got != nil {
+				t.Fatalf("listing of %q (type %d) = %q, want %q", r.path, r.typ, got, want)
+			}
 		}
 		if strings.IndexByte(p, 0) >= 0 {
 			return
@@ -216,6 +253,8 @@ func FuzzTableCheck(f *testing.F) {
 		tab.Lookup(p)
 		tab.Resolve(p, true)
 		tab.Resolve(p, false)
+		tab.Listing(p)
+		tab.Listing("/")
 	})
 }
 
@@ -356,14 +395,15 @@ func TestTableCheckRefuses(t *testing.T) {
 // table never matches. Each case would read out of bounds or never end
 // without its check (run with -asan).
 func TestTableLookupDistrustsDamage(t *testing.T) {
-	good := encode(rowsOf("1 /a/b\n3 /a/l b\n4 /a/m\n5 /x"))
+	good := encode(rowsOf("2 /a\n1 /a/b\n3 /a/l b\n4 /a/m\n5 /x"))
 	le := binary.LittleEndian
 	nb := le.Uint32(good[12:])
 	gt := NewTable(good)
 	ab := gt.Lookup("/a/b") // the entry the cases damage
+	ad := gt.Lookup("/a")   // the directory whose listing they damage
 	gt.Free()
-	if ab < 0 {
-		t.Fatal("the undamaged table lacks /a/b")
+	if ab < 0 || ad < 0 {
+		t.Fatal("the undamaged table lacks /a/b or /a")
 	}
 	e := le.Uint64(good[32:]) + 96*uint64(ab)
 	// last: the table's last string with its NUL ("/x\x00" or so)
@@ -403,7 +443,17 @@ func TestTableLookupDistrustsDamage(t *testing.T) {
 			le.PutUint32(b[e+12:], 3)
 		}, "/a/", false},
 		"target leaves the table": {func(b []byte) { le.PutUint32(b[e+16:], uint32(len(b))) }, "/a/b", false},
-		"undamaged":               {func([]byte) {}, "/a/b", true},
+		// a directory's listing array past the end, or a record's name:
+		// the listing is empty, or the record passed over (tab.Listing)
+		"listing leaves the table": {func(b []byte) {
+			d := le.Uint64(b[32:]) + 96*uint64(ad)
+			le.PutUint32(b[d+20:], uint32(len(b)/16))
+		}, "/a", true},
+		"listed name leaves the table": {func(b []byte) {
+			d := le.Uint64(b[32:]) + 96*uint64(ad)
+			le.PutUint32(b[le.Uint32(b[d+16:])+8:], uint32(len(b)-1))
+		}, "/a", true},
+		"undamaged": {func([]byte) {}, "/a/b", true},
 	} {
 		b := bytes.Clone(good)
 		c.damage(b)
@@ -414,6 +464,7 @@ func TestTableLookupDistrustsDamage(t *testing.T) {
 			t.Errorf("%s: lookup %s = entry %d, want found = %v", name, c.path, got, c.found)
 		} else {
 			tab.Resolve(c.path, true)
+			tab.Listing(c.path)
 		}
 		tab.Free()
 	}

@@ -33,6 +33,25 @@ static struct res resolve(const void *tab, const char *path, int follow, char *o
 	return x;
 }
 
+// listing: the names of p's listing (NUL-separated into out, at most cap
+// bytes), or -1 when p is no directory of the table; records dlb_record_name
+// refuses are passed over, as the shim does.
+static long listing(const void *tab, const char *p, size_t n, char *out, size_t cap)
+{
+	uint32_t k;
+	const struct dlb_record *r = dlb_listing(tab, dlb_lookup(tab, p, n), &k);
+	if (!r) return -1;
+	size_t o = 0;
+	for (uint32_t i = 0; i < k; i++) {
+		const char *s = dlb_record_name(tab, &r[i]);
+		if (!s || o + r[i].name_len + 1 > cap) continue;
+		memcpy(out + o, s, r[i].name_len);
+		o += r[i].name_len;
+		out[o++] = 0;
+	}
+	return (long)o;
+}
+
 static long lookup(const void *tab, const char *p, size_t n)
 {
 	const struct dlb_header *h = tab;
@@ -54,7 +73,10 @@ static size_t line(char *out, size_t cap, long long pid, const char *exe, size_t
 */
 import "C"
 
-import "unsafe"
+import (
+	"strings"
+	"unsafe"
+)
 
 // Outcomes of Resolve (table.h).
 const (
@@ -82,6 +104,27 @@ func (t *Table) Lookup(p string) int {
 	cs := C.CString(p)
 	defer C.free(unsafe.Pointer(cs))
 	return int(C.lookup(t.p, cs, C.size_t(len(p))))
+}
+
+// Listing returns the names of directory p's listing as dlb_listing and
+// dlb_record_name read them, or nil when p is no directory of the table.
+func (t *Table) Listing(p string) []string {
+	cs := C.CString(p)
+	defer C.free(unsafe.Pointer(cs))
+	const cap = 1 << 16
+	out := (*C.char)(C.malloc(cap))
+	defer C.free(unsafe.Pointer(out))
+	n := int(C.listing(t.p, cs, C.size_t(len(p)), out, cap))
+	if n < 0 {
+		return nil
+	}
+	names := []string{}
+	for _, s := range strings.Split(C.GoStringN(out, C.int(n)), "\x00") {
+		if s != "" {
+			names = append(names, s)
+		}
+	}
+	return names
 }
 
 // Result is dlb_resolve's answer.

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/version"
+	"github.com/dlbundle/dlbundle/loader"
+	"github.com/dlbundle/dlbundle/squash"
+	"github.com/dlbundle/dlbundle/view"
+)
+
+// writePage draws the load-sequence page (package view) of traces, an image
+// (nil: none) and report files into out, written beside it under a
+// temporary name and renamed, so that a page open in a browser is replaced
+// only by a complete one.
+func writePage(out string, traceFiles []string, imageName string, im *image.Image, reportFiles []string) error {
+	in := view.Input{TraceNames: traceFiles, Image: im, ImageName: imageName, ReportNames: reportFiles, Version: version.Version}
+	if len(traceFiles) > 0 {
+		traces, err := squash.Load(traceFiles)
+		if err != nil {
+			return err
+		}
+		in.Traces = traces
+	}
+	for _, name := range reportFiles {
+		f, err := os.Open(name)
+		if err != nil {
+			return err
+		}
+		rs, _, err := loader.ReadReports(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("read report %s: %w", name, err)
+		}
+		if len(rs) == 0 {
+			return fmt.Errorf("%s holds no process reports; give the file 'dlbundle exec --report FILE' wrote", name)
+		}
+		in.Reports = append(in.Reports, rs...)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("cannot write the page beside %s: %v; choose a writable --html FILE", out, err)
+	}
+	defer os.Remove(tmp.Name())
+	bw := bufio.NewWriter(tmp)
+	err = view.Write(bw, in)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", out, err)
+	}
+	if err := os.Rename(tmp.Name(), out); err != nil {
+		return fmt.Errorf("cannot put the page at %s: %v", out, err)
+	}
+	fmt.Fprintf(os.Stderr, "wrote %s: open it in a browser\n", out)
+	return nil
+}

@@ -1,0 +1,96 @@
+package loader
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dlbundle/dlbundle/image"
+)
+
+// pwnedImage writes an image that bundles, at original, a program printing
+// "PWNED" and its uid: what an attacker plants.
+func pwnedImage(t *testing.T, dir, original string) string {
+	t.Helper()
+	src := filepath.Join(dir, "pwned.c")
+	bin := filepath.Join(dir, "pwned")
+	if err := os.WriteFile(src, []byte("#include <stdio.h>\n#include <unistd.h>\nint main(void) { printf(\"PWNED: attacker's program ran as uid %d\\n\", (int)getuid()); return 0; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	st, err := os.Stat(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := filepath.Join(dir, "pwned.dlimg")
+	f, err := os.Create(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := image.Write(f, []image.Entry{{Path: original, Type: image.TypeRegular, Mode: 0o100755, Size: st.Size(),
+		MtimeNS: st.ModTime().UnixNano(), Kind: image.KindELFExec, SourcePath: bin}}, image.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// Issue 18 item 2: after `stage --consume` removed a job's node-local copy,
+// every later launch of the job opened whatever was at the freed name (the
+// record was consulted only on ENOENT). The record is now looked up first and
+// the path is never opened again inside the job: neither an image uid 1001
+// plants there nor uid 1001's symlink to another image of the victim's own
+// (which the owner check alone would accept) is read; the launch runs the
+// consumed image. A second `stage --consume` in the job leaves the new file
+// alone and says so.
+func TestConsumedPathNeverReopenedInItsJob(t *testing.T) {
+	needRoot(t)
+	p := newProbeImage(t)
+	makePublic(t, p.work)
+	top := publicDir(t)
+	cli := publicCLI(t, top)
+	tmp := stickyDir(t, top, "tmp")
+	pwned := pwnedImage(t, top, p.original)
+	victimDir := filepath.Join(top, "victim")
+	if err := os.Mkdir(victimDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(victimDir, victimUID, victimUID); err != nil {
+		t.Fatal(err)
+	}
+	victimOther := filepath.Join(victimDir, "other.dlimg")
+	local := filepath.Join(tmp, "dlbundle-42.dlimg")
+	for _, argv := range [][]string{{"/bin/cp", p.image, local}, {"/bin/cp", pwned, victimOther}} {
+		if out, code := runAs(t, victimUID, nil, argv...); code != 0 {
+			t.Fatalf("%v: %s", argv, out)
+		}
+	}
+	stage := filepath.Join(victimDir, "stage")
+	env := func(step string) []string {
+		return append(cleanEnv(victimDir), "SLURM_JOB_ID=42", "SLURM_STEP_ID="+step)
+	}
+	if out, code := runAs(t, victimUID, env("0"), cli, "stage", "--consume", "--stage-dir", stage, local); code != 0 {
+		t.Fatalf("stage --consume: exit %d\n%s", code, out)
+	}
+	if _, err := os.Lstat(local); err == nil {
+		t.Fatal("--consume left the copy")
+	}
+	for i, plant := range [][]string{{"/bin/cp", pwned, local}, {"/bin/ln", "-sf", victimOther, local}} {
+		os.Remove(local)
+		if out, code := runAs(t, attackerUID, nil, plant...); code != 0 {
+			t.Fatalf("%v as uid 1001: %s", plant, out)
+		}
+		out, code := runAs(t, victimUID, env(string(rune('1'+i))), cli, "exec", "--stage-dir", stage, local, "--", p.original)
+		if code != 0 || strings.Contains(out, "PWNED") || !strings.Contains(out, "exe="+p.original) {
+			t.Errorf("after %v: exit %d; want the consumed image run, not the file now at the path:\n%s", plant, code, out)
+		}
+	}
+	out, code := runAs(t, victimUID, env("3"), cli, "stage", "--consume", "--stage-dir", stage, local)
+	if _, err := os.Lstat(local); code != 0 || err != nil || !strings.Contains(out, "was consumed earlier in this job") {
+		t.Errorf("a second stage --consume of the path: exit %d, file left: %v; want it left alone and a warning:\n%s", code, err == nil, out)
+	}
+}

@@ -1,0 +1,55 @@
+package loader
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// Paths under /tmp are left out by build's policy: they are listed apart
+// from the paths the image lacks, with the --include prefix to bundle them
+// instead of advice to re-trace (which cannot help); each list's count
+// column is labelled.
+func TestSummaryTempDirsApartWithIncludeAdvice(t *testing.T) {
+	s := Summarize([]ProcessReport{
+		{PID: 1, Passed: 3, PassedPaths: []string{"/tmp/job42", "/tmp/job42/.local/lib/python3.11/site-packages", "/opt/app/lib/x.so"}},
+		{PID: 2, Passed: 2, PassedPaths: []string{"/tmp/job42", "/etc/hosts"}},
+	})
+	if len(s.Lacked) != 1 || s.Lacked[0].Path != "/opt/app/lib/x.so" {
+		t.Errorf("lacked %+v, want only /opt/app/lib/x.so", s.Lacked)
+	}
+	if len(s.Temporary) != 2 || s.Temporary[0] != (PathCount{"/tmp/job42", 2}) {
+		t.Errorf("temporary %+v, want /tmp/job42 (2 processes) first", s.Temporary)
+	}
+	if strings.Join(s.IncludePrefixes, " ") != "/tmp/job42" {
+		t.Errorf("include prefixes %q, want [/tmp/job42]", s.IncludePrefixes)
+	}
+	var buf bytes.Buffer
+	if err := s.WriteText(&buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	text := buf.String()
+	tmp := strings.Index(text, "paths in temporary or runtime directories")
+	lacks := strings.Index(text, "paths the image lacks")
+	if tmp < 0 || lacks < 0 || tmp > lacks {
+		t.Fatalf("no temporary-directory section before the lacked paths:\n%s", text)
+	}
+	if strings.Contains(text[lacks:], "/tmp/job42") {
+		t.Errorf("/tmp/job42 is listed among the paths the image lacks:\n%s", text)
+	}
+	if !strings.Contains(text[tmp:lacks], "dlbundle build --include /tmp/job42 -o app.dlimg") {
+		t.Errorf("temporary paths without the --include to copy:\n%s", text)
+	}
+	if n := strings.Count(text, "  processes  path\n"); n != 3 {
+		t.Errorf("%d labelled lists, want 3 (node-local, temporary, lacked):\n%s", n, text)
+	}
+
+	only := Summarize([]ProcessReport{{PID: 1, Passed: 1, PassedPaths: []string{"/tmp/job42/input.nml"}}})
+	buf.Reset()
+	if err := only.WriteText(&buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "dlbundle trace") {
+		t.Errorf("temporary paths alone got advice to re-trace:\n%s", buf.String())
+	}
+}

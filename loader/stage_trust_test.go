@@ -1,0 +1,96 @@
+package loader
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Issue 18 item 2, "no other user's file is ever staged or run": a file at
+// an image path is staged only if the caller or root owns it, or its owner
+// is another user and no one else could have put it there (its directory is
+// not writable by every user, and no link on the way is another user's in
+// such a directory). Uid 1001 plants images in a sticky world-writable
+// directory (as /tmp): at the name a job expects, and through a symlink to
+// one in its own directory. Neither uid 1002 nor root (a Prolog's `stage`)
+// runs or stages them; the same image reached in 1001's own directory, and
+// 1002's own image in the shared directory, are staged.
+func TestStageRefusesImagePlantedByOtherUser(t *testing.T) {
+	needRoot(t)
+	p := newProbeImage(t)
+	makePublic(t, p.work)
+	top := publicDir(t)
+	cli := publicCLI(t, top)
+	tmp := stickyDir(t, top, "tmp")
+	mkdirOwned := func(name string, uid int) string {
+		d := filepath.Join(top, name)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(d, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	attackerDir := mkdirOwned("attacker", attackerUID)
+	victimDir := mkdirOwned("victim", victimUID)
+	planted := filepath.Join(tmp, "dlbundle-42.dlimg")
+	own := filepath.Join(attackerDir, "app.dlimg")
+	link := filepath.Join(tmp, "linked.dlimg")
+	mine := filepath.Join(tmp, "mine.dlimg")
+	for _, c := range []struct {
+		uid  uint32
+		argv []string
+	}{
+		{attackerUID, []string{"/bin/cp", p.image, planted}},
+		{attackerUID, []string{"/bin/cp", p.image, own}},
+		{attackerUID, []string{"/bin/ln", "-s", own, link}},
+		{victimUID, []string{"/bin/cp", p.image, mine}},
+	} {
+		if out, code := runAs(t, c.uid, nil, c.argv...); code != 0 {
+			t.Fatalf("%v: %s", c.argv, out)
+		}
+	}
+	env := append(cleanEnv(victimDir), "SLURM_JOB_ID=42")
+	n := 0
+	exec := func(uid uint32, img string) (string, int) {
+		n++
+		stage := filepath.Join(victimDir, fmt.Sprintf("stage%d", n))
+		if uid == 0 {
+			stage = filepath.Join(top, fmt.Sprintf("root-stage%d", n))
+		}
+		return runAs(t, uid, env, cli, "exec", "--stage-dir", stage, img, "--", p.original)
+	}
+	for _, c := range []struct {
+		name, img, want string
+		uid             uint32
+	}{
+		{"uid 1001's file in the shared dir, as uid 1002", planted, "owned by uid 1001 and lies in " + tmp, victimUID},
+		{"uid 1001's file in the shared dir, as root", planted, "owned by uid 1001 and lies in " + tmp, 0},
+		{"uid 1001's link in the shared dir, as uid 1002", link, "a symbolic link of uid 1001 in " + tmp, victimUID},
+		{"uid 1001's link in the shared dir, as root", link, "a symbolic link of uid 1001 in " + tmp, 0},
+	} {
+		out, code := exec(c.uid, c.img)
+		if code != 1 || strings.Contains(out, "exe=") || !strings.Contains(out, c.want) {
+			t.Errorf("%s: exit %d; want a refusal saying %q, and the app not run:\n%s", c.name, code, c.want, out)
+		}
+	}
+	for _, c := range []struct {
+		name, img string
+		uid       uint32
+	}{
+		{"uid 1001's image in its own directory, as uid 1002", own, victimUID},
+		{"uid 1002's own image in the shared dir", mine, victimUID},
+	} {
+		if out, code := exec(c.uid, c.img); code != 0 || !strings.Contains(out, "exe="+p.original) {
+			t.Errorf("%s: exit %d; want it staged and run:\n%s", c.name, code, out)
+		}
+	}
+	// `dlbundle stage` (a Prolog) checks the same way.
+	out, code := runAs(t, 0, env, cli, "stage", "--stage-dir", filepath.Join(top, "prolog-stage"), planted)
+	if code != 1 || !strings.Contains(out, "owned by uid 1001") {
+		t.Errorf("stage as root of uid 1001's planted image: exit %d:\n%s", code, out)
+	}
+}

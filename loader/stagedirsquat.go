@@ -1,0 +1,106 @@
+package loader
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A squatted stage dir (issue 18 item 5). In a shared sticky directory
+// (/dev/shm, /tmp) anyone can create any name, so another user can take
+// /dev/shm/dlbundle-<uid> before its owner does; every exec of that user on
+// the node then had to refuse it (it is not theirs) and failed until reboot.
+//
+// Instead, when the name is taken by another uid, the user's processes use a
+// fallback beside it, <name>.<16 random hex digits>, mode 0700, that no one
+// can predict and so no one can take first. The other processes of the user
+// find it by scanning the parent for that pattern and keeping only what
+// could only the user (or root) have made: a real directory (not a symlink),
+// owned by the user, not accessible to group or others; a name alone proves
+// nothing (anyone can mkdir dlbundle-<uid>.0000000000000000). Creation is
+// serialized between the user's processes by a flock on the parent directory
+// (waited for at most squatLockWait, so that a user who holds that lock
+// forever delays, never stops, a job): the first creates, the others find
+// it. If several exist (a lock that timed out), every process picks the same
+// one: the smallest name.
+
+// Squat says that the stage dir asked for belongs to someone else and which
+// fallback is used instead.
+type Squat struct {
+	Asked    string // the stage dir asked for
+	Owner    uint32 // owner of what sits at Asked
+	Fallback string // the private directory used instead
+}
+
+// Warning is the one line a job prints about it.
+func (s *Squat) Warning() string {
+	return fmt.Sprintf("stage dir %s belongs to uid %d, not to you (another user created it first); staging in %s instead, which only you can write; an admin may remove %s",
+		s.Asked, s.Owner, s.Fallback, s.Asked)
+}
+
+// squatLockWait bounds the wait for the parent directory's flock.
+var squatLockWait = 2 * time.Second
+
+// squatFallback returns the name (in pd, the directory parent) of the
+// fallback for name, creating it if there is none.
+func squatFallback(pd dirAt, parent, name string) (string, error) {
+	if f := findFallback(pd, name); f != "" {
+		return f, nil
+	}
+	// A descriptor that flock accepts (O_PATH does not); read permission on
+	// a shared directory is the rule. Without it, no lock: at worst two
+	// fallbacks, of which every process picks the same.
+	if lfd, err := unix.Openat(pd.fd, pd.name("."), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		f := os.NewFile(uintptr(lfd), parent)
+		ctx, cancel := context.WithTimeout(context.Background(), squatLockWait)
+		_ = lockFile(ctx, f) // on timeout: go on without it
+		cancel()
+		defer f.Close() // drops the lock
+	}
+	if f := findFallback(pd, name); f != "" {
+		return f, nil
+	}
+	f := name + "." + randomName()
+	if err := unix.Mkdirat(pd.fd, pd.name(f), 0o700); err != nil {
+		return "", fmt.Errorf("create a private stage dir beside %s/%s (which another user owns): %w", parent, name, err)
+	}
+	// What we made is a candidate like any other; if another process's
+	// lock timed out and it made one too, both pick the smallest.
+	if g := findFallback(pd, name); g != "" {
+		return g, nil
+	}
+	return f, nil
+}
+
+// findFallback returns the smallest name <name>.<16 hex> in the directory
+// pd that is a directory owned by the user and closed to everyone else.
+func findFallback(pd dirAt, name string) string {
+	dfd, err := unix.Openat(pd.fd, pd.name("."), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return ""
+	}
+	d := os.NewFile(uintptr(dfd), name)
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	sort.Strings(names)
+	uid := uint32(os.Getuid())
+	for _, n := range names {
+		suffix, ok := strings.CutPrefix(n, name+".")
+		if !ok || len(suffix) != 16 || strings.Trim(suffix, "0123456789abcdef") != "" {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstatat(pd.fd, pd.name(n), &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Uid == uid && st.Mode&0o077 == 0 {
+			return n
+		}
+	}
+	return ""
+}
