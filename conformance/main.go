@@ -190,9 +190,9 @@ func runCorpus(rn *Runner, ctx *Ctx, c *Corpus) *Result {
 				all[k] = v
 			}
 			if mode == Cold || mode == Warm {
-				s, err := ReadReport(rn.ReportFile(c.Name+"."+nr.Name, mode, nr.Run.UID), decides)
-				if err != nil {
-					r.Err = fmt.Errorf("%s %s: the shim's report: %v", nr.Name, mode, err)
+				s, rerr := ReadReport(rn.ReportFile(c.Name+"."+nr.Name, mode, nr.Run.UID), decides)
+				if rerr != nil {
+					r.Err = fmt.Errorf("%s %s: the shim's report: %v", nr.Name, mode, rerr)
 					return r
 				}
 				if s.Processes == 0 {

@@ -136,7 +136,9 @@ func (rn *Runner) Trace(name string, pilot Run, buildArgs ...string) (img string
 	if out, err := exec.Command(rn.DLBundle, args...).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build of %s: %v\n%s", name, err, tail(out))
 	}
-	return img, nil
+	// build writes the image for its owner alone (0600); the unprivileged
+	// runs stage it too.
+	return img, os.Chmod(img, 0o644)
 }
 
 func tail(b []byte) string {
