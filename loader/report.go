@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/dlbundle/dlbundle/internal/untrusted"
 	"github.com/dlbundle/dlbundle/squash"
 )
 
@@ -261,7 +262,7 @@ func (s ReportSummary) WriteText(w io.Writer, limit int) error {
 		if len(inc) > 3 {
 			inc = inc[:3]
 		}
-		fmt.Fprintf(bw, "  dlbundle build --include %s -o app.dlimg\n", strings.Join(inc, " --include "))
+		fmt.Fprintf(bw, "  dlbundle build --include %s -o app.dlimg\n", strings.Join(quoteAll(inc), " --include "))
 		if more := len(s.IncludePrefixes) - len(inc); more > 0 {
 			fmt.Fprintf(bw, "  (%d more prefixes in --json's include_prefixes)\n", more)
 		}
@@ -291,6 +292,7 @@ func (s ReportSummary) WriteText(w io.Writer, limit int) error {
 
 // fallbackWhy says in words why lookups went to the file system.
 func fallbackWhy(f Fallback) string {
+	f.Dir, f.Reason = untrusted.Quote(f.Dir), untrusted.Quote(f.Reason)
 	switch f.Reason {
 	case "written":
 		return "a process changed " + f.Dir + " (written): the shim leaves what is at or below it to the file system"
@@ -357,6 +359,17 @@ func writeCapped(w io.Writer, paths []PathCount, limit int) {
 			fmt.Fprintf(w, "  ... and %d more (--all lists them)\n", len(paths)-limit)
 			return
 		}
-		fmt.Fprintf(w, "  %9d  %s\n", p.Processes, p.Path)
+		fmt.Fprintf(w, "  %9d  %s\n", p.Processes, untrusted.Quote(p.Path))
 	}
+}
+
+// quoteAll quotes each path for a terminal (untrusted.Quote): reports are
+// written by the app's processes, and a path with a newline or an escape
+// sequence must not forge or hide an output line.
+func quoteAll(paths []string) []string {
+	q := make([]string, len(paths))
+	for i, p := range paths {
+		q[i] = untrusted.Quote(p)
+	}
+	return q
 }

@@ -53,3 +53,36 @@ func TestSummaryTempDirsApartWithIncludeAdvice(t *testing.T) {
 		t.Errorf("temporary paths alone got advice to re-trace:\n%s", buf.String())
 	}
 }
+
+// TestReportTextEscapesControlBytes: a report's paths come from the app's
+// processes; a newline or an escape sequence in one must not forge an output
+// line of `dlbundle report` or reach the terminal raw (issue 18 item 7).
+func TestReportTextEscapesControlBytes(t *testing.T) {
+	forged := "/opt/app/x\n  answered from the stage   999999  (100.0%)"
+	s := Summarize([]ProcessReport{{PID: 1, Passed: 4,
+		PassedPaths: []string{forged, "/opt/app/\x1b[2Jclear", "/tmp/job\n7/in"},
+		Outside:     []string{"/opt/lib/\x07bell.so"},
+		Fallbacks:   []Fallback{{Reason: "written", Dir: "/home/u/\x1b]0;title\x07", Lookups: 3}}}})
+	var buf bytes.Buffer
+	if err := s.WriteText(&buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	text := buf.String()
+	for _, b := range []string{"\x1b", "\x07"} {
+		if strings.Contains(text, b) {
+			t.Errorf("output holds the raw control byte %q:\n%s", b, text)
+		}
+	}
+	counts := 0
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "answered from the stage") {
+			counts++
+		}
+	}
+	if counts != 1 {
+		t.Errorf("%d lines read as the counts line, want 1 (a path forged one):\n%s", counts, text)
+	}
+	if !strings.Contains(text, `"/opt/app/x\n  answered from the stage`) {
+		t.Errorf("the forged path is not shown quoted:\n%s", text)
+	}
+}
