@@ -87,10 +87,34 @@ func FuzzSplitCommandLine(f *testing.F) {
 			// becomes "--", "x"); the split keeps it as given.
 			return
 		}
-		if !reflect.DeepEqual(got, want) {
+		if !reflect.DeepEqual(got, want) && !kongSplitAtEquals(got, want) {
 			t.Fatalf("%q:\nsplit %+v\nkong  %+v", args, got, want)
 		}
 	})
+}
+
+// kongSplitAtEquals: got and want differ only in that kong alone cut the
+// command's first word "--NAME=VALUE" (an option of the app, not of
+// dlbundle) into "--NAME" and "VALUE"; the split passes the app's word on as
+// given, which is what the app must see.
+func kongSplitAtEquals(got, want any) bool {
+	g, w := reflect.Indirect(reflect.ValueOf(got)), reflect.Indirect(reflect.ValueOf(want))
+	gc, wc := g.FieldByName("Command"), w.FieldByName("Command")
+	if !gc.IsValid() || !wc.IsValid() {
+		return false
+	}
+	gcmd, wcmd := gc.Interface().([]string), wc.Interface().([]string)
+	if len(gcmd) == 0 || len(wcmd) != len(gcmd)+1 || !strings.HasPrefix(gcmd[0], "--") ||
+		gcmd[0] != wcmd[0]+"="+wcmd[1] || !reflect.DeepEqual(gcmd[1:], wcmd[2:]) {
+		return false
+	}
+	// Everything but the command is the same.
+	g2, w2 := reflect.New(g.Type()).Elem(), reflect.New(w.Type()).Elem()
+	g2.Set(g)
+	w2.Set(w)
+	g2.FieldByName("Command").Set(reflect.ValueOf([]string(nil)))
+	w2.FieldByName("Command").Set(reflect.ValueOf([]string(nil)))
+	return reflect.DeepEqual(g2.Interface(), w2.Interface())
 }
 
 type kongExited struct{}
