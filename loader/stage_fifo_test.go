@@ -14,6 +14,12 @@ import (
 // wait returns its combined output and state, or, if it is still running
 // after d, SIGTERMs it, gives it d more, then SIGKILLs its whole group and
 // reports that it hung (and whether SIGTERM ended it).
+// hangLimit is how long a run may take before it counts as hung (blocked on
+// a FIFO). A hang is forever; a cold exec on a loaded 2-core machine (make
+// test runs packages side by side) can take several seconds: a short limit
+// called slowness a hang (TestDebugLogFIFOOrOthersFileNeverWritten, load 17).
+const hangLimit = 60 * time.Second
+
 func startCLI(t *testing.T, env []string, args ...string) func(d time.Duration) (out string, state *os.ProcessState, hung, termEnded bool) {
 	t.Helper()
 	cmd := exec.Command(dlbundleCLI(t), args...)
@@ -65,7 +71,7 @@ func TestExecFIFOImageNeverHangs(t *testing.T) {
 		waits = append(waits, startCLI(t, env, "exec", "--stage-dir", stage, fifo, "--", p.original))
 	}
 	for i, wait := range waits {
-		out, state, hung, termEnded := wait(5 * time.Second)
+		out, state, hung, termEnded := wait(hangLimit)
 		switch {
 		case hung && !termEnded:
 			t.Errorf("rank %d hung on the FIFO image and SIGTERM did not end it:\n%s", i, out)
@@ -99,7 +105,7 @@ func TestReportPathFIFOOrOthersFileRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ path, want string }{{fifo, "is a FIFO"}, {theirs, "belongs to uid 1001"}} {
-		out, state, hung, _ := startCLI(t, env, "exec", "--stage-dir", stage, "--report", c.path, p.image, "--", p.original)(5 * time.Second)
+		out, state, hung, _ := startCLI(t, env, "exec", "--stage-dir", stage, "--report", c.path, p.image, "--", p.original)(hangLimit)
 		if hung || state.ExitCode() != 1 || !strings.Contains(out, c.want) {
 			t.Errorf("--report %s: hung %v, exit %d; want a refusal saying %q:\n%s", c.path, hung, state.ExitCode(), c.want, out)
 		}
@@ -115,7 +121,7 @@ func TestReportPathFIFOOrOthersFileRefused(t *testing.T) {
 	} {
 		os.Remove(report)
 		out, state, hung, _ := startCLI(t, append(env, "R="+report), "exec", "--stage-dir", stage, "--report", report, p.image, "--",
-			"/bin/sh", "-c", `env -u DLBUNDLE_REPORT /bin/sh -c '`+c.swap+`' && /bin/true && echo swapped`)(5 * time.Second)
+			"/bin/sh", "-c", `env -u DLBUNDLE_REPORT /bin/sh -c '`+c.swap+`' && /bin/true && echo swapped`)(hangLimit)
 		if hung || !state.Success() || !strings.Contains(out, "swapped") {
 			t.Errorf("%s at the report path after exec's check: hung %v, %v:\n%s", c.name, hung, state, out)
 		}
@@ -144,7 +150,7 @@ func TestDebugLogFIFOOrOthersFileNeverWritten(t *testing.T) {
 	} {
 		env := append(cleanEnv(p.work), "DLBUNDLE_DEBUG_DIR="+logs, "L="+logs)
 		out, state, hung, _ := startCLI(t, env, "exec", "--debug", "--stage-dir", stage, p.image, "--",
-			"/bin/sh", "-c", `env -u DLBUNDLE_DEBUG /bin/sh -c '`+c.swap+`' "$$" && echo swapped && exec /bin/true`)(5 * time.Second)
+			"/bin/sh", "-c", `env -u DLBUNDLE_DEBUG /bin/sh -c '`+c.swap+`' "$$" && echo swapped && exec /bin/true`)(hangLimit)
 		if hung || !state.Success() || !strings.Contains(out, "swapped") {
 			t.Errorf("%s at the debug log's path: hung %v, %v:\n%s", c.name, hung, state, out)
 		}
