@@ -698,11 +698,26 @@ static int do_access(const char *fn, int dirfd, const char **pp, char *canon, in
 	/* The kernel refuses bad modes and flags (EINVAL) before it looks at
 	 * the path: let it. */
 	if ((mode & ~(R_OK | W_OK | X_OK)) || (flags & ~(AT_EACCESS | AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))) return 0;
+	const char *path = *pp;
 	switch (lookup(fn, dirfd, pp, !(flags & AT_SYMLINK_NOFOLLOW), canon, &r)) {
 	case DLB_BUNDLED:
 		*rc = access_check(r.ent, mode, flags & AT_EACCESS);
 		return *rc != ACCESS_UNDECIDED;
 	case DLB_KNOWN_ERR: *rc = set_errno(r.err); return 1;
+	}
+	/* access("/proc/self/exe", W_OK) of a staged executable: the kernel
+	 * would check the staged copy, which is ours (writable); answer for
+	 * the original, as proc_stat_fix does for stat. One stat, only for
+	 * /proc paths that ask more than existence. */
+	if (mode != F_OK && !(flags & AT_SYMLINK_NOFOLLOW) && path && !strncmp(path, "/proc/", 6) && stage_dev) {
+		struct stat st;
+		int saved = errno, s = sys_fstatat(AT_FDCWD, path, &st, 0);
+		errno = saved;
+		const struct dlb_entry *e = s == 0 ? entry_via_link(path, &st) : NULL;
+		if (e) {
+			*rc = access_check(e, mode, flags & AT_EACCESS);
+			return *rc != ACCESS_UNDECIDED;
+		}
 	}
 	return 0;
 }
@@ -976,7 +991,15 @@ static int fopen_decide(const char *fn, const char **pp, char *canon, const char
 	struct dlb_res r;
 	int rc = lookup(fn, AT_FDCWD, pp, 1, canon, &r);
 	if (rc == DLB_KNOWN_ERR) { *err = r.err; return rc; }
-	if (rc == DLB_BUNDLED && r.ent->type == DLB_REG && staged(sp, spsz, canon, r.len) == 0) { *ent = r.ent; return rc; }
+	if (rc != DLB_BUNDLED || r.ent->type != DLB_REG) return DLB_UNKNOWN;
+	/* As do_open: the staged copy is ours, the original may not be
+	 * readable by us (a mode-000 file of root's): EACCES as natively. */
+	if (!(r.ent->mode & 04)) {
+		int a = access_check(r.ent, R_OK, 1);
+		if (a == ACCESS_UNDECIDED) return DLB_UNKNOWN;
+		if (a != 0) { *err = EACCES; return DLB_KNOWN_ERR; }
+	}
+	if (staged(sp, spsz, canon, r.len) == 0) { *ent = r.ent; return rc; }
 	return DLB_UNKNOWN;
 }
 /* fopen_marked: a mode with w, a or + may write (open_marked): "w" and "a"
