@@ -7,8 +7,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-
-	"github.com/dlbundle/dlbundle/image"
 )
 
 // permissionProbe prints what a process may do with a root-owned file it
@@ -49,18 +47,7 @@ func TestOriginalPermissionsOfStagedFiles(t *testing.T) {
 		t.Fatal("runs as root (it switches to nobody)")
 	}
 	root := t.TempDir()
-	tree := filepath.Join(root, "tree")
-	if err := os.MkdirAll(filepath.Join(tree, "bin"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	src := filepath.Join(root, "perm.c")
-	if err := os.WriteFile(src, []byte(permissionProbe), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(tree, "bin", "perm")
-	if out, err := exec.Command("gcc", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	tree, bin := probeTree(t, root, "perm", permissionProbe)
 	secret := filepath.Join(tree, "secret")
 	if err := os.WriteFile(secret, []byte("secret\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -68,13 +55,7 @@ func TestOriginalPermissionsOfStagedFiles(t *testing.T) {
 	if err := os.Chmod(secret, 0); err != nil {
 		t.Fatal(err)
 	}
-	var entries []image.Entry
-	for _, e := range treeEntries(t, tree) {
-		if e.Path == tree || strings.HasPrefix(e.Path, tree+"/") {
-			entries = append(entries, e)
-		}
-	}
-	stage := stageEntries(t, root, entries)
+	stage := stageEntries(t, root, entriesBelow(t, tree))
 	// The stage is nobody's own, as if nobody had staged it.
 	err := filepath.Walk(stage, func(p string, _ os.FileInfo, err error) error {
 		if err != nil {

@@ -63,36 +63,50 @@ int main(int argc, char **argv)
 }
 `
 
+// probeTree compiles the C program src to root/tree/bin/name: a tree to
+// bundle, with the probe in it.
+func probeTree(t *testing.T, root, name, src string) (tree, bin string) {
+	t.Helper()
+	tree = filepath.Join(root, "tree")
+	if err := os.MkdirAll(filepath.Join(tree, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := filepath.Join(root, name+".c")
+	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin = filepath.Join(tree, "bin", name)
+	if out, err := exec.Command("gcc", "-O1", "-o", bin, c).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return tree, bin
+}
+
+// entriesBelow is the entries of tree and what is below it, without its
+// parent directories.
+func entriesBelow(t *testing.T, tree string) []image.Entry {
+	var entries []image.Entry
+	for _, e := range treeEntries(t, tree) {
+		if e.Path == tree || strings.HasPrefix(e.Path, tree+"/") {
+			entries = append(entries, e)
+		}
+	}
+	return entries
+}
+
 // TestStagedCopyHidden (issue 19, items 7 and 9): the staged copy does not
 // show through: /proc/self/fd/N, /proc/self/exe, the maps columns, dups,
 // fds of 1024 and more and inherited fds show the original's device, inode
 // and times. On main 9f80a42 they showed the stage's.
 func TestStagedCopyHidden(t *testing.T) {
 	root := t.TempDir()
-	T := filepath.Join(root, "tree")
-	if err := os.MkdirAll(filepath.Join(T, "bin"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	src := filepath.Join(root, "identity.c")
-	if err := os.WriteFile(src, []byte(identityProbe), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(T, "bin", "identity")
-	if out, err := exec.Command("gcc", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	T, bin := probeTree(t, root, "identity", identityProbe)
 	data := filepath.Join(T, "data.txt")
 	if err := os.WriteFile(data, []byte("data\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	futureAtimes(t, T)
-	var entries []image.Entry
-	for _, e := range treeEntries(t, T) {
-		if e.Path == T || strings.HasPrefix(e.Path, T+"/") {
-			entries = append(entries, e)
-		}
-	}
-	stage := stageEntries(t, root, entries)
+	stage := stageEntries(t, root, entriesBelow(t, T))
 	staged, ok := StagedPath(stage, bin)
 	if !ok {
 		t.Fatal("the probe is not bundled")
