@@ -1,7 +1,13 @@
-// Package loader owns what happens on a compute node: staging an image into a
-// node-local directory once per node (lock, parallel decompression, digest
-// checks, atomic publication), writing the lookup table that the C preload
-// shim maps, and exec of the app with the shim in its environment.
+// Package loader is the process side of dlbundle: what a stage holds and how
+// the app is run from it. It lays out a stage (Materialize: the extracted
+// tree, the lookup table that the C preload shim maps, the shim objects and
+// the node's ld.so search rules), reads the table back (StagedPath,
+// StagedScript), builds the app's environment (ShimEnv) and reads the
+// shim's reports.
+//
+// Where a stage lives, who may stage it, the lock, aliases, publication and
+// gc are the node side's: package node, which calls Materialize. loader never
+// imports node.
 //
 // The shim itself (shim/*.c) is the only code that runs inside the app; it is
 // compiled by `go generate` and embedded. This package must not touch the

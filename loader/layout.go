@@ -15,3 +15,7 @@ const (
 	// (preloadFor); absent in stages of older dlbundles
 	shimPreloadChoice = "preload"
 )
+
+// StageEssentials are the files of a stage (docs/loader.md) without which
+// exec cannot start the app: for node.StageRequest.MustHave.
+var StageEssentials = []string{stageTable, stageShimDir + "/" + shimAuditName, stageShimDir + "/" + shimPreload}

@@ -246,7 +246,7 @@ func cpuFlags() []byte {
 
 // readKeptRules returns the rules kept at path, or nil when there are none
 // we can trust: the stage dir must be the stager's own and not writable by
-// others (OpenStageDir makes it so), the file a regular one of the stager's,
+// others (node.OpenStageDir makes it so), the file a regular one of the stager's,
 // not writable by others, and in the format the probe writes.
 func readKeptRules(path string) []byte {
 	if !privateDir(filepath.Dir(path)) {

@@ -171,10 +171,10 @@ func libcDefinesIn(r io.ReaderAt, ver string) bool {
 // loader/shim/table.h) bytes, the size of the shim's fixed buffers.
 const stageDirMax = 1000 - len("/sha256-") - 64
 
-// checkStagePath refuses a stage directory too long for the shim, which
+// CheckStagePath refuses a stage directory too long for the shim, which
 // would otherwise run the app with the shim inactive (reading the original
 // files) after staging.
-func checkStagePath(dir string) error {
+func CheckStagePath(dir string) error {
 	if len(dir) > stageDirMax {
 		return fmt.Errorf("stage dir %.60s... is %d bytes long; the loader shim accepts at most %d; use a shorter --stage-dir",
 			dir, len(dir), stageDirMax)

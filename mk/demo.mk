@@ -33,4 +33,4 @@ demo-startup: $(BIN) $$(filter-out demo-startup,$$(DEMO_TARGETS))
 # (results: docs/bench/stage.md).
 BENCH_TARGETS += bench-stage
 bench-stage:
-	$(GO) test -run '^$$' -bench 'StageCold|ExtractOnly|ZstdDecodeAll|StageVsDecodeAll|StageMemory' -benchtime 3x -count 1 ./loader
+	$(GO) test -run '^$$' -bench 'StageCold|ExtractOnly|ZstdDecodeAll|StageVsDecodeAll|StageMemory' -benchtime 3x -count 1 ./node

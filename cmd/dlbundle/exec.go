@@ -17,6 +17,7 @@ import (
 	"github.com/dlbundle/dlbundle/image/registry"
 	"github.com/dlbundle/dlbundle/internal/oneproc"
 	"github.com/dlbundle/dlbundle/loader"
+	"github.com/dlbundle/dlbundle/node"
 )
 
 // ExecCmd stages an image on this node (once per node) and replaces itself
@@ -123,16 +124,16 @@ func checkReportFile(path string) error {
 }
 
 // stage opens the stage dir and returns the published stage of the image.
-func (c *ExecCmd) stage(ctx context.Context) (*loader.Staged, error) {
-	dir, squat, err := loader.OpenStageDirFor(c.StageDir)
+func (c *ExecCmd) stage(ctx context.Context) (*node.Staged, error) {
+	dir, squat, err := node.OpenStageDirFor(c.StageDir)
 	if err != nil {
 		return nil, err
 	}
-	ref, err := loader.AbsImageRef(c.Image)
+	ref, err := node.AbsImageRef(c.Image)
 	if err != nil {
 		return nil, err
 	}
-	alias, err := loader.StageAlias(ref, os.Getenv)
+	alias, err := node.StageAlias(ref, os.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", c.Image, err)
 	}
@@ -140,15 +141,15 @@ func (c *ExecCmd) stage(ctx context.Context) (*loader.Staged, error) {
 	bar := newProgress("dlbundle exec: staging " + c.Image)
 	defer bar.finish()
 	opts := loader.MaterializeOptions{Workers: c.Workers, Progress: bar.callback()}
-	req := loader.StageRequest{Dir: dir, Alias: alias, Ref: ref, MustHave: loader.StageEssentials,
-		Open:   loader.OpenImage(ref, dir, opts, registry.Options{Insecure: c.Insecure, Timeout: c.Timeout}),
+	req := node.StageRequest{Dir: dir, Alias: alias, Ref: ref, MustHave: loader.StageEssentials,
+		Open:   node.OpenImage(ref, dir, opts, registry.Options{Insecure: c.Insecure, Timeout: c.Timeout}),
 		OnMiss: oneproc.Restore} // staging decompresses on every core
 	if tty {
 		req.OnWait = func() {
 			fmt.Fprintf(os.Stderr, "dlbundle exec: waiting for another process staging into %s\n", dir)
 		}
 	}
-	s, err := loader.Stage(ctx, req)
+	s, err := node.Stage(ctx, req)
 	// A squatted stage dir: said once per node and launch, by the process
 	// that looked at the image (the others found its stage by the alias).
 	if squat != nil && (err != nil || s.Digest != "") {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dlbundle/dlbundle/internal/units"
-	"github.com/dlbundle/dlbundle/loader"
+	"github.com/dlbundle/dlbundle/node"
 )
 
 // GcCmd removes stages no running process uses.
@@ -37,14 +37,14 @@ func (c *GcCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	dir, squat, err := loader.OpenStageDirFor(c.StageDir)
+	dir, squat, err := node.OpenStageDirFor(c.StageDir)
 	if err != nil {
 		return err
 	}
 	if squat != nil {
 		fmt.Fprintf(os.Stderr, "dlbundle gc: warning: %s\n", squat.Warning())
 	}
-	res, err := loader.GC(context.Background(), dir, loader.GCOptions{Job: c.Job, Keep: keep, OlderThan: c.OlderThan, Grace: c.Grace, DryRun: c.DryRun})
+	res, err := node.GC(context.Background(), dir, node.GCOptions{Job: c.Job, Keep: keep, OlderThan: c.OlderThan, Grace: c.Grace, DryRun: c.DryRun})
 	if err != nil {
 		return err
 	}

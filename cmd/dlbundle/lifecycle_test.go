@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlbundle/dlbundle/loader"
+	"github.com/dlbundle/dlbundle/node"
 )
 
 // TestStageLsGcVerbs: stage stages once ("already staged" the second time),
@@ -44,7 +44,7 @@ func TestStageLsGcVerbs(t *testing.T) {
 	if out, _ := run(nil, "gc", "--stage-dir", stage); !strings.Contains(out, "removed 0 stages") {
 		t.Errorf("gc within the grace time removed the fresh stage: %s", out)
 	}
-	time.Sleep(loader.MinGrace) // gc never removes a stage used more recently, even with --grace 0s
+	time.Sleep(node.MinGrace) // gc never removes a stage used more recently, even with --grace 0s
 	if out, code := run(nil, "gc", "--stage-dir", stage, "--grace", "0s"); code != 0 || !strings.Contains(out, "removed 1 stages") {
 		t.Errorf("gc: exit %d: %s", code, out)
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/dlbundle/dlbundle/internal/units"
-	"github.com/dlbundle/dlbundle/loader"
+	"github.com/dlbundle/dlbundle/node"
 )
 
 // LsCmd lists the node's stages.
@@ -16,14 +16,14 @@ type LsCmd struct {
 
 // Run lists the stages, most recently used first.
 func (c *LsCmd) Run() error {
-	dir, squat, err := loader.OpenStageDirFor(c.StageDir)
+	dir, squat, err := node.OpenStageDirFor(c.StageDir)
 	if err != nil {
 		return err
 	}
 	if squat != nil {
 		fmt.Fprintf(os.Stderr, "dlbundle ls: warning: %s\n", squat.Warning())
 	}
-	stages, err := loader.ListStages(dir)
+	stages, err := node.ListStages(dir)
 	if err != nil {
 		return err
 	}

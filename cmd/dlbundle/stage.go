@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/dlbundle/dlbundle/loader"
+	"github.com/dlbundle/dlbundle/node"
 )
 
 // StageCmd stages an image on this node without running anything: in a
@@ -51,7 +51,7 @@ func (c *StageCmd) Run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if c.Consume { // refuse before staging, not after
-		if _, err := loader.ConsumedKey(c.Image, os.Getenv); err != nil {
+		if _, err := node.ConsumedKey(c.Image, os.Getenv); err != nil {
 			return err
 		}
 	}
@@ -61,11 +61,11 @@ func (c *StageCmd) Run() error {
 		return err
 	}
 	if c.Consume {
-		ref, err := loader.AbsImageRef(c.Image)
+		ref, err := node.AbsImageRef(c.Image)
 		if err != nil {
 			return err
 		}
-		removed, err := loader.ConsumeImage(filepath.Dir(s.Dir), ref, s, os.Getenv)
+		removed, err := node.ConsumeImage(filepath.Dir(s.Dir), ref, s, os.Getenv)
 		if err != nil {
 			return err
 		}

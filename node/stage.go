@@ -1,4 +1,4 @@
-package loader
+package node
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dlbundle/dlbundle/loader"
 )
 
 // Layout of a stage directory (one per user and node):
@@ -32,10 +34,6 @@ const (
 	stageTmpGlob  = "tmp.*"
 	aliasDirName  = "by-path"
 )
-
-// StageEssentials are the files of a stage (docs/loader.md) without which
-// exec cannot start the app: for StageRequest.MustHave.
-var StageEssentials = []string{stageTable, stageShimDir + "/" + shimAuditName, stageShimDir + "/" + shimPreload}
 
 // StageImage is what staging needs from an opened image.
 type StageImage interface {
@@ -117,7 +115,7 @@ func isSHA256Digest(d string) bool {
 // so SIGKILL at any point leaves at most a temp dir that the next exec
 // removes.
 func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
-	if err := checkStagePath(req.Dir); err != nil {
+	if err := loader.CheckStagePath(req.Dir); err != nil {
 		return nil, err
 	}
 	if s := lookupAlias(req.Dir, req.Alias, req.MustHave); s != nil {

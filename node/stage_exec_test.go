@@ -1,4 +1,4 @@
-package loader
+package node
 
 // Tests of `dlbundle exec` as a program: the real CLI, a gcc-built probe
 // bundled in a real image (written by image.Write) at a path that does NOT
@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -29,140 +28,6 @@ import (
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/image/registry"
 )
-
-var (
-	dlbundleOnce sync.Once
-	dlbundleBin  string
-	dlbundleErr  error
-)
-
-// dlbundleCLI builds the CLI once per test binary with the flags make uses
-// (CGO_ENABLED=0, -trimpath), so that after make it only relinks. It goes to
-// one fixed place per user and source tree (replaced atomically by each
-// run), so test runs leave no pile of temp dirs behind, and runs from other
-// checkouts (git worktrees) do not replace it with their own build.
-func dlbundleCLI(t testing.TB) string {
-	t.Helper()
-	dlbundleOnce.Do(func() {
-		dir := filepath.Join(os.TempDir(), fmt.Sprintf("dlbundle-test-cli-%d", os.Getuid()))
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			dlbundleErr = err
-			return
-		}
-		tmp := filepath.Join(dir, fmt.Sprintf("dlbundle.%d", os.Getpid()))
-		cmd := exec.Command("go", "build", "-trimpath", "-o", tmp, "../cmd/dlbundle")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			dlbundleErr = errorString("go build ./cmd/dlbundle: " + err.Error() + "\n" + string(out))
-			return
-		}
-		wd, _ := os.Getwd()
-		sum := sha256.Sum256([]byte(wd))
-		dlbundleBin = filepath.Join(dir, "dlbundle-"+hex.EncodeToString(sum[:6]))
-		dlbundleErr = os.Rename(tmp, dlbundleBin)
-	})
-	if dlbundleErr != nil {
-		t.Fatal(dlbundleErr)
-	}
-	return dlbundleBin
-}
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
-
-// cleanEnv is the environment every program of these tests runs in: fixed,
-// so that pyenv shims, PYTHONPATH or user .pth files cannot change it.
-func cleanEnv(home string) []string {
-	return []string{"PATH=/usr/bin:/bin", "HOME=" + home, "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"}
-}
-
-const probeSource = `#include <signal.h>
-#include <stdio.h>
-#include <string.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-	char exe[4096];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	exe[n < 0 ? 0 : n] = 0;
-	printf("argv0=%s\nexe=%s\npid=%d\n", argv[0], exe, (int)getpid());
-	for (int i = 1; i < argc; i++) printf("arg=%s\n", argv[i]);
-	fflush(stdout);
-	if (argc > 1 && !strcmp(argv[1], "kill")) raise(SIGTERM);
-	if (argc > 1 && !strcmp(argv[1], "exit7")) return 7;
-	return 0;
-}
-`
-
-type probeImage struct {
-	image    string // the .dlimg
-	original string // where the probe is bundled (absent from this machine)
-	native   string // the same program on the file system
-	work     string
-}
-
-func newProbeImage(t *testing.T) *probeImage {
-	t.Helper()
-	work := t.TempDir()
-	src := filepath.Join(work, "probe.c")
-	native := filepath.Join(work, "probe")
-	if err := os.WriteFile(src, []byte(probeSource), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("gcc", "-O1", "-o", native, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	sum := sha256.Sum256([]byte(t.Name() + work))
-	original := "/opt/dlbundle-test-" + hex.EncodeToString(sum[:6]) + "/bin/probe"
-	if _, err := os.Lstat(filepath.Dir(filepath.Dir(original))); err == nil {
-		t.Fatalf("%s exists on this machine; the test needs a path that does not", original)
-	}
-	st, err := os.Stat(native)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &probeImage{image: filepath.Join(work, "probe.dlimg"), original: original, native: native, work: work}
-	f, err := os.Create(p.image)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	_, err = image.Write(f, []image.Entry{{
-		Path: original, Type: image.TypeRegular, Mode: 0o100755, Size: st.Size(),
-		MtimeNS: st.ModTime().UnixNano(), Kind: image.KindELFExec, SourcePath: native,
-	}}, image.WriteOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// execResult runs the CLI and returns stdout, stderr and the process state.
-func runCLI(t *testing.T, env []string, args ...string) (stdout, stderr string, pid int, state *os.ProcessState) {
-	t.Helper()
-	cmd := exec.Command(dlbundleCLI(t), args...)
-	cmd.Env = env
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	err := cmd.Wait()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatal(err)
-	}
-	return out.String(), errb.String(), cmd.Process.Pid, cmd.ProcessState
-}
-
-func field(out, key string) string {
-	for _, l := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(l, key+"="); ok {
-			return v
-		}
-	}
-	return ""
-}
 
 // A bundled executable runs from the stage, as the very process that ran
 // dlbundle (no supervisor), with argv[0] and its arguments (even -h) unchanged,

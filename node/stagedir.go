@@ -1,4 +1,4 @@
-package loader
+package node
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dlbundle/dlbundle/loader"
 )
 
 // StageDirEnv overrides the default stage directory (as --stage-dir does).
@@ -105,13 +107,13 @@ func OpenStageDir(dir string) (string, error) {
 }
 
 func openStageDir(dir string) (string, *Squat, error) {
-	abs, err := AbsPath(dir)
+	abs, err := loader.AbsPath(dir)
 	if err != nil {
 		return "", nil, err
 	}
 	// Before anything is created: a path the shim cannot use is refused at
 	// once (a 4,000-byte one used to create its ~2,000 parents first).
-	if err := checkStagePath(abs); err != nil {
+	if err := loader.CheckStagePath(abs); err != nil {
 		return "", nil, err
 	}
 	pd, parent, pst, err := openParent(abs)

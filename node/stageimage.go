@@ -1,4 +1,4 @@
-package loader
+package node
 
 import (
 	"context"
@@ -11,18 +11,19 @@ import (
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/image/registry"
+	"github.com/dlbundle/dlbundle/loader"
 )
 
 // imageStage adapts an opened image to StageImage: its identity is the TOC
 // digest from the footer, and Materialize lays out the loader's stage.
 type imageStage struct {
 	im   *image.Image
-	opts MaterializeOptions
+	opts loader.MaterializeOptions
 }
 
 func (s imageStage) Digest() string { return s.im.TOCDigest() }
 func (s imageStage) Materialize(ctx context.Context, dir string) error {
-	return Materialize(ctx, s.im, dir, s.opts)
+	return loader.Materialize(ctx, s.im, dir, s.opts)
 }
 
 // OpenImage returns the StageRequest.Open function for an image reference: a
@@ -34,7 +35,7 @@ func (s imageStage) Materialize(ctx context.Context, dir string) error {
 // A file path that this job consumed (stage --consume) is not opened again:
 // the record of the consumption is looked up first (consume.go). Any other
 // file is opened as openImageFile allows.
-func OpenImage(ref, stageDir string, opts MaterializeOptions, reg registry.Options) func(context.Context) (StageImage, func() error, error) {
+func OpenImage(ref, stageDir string, opts loader.MaterializeOptions, reg registry.Options) func(context.Context) (StageImage, func() error, error) {
 	return func(ctx context.Context) (StageImage, func() error, error) {
 		if !registry.IsRef(ref) {
 			if name, ok := consumedRecord(stageDir, ref, os.Getenv); ok {
@@ -146,7 +147,7 @@ func trustImageFile(path string, st *unix.Stat_t) error {
 	if st.Uid == uid || st.Uid == 0 {
 		return nil
 	}
-	abs, err := AbsPath(path)
+	abs, err := loader.AbsPath(path)
 	if err != nil {
 		return err
 	}

@@ -1,14 +1,15 @@
-package loader
+package node
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dlbundle/dlbundle/loader"
 )
 
 // launchIDVars name ONE launch of an MPI launcher (every rank of one mpirun
@@ -135,19 +136,5 @@ func AbsImageRef(ref string) (string, error) {
 	if isOCIRef(ref) {
 		return ref, nil
 	}
-	return AbsPath(ref)
-}
-
-// AbsPath is filepath.Abs without a file-system lookup: os.Getwd stats $PWD
-// and "." (the job's working directory, usually on the shared file system),
-// getcwd(2) asks the kernel only.
-func AbsPath(p string) (string, error) {
-	if filepath.IsAbs(p) {
-		return filepath.Clean(p), nil
-	}
-	wd, err := unix.Getwd()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(wd, p), nil
+	return loader.AbsPath(ref)
 }

@@ -1,4 +1,4 @@
-package loader
+package node
 
 // Benchmarks for docs/bench/stage.md (make bench-stage):
 //
@@ -38,6 +38,7 @@ import (
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/image/registry"
+	"github.com/dlbundle/dlbundle/loader"
 )
 
 var (
@@ -146,7 +147,7 @@ func BenchmarkStageCold(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		if _, err := Stage(context.Background(), StageRequest{Dir: dir, Open: OpenImage(img, dir, MaterializeOptions{}, registry.Options{})}); err != nil {
+		if _, err := Stage(context.Background(), StageRequest{Dir: dir, Open: OpenImage(img, dir, loader.MaterializeOptions{}, registry.Options{})}); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()
@@ -220,7 +221,7 @@ func BenchmarkStageVsDecodeAll(b *testing.B) {
 			b.Fatal(err)
 		}
 		t0, c0, r0 := time.Now(), cpuNS(), rusage()
-		if _, err := Stage(context.Background(), StageRequest{Dir: dir, Open: OpenImage(img, dir, MaterializeOptions{}, registry.Options{})}); err != nil {
+		if _, err := Stage(context.Background(), StageRequest{Dir: dir, Open: OpenImage(img, dir, loader.MaterializeOptions{}, registry.Options{})}); err != nil {
 			b.Fatal(err)
 		}
 		t1, c1, r1 := time.Now(), cpuNS(), rusage()

@@ -1,4 +1,4 @@
-package loader
+package node
 
 // Helpers for the tests that play several users of a shared node: root,
 // uid 1001 (the attacker), uid 1002 (the victim). The tests run as root.
