@@ -8,8 +8,9 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/dlbundle/dlbundle/image"
 )
@@ -80,15 +81,6 @@ func fnv1a64(s string) uint64 {
 	return h
 }
 
-// tableRow is one entry before it is encoded.
-type tableRow struct {
-	path   string
-	target string
-	typ    uint8
-	flags  uint8
-	e      image.Entry
-}
-
 // listingMode gives the file-type bits for a name known only from a listing.
 func listingMode(t image.Type) uint32 {
 	switch t {
@@ -100,102 +92,6 @@ func listingMode(t image.Type) uint32 {
 		return 0o120000
 	}
 	return 0
-}
-
-// tableRows turns image entries into table rows: one per entry, plus an
-// external row for every listed name that is not itself an entry (so that a
-// name absent from a bundled directory's listing is a known ENOENT).
-func tableRows(entries []image.Entry) ([]tableRow, error) {
-	// Rows are large (a whole image.Entry): grown by append, their copies
-	// were half of the table's build time. At most one per entry and one
-	// per listed name.
-	n := len(entries)
-	for _, e := range entries {
-		n += len(e.Listing)
-	}
-	byPath := make(map[string]bool, n)
-	rows := make([]tableRow, 0, n)
-	for _, e := range entries {
-		if e.Path == "" || e.Path[0] != '/' || path.Clean(e.Path) != e.Path {
-			return nil, fmt.Errorf("lookup table: entry path %q is not absolute and normalised", e.Path)
-		}
-		if byPath[e.Path] {
-			continue // first entry wins (load order)
-		}
-		byPath[e.Path] = true
-		r := tableRow{path: e.Path, e: e}
-		switch e.Type {
-		case image.TypeRegular:
-			r.typ = tabReg
-			switch e.Kind {
-			case image.KindELFExec:
-				r.flags |= flagELFExec | flagELF
-			case image.KindELFShared, image.KindPyExtension:
-				r.flags |= flagELF
-			}
-		case image.TypeDir:
-			r.typ = tabDir
-		case image.TypeSymlink:
-			r.typ, r.target = tabSymlink, e.Target
-		case image.TypeMissing:
-			r.typ = tabMissing
-		case image.TypeExternal:
-			r.typ = tabExternal
-		default:
-			return nil, fmt.Errorf("lookup table: entry %s has unknown type %q", e.Path, e.Type)
-		}
-		rows = append(rows, r)
-	}
-	for _, e := range entries {
-		if e.Type != image.TypeDir {
-			continue
-		}
-		for _, d := range e.Listing {
-			if d.Name == "" || d.Name == "." || d.Name == ".." || len(d.Name) > 255 || strings.ContainsAny(d.Name, "/\x00") {
-				return nil, fmt.Errorf("lookup table: listing of %s has invalid name %q; the image is corrupt", e.Path, d.Name)
-			}
-			p := path.Join(e.Path, d.Name)
-			if byPath[p] {
-				continue
-			}
-			byPath[p] = true
-			// ino: the listing's d_ino, which readdir() of the parent shows.
-			rows = append(rows, tableRow{path: p, typ: tabExternal,
-				e: image.Entry{Path: p, Mode: listingMode(d.Type), Ino: d.Ino}})
-		}
-	}
-	return rows, nil
-}
-
-// markSearchable sets flagSearchable on every row whose bundled ancestor
-// directories all have the search bit for others. Directories known only
-// from a listing (external) have no permission bits in the table: they are
-// taken as searchable, as the shim takes any directory it does not hold.
-func markSearchable(rows []tableRow) {
-	closed := map[string]bool{} // bundled directories without o+x
-	for _, r := range rows {
-		if r.typ == tabDir && r.e.Mode&0o001 == 0 {
-			closed[r.path] = true
-		}
-	}
-	memo := map[string]bool{}
-	var open func(dir string) bool // dir and every directory above it are searchable
-	open = func(dir string) bool {
-		if v, ok := memo[dir]; ok {
-			return v
-		}
-		v := !closed[dir]
-		if dir != "/" {
-			v = v && open(path.Dir(dir))
-		}
-		memo[dir] = v
-		return v
-	}
-	for i := range rows {
-		if rows[i].path == "/" || open(path.Dir(rows[i].path)) {
-			rows[i].flags |= flagSearchable
-		}
-	}
 }
 
 // tableSize is the length of encodeTable(entries), computed without building
@@ -250,105 +146,280 @@ func tableSize(entries []image.Entry) uint64 {
 // records (at offsets 0 and 2 of it), written once after the path strings.
 const dotNames = ".\x00..\x00"
 
+// tableRow is one entry of the table before it is encoded: an image entry
+// (e), or a name that only a bundled directory's listing knows (e nil: an
+// external row).
+type tableRow struct {
+	path   string
+	e      *image.Entry
+	typ    uint8
+	flags  uint8
+	mode   uint32 // external rows: the listing's file type
+	ino    uint64 // external rows: the listing's d_ino
+	target string // symlinks
+}
+
+// tableRows turns image entries into table rows: one per entry (the first
+// of a path wins: load order), plus an external row for every listed name
+// that is not itself an entry (so that a name absent from a bundled
+// directory's listing is a known ENOENT). It returns the rows and, for
+// every directory entry i, the row of each name of its listing (children[i]
+// in listing order; nil for other entries).
+//
+// The encoder runs beside the extraction in every cold stage (and a
+// streamed stage's app waits for the table before it starts): rows
+// are small, the joined paths of listed names live in one arena, and
+// nothing is allocated per name (the round-3 rows held a whole
+// image.Entry each and a map of joined paths: 13,000 allocations and
+// 3.9 MB for the numpy image, 6 ms warm and 13-17 ms in a fresh helper
+// beside the decoders).
+func tableRows(entries []image.Entry) (rows []tableRow, entryRow []int32, children [][]int32, err error) {
+	names, arenaLen := 0, 0
+	for i := range entries {
+		e := &entries[i]
+		if e.Type != image.TypeDir {
+			continue
+		}
+		names += len(e.Listing)
+		for _, d := range e.Listing {
+			arenaLen += len(e.Path) + 1 + len(d.Name)
+		}
+	}
+	rowOf := make(map[string]int32, len(entries)+names)
+	rows = make([]tableRow, 0, len(entries)+names)
+	entryRow = make([]int32, len(entries))
+	for i := range entries {
+		e := &entries[i]
+		entryRow[i] = -1
+		if e.Path == "" || e.Path[0] != '/' || path.Clean(e.Path) != e.Path {
+			return nil, nil, nil, fmt.Errorf("lookup table: entry path %q is not absolute and normalised", e.Path)
+		}
+		if _, dup := rowOf[e.Path]; dup {
+			continue // first entry wins (load order)
+		}
+		r := tableRow{path: e.Path, e: e}
+		switch e.Type {
+		case image.TypeRegular:
+			r.typ = tabReg
+			switch e.Kind {
+			case image.KindELFExec:
+				r.flags |= flagELFExec | flagELF
+			case image.KindELFShared, image.KindPyExtension:
+				r.flags |= flagELF
+			}
+		case image.TypeDir:
+			r.typ = tabDir
+		case image.TypeSymlink:
+			r.typ, r.target = tabSymlink, e.Target
+		case image.TypeMissing:
+			r.typ = tabMissing
+		case image.TypeExternal:
+			r.typ = tabExternal
+		default:
+			return nil, nil, nil, fmt.Errorf("lookup table: entry %s has unknown type %q", e.Path, e.Type)
+		}
+		rowOf[e.Path] = int32(len(rows))
+		entryRow[i] = int32(len(rows))
+		rows = append(rows, r)
+	}
+	arena := make([]byte, 0, arenaLen)
+	children = make([][]int32, len(entries))
+	kids := make([]int32, 0, names)
+	for i := range entries {
+		e := &entries[i]
+		if e.Type != image.TypeDir {
+			continue
+		}
+		first := len(kids)
+		for _, d := range e.Listing {
+			if d.Name == "" || d.Name == "." || d.Name == ".." || len(d.Name) > 255 || strings.ContainsAny(d.Name, "/\x00") {
+				return nil, nil, nil, fmt.Errorf("lookup table: listing of %s has invalid name %q; the image is corrupt", e.Path, d.Name)
+			}
+			// path.Join of a clean directory and a valid name, without
+			// an allocation: the string is a view of the arena, which
+			// is only appended to (its capacity is exact).
+			at := len(arena)
+			if e.Path != "/" {
+				arena = append(arena, e.Path...)
+			}
+			arena = append(arena, '/')
+			arena = append(arena, d.Name...)
+			p := unsafe.String(&arena[at], len(arena)-at)
+			k, ok := rowOf[p]
+			if !ok {
+				// ino: the listing's d_ino, which readdir() of the
+				// parent shows.
+				k = int32(len(rows))
+				rowOf[p] = k
+				rows = append(rows, tableRow{path: p, typ: tabExternal, mode: listingMode(d.Type), ino: d.Ino})
+			}
+			kids = append(kids, k)
+		}
+		children[i] = kids[first:len(kids):len(kids)]
+	}
+	return rows, entryRow, children, nil
+}
+
+// markSearchable sets flagSearchable on every row whose bundled ancestor
+// directories all have the search bit for others. Directories known only
+// from a listing (external) have no permission bits in the table: they are
+// taken as searchable, as the shim takes any directory it does not hold.
+func markSearchable(rows []tableRow) {
+	closed := map[string]bool{} // bundled directories without o+x
+	for _, r := range rows {
+		if r.typ == tabDir && r.e.Mode&0o001 == 0 {
+			closed[r.path] = true
+		}
+	}
+	memo := map[string]bool{}
+	var open func(dir string) bool // dir and every directory above it are searchable
+	open = func(dir string) bool {
+		if v, ok := memo[dir]; ok {
+			return v
+		}
+		v := !closed[dir]
+		if dir != "/" {
+			v = v && open(path.Dir(dir))
+		}
+		memo[dir] = v
+		return v
+	}
+	for i := range rows {
+		if rows[i].path == "/" || open(path.Dir(rows[i].path)) {
+			rows[i].flags |= flagSearchable
+		}
+	}
+}
+
 // encodeTable writes the table for entries (docs/loader.md, version 2). It is
 // a pure function of the entries: nothing in it depends on the node.
 func encodeTable(entries []image.Entry) ([]byte, error) {
-	rows, err := tableRows(entries)
+	rows, entryRow, children, err := tableRows(entries)
 	if err != nil {
 		return nil, err
 	}
 	markSearchable(rows)
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].path < rows[j].path })
+	// Row k of the table is rows[order[k]]: sorted by path (paths are
+	// unique).
+	order := make([]int32, len(rows))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(rows[a].path, rows[b].path) })
+	at := make([]int32, len(rows)) // rows[i] is table row at[i]
+	for k, i := range order {
+		at[i] = int32(k)
+	}
+	// The listing of a directory row is that of its (first) entry.
+	listOf := make([]int32, len(rows)) // entry index + 1 of a directory row, else 0
+	for i := range entries {
+		if r := entryRow[i]; r >= 0 && entries[i].Type == image.TypeDir {
+			listOf[r] = int32(i) + 1
+		}
+	}
 	nb := uint32(8)
 	for int(nb) < 2*len(rows) {
 		nb <<= 1
 	}
-	// Where each listing starts (records, not bytes) and how long it is.
-	listAt := make([]uint64, len(rows))
-	var records uint64
-	for i, r := range rows {
+	// Sizes first, so that the table is allocated once: listings (records,
+	// in row order), strings (paths and symlink targets in row order, then
+	// "." and "..").
+	var records, strs uint64
+	for _, i := range order {
+		r := &rows[i]
+		strs += uint64(len(r.path)) + 1
+		if r.typ == tabSymlink {
+			strs += uint64(len(r.target)) + 1
+		}
 		if r.typ == tabDir {
-			listAt[i] = records
-			records += 2 + uint64(len(r.e.Listing))
+			records += 2 + uint64(len(entries[listOf[i]-1].Listing))
 		}
 	}
+	strs += uint64(len(dotNames))
 	bucketsOff := uint64(tableHeaderLen)
 	entriesOff := align8(bucketsOff + 4*uint64(nb))
 	listingsOff := entriesOff + tableEntryLen*uint64(len(rows))
 	stringsOff := listingsOff + tableRecordLen*records
-
-	// The strings first (paths, symlink targets, then "." and ".."): a
-	// listed name is the tail of its own row's path string.
-	pathOff := make([]uint64, len(rows))
-	targetOff := make([]uint64, len(rows))
-	var strs []byte
-	addString := func(s string) uint64 {
-		off := stringsOff + uint64(len(strs))
-		strs = append(strs, s...)
-		strs = append(strs, 0)
-		return off
-	}
-	for i, r := range rows {
-		pathOff[i] = addString(r.path)
-		if r.typ == tabSymlink {
-			targetOff[i] = addString(r.target)
-		}
-	}
-	dotOff := stringsOff + uint64(len(strs))
-	strs = append(strs, dotNames...)
-	if stringsOff+uint64(len(strs)) >= 1<<32 {
+	if stringsOff+strs >= 1<<32 {
 		return nil, fmt.Errorf("lookup table: more than 4 GiB of path names and listings")
 	}
-	rowOf := make(map[string]int, len(rows))
-	for i, r := range rows {
-		rowOf[r.path] = i
-	}
-
-	buf := make([]byte, stringsOff, stringsOff+uint64(len(strs)))
+	buf := make([]byte, stringsOff+strs)
 	le := binary.LittleEndian
+	pathOff := make([]uint32, len(rows)) // by row index (rows[i])
+	so := stringsOff
+	addString := func(s string) uint32 {
+		off := so
+		copy(buf[so:], s) // the NUL is already there
+		so += uint64(len(s)) + 1
+		return uint32(off)
+	}
+	targetOff := make([]uint32, len(rows))
+	for _, i := range order {
+		pathOff[i] = addString(rows[i].path)
+		if rows[i].typ == tabSymlink {
+			targetOff[i] = addString(rows[i].target)
+		}
+	}
+	dotOff := so
+	copy(buf[so:], dotNames)
+
 	buckets := buf[bucketsOff : bucketsOff+4*uint64(nb)]
-	for i, r := range rows {
+	var listAt uint64 // records written so far
+	for k, i := range order {
+		r := &rows[i]
 		h := fnv1a64(r.path)
 		b := uint32(h) & (nb - 1)
 		for le.Uint32(buckets[4*b:]) != 0 {
 			b = (b + 1) & (nb - 1)
 		}
-		le.PutUint32(buckets[4*b:], uint32(i+1))
+		le.PutUint32(buckets[4*b:], uint32(k+1))
 
-		ent := buf[entriesOff+tableEntryLen*uint64(i):][:tableEntryLen]
+		ent := buf[entriesOff+tableEntryLen*uint64(k):][:tableEntryLen]
 		le.PutUint64(ent[0:], h)
-		le.PutUint32(ent[8:], uint32(pathOff[i]))
+		le.PutUint32(ent[8:], pathOff[i])
 		le.PutUint32(ent[12:], uint32(len(r.path)))
+		var e image.Entry // an external row's attributes are the listing's
+		if r.e != nil {
+			e = *r.e
+		} else {
+			e.Mode, e.Ino = r.mode, r.ino
+		}
 		switch r.typ {
 		case tabSymlink:
-			le.PutUint32(ent[16:], uint32(targetOff[i]))
+			le.PutUint32(ent[16:], targetOff[i])
 			le.PutUint32(ent[20:], uint32(len(r.target)))
 		case tabDir:
-			at := listingsOff + tableRecordLen*listAt[i]
-			le.PutUint32(ent[16:], uint32(at))
-			le.PutUint32(ent[20:], uint32(2+len(r.e.Listing)))
-			putListing(buf[at:], r, rows, rowOf, pathOff, dotOff)
+			d := int(listOf[i] - 1)
+			off := listingsOff + tableRecordLen*listAt
+			le.PutUint32(ent[16:], uint32(off))
+			le.PutUint32(ent[20:], uint32(2+len(entries[d].Listing)))
+			putListing(buf[off:], r, &entries[d], rows, children[d], at, pathOff, dotOff, func(p string) (uint64, bool) {
+				j := rowOfPath(rows, order, p)
+				if j < 0 {
+					return 0, false
+				}
+				return rowIno(&rows[j]), true
+			})
+			listAt += 2 + uint64(len(entries[d].Listing))
 		}
 		flags := r.flags
-		if b := r.e.Blocks; b > 0 && b <= 1<<32-1 {
+		if b := e.Blocks; b > 0 && b <= 1<<32-1 {
 			flags |= flagBlocks
 			le.PutUint32(ent[44:], uint32(b))
 		}
 		ent[24] = r.typ
 		ent[25] = flags
-		le.PutUint32(ent[28:], r.e.Mode)
-		le.PutUint32(ent[32:], r.e.UID)
-		le.PutUint32(ent[36:], r.e.GID)
-		le.PutUint32(ent[40:], r.e.Nlink)
-		le.PutUint64(ent[48:], uint64(statSize(r)))
-		le.PutUint64(ent[56:], uint64(r.e.MtimeNS))
-		le.PutUint64(ent[64:], uint64(r.e.AtimeNS))
-		le.PutUint64(ent[72:], uint64(r.e.CtimeNS))
-		le.PutUint64(ent[80:], r.e.Dev)
-		le.PutUint64(ent[88:], r.e.Ino)
+		le.PutUint32(ent[28:], e.Mode)
+		le.PutUint32(ent[32:], e.UID)
+		le.PutUint32(ent[36:], e.GID)
+		le.PutUint32(ent[40:], e.Nlink)
+		le.PutUint64(ent[48:], uint64(statSize(r.typ, r.target, &e)))
+		le.PutUint64(ent[56:], uint64(e.MtimeNS))
+		le.PutUint64(ent[64:], uint64(e.AtimeNS))
+		le.PutUint64(ent[72:], uint64(e.CtimeNS))
+		le.PutUint64(ent[80:], e.Dev)
+		le.PutUint64(ent[88:], e.Ino)
 	}
-	buf = append(buf, strs...)
-
 	copy(buf[0:8], tableMagic)
 	le.PutUint32(buf[8:], tableVersion)
 	le.PutUint32(buf[12:], nb)
@@ -360,11 +431,28 @@ func encodeTable(entries []image.Entry) ([]byte, error) {
 	return buf, nil
 }
 
-// putListing writes the listing records of directory row r into out: the
-// image's names in their order, with "." and ".." where the build's read
-// returned them (first in images that do not say). A name points into the
-// path string of its own row (tableRows made one for every listed name).
-func putListing(out []byte, r tableRow, rows []tableRow, rowOf map[string]int, pathOff []uint64, dotOff uint64) {
+// rowOfPath finds the row of path p by binary search in the sorted order.
+func rowOfPath(rows []tableRow, order []int32, p string) int {
+	k, ok := slices.BinarySearchFunc(order, p, func(i int32, p string) int { return strings.Compare(rows[i].path, p) })
+	if !ok {
+		return -1
+	}
+	return int(order[k])
+}
+
+func rowIno(r *tableRow) uint64 {
+	if r.e != nil {
+		return r.e.Ino
+	}
+	return r.ino
+}
+
+// putListing writes the listing records of directory row r (entry d) into
+// out: the image's names in their order, with "." and ".." where the
+// build's read returned them (first in images that do not say). A name
+// points into the path string of its own row (kids[k], tableRows made one
+// for every listed name). inoOf gives the inode of another row by path.
+func putListing(out []byte, r *tableRow, d *image.Entry, rows []tableRow, kids []int32, at []int32, pathOff []uint32, dotOff uint64, inoOf func(string) (uint64, bool)) {
 	le := binary.LittleEndian
 	put := func(k int, ino, name uint64, n int, dt uint8) {
 		rec := out[tableRecordLen*k:][:tableRecordLen]
@@ -375,26 +463,25 @@ func putListing(out []byte, r tableRow, rows []tableRow, rowOf map[string]int, p
 	}
 	// "..": the d_ino the build read, else (0: not recorded) the parent's
 	// row, else 0: the shim shows the staged parent's then.
-	up := r.e.DotDotIno
+	up := d.DotDotIno
 	if up == 0 {
-		if k, ok := rowOf[path.Dir(r.path)]; ok {
-			up = rows[k].e.Ino
+		if ino, ok := inoOf(path.Dir(r.path)); ok {
+			up = ino
 		}
 	}
-	dot, dotdot := listingDots(r.e)
-	put(dot, r.e.Ino, dotOff, 1, dtDir)
+	dot, dotdot := listingDots(*d)
+	put(dot, d.Ino, dotOff, 1, dtDir)
 	put(dotdot, up, dotOff+2, 2, dtDir)
 	skip := uint64(len(r.path)) + 1 // the directory and "/" before a name
 	if r.path == "/" {
 		skip = 1
 	}
 	k := 0
-	for _, d := range r.e.Listing {
+	for j, c := range d.Listing {
 		for k == dot || k == dotdot {
 			k++
 		}
-		child := rowOf[path.Join(r.path, d.Name)]
-		put(k, d.Ino, pathOff[child]+skip, len(d.Name), direntType(d.Type))
+		put(k, c.Ino, uint64(pathOff[kids[j]])+skip, len(c.Name), direntType(c.Type))
 		k++
 	}
 }
@@ -413,17 +500,17 @@ func listingDots(e image.Entry) (dot, dotdot int) {
 // file's content size, a symlink's target length, a directory's recorded
 // dir_size. Images built before dir_size was recorded give 0: 4096 (one
 // block: ext4, Lustre, NFS from them) is then the common answer.
-func statSize(r tableRow) int64 {
-	switch r.typ {
+func statSize(typ uint8, target string, e *image.Entry) int64 {
+	switch typ {
 	case tabSymlink:
-		return int64(len(r.target))
+		return int64(len(target))
 	case tabDir:
-		if r.e.DirSize > 0 {
-			return r.e.DirSize
+		if e.DirSize > 0 {
+			return e.DirSize
 		}
 		return 4096
 	}
-	return r.e.Size
+	return e.Size
 }
 
 func align8(n uint64) uint64 { return (n + 7) &^ 7 }
