@@ -79,9 +79,12 @@ print(f"rank {c.rank} of {c.size} on {os.environ.get('SLURMD_NODENAME')}: numpy 
 `
 
 // rankStrace is the wrapper that runs one rank under strace, its log named
-// after the rank Open MPI gave it.
+// after the rank Open MPI gave it. --seccomp-bpf: the ranks stop only at
+// the file calls traced, not at every call; Open MPI's ranks poll while they
+// wait for each other, and a stop at every poll made a run on 2 shared cores
+// take 10 s to over 5 minutes (load 35 of the test's own processes).
 const rankStrace = `#!/bin/sh
-exec strace -f -qq -y -e signal=none -e trace=%%file -o "%s/rank.$OMPI_COMM_WORLD_RANK" "$@"
+exec strace -f --seccomp-bpf -qq -y -e signal=none -e trace=%%file -o "%s/rank.$OMPI_COMM_WORLD_RANK" "$@"
 `
 
 // TestMpirunLoadsAfterInitFromStage: the C app with a plugin.
@@ -250,8 +253,33 @@ func batchLong(t *testing.T, name, script string, args ...string) string {
 		time.Sleep(200 * time.Millisecond)
 	}
 	b, _ := os.ReadFile(out)
-	t.Fatalf("batch job %s did not finish within 5 minutes:\n%s\n%s", strings.TrimSpace(r.out), b, shared.Logs())
+	t.Fatalf("batch job %s did not finish within 5 minutes:\n%s\n%s\n%s", strings.TrimSpace(r.out), b, hangReport(), shared.Logs())
 	return ""
+}
+
+// hangReport says where a batch job's ranks are when it did not finish:
+// their processes (state, kernel wait channel) and the last calls of each
+// rank's strace log.
+func hangReport() string {
+	var r strings.Builder
+	ps, _ := exec.Command("ps", "-eo", "pid,ppid,etime,pcpu,stat,wchan:24,args", "--forest").Output()
+	r.WriteString("--- processes of the job\n")
+	for _, l := range strings.Split(string(ps), "\n") {
+		if strings.Contains(l, "python3") || strings.Contains(l, "dlbundle") || strings.Contains(l, "strace") ||
+			strings.Contains(l, "orted") || strings.Contains(l, "mpirun") {
+			r.WriteString(l + "\n")
+		}
+	}
+	logs, _ := filepath.Glob(filepath.Join(shared.Shared, "*-run", "strace", "rank.*"))
+	for _, f := range logs {
+		b, _ := os.ReadFile(f)
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		if len(lines) > 4 {
+			lines = lines[len(lines)-4:]
+		}
+		fmt.Fprintf(&r, "--- %s (last lines)\n%s\n", f, strings.Join(lines, "\n"))
+	}
+	return r.String()
 }
 
 // imageDecides returns a function saying whether the image decides an
