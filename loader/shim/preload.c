@@ -692,6 +692,18 @@ static int search_ok(const struct dlb_entry *e)
 	return a == 0 ? 1 : a == ACCESS_UNDECIDED ? -1 : 0;
 }
 
+/* readable_original: the process may read the original of bundled file e
+ * (1), may not (0, errno EACCES), or the kernel must decide (-1). The staged
+ * copy belongs to the stage's user, so open, fopen and opendir of it ask the
+ * table instead; only entries without the world-read bit need the check
+ * (and its getuid calls). */
+static int readable_original(const struct dlb_entry *e)
+{
+	if (e->mode & 04) return 1;
+	int a = access_check(e, R_OK, 1);
+	return a == 0 ? 1 : a == ACCESS_UNDECIDED ? -1 : 0;
+}
+
 static int do_access(const char *fn, int dirfd, const char **pp, char *canon, int mode, int flags, int *rc)
 {
 	struct dlb_res r;
@@ -872,13 +884,9 @@ static int do_open(const char *fn, int dirfd, const char **pp, char *canon, int 
 	case DLB_BUNDLED:
 		if (r.ent->type == DLB_SYMLINK) { *rc = set_errno(ELOOP); return 1; } /* O_NOFOLLOW on a symlink */
 		if (r.ent->type != DLB_REG) return 0; /* directories: a dir fd would expose the stage */
-		/* The staged copy belongs to us; the original may not be readable by
-		 * us: answer EACCES as the original would (only files without the
-		 * world-read bit need the check, and its getuid calls). */
-		if (!(r.ent->mode & 04)) {
-			int a = access_check(r.ent, R_OK, 1);
-			if (a == ACCESS_UNDECIDED) return 0;
-			if (a != 0) { *rc = -1; return 1; }
+		switch (readable_original(r.ent)) {
+		case -1: return 0;
+		case 0: *rc = -1; return 1;
 		}
 		if (staged(sp, sizeof sp, canon, r.len) != 0) return 0;
 		*rc = (int)syscall(SYS_openat, AT_FDCWD, sp, flags, 0); /* syscall(): -1 and errno on error */
@@ -992,12 +1000,9 @@ static int fopen_decide(const char *fn, const char **pp, char *canon, const char
 	int rc = lookup(fn, AT_FDCWD, pp, 1, canon, &r);
 	if (rc == DLB_KNOWN_ERR) { *err = r.err; return rc; }
 	if (rc != DLB_BUNDLED || r.ent->type != DLB_REG) return DLB_UNKNOWN;
-	/* As do_open: the staged copy is ours, the original may not be
-	 * readable by us (a mode-000 file of root's): EACCES as natively. */
-	if (!(r.ent->mode & 04)) {
-		int a = access_check(r.ent, R_OK, 1);
-		if (a == ACCESS_UNDECIDED) return DLB_UNKNOWN;
-		if (a != 0) { *err = EACCES; return DLB_KNOWN_ERR; }
+	switch (readable_original(r.ent)) {
+	case -1: return DLB_UNKNOWN;
+	case 0: *err = EACCES; return DLB_KNOWN_ERR;
 	}
 	if (staged(sp, spsz, canon, r.len) == 0) { *ent = r.ent; return rc; }
 	return DLB_UNKNOWN;
@@ -2156,10 +2161,9 @@ static void stream_serve(struct dir_stream *s, DIR *d, int fd, const struct stat
 static DIR *dir_open(const struct dlb_entry *e, const char *canon, size_t n)
 {
 	char sp[DLB_PATH_MAX + 1024];
-	if (!(e->mode & 04)) { /* opendir needs read permission on the original */
-		int a = access_check(e, R_OK, 1);
-		if (a == ACCESS_UNDECIDED) return (DIR *)-1;
-		if (a != 0) return NULL;
+	switch (readable_original(e)) { /* opendir needs read permission on the original */
+	case -1: return (DIR *)-1;
+	case 0: return NULL;
 	}
 	if (staged(sp, sizeof sp, canon, n) != 0) return (DIR *)-1;
 	struct dir_stream *s = stream_claim();
