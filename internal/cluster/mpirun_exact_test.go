@@ -18,7 +18,7 @@ import (
 // Open MPI under mpirun, rank by rank (issue 19): apps that load things
 // AFTER MPI_Init — a C app that dlopens a plugin and reads a data file, and
 // Python doing `from mpi4py import MPI` then `import numpy` — run in a
-// 3-node x 4-rank batch job natively and through `dlbundle exec`. Open MPI
+// 3-node batch job (4 and 2 ranks per node) natively and through `dlbundle exec`. Open MPI
 // 4.1's MPI_Init creates its session directory by mkdir of every component
 // from "/" (EEXIST on all but the last) in some of the ranks; a shim that
 // treats such a failed write as a change turns itself off there, silently.
