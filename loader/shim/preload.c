@@ -1397,6 +1397,20 @@ static int exec_native(const char *path, char *const argv[], char *const envp[])
  * then reads the script through the shim, and argv, /proc/self/exe and
  * sys.executable are the native ones. At most 4 nested interpreters (the
  * kernel's limit: ELOOP after). */
+/* script_argv fills v (room for argc + 4 pointers) with what the kernel
+ * gives a "#!" script's interpreter: interp, its one optional argument,
+ * the script's path as given, then argv[1..argc-1]. execve and
+ * posix_spawn of a bundled script both build it. */
+static void script_argv(char **v, char *interp, char *arg, const char *path, char *const argv[], int argc)
+{
+	int k = 0;
+	v[k++] = interp;
+	if (arg) v[k++] = arg;
+	v[k++] = (char *)path;
+	for (int i = 1; i < argc; i++) v[k++] = argv[i];
+	v[k] = NULL;
+}
+
 static int execve_depth(const char *path, char *const argv[], char *const envp[], int depth)
 {
 	char sp[DLB_PATH_MAX + 1024];
@@ -1411,12 +1425,7 @@ static int execve_depth(const char *path, char *const argv[], char *const envp[]
 			int argc = 0;
 			while (argv && argv[argc]) argc++;
 			char *v[argc + 4];
-			int k = 0;
-			v[k++] = interp;
-			if (arg) v[k++] = arg;
-			v[k++] = (char *)path;
-			for (int i = 1; i < argc; i++) v[k++] = argv[i];
-			v[k] = NULL;
+			script_argv(v, interp, arg, path, argv, argc);
 			return execve_depth(interp, v, envp, depth + 1);
 		}
 		t = path; /* the kernel decides */
@@ -1574,12 +1583,7 @@ static int spawn_depth(pid_t *pid, const char *path, const posix_spawn_file_acti
 			int argc = 0;
 			while (argv && argv[argc]) argc++;
 			char *v[argc + 4];
-			int k = 0;
-			v[k++] = interp;
-			if (arg) v[k++] = arg;
-			v[k++] = (char *)path;
-			for (int i = 1; i < argc; i++) v[k++] = argv[i];
-			v[k] = NULL;
+			script_argv(v, interp, arg, path, argv, argc);
 			return spawn_depth(pid, interp, fa, attr, v, envp, depth + 1);
 		}
 		t = path; /* the kernel decides */
