@@ -5,7 +5,9 @@
 //     against `/bin/true`, with an empty static Go program as the floor any
 //     Go binary pays, a static Go program that only execs /bin/true as the
 //     floor any launcher written in Go pays, `dlbundle --version` (runtime, package
-//     initializers and kong, no staging), and /bin/true run directly in the
+//     initializers and kong, no staging), a static C program that only
+//     execs /bin/true as the floor of any launcher at all (a process that
+//     execs the app pays a second execve), and /bin/true run directly in the
 //     environment exec gives it, which splits exec's cost into dlbundle's
 //     own process and the shim's in the app;
 //   - what 100,000 arguments add to exec and to trace, beyond what they add
@@ -89,7 +91,16 @@ func run(bin, compare, out string, rounds, longRounds int) error {
 		"func main() { syscall.Exec(os.Args[1], os.Args[1:], os.Environ()) }\n"), 0o644); err != nil {
 		return err
 	}
+	// The floor of any launcher, whatever its language: a static C program
+	// that does nothing but exec its arguments (no runtime, one thread).
+	cexec := filepath.Join(dir, "cexec")
+	cexecSrc := filepath.Join(dir, "cexec.c")
+	if err := os.WriteFile(cexecSrc, []byte("#include <unistd.h>\n"+
+		"int main(int argc, char **argv) { (void)argc; execv(argv[1], argv + 1); return 127; }\n"), 0o644); err != nil {
+		return err
+	}
 	setup := [][]string{
+		{"cc", "-O2", "-static", "-o", cexec, cexecSrc},
 		{"go", "build", "-trimpath", "-ldflags=-s -w", "-o", empty, src},
 		{"go", "build", "-trimpath", "-ldflags=-s -w", "-o", goexec, goexecSrc},
 		{bin, "trace", "-q", "-o", filepath.Join(dir, "true.trace"), "--", "/bin/true"},
@@ -124,6 +135,7 @@ func run(bin, compare, out string, rounds, longRounds int) error {
 		{name: "dlbundle exec IMG -- /bin/true (warm)", argv: execArgs},
 		{name: "/bin/true in the environment exec gives it (the shim loaded, no dlbundle)", argv: []string{"/bin/true"}, env: shimEnv},
 		{name: "a static Go program that only execs /bin/true", argv: []string{goexec, "/bin/true"}},
+		{name: "a static C program that only execs /bin/true", argv: []string{cexec, "/bin/true"}},
 	}
 	if compare != "" {
 		short = append(short,
@@ -144,7 +156,7 @@ func run(bin, compare, out string, rounds, longRounds int) error {
 	measure(long, longRounds)
 	load1 := loadavg()
 
-	trueS, emptyS, version, warm, shimmed, goexecS := short[0], short[1], short[2], short[3], short[4], short[5]
+	trueS, emptyS, version, warm, shimmed, goexecS, cexecS := short[0], short[1], short[2], short[3], short[4], short[5], short[6]
 	fixed := warm.wall - trueS.wall
 	floor := emptyS.wall - trueS.wall
 	execAdds := (long[2].wall - long[1].wall) - (long[0].wall - long[5].wall)
@@ -161,6 +173,8 @@ func run(bin, compare, out string, rounds, longRounds int) error {
 	fmt.Fprintf(&b, "| goal | figure | met |\n|---|---|---|\n")
 	fmt.Fprintf(&b, "| exec's fixed cost on a warm stage <= 1 ms over exec'ing the app directly (issue 21) | %s wall, %s CPU (exec %s vs /bin/true %s); an empty static Go program alone costs %s wall, %s CPU over /bin/true | %s |\n",
 		ms(fixed), ms(warm.cpu-trueS.cpu), ms(warm.wall), ms(trueS.wall), ms(floor), ms(emptyS.cpu-trueS.cpu), met(fixed <= time.Millisecond))
+	fmt.Fprintf(&b, "| the floor of any launcher: a static C program that only execs /bin/true, over /bin/true (the second execve); with the shim's share (below) | %s wall, %s CPU, %d minor faults; %s wall with the shim | |\n",
+		ms(cexecS.wall-trueS.wall), ms(cexecS.cpu-trueS.cpu), cexecS.minflt-trueS.minflt, ms(cexecS.wall-trueS.wall+shimmed.wall-trueS.wall))
 	fmt.Fprintf(&b, "| the floor of a Go launcher: a static Go program that only execs /bin/true, over /bin/true; with the shim's share (below) | %s wall, %s CPU, %d minor faults; %s wall with the shim | |\n",
 		ms(goexecS.wall-trueS.wall), ms(goexecS.cpu-trueS.cpu), goexecS.minflt-trueS.minflt, ms(goexecS.wall-trueS.wall+shimmed.wall-trueS.wall))
 	fmt.Fprintf(&b, "| of which above that floor (exec minus the Go launcher, minus the shim's share) | %s wall, %s CPU, %d minor faults | |\n",
