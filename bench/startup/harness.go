@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,6 +104,8 @@ type Calibration struct {
 	OpsPerRank uint64        // metadata ops of one native rank
 	Service    time.Duration
 	ImageBytes int64         // dlbundle image size, when built
+	RawBytes   int64         // the image's regular files, decoded (what a stage writes)
+	WriteFloor time.Duration // cp -a of those files from the page cache into tmpfs (median of 3): writing them, with nothing to decode
 	TraceTime  time.Duration // dlbundle trace (pilot) wall time
 	BuildTime  time.Duration
 	Err        string // why the dlbundle modes did not run
@@ -387,7 +390,50 @@ func (b *bench) bundle(ctx context.Context) error {
 	}
 	b.cal.ImageBytes = st.Size()
 	b.stageParent, err = os.MkdirTemp(b.shm, b.sc.name+"-stage-")
-	return err
+	if err != nil {
+		return err
+	}
+	return b.writeFloor(ctx, filepath.Join(b.src, b.sc.name+".dlimg"))
+}
+
+// writeFloor measures what the first rank's stage cannot do without: putting
+// the image's decoded bytes into tmpfs. It extracts the image once (unmeasured)
+// and times cp -a of that tree into a fresh tmpfs directory: a stage of a
+// stored, uncompressed image could be no faster (issue 21's first-rank bound).
+func (b *bench) writeFloor(ctx context.Context, image string) error {
+	src := filepath.Join(b.shm, b.sc.name+"-raw")
+	defer os.RemoveAll(src)
+	if err := b.tool(ctx, []string{b.opts.Dlbundle, "extract", image, src}, os.Environ()); err != nil {
+		return err
+	}
+	var raw int64
+	err := filepath.WalkDir(src, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if err == nil {
+			raw += info.Size()
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	var times []time.Duration
+	for i := range 3 {
+		dst := filepath.Join(b.shm, fmt.Sprintf("%s-copy%d", b.sc.name, i))
+		t0 := time.Now()
+		err := copyTree(ctx, src, dst)
+		times = append(times, time.Since(t0))
+		os.RemoveAll(dst)
+		if err != nil {
+			return err
+		}
+	}
+	slices.Sort(times)
+	b.cal.RawBytes, b.cal.WriteFloor = raw, times[1]
+	return nil
 }
 
 func (b *bench) tool(ctx context.Context, argv, env []string) error {
