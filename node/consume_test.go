@@ -2,40 +2,19 @@ package node
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
-// pwnedImage writes an image that bundles, at original, a program printing
-// "PWNED" and its uid: what an attacker plants.
+// pwnedImage writes into dir the image an attacker plants: a program
+// printing "PWNED" and its uid, bundled at original.
 func pwnedImage(t *testing.T, dir, original string) string {
 	t.Helper()
-	src := filepath.Join(dir, "pwned.c")
-	bin := filepath.Join(dir, "pwned")
-	if err := os.WriteFile(src, []byte("#include <stdio.h>\n#include <unistd.h>\nint main(void) { printf(\"PWNED: attacker's program ran as uid %d\\n\", (int)getuid()); return 0; }\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("gcc", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	st, err := os.Stat(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
 	img := filepath.Join(dir, "pwned.dlimg")
-	f, err := os.Create(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := image.Write(f, []image.Entry{{Path: original, Type: image.TypeRegular, Mode: 0o100755, Size: st.Size(),
-		MtimeNS: st.ModTime().UnixNano(), Kind: image.KindELFExec, SourcePath: bin}}, image.WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	clitest.PwnedImage(t, dir, img, original)
 	return img
 }
 

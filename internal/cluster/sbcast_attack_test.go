@@ -2,44 +2,19 @@ package cluster
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
-// pwnedImage writes into the shared file system an image that bundles, at
-// p's original path, a program printing PWNED: what the attacker plants.
+// pwnedImage writes into the shared file system the image the attacker
+// plants: a program printing PWNED, bundled at p's original path.
 func pwnedImage(t *testing.T, p *probe) string {
 	t.Helper()
-	src := filepath.Join(shared.Dir, "src", "pwned.c")
-	bin := filepath.Join(shared.Dir, "src", "pwned")
-	if err := os.MkdirAll(filepath.Dir(src), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(src, []byte("#include <stdio.h>\n#include <unistd.h>\nint main(void) { printf(\"PWNED: attacker's program ran as uid %d\\n\", (int)getuid()); return 0; }\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("gcc", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	st, err := os.Stat(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
 	img := filepath.Join(shared.Shared, "pwned.dlimg")
-	f, err := os.Create(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := image.Write(f, []image.Entry{{Path: p.original, Type: image.TypeRegular, Mode: 0o100755, Size: st.Size(),
-		MtimeNS: st.ModTime().UnixNano(), Kind: image.KindELFExec, SourcePath: bin}}, image.WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	clitest.PwnedImage(t, filepath.Join(shared.Dir, "src"), img, p.original)
 	return img
 }
 
