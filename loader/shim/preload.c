@@ -1390,13 +1390,6 @@ static int exec_native(const char *path, char *const argv[], char *const envp[])
 	return real_execve(path, argv, env_native(envp, v, n, buf));
 }
 
-/* execve: a bundled ELF runs from its staged copy; a bundled "#!" script is
- * started as the kernel would start it, with the interpreter (itself looked
- * up here, so a bundled one runs from the stage) and argv = interpreter,
- * optional argument, the script's path AS GIVEN, argv[1..]: the interpreter
- * then reads the script through the shim, and argv, /proc/self/exe and
- * sys.executable are the native ones. At most 4 nested interpreters (the
- * kernel's limit: ELOOP after). */
 /* script_argv fills v (room for argc + 4 pointers) with what the kernel
  * gives a "#!" script's interpreter: interp, its one optional argument,
  * the script's path as given, then argv[1..argc-1]. execve and
@@ -1411,6 +1404,13 @@ static void script_argv(char **v, char *interp, char *arg, const char *path, cha
 	v[k] = NULL;
 }
 
+/* execve: a bundled ELF runs from its staged copy; a bundled "#!" script is
+ * started as the kernel would start it, with the interpreter (itself looked
+ * up here, so a bundled one runs from the stage) and argv = interpreter,
+ * optional argument, the script's path AS GIVEN, argv[1..]: the interpreter
+ * then reads the script through the shim, and argv, /proc/self/exe and
+ * sys.executable are the native ones. At most 4 nested interpreters (the
+ * kernel's limit: ELOOP after). */
 static int execve_depth(const char *path, char *const argv[], char *const envp[], int depth)
 {
 	char sp[DLB_PATH_MAX + 1024];
