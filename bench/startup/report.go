@@ -168,7 +168,7 @@ func (r *Results) writeGoals(w io.Writer) {
 			measured++
 			maxOps = max(maxOps, wr.OpsPerRank())
 			worstWarm = max(worstWarm, ratio(wr.Wall, id.Wall))
-			budget := id.Wall + time.Duration(float64(c.ImageBytes)/1e9*float64(time.Second))
+			budget := id.Wall + atGBps(c.ImageBytes)
 			worstCold = max(worstCold, cold.Wall-budget)
 		}
 		verdict := func(ok bool, detail string) string {
@@ -217,7 +217,7 @@ func (r *Results) writeFirstRank(w io.Writer) {
 			p("| %s | not measured | | | | | | | | | |\n", c.Scenario)
 			continue
 		}
-		bound := id.Wall + time.Duration(float64(c.ImageBytes)/1e9*float64(time.Second)) + 20*time.Millisecond
+		bound := id.Wall + atGBps(c.ImageBytes) + 20*time.Millisecond
 		read := time.Duration(float64(c.ImageBytes) / (1 << 20) * float64(r.Options.ReadPerMiB))
 		floor := id.Wall + read + c.WriteFloor
 		met := "**no**"
@@ -297,7 +297,7 @@ func (r *Results) Project(scenario string, service time.Duration) (pr Projection
 	}
 	for _, c := range r.Calibrations {
 		if c.Scenario == scenario && c.ImageBytes > 0 {
-			pr.ImageReads = time.Duration(float64(projNodes*c.ImageBytes) / 1e9 * float64(time.Second))
+			pr.ImageReads = atGBps(projNodes * c.ImageBytes)
 		}
 	}
 	return pr, true
@@ -311,6 +311,10 @@ func (r *Results) lastRow(scenario, mode string) (Row, bool) {
 	}
 	return rows[len(rows)-1], true
 }
+
+// atGBps is how long n bytes take at 1 GB/s, the shared data path the
+// goals assume.
+func atGBps(n int64) time.Duration { return time.Duration(float64(n) / 1e9 * float64(time.Second)) }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 

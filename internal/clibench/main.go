@@ -173,10 +173,14 @@ func run(bin, compare, out string, rounds, longRounds int) error {
 	fmt.Fprintf(&b, "| goal | figure | met |\n|---|---|---|\n")
 	fmt.Fprintf(&b, "| exec's fixed cost on a warm stage <= 1 ms over exec'ing the app directly (issue 21) | %s wall, %s CPU (exec %s vs /bin/true %s); an empty static Go program alone costs %s wall, %s CPU over /bin/true | %s |\n",
 		ms(fixed), ms(warm.cpu-trueS.cpu), ms(warm.wall), ms(trueS.wall), ms(floor), ms(emptyS.cpu-trueS.cpu), met(fixed <= time.Millisecond))
-	fmt.Fprintf(&b, "| the floor of any launcher: a static C program that only execs /bin/true, over /bin/true (the second execve); with the shim's share (below) | %s wall, %s CPU, %d minor faults; %s wall with the shim | |\n",
-		ms(cexecS.wall-trueS.wall), ms(cexecS.cpu-trueS.cpu), cexecS.minflt-trueS.minflt, ms(cexecS.wall-trueS.wall+shimmed.wall-trueS.wall))
-	fmt.Fprintf(&b, "| the floor of a Go launcher: a static Go program that only execs /bin/true, over /bin/true; with the shim's share (below) | %s wall, %s CPU, %d minor faults; %s wall with the shim | |\n",
-		ms(goexecS.wall-trueS.wall), ms(goexecS.cpu-trueS.cpu), goexecS.minflt-trueS.minflt, ms(goexecS.wall-trueS.wall+shimmed.wall-trueS.wall))
+	// A launcher's floor: what it costs over /bin/true, alone and with the
+	// shim's share in the app.
+	floorRow := func(what string, s *stats) {
+		fmt.Fprintf(&b, "| %s; with the shim's share (below) | %s wall, %s CPU, %d minor faults; %s wall with the shim | |\n",
+			what, ms(s.wall-trueS.wall), ms(s.cpu-trueS.cpu), s.minflt-trueS.minflt, ms(s.wall-trueS.wall+shimmed.wall-trueS.wall))
+	}
+	floorRow("the floor of any launcher: a static C program that only execs /bin/true, over /bin/true (the second execve)", cexecS)
+	floorRow("the floor of a Go launcher: a static Go program that only execs /bin/true, over /bin/true", goexecS)
 	fmt.Fprintf(&b, "| of which above that floor (exec minus the Go launcher, minus the shim's share) | %s wall, %s CPU, %d minor faults | |\n",
 		ms(warm.wall-goexecS.wall-(shimmed.wall-trueS.wall)), ms(warm.cpu-goexecS.cpu-(shimmed.cpu-trueS.cpu)), warm.minflt-goexecS.minflt-(shimmed.minflt-trueS.minflt))
 	fmt.Fprintf(&b, "| of which dlbundle's own process (exec minus /bin/true run directly in the environment exec gives it) | %s wall, %s CPU, %d of %d minor faults | |\n",
