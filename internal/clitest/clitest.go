@@ -89,37 +89,40 @@ type ProbeImage struct {
 func NewProbeImage(t *testing.T) *ProbeImage {
 	t.Helper()
 	work := t.TempDir()
-	src := filepath.Join(work, "probe.c")
-	native := filepath.Join(work, "probe")
-	if err := os.WriteFile(src, []byte(probeSource), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("gcc", "-O1", "-o", native, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
 	sum := sha256.Sum256([]byte(t.Name() + work))
 	original := "/opt/dlbundle-test-" + hex.EncodeToString(sum[:6]) + "/bin/probe"
 	if _, err := os.Lstat(filepath.Dir(filepath.Dir(original))); err == nil {
 		t.Fatalf("%s exists on this machine; the test needs a path that does not", original)
 	}
-	st, err := os.Stat(native)
+	p := &ProbeImage{Image: filepath.Join(work, "probe.dlimg"), Original: original, Native: filepath.Join(work, "probe"), Work: work}
+	bundleProgram(t, probeSource, p.Native, p.Image, original)
+	return p
+}
+
+// bundleProgram compiles the C program source to bin (its source beside it,
+// bin.c) and writes img, an image that bundles bin at original.
+func bundleProgram(t *testing.T, source, bin, img, original string) {
+	t.Helper()
+	src := bin + ".c"
+	if err := os.WriteFile(src, []byte(source), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	st, err := os.Stat(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &ProbeImage{Image: filepath.Join(work, "probe.dlimg"), Original: original, Native: native, Work: work}
-	f, err := os.Create(p.Image)
+	f, err := os.Create(img)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	_, err = image.Write(f, []image.Entry{{
-		Path: original, Type: image.TypeRegular, Mode: 0o100755, Size: st.Size(),
-		MtimeNS: st.ModTime().UnixNano(), Kind: image.KindELFExec, SourcePath: native,
-	}}, image.WriteOptions{})
-	if err != nil {
+	if _, err := image.Write(f, []image.Entry{{Path: original, Type: image.TypeRegular, Mode: 0o100755, Size: st.Size(),
+		MtimeNS: st.ModTime().UnixNano(), Kind: image.KindELFExec, SourcePath: bin}}, image.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return p
 }
 
 // RunCLI runs the CLI and returns stdout, stderr and the process state.
