@@ -10,16 +10,16 @@ import (
 	"time"
 )
 
-// startCLI starts the CLI with env and args in a process group of its own;
-// wait returns its combined output and state, or, if it is still running
-// after d, SIGTERMs it, gives it d more, then SIGKILLs its whole group and
-// reports that it hung (and whether SIGTERM ended it).
 // hangLimit is how long a run may take before it counts as hung (blocked on
 // a FIFO). A hang is forever; a cold exec on a loaded 2-core machine (make
 // test runs packages side by side) can take several seconds: a short limit
 // called slowness a hang (TestDebugLogFIFOOrOthersFileNeverWritten, load 17).
 const hangLimit = 60 * time.Second
 
+// startCLI starts the CLI with env and args in a process group of its own;
+// wait returns its combined output and state, or, if it is still running
+// after d, SIGTERMs it, gives it d more, then SIGKILLs its whole group and
+// reports that it hung (and whether SIGTERM ended it).
 func startCLI(t *testing.T, env []string, args ...string) func(d time.Duration) (out string, state *os.ProcessState, hung, termEnded bool) {
 	t.Helper()
 	cmd := exec.Command(dlbundleCLI(t), args...)
