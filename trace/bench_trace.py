@@ -155,7 +155,7 @@ def main():
                  "dlbundle does at an answered stop (PTRACE_GETREGS, process_vm_readv, its own fstatat). Unpinned, the\n"
                  "kernel decides whether a stop's wake-up crosses CPUs (on this VM an inter-processor interrupt\n"
                  "through the hypervisor), and runs swing between the two figures. Every event is at least one\n"
-                 "stop, so events x the pinned bare stop is a lower bound on the overhead of any ptrace pilot,\n"
+                 "stop, so events x what the pinned bare stop adds to the call is a lower bound on the overhead of any ptrace pilot,\n"
                  "before any start-up cost. Budgets: 0.5 x native min for 1.5x (issue 13), 1 x for 2x (issue 21):\n") % (
                     stop["untraced"] * 1e6, pinned["untraced"] * 1e6, stop["traced"] * 1e6, pinned["traced"] * 1e6,
                     stop["work"] * 1e6, pinned["work"] * 1e6))
