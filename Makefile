@@ -32,7 +32,7 @@ TEST_AFTER   :=
 BENCH_TARGETS :=
 DEMO_TARGETS  :=
 
-.PHONY: all build deps test vet demo bench clean FORCE
+.PHONY: all build deps deps-packages test vet demo bench clean FORCE
 all: build
 
 include $(sort $(wildcard mk/*.mk))
@@ -47,7 +47,11 @@ bin/dlbundle-linux-%: FORCE
 $(BIN): bin/dlbundle-linux-$(shell $(GO) env GOHOSTARCH)
 	cp -f $< $@
 
-deps:
+# Packages first, then whatever needs them (mk/*.mk add `deps: X` with X
+# depending on deps-packages): make runs a target's prerequisites before its
+# recipe, and two apt-get runs at once fail on apt's lock instead of waiting.
+deps: deps-packages
+deps-packages:
 	@missing=""; for p in $(sort $(APT_PACKAGES)); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \

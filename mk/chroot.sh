@@ -56,7 +56,10 @@ for p in debootstrap qemu-user-static binfmt-support; do
 	dpkg-query -W -f='${Status}' $p 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
 done
 if [ -n "$missing" ]; then
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing
+	# make deps runs three of these at once: one apt-get at a time (apt
+	# refuses a second on its lock instead of waiting).
+	flock /var/lib/dpkg/dlbundle-apt.lock sh -c \
+		"apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing"
 fi
 # The host's Debian mirror (first deb.debian.org-style URI of the host's
 # sources), so that a site's proxy or mirror is used.

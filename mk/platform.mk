@@ -21,7 +21,7 @@ CHROOTS := bookworm-arm64 bullseye-amd64 trixie-amd64
 .PHONY: chroots platforms test-arm64-unit fuzz-platform vet-arm64
 deps: chroots
 # In parallel: the arm64 one (~10 min: dpkg runs emulated) takes longest.
-chroots:
+chroots: deps-packages
 	@st=0; pids=""; \
 	for c in $(CHROOTS); do sh mk/chroot.sh $$c & pids="$$pids $$!"; done; \
 	for p in $$pids; do wait $$p || st=1; done; exit $$st
