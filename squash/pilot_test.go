@@ -167,11 +167,6 @@ func TestPlanFromRealCPilot(t *testing.T) {
 
 func gcc(t *testing.T, args ...string) {
 	t.Helper()
-	for _, a := range args {
-		if strings.HasPrefix(a, "-o") {
-			continue
-		}
-	}
 	out := args[len(args)-1]
 	for i, a := range args {
 		if a == "-o" {
