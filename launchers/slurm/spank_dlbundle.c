@@ -62,6 +62,7 @@ static char conf_stage_dir[ARG_MAX_LEN];
 static char env_buf[ENV_MAX_LEN]; /* dlbundle env's output: NAME=VALUE\0... */
 static size_t env_len;
 static int env_ready;
+static int env_failed;
 
 static int opt_image_cb(int val, const char *optarg, int remote);
 static int opt_fallback_cb(int val, const char *optarg, int remote);
@@ -284,6 +285,11 @@ static int run_env(spank_t sp, char *msg, size_t msgsize)
 	msg[m < 0 ? 0 : m] = 0;
 	while (m > 0 && msg[m - 1] == '\n')
 		msg[--m] = 0;
+	/* dlbundle env's hint names its own --fallback; the plugin's is given
+	 * in the plugin's message. */
+	char *hint = strstr(msg, "\n(use --fallback");
+	if (hint)
+		*hint = 0;
 	int status;
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR) {
@@ -337,7 +343,10 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 	}
 	slurm_error("dlbundle: %s (--dlbundle-fallback runs the tasks natively instead)",
 		    msg[0] ? msg : "dlbundle env failed without a message");
-	return -1;
+	/* The step ends in task_init, where every task fails before exec: a
+	 * user_init failure is a launch failure, for which srun 22.05 exits 0. */
+	env_failed = 1;
+	return 0;
 }
 
 /* staged_program points the task's argv[0] at the staged copy of the
@@ -375,6 +384,8 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
 	(void)ac;
 	(void)av;
+	if (env_failed)
+		return -1; /* the task exits 1 without starting the app: the message is user_init's */
 	if (!env_ready)
 		return 0;
 	const char *stage = NULL;
