@@ -243,9 +243,15 @@ func TestSpankDlbundleCAppAndNumpy(t *testing.T) {
 	}
 }
 
-// sortLines is out's lines sorted (ranks finish in any order).
+// sortLines is out's lines sorted (ranks finish in any order), without
+// srun's own ("srun: job 3 queued and waiting for resources").
 func sortLines(out string) string {
-	l := strings.Split(strings.TrimSpace(out), "\n")
+	var l []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !strings.HasPrefix(line, "srun: ") {
+			l = append(l, line)
+		}
+	}
 	sort.Strings(l)
 	return strings.Join(l, "\n")
 }
