@@ -169,37 +169,17 @@ exec strace -f --seccomp-bpf -qq -y -e signal=none -e trace=%%file -o "%s/rank.$
 // image decides (strace).
 func TestSpankDlbundleCAppAndNumpy(t *testing.T) {
 	needSpank(t)
-	fixture := filepath.Join(shared.Shared, "spank-demo")
-	os.RemoveAll(fixture)
-	gen, _ := filepath.Abs("../../examples/demo/make-fixture.sh")
-	if out, err := exec.Command(gen, fixture, "20").CombinedOutput(); err != nil {
-		t.Fatalf("make-fixture.sh: %v\n%s", err, out)
-	}
 	for _, tc := range []struct {
 		name string
 		argv []string
 		want string
 	}{
-		{"c-runpath-dlopen", []string{filepath.Join(fixture, "bin/demo-app")}, "checksum"},
+		{"c-runpath-dlopen", demoApp(t), "checksum"},
 		{"numpy", []string{"/usr/bin/python3", "-I", "-B", "-c",
 			"import numpy, os, sys; print('numpy', numpy.arange(10).sum(), numpy.__file__, sys.executable, sys.argv[0], os.environ['SLURM_PROCID'])"}, "numpy 45"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			work := filepath.Join(shared.Shared, "spank-"+tc.name)
-			os.RemoveAll(work)
-			if err := os.MkdirAll(filepath.Join(work, "strace"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			pilot := runCmd(t, shared.Command("srun", append([]string{"-N1", "-n1", dlb, "trace", "-q", "-o", work + "/pilot.trace", "--"}, tc.argv...)...))
-			if pilot.code != 0 {
-				t.Fatalf("pilot: %s", pilot.out)
-			}
-			traces, _ := filepath.Glob(work + "/pilot.trace*")
-			img := filepath.Join(work, "app.dlimg")
-			if b, err := exec.Command(dlb, append([]string{"build", "--include", shared.Shared, "-o", img}, traces...)...).CombinedOutput(); err != nil {
-				t.Fatalf("build: %v\n%s", err, b)
-			}
-			decides := imageDecides(t, img)
+			work, img, decides := pilotImage(t, "spank-"+tc.name, tc.argv)
 			native := srun(t, append([]string{"-N3", "--ntasks-per-node=4"}, tc.argv...)...)
 			if n := strings.Count(native, tc.want); n != 12 {
 				t.Fatalf("native: %d of 12 tasks reported %q:\n%s", n, tc.want, native)
@@ -221,25 +201,71 @@ func TestSpankDlbundleCAppAndNumpy(t *testing.T) {
 					t.Errorf("%s: dlbundle env ran for steps %v; want once", n, steps)
 				}
 			}
-			var failed []string
-			for rank := 0; rank < 12; rank++ {
-				b, err := os.ReadFile(filepath.Join(work, "strace", fmt.Sprintf("rank.%d", rank)))
-				if err != nil {
-					t.Errorf("rank %d: no strace log: %v", rank, err)
-					continue
-				}
-				calls, staged := imageCalls(string(b), shared.Dir, decides)
-				if !staged {
-					t.Errorf("rank %d: no execve of a staged program; the check cannot work", rank)
-				}
-				if len(calls) > 0 {
-					failed = append(failed, fmt.Sprintf("rank %d: %d calls, first: %s", rank, len(calls), strings.Join(calls[:min(3, len(calls))], " | ")))
-				}
-			}
-			if len(failed) > 0 {
-				t.Errorf("%d of 12 ranks looked up paths the image holds:\n%s", len(failed), strings.Join(failed, "\n"))
-			}
+			rankCalls(t, filepath.Join(work, "strace"), "rank.", 12, decides)
 		})
+	}
+}
+
+// pilotImage traces argv in a one-task step, builds its image, and returns
+// the work directory in Shared (with an empty strace/ in it), the image and
+// what the image decides.
+func pilotImage(t *testing.T, name string, argv []string) (work, img string, decides func(string) bool) {
+	t.Helper()
+	work = filepath.Join(shared.Shared, name)
+	os.RemoveAll(work)
+	if err := os.MkdirAll(filepath.Join(work, "strace"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pilot := runCmd(t, shared.Command("srun", append([]string{"-N1", "-n1", dlb, "trace", "-q", "-o", work + "/pilot.trace", "--"}, argv...)...))
+	if pilot.code != 0 {
+		t.Fatalf("pilot: %s", pilot.out)
+	}
+	traces, _ := filepath.Glob(work + "/pilot.trace*")
+	img = filepath.Join(work, "app.dlimg")
+	// --include: the cluster's "shared file system" lies below /var/tmp,
+	// which build leaves out by default (node-local scratch).
+	if b, err := exec.Command(dlb, append([]string{"build", "--include", shared.Shared, "-o", img}, traces...)...).CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, b)
+	}
+	return work, img, imageDecides(t, img)
+}
+
+// demoApp makes the demo's C app (RUNPATH with $ORIGIN, dlopen, a data
+// file) in Shared and returns its command line.
+func demoApp(t *testing.T) []string {
+	t.Helper()
+	fixture := filepath.Join(shared.Shared, "demo-app")
+	if _, err := os.Stat(filepath.Join(fixture, "bin/demo-app")); err == nil {
+		return []string{filepath.Join(fixture, "bin/demo-app")}
+	}
+	gen, _ := filepath.Abs("../../examples/demo/make-fixture.sh")
+	if out, err := exec.Command(gen, fixture, "20").CombinedOutput(); err != nil {
+		t.Fatalf("make-fixture.sh: %v\n%s", err, out)
+	}
+	return []string{filepath.Join(fixture, "bin/demo-app")}
+}
+
+// rankCalls checks the strace logs dir/<prefix>0 .. n-1: each shows the app
+// started from the stage, and none a call on a path the image decides.
+func rankCalls(t *testing.T, dir, prefix string, n int, decides func(string) bool) {
+	t.Helper()
+	var failed []string
+	for rank := 0; rank < n; rank++ {
+		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%s%d", prefix, rank)))
+		if err != nil {
+			t.Errorf("rank %d: no strace log: %v", rank, err)
+			continue
+		}
+		calls, staged := imageCalls(string(b), shared.Dir, decides)
+		if !staged {
+			t.Errorf("rank %d: no execve of a staged program; the check cannot work", rank)
+		}
+		if len(calls) > 0 {
+			failed = append(failed, fmt.Sprintf("rank %d: %d calls, first: %s", rank, len(calls), strings.Join(calls[:min(3, len(calls))], " | ")))
+		}
+	}
+	if len(failed) > 0 {
+		t.Errorf("%d of %d ranks looked up paths the image holds:\n%s", len(failed), n, strings.Join(failed, "\n"))
 	}
 }
 
