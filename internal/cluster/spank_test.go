@@ -281,3 +281,15 @@ func sortLines(out string) string {
 	sort.Strings(l)
 	return strings.Join(l, "\n")
 }
+
+// TestSpankSbatchExample runs examples/jobs/spank.sbatch, the image given
+// to sbatch (--dlbundle on sbatch's command line stands for the script's
+// #SBATCH line): both srun steps of the script run every task from the
+// stage, the batch script itself does not run under the shim.
+func TestSpankSbatchExample(t *testing.T) {
+	needSpank(t)
+	p := newProbe(t, "spanksbatch")
+	out, _ := example(t, "spank.sbatch", []string{"APP=" + p.original + " ok", "DLBUNDLE_STAGE_DIR=/dev/shm/t-spank-sbatch"},
+		"--dlbundle="+p.image[1], "-N3", "--ntasks-per-node=2")
+	ranks(t, out, 12, 1, p)
+}

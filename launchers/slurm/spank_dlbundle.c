@@ -67,7 +67,11 @@ static int env_failed;
 static int opt_image_cb(int val, const char *optarg, int remote);
 static int opt_fallback_cb(int val, const char *optarg, int remote);
 
-struct spank_option spank_options[] = {
+/* Registered in slurm_spank_init (spank_option_register) rather than
+ * exported as spank_options: sbatch and salloc of Slurm 22.05 load the
+ * plugin but did not offer a table's options ("unrecognized option
+ * '--dlbundle'"), which left #SBATCH --dlbundle unusable. */
+static struct spank_option options[] = {
 	{"dlbundle", "IMAGE",
 	 "Start every task from the node's stage of IMAGE (a .dlimg file or oci://REF), staged once "
 	 "per node and step by dlbundle: no call on the shared file system for what the image holds. "
@@ -120,7 +124,11 @@ static int copy_arg(char *dst, size_t size, const char *val, const char *name)
  * (parsed after init) replaces it. */
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
-	(void)sp;
+	for (struct spank_option *o = options; o->name; o++)
+		if (spank_option_register(sp, o) != ESPANK_SUCCESS) {
+			slurm_error("dlbundle: cannot register --%s", o->name);
+			return -1;
+		}
 	for (int i = 0; i < ac; i++) {
 		int rc = 0;
 		if (!strncmp(av[i], "dlbundle=", 9))
