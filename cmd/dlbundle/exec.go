@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 	"unsafe"
@@ -70,7 +68,7 @@ func (c *ExecCmd) Run() error {
 		}
 	}
 	ctx, stop := notifySignals(true)
-	staged, err := c.stage(ctx)
+	staged, err := ensureStage(ctx, "exec", c.ensureRequest())
 	if sig := stop(); sig != nil {
 		// SIGTERM or SIGINT during staging, even after the stage was
 		// published: the app must not start (nor natively: --fallback is
@@ -82,11 +80,16 @@ func (c *ExecCmd) Run() error {
 			return fmt.Errorf("%w\n(use --fallback to run the app natively when staging fails)", err)
 		}
 		fmt.Fprintf(os.Stderr, "dlbundle exec: warning: %v; running %s natively (--fallback)\n", err, argv[0])
-		return execApp(argv, findNative, nil, os.Environ())
+		return execProgram(loader.Start("", argv, os.Environ(), loader.EnvOptions{}))
 	}
-	env := loader.ShimEnv(staged.Dir, os.Environ(), loader.EnvOptions{Report: c.Report, Debug: c.Debug})
-	return execApp(argv, func(cmd string) (string, error) { return findCommand(staged.Dir, cmd) },
-		func(path string) (string, string, bool) { return stagedScript(staged.Dir, path) }, env)
+	return execProgram(loader.Start(staged.Dir, argv, os.Environ(), loader.EnvOptions{Report: c.Report, Debug: c.Debug}))
+}
+
+// ensureRequest is what exec asks of node.Ensure.
+func (c *ExecCmd) ensureRequest() node.EnsureRequest {
+	return node.EnsureRequest{StageDir: c.StageDir, Image: c.Image, Workers: c.Workers,
+		Registry: registry.Options{Insecure: c.Insecure, Timeout: c.Timeout},
+		OnMiss:   oneproc.Restore} // staging decompresses on every core
 }
 
 // checkReportFile makes sure that the app's processes can append to --report
@@ -123,40 +126,23 @@ func checkReportFile(path string) error {
 	return nil
 }
 
-// stage opens the stage dir and returns the published stage of the image.
-func (c *ExecCmd) stage(ctx context.Context) (*node.Staged, error) {
-	dir, squat, err := node.OpenStageDirFor(c.StageDir)
-	if err != nil {
-		return nil, err
-	}
-	ref, err := node.AbsImageRef(c.Image)
-	if err != nil {
-		return nil, err
-	}
-	alias, err := node.StageAlias(ref, os.Getenv)
-	if err != nil {
-		return nil, fmt.Errorf("image %s: %w", c.Image, err)
-	}
+// ensureStage finds or makes the node's stage (node.Ensure) with what a
+// verb shows the user on the way: progress and waits on a terminal, the
+// squatted stage dir's warning, and the stage made.
+func ensureStage(ctx context.Context, verb string, req node.EnsureRequest) (*node.Staged, error) {
 	tty := isTerminal(os.Stderr)
-	bar := newProgress("dlbundle exec: staging " + c.Image)
+	bar := newProgress("dlbundle " + verb + ": staging " + req.Image)
 	defer bar.finish()
-	opts := loader.MaterializeOptions{Workers: c.Workers, Progress: bar.callback()}
-	req := node.StageRequest{Dir: dir, Alias: alias, Ref: ref, MustHave: loader.StageEssentials,
-		Open:   node.OpenImage(ref, dir, opts, registry.Options{Insecure: c.Insecure, Timeout: c.Timeout}),
-		OnMiss: oneproc.Restore} // staging decompresses on every core
+	req.Progress = bar.callback()
 	if tty {
-		req.OnWait = func() {
-			fmt.Fprintf(os.Stderr, "dlbundle exec: waiting for another process staging into %s\n", dir)
+		req.OnWait = func(dir string) {
+			fmt.Fprintf(os.Stderr, "dlbundle %s: waiting for another process staging into %s\n", verb, dir)
 		}
 	}
-	s, err := node.Stage(ctx, req)
-	// A squatted stage dir: said once per node and launch, by the process
-	// that looked at the image (the others found its stage by the alias).
-	if squat != nil && (err != nil || s.Digest != "") {
-		fmt.Fprintf(os.Stderr, "dlbundle: warning: %s\n", squat.Warning())
-	}
+	req.Warn = func(msg string) { fmt.Fprintf(os.Stderr, "dlbundle: warning: %s\n", msg) }
+	s, err := node.Ensure(ctx, req)
 	if tty && err == nil && s.Materialized {
-		fmt.Fprintf(os.Stderr, "\r\x1b[Kdlbundle exec: staged %s into %s\n", c.Image, s.Dir)
+		fmt.Fprintf(os.Stderr, "\r\x1b[Kdlbundle %s: staged %s into %s\n", verb, req.Image, s.Dir)
 	}
 	return s, err
 }
@@ -227,112 +213,21 @@ func dieBy(sig os.Signal) {
 	os.Exit(128 + int(s))
 }
 
-// execApp replaces this process with argv. find maps argv[0] to the file to
-// execute; argv[0] itself is passed unchanged. If that fails, the exit status
+// execProgram replaces this process with p. If that fails, the exit status
 // is a shell's: 127 for a command not found, 126 for one that cannot run.
-func execApp(argv []string, find func(string) (string, error), script func(string) (string, string, bool), env []string) error {
-	path, err := find(argv[0])
+func execProgram(p *loader.Program, err error) error {
+	var se *loader.StartError
+	if errors.As(err, &se) {
+		fmt.Fprintf(os.Stderr, "dlbundle exec: %v\n", se)
+		return exitError{se.Status}
+	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "dlbundle exec: %v\n", err)
-		return exitError{127}
+		return err
 	}
-	// A bundled "#!" script: start its interpreter as the kernel would
-	// (interpreter, optional argument, the script's path, argv[1:]), so that
-	// a bundled interpreter runs from the stage too (at most 4 levels, as
-	// the kernel).
-	for depth := 0; script != nil; depth++ {
-		interp, arg, ok := script(path)
-		if !ok {
-			break
-		}
-		if depth == 4 {
-			fmt.Fprintf(os.Stderr, "dlbundle exec: %s: too many levels of #! interpreters\n", argv[0])
-			return exitError{126}
-		}
-		next := []string{interp}
-		if arg != "" {
-			next = append(next, arg)
-		}
-		argv = append(append(next, path), argv[1:]...)
-		if path, err = find(interp); err != nil {
-			fmt.Fprintf(os.Stderr, "dlbundle exec: %v\n", err)
-			return exitError{127}
-		}
-	}
-	err = unix.Exec(path, argv, env)
-	fmt.Fprintf(os.Stderr, "dlbundle exec: %s: %v\n", argv[0], err)
+	err = unix.Exec(p.Path, p.Argv, p.Env)
+	fmt.Fprintf(os.Stderr, "dlbundle exec: %s: %v\n", p.Argv[0], err)
 	if errors.Is(err, unix.ENOENT) {
 		return exitError{127}
 	}
 	return exitError{126}
-}
-
-// findCommand finds cmd as execvp would, asking the stage before the file
-// system: a bundled executable runs from its staged copy, so finding it costs
-// no operation on the shared file system. Names that are not bundled are
-// looked up natively, in PATH order, so the first match wins as it would
-// without dlbundle.
-func findCommand(stage, cmd string) (string, error) {
-	if strings.Contains(cmd, "/") {
-		if staged, ok := stagedPath(stage, cmd); ok {
-			return staged, nil
-		}
-		return cmd, nil
-	}
-	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
-		if dir == "" {
-			dir = "."
-		}
-		cand := filepath.Join(dir, cmd)
-		if staged, ok := stagedPath(stage, cand); ok {
-			return staged, nil
-		}
-		if _, _, ok := stagedScript(stage, cand); ok {
-			return cand, nil
-		}
-		if isExecutable(cand) {
-			return cand, nil
-		}
-	}
-	return "", fmt.Errorf("%s: command not found in PATH", cmd)
-}
-
-// stagedPath asks the stage about a command path made absolute without a
-// file-system lookup (see loader.AbsPath).
-func stagedPath(stage, cmd string) (string, bool) {
-	abs, err := loader.AbsPath(cmd)
-	if err != nil {
-		return "", false
-	}
-	return loader.StagedPath(stage, abs)
-}
-
-// stagedScript asks the stage whether cmd is a bundled "#!" script.
-func stagedScript(stage, cmd string) (interp, arg string, ok bool) {
-	abs, err := loader.AbsPath(cmd)
-	if err != nil {
-		return "", "", false
-	}
-	return loader.StagedScript(stage, abs)
-}
-
-// findNative is execvp's search, for --fallback.
-func findNative(cmd string) (string, error) {
-	if strings.Contains(cmd, "/") {
-		return cmd, nil
-	}
-	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
-		if dir == "" {
-			dir = "."
-		}
-		if cand := filepath.Join(dir, cmd); isExecutable(cand) {
-			return cand, nil
-		}
-	}
-	return "", fmt.Errorf("%s: command not found in PATH", cmd)
-}
-
-func isExecutable(path string) bool {
-	st, err := os.Stat(path)
-	return err == nil && st.Mode().IsRegular() && unix.Access(path, unix.X_OK) == nil
 }

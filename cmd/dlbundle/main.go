@@ -22,6 +22,7 @@ type CLI struct {
 	Trace   TraceCmd   `cmd:"" help:"Pilot run: record every object the app loads (ptrace)."`
 	Build   BuildCmd   `cmd:"" help:"Pack the objects of one or more traces into an image."`
 	Exec    ExecCmd    `cmd:"" help:"Stage an image on this node and run the app from it."`
+	Env     EnvCmd     `cmd:"" help:"Stage an image on this node and print the environment that serves a process from it (for launchers)."`
 	Inspect InspectCmd `cmd:"" help:"Summarise or list an image."`
 	Verify  VerifyCmd  `cmd:"" help:"Check an image's digests, or compare it with the file system."`
 	Extract ExtractCmd `cmd:"" help:"Materialise an image's tree in a directory."`

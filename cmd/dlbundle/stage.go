@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/dlbundle/dlbundle/image/registry"
 	"github.com/dlbundle/dlbundle/node"
 )
 
@@ -55,8 +56,8 @@ func (c *StageCmd) Run() error {
 			return err
 		}
 	}
-	e := &ExecCmd{StageDir: c.StageDir, Workers: c.Workers, Insecure: c.Insecure, Image: c.Image}
-	s, err := e.stage(ctx)
+	s, err := ensureStage(ctx, "stage", node.EnsureRequest{StageDir: c.StageDir, Image: c.Image, Workers: c.Workers,
+		Registry: registry.Options{Insecure: c.Insecure}})
 	if err != nil {
 		return err
 	}

@@ -54,6 +54,11 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	opt.Nodes = 3
+	if conf, err := spankPlugin(); err != nil {
+		return 0, err
+	} else if conf != "" {
+		opt.Conf = append(opt.Conf, "PlugStackConfig="+conf)
+	}
 	opt.MountShared = func(src, mnt string) (func() error, error) {
 		if err := os.Mkdir(mnt, 0o755); err != nil && !os.IsExist(err) {
 			return nil, err

@@ -127,3 +127,32 @@ func TestPBSExample(t *testing.T) {
 		t.Errorf("pbs.sh with an app that exits 7: exit %d\n%s", r.code, r.out)
 	}
 }
+
+// TestOpenMPIEnvExample runs examples/jobs/openmpi-env.sh unchanged as a
+// batch job on 3 nodes x 2 slots with the demo's C app (RUNPATH, dlopen):
+// the script stages once per node, passes env's variables with mpirun -x,
+// and every rank (under strace, which inherits them) starts from the
+// stage, makes no call on a path the image decides and prints what it
+// prints natively.
+func TestOpenMPIEnvExample(t *testing.T) {
+	argv := demoApp(t)
+	work, img, decides := pilotImage(t, "openmpi-env", argv)
+	wrapper := filepath.Join(work, "strace-rank.sh")
+	write(t, wrapper, fmt.Sprintf(rankStrace, filepath.Join(work, "strace")))
+	os.Chmod(wrapper, 0o755)
+	env := append([]string{"DLBUNDLE=" + dlb, "IMAGE=" + img, "DLBUNDLE_STAGE_DIR=/dev/shm/t-openmpi-env"}, mpiTestEnv...)
+	native := srun(t, "-N3", "--ntasks-per-node=2", argv[0])
+	plain, _ := example(t, "openmpi-env.sh", append(env, "APP="+argv[0]), "-N3", "--ntasks-per-node=2")
+	traced, _ := example(t, "openmpi-env.sh", append(env, "APP="+wrapper+" "+argv[0]), "-N3", "--ntasks-per-node=2")
+	for _, out := range []string{plain, traced} {
+		if got, want := sortLines(out), sortLines(native); got != want || strings.Count(out, "checksum") != 6 {
+			t.Errorf("ranks printed\n%s\nwant as native\n%s", got, want)
+		}
+	}
+	rankCalls(t, filepath.Join(work, "strace"), "rank.", 6, decides)
+	for _, n := range shared.Nodes {
+		if s := stagesOn(t, n, "/dev/shm/t-openmpi-env"); len(s) != 1 {
+			t.Errorf("%s has stages %v, want exactly one", n, s)
+		}
+	}
+}

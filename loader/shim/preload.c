@@ -319,7 +319,36 @@ static void shim_init(void)
 								 : "DLBUNDLE_STAGE is too long (stage-too-long); every lookup goes to the file system");
 	__atomic_store_n(&init_done, 1, __ATOMIC_RELEASE);
 }
-__attribute__((constructor)) static void shim_ctor(void) { if (!__atomic_load_n(&init_done, __ATOMIC_ACQUIRE)) shim_init(); }
+/* ---- argv[0] of a program its launcher started from the stage ----
+ *
+ * dlbundle exec runs a bundled executable from its staged copy with argv[0]
+ * as given. A launcher that knows only a path (slurmstepd execs the path it
+ * passes as argv[0], and the Slurm plugin points that at the staged copy so
+ * that the kernel reads the program from the stage) starts it with argv[0]
+ * = $DLBUNDLE_STAGE/root<original>. The app must see what it sees natively:
+ * argv[0] is pointed at the original path, the tail of that same string
+ * (no copy, no allocation), and so is glibc's program_invocation_name, which
+ * glibc set from argv[0] before any constructor ran (error(3), err(3)).
+ * /proc/self/cmdline still shows the staged path; /proc/self/exe is
+ * answered with the original path as for exec (proc_readlink). glibc calls
+ * an ELF constructor with (argc, argv, envp) on every architecture it
+ * supports, and main later gets the same argv array. */
+extern char *program_invocation_name;
+static void unstage_argv0(int argc, char **argv)
+{
+	if (argc < 1 || !argv || !argv[0] || !stage_root_len || inactive >= 0) return;
+	char *a = argv[0];
+	if (strncmp(a, stage_root, stage_root_len) != 0 || a[stage_root_len] != '/') return;
+	if (program_invocation_name == a) program_invocation_name = a + stage_root_len;
+	argv[0] = a + stage_root_len;
+}
+
+__attribute__((constructor)) static void shim_ctor(int argc, char **argv, char **envp)
+{
+	(void)envp;
+	if (!__atomic_load_n(&init_done, __ATOMIC_ACQUIRE)) shim_init();
+	unstage_argv0(argc, argv);
+}
 static inline void ensure_init(void) { if (__builtin_expect(!__atomic_load_n(&init_done, __ATOMIC_ACQUIRE), 0)) shim_init(); }
 
 /* ---- debug log: one write per decision, stderr or DEBUG_DIR/<pid>.log ---- */

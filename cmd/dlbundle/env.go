@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dlbundle/dlbundle/image/registry"
+	"github.com/dlbundle/dlbundle/loader"
+	"github.com/dlbundle/dlbundle/node"
+)
+
+// EnvCmd stages an image on this node as exec does and prints the
+// environment that serves a process from the stage, for a launcher that
+// starts the processes itself (a shell, mpirun -x, a Slurm or Flux plugin).
+type EnvCmd struct {
+	StageDir string        `name:"stage-dir" placeholder:"DIR" env:"DLBUNDLE_STAGE_DIR" help:"Node-local directory for staged images, as for exec (patterns %u %U %j %n %h %t)."`
+	Report   string        `placeholder:"FILE" help:"Every process started with the environment appends its lookup counts to FILE (DLBUNDLE_REPORT); summarise with 'dlbundle report FILE'."`
+	Debug    bool          `help:"The shim logs every lookup decision (DLBUNDLE_DEBUG=1)."`
+	Fallback bool          `help:"If the image cannot be staged, warn and print no variable (the processes then run natively) instead of failing."`
+	Workers  int           `placeholder:"N" help:"Decompression workers for staging (default: all cores)."`
+	Insecure bool          `help:"With an oci:// image: plain http to the registry."`
+	Timeout  time.Duration `default:"30s" placeholder:"DURATION" help:"With an oci:// image: give up on a registry connection that makes no progress for this long."`
+	Format   string        `default:"sh" enum:"sh,json,env0" placeholder:"FORMAT" help:"sh: 'export NAME=VALUE' lines (shell-quoted) for eval or a Slurm TaskProlog; json: {\"set\":{NAME:VALUE},\"unset\":[NAME]}; env0: NAME=VALUE entries, each ended by a NUL byte, NAME alone to unset (for C and Lua plugins)."`
+
+	Image string `arg:"" name:"image" help:"The image: a file (app.dlimg) or oci://REGISTRY/REPO:TAG or oci://REGISTRY/REPO@sha256:DIGEST."`
+}
+
+// Help is shown by 'dlbundle env --help' below the flags.
+func (c *EnvCmd) Help() string {
+	return `Stages IMAGE on this node exactly as 'dlbundle exec' would (same stage dir,
+same lock, same stage: once per node and launch), then prints the variables
+that make any process started with them run from the stage as under exec:
+the loader shim (LD_AUDIT, LD_PRELOAD), DLBUNDLE_STAGE, and LD_LIBRARY_PATH
+mapped to the stage. No launcher process stays between the site's launcher
+and the app, and no second execve:
+
+  eval "$(dlbundle env /lustre/me/app.dlimg)"
+  ./myapp input.nml                 # served from the stage
+
+  # Open MPI: stage once per node, then pass the variables with -x
+  mpirun --map-by ppr:1:node dlbundle stage app.dlimg
+  eval "$(mpirun --map-by ppr:1:node -np 1 dlbundle env app.dlimg)"  # one node's
+  mpirun -x LD_AUDIT -x LD_PRELOAD -x DLBUNDLE_STAGE -x DLBUNDLE_DIRTY ./myapp
+
+Under Slurm and Flux the plugins do this for you:
+  srun --dlbundle=app.dlimg ./myapp
+  flux run -o dlbundle=app.dlimg ./myapp
+
+Every process started with the variables is served, the shell's later
+commands too: run 'eval "$(dlbundle env ...)"' in a subshell or a job step,
+not in your login shell. The program named on the command line is opened by
+the launcher itself (from its path as given); everything it loads after that
+comes from the stage. See docs/exec.md ("Which way when") and docs/loader.md.`
+}
+
+// Run stages, then prints the variables.
+func (c *EnvCmd) Run() error {
+	if c.Report != "" {
+		if err := checkReportFile(c.Report); err != nil {
+			return err
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	req := node.EnsureRequest{StageDir: c.StageDir, Image: c.Image, Workers: c.Workers,
+		Registry: registry.Options{Insecure: c.Insecure, Timeout: c.Timeout}}
+	staged, err := ensureStage(ctx, "env", req)
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w during staging; no environment printed", context.Cause(ctx))
+	}
+	environ := os.Environ()
+	after := environ
+	if err != nil {
+		if !c.Fallback {
+			return fmt.Errorf("%w\n(use --fallback to print no variable, so that the app runs natively, when staging fails)", err)
+		}
+		fmt.Fprintf(os.Stderr, "dlbundle env: warning: %v; printing no variable: the app runs natively (--fallback)\n", err)
+	} else {
+		after = loader.ShimEnv(staged.Dir, environ, loader.EnvOptions{Report: c.Report, Debug: c.Debug})
+	}
+	set, unset := envDiff(environ, after)
+	out, err := formatEnv(c.Format, set, unset)
+	if err != nil {
+		return err
+	}
+	_, err = os.Stdout.Write(out)
+	return err
+}
+
+// envVar is one variable to set.
+type envVar struct{ name, value string }
+
+// envDiff returns what turns environ into after: the variables to set (in
+// after's order: LD_LIBRARY_PATH first, then the shim's) and those to unset.
+func envDiff(environ, after []string) (set []envVar, unset []string) {
+	before := map[string]string{}
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		before[k] = v
+	}
+	kept := map[string]bool{}
+	for _, kv := range after {
+		k, v, _ := strings.Cut(kv, "=")
+		kept[k] = true
+		if old, ok := before[k]; !ok || old != v {
+			set = append(set, envVar{k, v})
+		}
+	}
+	for k := range before {
+		if !kept[k] {
+			unset = append(unset, k)
+		}
+	}
+	sort.Strings(unset)
+	return set, unset
+}
+
+// formatEnv writes the variables in one of env's formats.
+func formatEnv(format string, set []envVar, unset []string) ([]byte, error) {
+	var b bytes.Buffer
+	switch format {
+	case "json":
+		m := map[string]string{}
+		for _, v := range set {
+			m[v.name] = v.value
+		}
+		if unset == nil {
+			unset = []string{}
+		}
+		j, err := json.Marshal(struct {
+			Set   map[string]string `json:"set"`
+			Unset []string          `json:"unset"`
+		}{m, unset})
+		if err != nil {
+			return nil, err
+		}
+		b.Write(j)
+		b.WriteByte('\n')
+	case "env0":
+		for _, v := range set {
+			b.WriteString(v.name + "=" + v.value + "\x00")
+		}
+		for _, k := range unset {
+			b.WriteString(k + "\x00")
+		}
+	default:
+		for _, v := range set {
+			fmt.Fprintf(&b, "export %s=%s\n", v.name, shellQuote(v.value))
+		}
+		for _, k := range unset {
+			fmt.Fprintf(&b, "unset %s\n", k)
+		}
+	}
+	return b.Bytes(), nil
+}
+
+// shellQuote quotes s for any POSIX shell when it needs it: in single
+// quotes, where nothing is special but the single quote itself (closed,
+// escaped, reopened). A value of plain characters (a stage path, the
+// shim's objects) stays bare, because a Slurm TaskProlog's
+// "export NAME=VALUE" lines are taken verbatim, quotes included.
+func shellQuote(s string) string {
+	if strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-:,=+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

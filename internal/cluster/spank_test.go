@@ -1,0 +1,295 @@
+package cluster
+
+// srun --dlbundle=IMAGE through the SPANK plugin (launchers/slurm): no
+// dlbundle process between slurmstepd and the app; dlbundle env runs once
+// per node and step.
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+func needSpank(t *testing.T) {
+	t.Helper()
+	if spankBuilt != "" {
+		t.Fatalf("the SPANK plugin is not loaded: %s", spankBuilt)
+	}
+}
+
+// srunDlbundle runs srun with args, the stage dir set for the job.
+func srunDlbundle(t *testing.T, stageDir string, args ...string) result {
+	t.Helper()
+	cmd := shared.Command("srun", args...)
+	cmd.Env = append(cmd.Env, "DLBUNDLE_STAGE_DIR="+stageDir)
+	return runCmd(t, cmd)
+}
+
+// clearEnvRuns empties every node's record of dlbundle env runs.
+func clearEnvRuns(t *testing.T) {
+	t.Helper()
+	for _, n := range shared.Nodes {
+		shared.OnNode(n, "rm", "-f", envRuns).Run()
+	}
+}
+
+// envRunsPerNode returns, per node, the job steps for which the plugin ran
+// dlbundle env.
+func envRunsPerNode(t *testing.T) map[string][]string {
+	t.Helper()
+	runs := map[string][]string{}
+	for _, n := range shared.Nodes {
+		out, _ := shared.OnNode(n, "cat", envRuns).Output()
+		runs[n] = strings.Fields(string(out))
+	}
+	return runs
+}
+
+// TestSpankDlbundleOneStagingPerNode: srun --dlbundle on 3 nodes x 4 ranks
+// runs the probe, which exists only in the image (its original path is not
+// on this machine: slurmstepd can start it only from the stage), with
+// /proc/self/exe the original path; dlbundle env runs once per node and
+// step; the image is read once per node (exactly 3 x the operations of
+// one node's step).
+func TestSpankDlbundleOneStagingPerNode(t *testing.T) {
+	needSpank(t)
+	p := newProbe(t, "spank")
+	img := p.image[1]
+	if _, err := os.Stat(p.original); err == nil {
+		t.Fatalf("%s exists on this machine; the test needs a program only the image holds", p.original)
+	}
+	sfs.Reset()
+	clearEnvRuns(t)
+	r := srunDlbundle(t, "/dev/shm/t-spank-one", "-N1", "-n1", "-w", "node1", "--dlbundle="+img, p.original, "arg1")
+	if r.code != 0 {
+		t.Fatalf("srun --dlbundle: exit %d\n%s\n%s", r.code, r.out, shared.Logs())
+	}
+	ranks(t, r.out, 1, 1, p)
+	perNodeOps := imageOps(img)
+	if perNodeOps == 0 {
+		t.Fatal("one node's step made no operation on the image; the count cannot work")
+	}
+
+	sfs.Reset()
+	clearEnvRuns(t)
+	start := time.Now()
+	r = srunDlbundle(t, "/dev/shm/t-spank", "-N3", "--ntasks-per-node=4", "--dlbundle="+img, p.original, "arg1")
+	t.Logf("srun --dlbundle -N3 --ntasks-per-node=4: %v", time.Since(start).Round(time.Millisecond))
+	if r.code != 0 {
+		t.Fatalf("srun --dlbundle: exit %d\n%s\n%s", r.code, r.out, shared.Logs())
+	}
+	nodes := ranks(t, r.out, 12, 1, p)
+	if len(nodes) != 3 {
+		t.Errorf("ranks ran on %v, want 3 nodes", nodes)
+	}
+	if !strings.Contains(r.out, "arg=arg1") {
+		t.Errorf("the app's argument did not reach it:\n%s", r.out)
+	}
+	if ops := imageOps(img); ops != 3*perNodeOps {
+		t.Errorf("3 nodes x 4 ranks: %d operations on the image; want 3 x %d (one read per node)", ops, perNodeOps)
+	}
+	for n, steps := range envRunsPerNode(t) {
+		if len(steps) != 1 {
+			t.Errorf("%s: dlbundle env ran for steps %v; want once for the step", n, steps)
+		}
+		if s := stagesOn(t, n, "/dev/shm/t-spank"); len(s) != 1 {
+			t.Errorf("%s has stages %v, want exactly one", n, s)
+		}
+	}
+	// A second step of a job on the same nodes: one env run per node again,
+	// the stage reused (no second stage).
+	clearEnvRuns(t)
+	r = srunDlbundle(t, "/dev/shm/t-spank", "-N3", "--ntasks-per-node=2", "--dlbundle="+img, p.original)
+	if r.code != 0 {
+		t.Fatalf("second srun: exit %d\n%s", r.code, r.out)
+	}
+	ranks(t, r.out, 6, 1, p)
+	for n, steps := range envRunsPerNode(t) {
+		if len(steps) != 1 {
+			t.Errorf("%s, second step: dlbundle env ran for steps %v; want once", n, steps)
+		}
+	}
+}
+
+// TestSpankDlbundleFailureEndsStep: a missing image and a corrupt one end
+// the step with dlbundle's own message and run no task; nothing is left
+// half-staged. With --dlbundle-fallback the tasks run natively.
+func TestSpankDlbundleFailureEndsStep(t *testing.T) {
+	needSpank(t)
+	p := newProbe(t, "spankfail")
+	corrupt := filepath.Join(shared.Shared, "spank-corrupt.dlimg")
+	b, err := os.ReadFile(p.image[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(b) / 3; i < len(b)-64; i += 97 {
+		b[i] ^= 0x5a // the content, not only the footer
+	}
+	if err := os.WriteFile(corrupt, b[:len(b)-7], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(shared.Shared, "no-such.dlimg")
+	for _, img := range []string{missing, corrupt} {
+		stage := "/dev/shm/t-spank-fail"
+		r := srunDlbundle(t, stage, "-N3", "--ntasks-per-node=2", "--dlbundle="+img, p.native[1])
+		if r.code == 0 || strings.Contains(r.out, "version=") {
+			t.Errorf("%s: srun exit %d and the tasks ran:\n%s", filepath.Base(img), r.code, r.out)
+		}
+		if !strings.Contains(r.out, "dlbundle: ") || !strings.Contains(r.out, filepath.Base(img)) {
+			t.Errorf("%s: srun's output does not carry dlbundle's message naming the image:\n%s", filepath.Base(img), r.out)
+		}
+		for _, n := range shared.Nodes {
+			out, _ := shared.OnNode(n, "sh", "-c", "ls -a "+stage+" 2>/dev/null | grep -E '^(tmp\\.|sha256-)'").Output()
+			if len(strings.TrimSpace(string(out))) > 0 {
+				t.Errorf("%s: %s holds %q after a failed stage", filepath.Base(img), n, out)
+			}
+		}
+		r = srunDlbundle(t, stage, "-N3", "--ntasks-per-node=2", "--dlbundle="+img, "--dlbundle-fallback", p.native[1])
+		if r.code != 0 || strings.Count(r.out, "staged=no") != 6 {
+			t.Errorf("%s with --dlbundle-fallback: exit %d; want 6 native tasks:\n%s", filepath.Base(img), r.code, r.out)
+		}
+	}
+}
+
+// srunRankStrace runs one task under strace, its log named after its rank.
+// The task itself (this script) is started by slurmstepd with the plugin's
+// variables, so strace and the app inherit them.
+const srunRankStrace = `#!/bin/sh
+exec strace -f --seccomp-bpf -qq -y -e signal=none -e trace=%%file -o "%s/rank.$SLURM_PROCID" "$@"
+`
+
+// TestSpankDlbundleCAppAndNumpy: the C app with RUNPATH and dlopen (the
+// demo's) and Python importing numpy, 3 nodes x 4 ranks under srun
+// --dlbundle: output as native, and rank by rank no call on a path the
+// image decides (strace).
+func TestSpankDlbundleCAppAndNumpy(t *testing.T) {
+	needSpank(t)
+	for _, tc := range []struct {
+		name string
+		argv []string
+		want string
+	}{
+		{"c-runpath-dlopen", demoApp(t), "checksum"},
+		{"numpy", []string{"/usr/bin/python3", "-I", "-B", "-c",
+			"import numpy, os, sys; print('numpy', numpy.arange(10).sum(), numpy.__file__, sys.executable, sys.argv[0], os.environ['SLURM_PROCID'])"}, "numpy 45"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			work, img, decides := pilotImage(t, "spank-"+tc.name, tc.argv)
+			native := srun(t, append([]string{"-N3", "--ntasks-per-node=4"}, tc.argv...)...)
+			if n := strings.Count(native, tc.want); n != 12 {
+				t.Fatalf("native: %d of 12 tasks reported %q:\n%s", n, tc.want, native)
+			}
+			wrapper := filepath.Join(work, "strace-rank.sh")
+			write(t, wrapper, fmt.Sprintf(srunRankStrace, filepath.Join(work, "strace")))
+			os.Chmod(wrapper, 0o755)
+			clearEnvRuns(t)
+			stage := fmt.Sprintf("/dev/shm/t-spank-%s-%d", tc.name, time.Now().UnixNano())
+			r := srunDlbundle(t, stage, append([]string{"-N3", "--ntasks-per-node=4", "--dlbundle=" + img, wrapper}, tc.argv...)...)
+			if r.code != 0 {
+				t.Fatalf("srun --dlbundle: exit %d\n%s", r.code, r.out)
+			}
+			if sortLines(r.out) != sortLines(native) {
+				t.Errorf("output under srun --dlbundle differs from native:\nnative:\n%s\ndlbundle:\n%s", sortLines(native), sortLines(r.out))
+			}
+			for n, steps := range envRunsPerNode(t) {
+				if len(steps) != 1 {
+					t.Errorf("%s: dlbundle env ran for steps %v; want once", n, steps)
+				}
+			}
+			rankCalls(t, filepath.Join(work, "strace"), "rank.", 12, decides)
+		})
+	}
+}
+
+// pilotImage traces argv in a one-task step, builds its image, and returns
+// the work directory in Shared (with an empty strace/ in it), the image and
+// what the image decides.
+func pilotImage(t *testing.T, name string, argv []string) (work, img string, decides func(string) bool) {
+	t.Helper()
+	work = filepath.Join(shared.Shared, name)
+	os.RemoveAll(work)
+	if err := os.MkdirAll(filepath.Join(work, "strace"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pilot := runCmd(t, shared.Command("srun", append([]string{"-N1", "-n1", dlb, "trace", "-q", "-o", work + "/pilot.trace", "--"}, argv...)...))
+	if pilot.code != 0 {
+		t.Fatalf("pilot: %s", pilot.out)
+	}
+	traces, _ := filepath.Glob(work + "/pilot.trace*")
+	img = filepath.Join(work, "app.dlimg")
+	// --include: the cluster's "shared file system" lies below /var/tmp,
+	// which build leaves out by default (node-local scratch).
+	if b, err := exec.Command(dlb, append([]string{"build", "--include", shared.Shared, "-o", img}, traces...)...).CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, b)
+	}
+	return work, img, imageDecides(t, img)
+}
+
+// demoApp makes the demo's C app (RUNPATH with $ORIGIN, dlopen, a data
+// file) in Shared and returns its command line.
+func demoApp(t *testing.T) []string {
+	t.Helper()
+	fixture := filepath.Join(shared.Shared, "demo-app")
+	if _, err := os.Stat(filepath.Join(fixture, "bin/demo-app")); err == nil {
+		return []string{filepath.Join(fixture, "bin/demo-app")}
+	}
+	gen, _ := filepath.Abs("../../examples/demo/make-fixture.sh")
+	if out, err := exec.Command(gen, fixture, "20").CombinedOutput(); err != nil {
+		t.Fatalf("make-fixture.sh: %v\n%s", err, out)
+	}
+	return []string{filepath.Join(fixture, "bin/demo-app")}
+}
+
+// rankCalls checks the strace logs dir/<prefix>0 .. n-1: each shows the app
+// started from the stage, and none a call on a path the image decides.
+func rankCalls(t *testing.T, dir, prefix string, n int, decides func(string) bool) {
+	t.Helper()
+	var failed []string
+	for rank := 0; rank < n; rank++ {
+		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%s%d", prefix, rank)))
+		if err != nil {
+			t.Errorf("rank %d: no strace log: %v", rank, err)
+			continue
+		}
+		calls, staged := imageCalls(string(b), shared.Dir, decides)
+		if !staged {
+			t.Errorf("rank %d: no execve of a staged program; the check cannot work", rank)
+		}
+		if len(calls) > 0 {
+			failed = append(failed, fmt.Sprintf("rank %d: %d calls, first: %s", rank, len(calls), strings.Join(calls[:min(3, len(calls))], " | ")))
+		}
+	}
+	if len(failed) > 0 {
+		t.Errorf("%d of %d ranks looked up paths the image holds:\n%s", len(failed), n, strings.Join(failed, "\n"))
+	}
+}
+
+// sortLines is out's lines sorted (ranks finish in any order), without
+// srun's own ("srun: job 3 queued and waiting for resources").
+func sortLines(out string) string {
+	var l []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !strings.HasPrefix(line, "srun: ") {
+			l = append(l, line)
+		}
+	}
+	sort.Strings(l)
+	return strings.Join(l, "\n")
+}
+
+// TestSpankSbatchExample runs examples/jobs/spank.sbatch, the image given
+// to sbatch (--dlbundle on sbatch's command line stands for the script's
+// #SBATCH line): both srun steps of the script run every task from the
+// stage, the batch script itself does not run under the shim.
+func TestSpankSbatchExample(t *testing.T) {
+	needSpank(t)
+	p := newProbe(t, "spanksbatch")
+	out, _ := example(t, "spank.sbatch", []string{"APP=" + p.original + " ok", "DLBUNDLE_STAGE_DIR=/dev/shm/t-spank-sbatch"},
+		"--dlbundle="+p.image[1], "-N3", "--ntasks-per-node=2")
+	ranks(t, out, 12, 1, p)
+}

@@ -1,0 +1,158 @@
+package loader
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Program is a process to start from a stage: the file the kernel executes,
+// the argv the program sees and its environment. `dlbundle exec` execs it;
+// `dlbundle env` prints its environment for a launcher that starts argv
+// itself (the shim then serves the process the same way).
+type Program struct {
+	Path string
+	Argv []string
+	Env  []string
+}
+
+// StartError is a command that cannot be started. Status is what a shell
+// would exit with: 127 for a command not found, 126 for one that cannot run.
+type StartError struct {
+	Status int
+	Err    error
+}
+
+func (e *StartError) Error() string { return e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }
+
+// maxScriptDepth is the kernel's limit on nested #! interpreters.
+const maxScriptDepth = 4
+
+// Start returns the program that argv names, served from the published
+// stage at stageDir with the shim in its environment (ShimEnv of environ).
+// With stageDir "" it is the native program (--fallback): environ is kept
+// as it is.
+//
+// argv[0] is looked up as execvp would, but the stage is asked first: a
+// bundled executable runs from its staged copy, so finding it costs no
+// operation on the shared file system, and argv[0] stays as given (the shim
+// reports the original path in /proc/self/exe). A bundled "#!" script
+// starts its interpreter as the kernel would (interpreter, optional
+// argument, the script's path, argv[1:]), so that a bundled interpreter
+// runs from the stage too.
+func Start(stageDir string, argv []string, environ []string, opts EnvOptions) (*Program, error) {
+	if len(argv) == 0 {
+		return nil, &StartError{127, fmt.Errorf("no command to run")}
+	}
+	pathEnv := lookupEnv(environ, "PATH")
+	if stageDir == "" {
+		file, err := findNative(argv[0], pathEnv)
+		if err != nil {
+			return nil, &StartError{127, err}
+		}
+		return &Program{Path: file, Argv: argv, Env: environ}, nil
+	}
+	file, err := findCommand(stageDir, argv[0], pathEnv)
+	if err != nil {
+		return nil, &StartError{127, err}
+	}
+	for depth := 0; ; depth++ {
+		interp, arg, ok := stagedScript(stageDir, file)
+		if !ok {
+			break
+		}
+		if depth == maxScriptDepth {
+			return nil, &StartError{126, fmt.Errorf("%s: too many levels of #! interpreters", argv[0])}
+		}
+		next := []string{interp}
+		if arg != "" {
+			next = append(next, arg)
+		}
+		argv = append(append(next, file), argv[1:]...)
+		if file, err = findCommand(stageDir, interp, pathEnv); err != nil {
+			return nil, &StartError{127, err}
+		}
+	}
+	return &Program{Path: file, Argv: argv, Env: ShimEnv(stageDir, environ, opts)}, nil
+}
+
+func lookupEnv(environ []string, key string) string {
+	for i := len(environ) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(environ[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// findCommand finds cmd as execvp would, asking the stage before the file
+// system. Names that are not bundled are looked up natively, in PATH order,
+// so the first match wins as it would without dlbundle.
+func findCommand(stage, cmd, pathEnv string) (string, error) {
+	if strings.Contains(cmd, "/") {
+		if staged, ok := stagedPath(stage, cmd); ok {
+			return staged, nil
+		}
+		return cmd, nil
+	}
+	for _, dir := range filepath.SplitList(pathEnv) {
+		if dir == "" {
+			dir = "."
+		}
+		cand := filepath.Join(dir, cmd)
+		if staged, ok := stagedPath(stage, cand); ok {
+			return staged, nil
+		}
+		if _, _, ok := stagedScript(stage, cand); ok {
+			return cand, nil
+		}
+		if isExecutable(cand) {
+			return cand, nil
+		}
+	}
+	return "", fmt.Errorf("%s: command not found in PATH", cmd)
+}
+
+// stagedPath asks the stage about a command path made absolute without a
+// file-system lookup (see AbsPath).
+func stagedPath(stage, cmd string) (string, bool) {
+	abs, err := AbsPath(cmd)
+	if err != nil {
+		return "", false
+	}
+	return StagedPath(stage, abs)
+}
+
+// stagedScript asks the stage whether cmd is a bundled "#!" script.
+func stagedScript(stage, cmd string) (interp, arg string, ok bool) {
+	abs, err := AbsPath(cmd)
+	if err != nil {
+		return "", "", false
+	}
+	return StagedScript(stage, abs)
+}
+
+// findNative is execvp's search, for --fallback.
+func findNative(cmd, pathEnv string) (string, error) {
+	if strings.Contains(cmd, "/") {
+		return cmd, nil
+	}
+	for _, dir := range filepath.SplitList(pathEnv) {
+		if dir == "" {
+			dir = "."
+		}
+		if cand := filepath.Join(dir, cmd); isExecutable(cand) {
+			return cand, nil
+		}
+	}
+	return "", fmt.Errorf("%s: command not found in PATH", cmd)
+}
+
+func isExecutable(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular() && unix.Access(path, unix.X_OK) == nil
+}

@@ -1,0 +1,192 @@
+package loader
+
+// `dlbundle env`: a process that a launcher not under the shim starts with
+// env's variables is served as under exec. The launcher here is a shell
+// (eval "$(dlbundle env IMAGE)"; exec "$@") under strace -f: the shell
+// itself is not preloaded (it read the variables after it started), so its
+// execve of the app is the launcher's own, as slurmstepd's or a Flux
+// shell's would be; everything after it is the app's.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+func TestEnvZeroOperationsOnBundledPaths(t *testing.T) {
+	for _, tool := range []string{"strace", "gcc", "/usr/bin/python3"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is needed (make deps installs it): %v", tool, err)
+		}
+	}
+	bin := dlbundleCLI(t)
+	apps := []e2eApp{
+		{"c-runpath-dlopen", func(t *testing.T, dir string) []string {
+			gen, err := filepath.Abs("../examples/demo/make-fixture.sh")
+			if err != nil {
+				t.Fatal(err)
+			}
+			runIn(t, dir, cleanEnv(dir), gen, filepath.Join(dir, "app"), "40")
+			return []string{filepath.Join(dir, "app/bin/demo-app")}
+		}, true},
+		{"python-numpy", func(t *testing.T, dir string) []string {
+			return []string{"/usr/bin/python3", "-c", "import numpy, sys; print(numpy.arange(10).sum(), sys.executable, sys.argv[0])"}
+		}, false},
+	}
+	for _, app := range apps {
+		t.Run(app.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := app.setup(t, dir)
+			env := cleanEnv(dir)
+			runIn(t, dir, env, bin, append([]string{"trace", "--"}, cmd...)...)
+			build := []string{"build", "-o", "app.dlimg"}
+			if app.include {
+				build = append(build, "--include", filepath.Join(dir, "app"))
+			}
+			runIn(t, dir, env, bin, build...)
+			img := filepath.Join(dir, "app.dlimg")
+			stage := filepath.Join(dir, "stage")
+			bundled, _ := bundledPaths(t, img)
+			if !bundled[cmd[0]] {
+				t.Fatalf("%s is not bundled in the image; the test needs it to be", cmd[0])
+			}
+
+			native := runIn(t, dir, env, cmd[0], cmd[1:]...)
+			underExec := runIn(t, dir, env, bin, append([]string{"exec", "--stage-dir", stage, img, "--"}, cmd...)...)
+			if underExec != native {
+				t.Fatalf("exec's output differs from native:\nnative: %q\nexec:   %q", native, underExec)
+			}
+			// The shell as the launcher: the stage is warm (exec made it).
+			script := `eval "$("$0" env --stage-dir "$1" "$2")" || exit 9; shift 2; exec "$@"`
+			log := filepath.Join(dir, "env.strace")
+			out := runIn(t, dir, env, "strace", append([]string{"-f", "-qq", "-y", "-s", "4096",
+				"-e", "trace=%file,getdents64", "-o", log, "sh", "-c", script, bin, stage, img}, cmd...)...)
+			if out != native {
+				t.Fatalf("under env's variables the output differs from native:\nnative: %q\nenv:    %q", native, out)
+			}
+			ops := straceOps(t, log, dir)
+			// The launcher's execve of the program it was given is the
+			// launcher's (the kernel reads the program from its path); the
+			// app's calls come after it.
+			var launcher, rest []string
+			for _, l := range ops[cmd[0]] {
+				if strings.Contains(l, "execve(") && strings.Contains(l, `"`+cmd[0]+`"`) && len(launcher) == 0 {
+					launcher = append(launcher, l)
+					continue
+				}
+				rest = append(rest, l)
+			}
+			if len(launcher) != 1 {
+				t.Fatalf("the shell's execve of %s is not in the trace:\n%s", cmd[0], strings.Join(ops[cmd[0]], "\n"))
+			}
+			ops[cmd[0]] = rest
+			if len(rest) == 0 {
+				delete(ops, cmd[0])
+			}
+			n, report := leaks(ops, bundled)
+			t.Logf("%d bundled paths; operations on them under env's variables: %d (besides the launcher's execve of %s)", len(bundled), n, cmd[0])
+			if n != 0 {
+				t.Errorf("under env's variables %d system calls reached %d bundled original paths:\n%s%s",
+					n, len(report), strings.Join(report[:min(len(report), 40)], "\n"), glibcInternalHint(report))
+			}
+			nNative, _ := leaks(func() map[string][]string {
+				nlog := filepath.Join(dir, "native.strace")
+				runIn(t, dir, env, "strace", append([]string{"-f", "-qq", "-y", "-e", "trace=%file,getdents64", "-o", nlog}, cmd...)...)
+				return straceOps(t, nlog, dir)
+			}(), bundled)
+			if nNative <= 1 {
+				t.Fatalf("natively the app made %d operations on its bundled paths: the check cannot fail", nNative)
+			}
+		})
+	}
+}
+
+// The three formats say the same, and the sh one, evaluated, gives what
+// exec sets (ShimEnv), the app's LD_LIBRARY_PATH included.
+func TestEnvFormatsAgree(t *testing.T) {
+	p := newProbeImage(t)
+	stage := filepath.Join(p.work, "stage")
+	env := append(cleanEnv(p.work), "LD_LIBRARY_PATH="+filepath.Dir(p.original)+":/usr/lib/nonexistent")
+	sh, stderr, _, state := runCLI(t, env, "env", "--stage-dir", stage, p.image)
+	if !state.Success() {
+		t.Fatalf("dlbundle env: %v\n%s", state, stderr)
+	}
+	js, _, _, _ := runCLI(t, env, "env", "--format=json", "--stage-dir", stage, p.image)
+	env0, _, _, _ := runCLI(t, env, "env", "--format", "env0", "--stage-dir", stage, p.image)
+
+	// sh: evaluated by a real shell, which prints the result.
+	evaluated := runIn(t, p.work, env, "sh", "-c", sh+"\nenv", "sh")
+	before := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		before[k] = v
+	}
+	fromSh, after := map[string]string{}, map[string]string{} // what eval changed; all of it
+	for _, kv := range strings.Split(evaluated, "\n") {
+		if k, v, ok := strings.Cut(kv, "="); ok && (strings.HasPrefix(k, "LD_") || strings.HasPrefix(k, "DLBUNDLE_")) {
+			after[k] = v
+			if old, was := before[k]; !was || old != v {
+				fromSh[k] = v
+			}
+		}
+	}
+	var fromJSON struct {
+		Set   map[string]string
+		Unset []string
+	}
+	if err := json.Unmarshal([]byte(js), &fromJSON); err != nil {
+		t.Fatalf("--format=json: %v\n%s", err, js)
+	}
+	from0 := map[string]string{}
+	for _, kv := range strings.Split(strings.TrimSuffix(env0, "\x00"), "\x00") {
+		k, v, _ := strings.Cut(kv, "=")
+		from0[k] = v
+	}
+	if a, b, c := fmt.Sprint(sorted(fromSh)), fmt.Sprint(sorted(fromJSON.Set)), fmt.Sprint(sorted(from0)); a != b || b != c {
+		t.Errorf("the formats disagree:\nsh:   %s\njson: %s\nenv0: %s", a, b, c)
+	}
+	stageDir := fromJSON.Set[EnvStage]
+	if !strings.HasPrefix(stageDir, stage+"/sha256-") {
+		t.Fatalf("DLBUNDLE_STAGE=%q, want a stage in %s", stageDir, stage)
+	}
+	want := ShimEnv(stageDir, env, EnvOptions{})
+	for _, kv := range want {
+		k, v, _ := strings.Cut(kv, "=")
+		if (strings.HasPrefix(k, "LD_") || strings.HasPrefix(k, "DLBUNDLE_")) && after[k] != v {
+			t.Errorf("after eval %s=%q, want %q as exec sets it", k, after[k], v)
+		}
+	}
+	if len(fromSh) < 4 {
+		t.Errorf("eval changed only %v; want the shim's variables", fromSh)
+	}
+}
+
+// A missing image: a message that names it, nothing on stdout (a launcher
+// that evaluates it sets nothing), exit 1; with --fallback, a warning and
+// still nothing on stdout, exit 0 (the app runs natively).
+func TestEnvFailureAndFallback(t *testing.T) {
+	p := newProbeImage(t)
+	stage := filepath.Join(p.work, "stage")
+	missing := filepath.Join(p.work, "no-such.dlimg")
+	out, stderr, _, state := runCLI(t, cleanEnv(p.work), "env", "--stage-dir", stage, missing)
+	if state.ExitCode() != 1 || out != "" || !strings.Contains(stderr, missing) || !strings.Contains(stderr, "--fallback") {
+		t.Errorf("missing image: exit %d, stdout %q, stderr %q; want 1, nothing, a message naming the image and --fallback", state.ExitCode(), out, stderr)
+	}
+	out, stderr, _, state = runCLI(t, cleanEnv(p.work), "env", "--fallback", "--stage-dir", stage, missing)
+	if state.ExitCode() != 0 || out != "" || !strings.Contains(stderr, "natively") {
+		t.Errorf("--fallback: exit %d, stdout %q, stderr %q; want 0, nothing, a warning", state.ExitCode(), out, stderr)
+	}
+}
+
+func sorted(m map[string]string) []string {
+	var s []string
+	for k, v := range m {
+		s = append(s, k+"="+v)
+	}
+	sort.Strings(s)
+	return s
+}
