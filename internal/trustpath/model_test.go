@@ -114,6 +114,9 @@ func refAllowed(rule Rule, uid uint32, dir, child *mnode) bool {
 	if everyone && child.uid != uid && child.uid != 0 && child.uid != dir.uid { // 2
 		return false
 	}
+	if rule == Write && child.kind == unix.S_IFLNK && child.uid != 0 && child.uid != uid {
+		return false
+	}
 	if rule == Private {
 		if (child.kind == unix.S_IFDIR || child.kind == unix.S_IFLNK) && child.uid != 0 && child.uid != uid {
 			return false

@@ -26,6 +26,10 @@
 //  4. Below an entry that is not trusted nothing is trusted: the walk stops
 //     at the first one.
 //
+// Write adds one check, for paths dlbundle writes below (extract's target,
+// outputs): a symbolic link on the way is followed only if root or the
+// caller owns it, since it decides where the writing goes.
+//
 // Private adds StrictModes' own check, for directories the caller will load
 // code from (the stage dir): every directory on the way and every symbolic
 // link followed is root's or the caller's, and no directory on the way is
@@ -48,6 +52,9 @@ const (
 	// Shared: rules 1-4. For files the caller reads (images) and for where
 	// it writes its outputs.
 	Shared Rule = iota
+	// Write: Shared, and every symbolic link followed is root's or the
+	// caller's. For where dlbundle writes (extract's target, outputs).
+	Write
 	// Private: Shared, and every directory on the way and every symbolic
 	// link followed is root's or the caller's, no directory on the way
 	// writable by group or others unless sticky. For the stage dir.
@@ -92,6 +99,9 @@ func (r Rule) Verdict(uid uint32, dirPath string, dir, child Node) string {
 		}
 		return fmt.Sprintf("owned by uid %d and lies in %s, which every user can write (mode %#o): another user made it there, so neither it nor anything below it is trusted (uid %d)",
 			child.Uid, dirPath, dir.Mode&0o7777, uid)
+	}
+	if r == Write && child.Type() == unix.S_IFLNK && child.Uid != 0 && child.Uid != uid {
+		return fmt.Sprintf("a symbolic link that belongs to uid %d: only root's or uid %d's links are followed on the way to where dlbundle writes (a link decides where that is)", child.Uid, uid)
 	}
 	if r != Private {
 		return ""

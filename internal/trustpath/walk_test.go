@@ -17,15 +17,12 @@ import (
 // how each walk ends with the reference written from the rule (model_test.go).
 func FuzzWalkMatchesRule(f *testing.F) {
 	for seed := int64(0); seed < 64; seed++ {
-		f.Add(seed, uint8(12), seed%2 == 0, uint8(seed%3), seed%3 == 0)
+		f.Add(seed, uint8(12), uint8(seed%5), uint8(seed%3), seed%3 == 0)
 	}
-	f.Fuzz(func(t *testing.T, seed int64, size uint8, private bool, who uint8, enterLast bool) {
+	f.Fuzz(func(t *testing.T, seed int64, size, ruleN, who uint8, enterLast bool) {
 		r := rand.New(rand.NewSource(seed))
 		m := randomModel(r, int(size%24), true)
-		rule := Shared
-		if private {
-			rule = Private
-		}
+		rule := []Rule{Shared, Write, Private}[int(ruleN)%3]
 		uid := modelUIDs[int(who)%len(modelUIDs)]
 		for i := 0; i < 8; i++ {
 			p := "/" + strings.TrimPrefix(randomPath(r, true), "/")
@@ -56,7 +53,7 @@ func TestWalkRealTreesMatchRule(t *testing.T) {
 		for i := 0; i < 12; i++ {
 			q := strings.TrimPrefix(randomPath(r, false), "/")
 			for _, uid := range modelUIDs {
-				for _, rule := range []Rule{Shared, Private} {
+				for _, rule := range []Rule{Shared, Write, Private} {
 					for _, enterLast := range []bool{false, true} {
 						want := refResolve(m, rule, uid, "/"+q, enterLast)
 						got := realOutcome(t, m, top, rule, uid, top+"/"+q, enterLast)
@@ -195,7 +192,7 @@ func TestRuleRefusesDirectoryAnotherUserMadeInTmp(t *testing.T) {
 		{"tmp/mine/app.dlimg", 1002, false},
 		{"colleague/app.dlimg", 1002, false},
 	} {
-		for _, rule := range []Rule{Shared, Private} {
+		for _, rule := range []Rule{Shared, Write, Private} {
 			last, err := (&Walker{Rule: rule, Uid: c.uid}).Walk(filepath.Join(top, c.path))
 			var refusal *Error
 			switch {
