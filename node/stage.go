@@ -118,6 +118,9 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 	if err := loader.CheckStagePath(req.Dir); err != nil {
 		return nil, err
 	}
+	if err := checkLoaderSplit(req.Dir); err != nil {
+		return nil, err
+	}
 	if s := lookupAlias(req.Dir, req.Alias, req.MustHave); s != nil {
 		return s, nil
 	}

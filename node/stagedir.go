@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dlbundle/dlbundle/internal/trustpath"
+	"github.com/dlbundle/dlbundle/internal/untrusted"
 	"github.com/dlbundle/dlbundle/loader"
 )
 
@@ -114,6 +115,9 @@ func openStageDir(dir string) (string, *Squat, error) {
 	// Before anything is created: a path the shim cannot use is refused at
 	// once (a 4,000-byte one used to create its ~2,000 parents first).
 	if err := loader.CheckStagePath(abs); err != nil {
+		return "", nil, err
+	}
+	if err := checkLoaderSplit(abs); err != nil {
 		return "", nil, err
 	}
 	pd, parent, pst, err := openParent(abs)
@@ -223,6 +227,37 @@ func checkStageDirAt(pd dirAt, name, dir string) error {
 		return refuseStageDir(dir, fmt.Sprintf("is owned by uid %d, not %d", st.Uid, os.Getuid()))
 	case st.Mode&0o022 != 0:
 		return refuseStageDir(dir, fmt.Sprintf("has mode %#o (group or world writable)", st.Mode&0o7777))
+	}
+	return nil
+}
+
+// checkLoaderSplit refuses a stage dir that ld.so would not read back as one
+// path. The shim reaches every process through LD_PRELOAD, which glibc
+// splits on spaces and colons, and LD_AUDIT, split on colons, neither with
+// any escaping; a piece that is a relative path is then opened relative to
+// the process's working directory: with --stage-dir "/dev/shm/v dir" run
+// from /tmp, "dir/sha256-<digest>/shim/preload-<glibc>.so" was loaded from
+// /tmp, where another user had put it. Both variables also expand $ORIGIN,
+// $LIB and $PLATFORM. Refused before anything is created; control
+// characters too (they would forge lines in messages and reports).
+func checkLoaderSplit(dir string) error {
+	for i := 0; i < len(dir); i++ {
+		c := dir[i]
+		var what string
+		switch {
+		case c == ' ':
+			what = "a space, where LD_PRELOAD splits"
+		case c == ':':
+			what = "a colon, where LD_PRELOAD and LD_AUDIT split"
+		case c == '$':
+			what = "a '$', which LD_PRELOAD and LD_AUDIT expand ($ORIGIN, $LIB, $PLATFORM)"
+		case c < ' ' || c == 0x7f:
+			what = "a control character"
+		default:
+			continue
+		}
+		return fmt.Errorf("stage dir %s contains %s: ld.so would load the shim from another path (a piece that is relative is looked up from the working directory, where another user may have put a library); give a stage dir without spaces, colons, '$' or control characters",
+			untrusted.Quote(dir), what)
 	}
 	return nil
 }
