@@ -7,9 +7,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dlbundle/dlbundle/internal/trustpath"
 )
 
 // Extraction writes below a directory that may sit where other users can
@@ -99,119 +100,29 @@ func openTarget(dir string) (*tree, error) {
 	return t, nil
 }
 
-// walkDirPath opens directory p (absolute) component by component with
-// O_NOFOLLOW, creating missing components (mode 0755, as mkdir -p). A
-// symlink on the way is followed only when it and the directory holding it
-// belong to root or to the caller: what fs.protected_symlinks enforces in
-// sticky directories, here whatever the sysctl says (issue 18: it is 0 on
-// some nodes), so that another user's link cannot point the path elsewhere.
-// The walk starts at "/" + the first component, not at "/" itself: staging
-// must not touch an image's original paths, and "/" is one.
+// walkDirPath opens directory p (absolute), creating missing components
+// (mode 0755, as mkdir -p), by package trustpath's walk under its Write
+// rule: one component at a time with *at calls, nothing another user made
+// in a directory every user can write, and a symlink followed only when
+// root or the caller owns it (what fs.protected_symlinks enforces in sticky
+// directories, here whatever the sysctl says: it is 0 on some nodes), so
+// that another user cannot point the path elsewhere. The walk never opens
+// "/" itself unless p is "/": staging must not touch an image's original
+// paths, and "/" is one.
 func walkDirPath(p string, euid int) (int, error) {
-	fd := atRoot
-	rest := strings.Split(p, "/")
-	where := "" // the path walked so far, for messages
-	for hops := 0; len(rest) > 0; {
-		name := rest[0]
-		rest = rest[1:]
-		if name == "" || name == "." {
-			continue
+	w := &trustpath.Walker{Rule: trustpath.Write, Uid: uint32(euid), Create: true}
+	d, err := w.WalkDir(p)
+	if err != nil {
+		var refusal *trustpath.Error
+		if errors.As(err, &refusal) {
+			return -1, fmt.Errorf("%s: %s, %s; give a directory of your own that you made (mktemp -d)", quote(refusal.Path), quote(refusal.At), refusal.Why)
 		}
-		const flags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-		next, err := openat(fd, name, flags)
-		if err == unix.ENOENT {
-			if err := mkdirat(fd, name, 0o755); err != nil && err != unix.EEXIST {
-				closeDir(fd)
-				return -1, &os.PathError{Op: "mkdirat", Path: where + "/" + name, Err: err}
-			}
-			next, err = openat(fd, name, flags)
-		}
-		if err == nil {
-			closeDir(fd)
-			fd, where = next, where+"/"+name
-			continue
-		}
-		var st unix.Stat_t
-		if lstatat(fd, name, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFLNK {
-			closeDir(fd)
-			return -1, &os.PathError{Op: "openat", Path: where + "/" + name, Err: err}
-		}
-		dirUID := uint32(0) // "/" is root's
-		if fd != atRoot {
-			var dst unix.Stat_t
-			unix.Fstat(fd, &dst)
-			dirUID = dst.Uid
-		}
-		trusted := func(uid uint32) bool { return uid == 0 || int(uid) == euid }
-		if !trusted(st.Uid) || !trusted(dirUID) {
-			closeDir(fd)
-			return -1, fmt.Errorf("the path goes through the symlink %s, which belongs to uid %d in a directory of uid %d: another user could point it anywhere, so it is not followed (uid %d); give the path it resolves to",
-				quote(where+"/"+name), st.Uid, dirUID, euid)
-		}
-		if hops++; hops > 40 {
-			closeDir(fd)
-			return -1, &os.PathError{Op: "openat", Path: where + "/" + name, Err: unix.ELOOP}
-		}
-		target, err := readlinkat(fd, name)
-		if err != nil {
-			closeDir(fd)
-			return -1, err
-		}
-		rest = append(strings.Split(target, "/"), rest...)
-		if strings.HasPrefix(target, "/") {
-			closeDir(fd)
-			fd, where = atRoot, ""
-		}
+		return -1, err
 	}
-	if fd == atRoot { // p is "/"
+	if d.FD == trustpath.AtRoot { // p is "/"
 		return unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	}
-	return fd, nil
-}
-
-// atRoot stands for "/" in walkDirPath: calls there take "/" + name.
-const atRoot = -1
-
-func openat(fd int, name string, flags int) (int, error) {
-	if fd == atRoot {
-		return unix.Open("/"+name, flags, 0)
-	}
-	return unix.Openat(fd, name, flags, 0)
-}
-
-func mkdirat(fd int, name string, mode uint32) error {
-	if fd == atRoot {
-		return unix.Mkdir("/"+name, mode)
-	}
-	return unix.Mkdirat(fd, name, mode)
-}
-
-func lstatat(fd int, name string, st *unix.Stat_t) error {
-	if fd == atRoot {
-		return unix.Lstat("/"+name, st)
-	}
-	return unix.Fstatat(fd, name, st, unix.AT_SYMLINK_NOFOLLOW)
-}
-
-func closeDir(fd int) {
-	if fd != atRoot {
-		unix.Close(fd)
-	}
-}
-
-func readlinkat(dirfd int, name string) (string, error) {
-	buf := make([]byte, 4096)
-	var n int
-	var err error
-	if dirfd == atRoot {
-		n, err = unix.Readlink("/"+name, buf)
-	} else {
-		n, err = unix.Readlinkat(dirfd, name, buf)
-	}
-	if err != nil {
-		return "", err
-	}
-	return string(buf[:n]), nil
+	return d.FD, nil
 }
 
 // readNames lists up to n names (n <= 0: all) of directory fd, from the

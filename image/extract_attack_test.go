@@ -188,3 +188,35 @@ func TestExtractTargetPathSymlinks(t *testing.T) {
 		t.Fatal("the refused extraction created its target anyway")
 	}
 }
+
+// A directory another user made in a directory every user can write (uid
+// 1001's /tmp/jobs, mode 0755) is theirs, whoever owns what lies below: root
+// does not extract below it, even into a directory of its own there (uid
+// 1001 could rename it and put another in its place).
+func TestExtractRefusesDirectoryOthersMadeInTmp(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("runs as root with a directory of uid 1001; run the tests as root")
+	}
+	img, _ := smallImage(t)
+	im, err := openBytes(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(t.TempDir(), "tmp")
+	os.Mkdir(tmp, 0o700)
+	os.Chmod(tmp, 0o777|os.ModeSticky)
+	jobs := filepath.Join(tmp, "jobs")
+	os.Mkdir(jobs, 0o755)
+	os.Chown(jobs, 1001, 1001)
+	own := filepath.Join(jobs, "root-owned")
+	os.Mkdir(own, 0o755)
+	for _, dir := range []string{filepath.Join(jobs, "x"), filepath.Join(own, "x")} {
+		err := im.Extract(context.Background(), dir, ExtractOptions{})
+		if err == nil || !strings.Contains(err.Error(), jobs+", owned by uid 1001 and lies in "+tmp) {
+			t.Errorf("extract into %s: %v; want a refusal naming %s and its owner", dir, err, jobs)
+		}
+		if _, err := os.Lstat(dir); err == nil {
+			t.Errorf("the refused extraction created %s", dir)
+		}
+	}
+}

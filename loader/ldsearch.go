@@ -195,7 +195,9 @@ func ldProbeEnv(environ []string) []string {
 // the probe's environment. A change of any gives another key, hence a probe.
 func searchKey(ld *unix.Stat_t, env []string) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "dlbundle-ldsearch 1\x00%s\x00%d %d %d %d.%d %d.%d\x00", runtime.GOARCH,
+	// 2: rules kept by earlier versions may hold what a stager's
+	// environment forged (the probe once inherited it): not reused.
+	fmt.Fprintf(h, "dlbundle-ldsearch 2\x00%s\x00%d %d %d %d.%d %d.%d\x00", runtime.GOARCH,
 		ld.Dev, ld.Ino, ld.Size, ld.Mtim.Sec, ld.Mtim.Nsec, ld.Ctim.Sec, ld.Ctim.Nsec)
 	h.Write(auxvHwcaps())
 	h.Write([]byte{0})
@@ -337,7 +339,11 @@ func probeSearchRules(ctx context.Context, ldso *os.File, dir string, env []stri
 		cmd := exec.CommandContext(ctx, path, args...)
 		cmd.ExtraFiles = []*os.File{ldso}
 		cmd.Dir = dir
-		cmd.Env = env
+		// Never nil: exec.Cmd gives a nil Env the stager's whole
+		// environment (LD_PRELOAD, GLIBC_TUNABLES, secrets), and an
+		// LD_LIBRARY_PATH entry holding "(system search path)\n" then
+		// forged a line of --help's output and of the kept rules.
+		cmd.Env = append([]string{}, env...)
 		var o, e bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &o, &e
 		if err := cmd.Run(); err != nil {
@@ -369,11 +375,14 @@ func probeSearchRules(ctx context.Context, ldso *os.File, dir string, env []stri
 }
 
 // helpSystemDirs returns the directories "ld.so --help" (glibc >= 2.33)
-// names as "(system search path)".
+// names as "(system search path)": lines "  /dir (system search path)",
+// the directory absolute, without spaces (the probe's environment is
+// empty, so no LD_LIBRARY_PATH entry of the stager's can print such a line;
+// this is a second guard).
 func helpSystemDirs(help string) []string {
 	var dirs []string
 	for _, line := range strings.Split(help, "\n") {
-		if d, ok := strings.CutSuffix(strings.TrimSpace(line), " (system search path)"); ok {
+		if d, ok := strings.CutSuffix(strings.TrimSpace(line), " (system search path)"); ok && strings.HasPrefix(d, "/") && !strings.ContainsAny(d, " \t") {
 			dirs = append(dirs, d)
 		}
 	}

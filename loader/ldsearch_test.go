@@ -352,3 +352,40 @@ func TestLdProbeEnv(t *testing.T) {
 		t.Errorf("tunables without hwcaps: %q", got)
 	}
 }
+
+// The probe ran "ld.so --help" with the stager's whole environment (a nil
+// exec.Cmd.Env): LD_PRELOAD, GLIBC_TUNABLES and any secret reached it, and
+// an LD_LIBRARY_PATH entry "/tmp/evil (system search path)\nz" made --help
+// print a line that wrote "dir /tmp/evil" first in the node's kept rules,
+// which later clean stages reused. The probe now runs with its own
+// environment only: the rules under such an environment are those of a
+// clean one, and nothing of it is kept.
+func TestProbeIgnoresStagersEnvironment(t *testing.T) {
+	newStage := func(stageDir string) string {
+		dir, err := os.MkdirTemp(stageDir, "tmp.")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := writeShim(filepath.Join(dir, stageShimDir)); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	clean, err := nodeSearchRules(context.Background(), newStage(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("LD_LIBRARY_PATH", "/tmp/evil (system search path)\nz")
+	t.Setenv("LD_PRELOAD", "/nonexistent/dlbundle-test-preload.so")
+	stageDir := t.TempDir()
+	got, err := nodeSearchRules(context.Background(), newStage(stageDir))
+	if err != nil || !bytes.Equal(got, clean) || bytes.Contains(got, []byte("/tmp/evil")) {
+		t.Fatalf("rules probed under a hostile LD_LIBRARY_PATH: %q (%v); want those of a clean environment %q", got, err, clean)
+	}
+	kept, _ := filepath.Glob(filepath.Join(stageDir, searchCachePrefix+"*"))
+	for _, k := range kept {
+		if b, _ := os.ReadFile(k); bytes.Contains(b, []byte("evil")) {
+			t.Errorf("kept rules %s hold the stager's LD_LIBRARY_PATH: %q", k, b)
+		}
+	}
+}

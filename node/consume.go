@@ -17,7 +17,17 @@ import (
 // the record instead of failing on the missing file (OpenImage). The record
 // is a by-path alias keyed on the path and the batch job: it never outlives
 // its meaning (gc --job removes it), and a later job that copies a new image
-// to the same path reads that file.
+// to the same path reads that file. Nor does it end before its job: gc keeps
+// a consumed stage and its record until the job's epilog (gc --job), since
+// the freed path may hold another user's file by then.
+
+// isConsumedAlias reports whether an alias name is the record of a consumed
+// image (ConsumedKey): job-<id>.consumed-<64 hex>. gc removes such a record
+// only with its job (gc --job), never with its stage, and keeps the stage.
+func isConsumedAlias(name string) bool {
+	i := strings.LastIndex(name, ".consumed-")
+	return strings.HasPrefix(name, "job-") && i > 0 && isSHA256Digest("sha256:"+name[i+len(".consumed-"):])
+}
 
 // ConsumedKey is the alias name of the record of a consumed image.
 func ConsumedKey(ref string, getenv func(string) string) (string, error) {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dlbundle/dlbundle/internal/clitest"
 )
@@ -71,5 +72,74 @@ func TestConsumedPathNeverReopenedInItsJob(t *testing.T) {
 	out, code := runAs(t, victimUID, env("3"), cli, "stage", "--consume", "--stage-dir", stage, local)
 	if _, err := os.Lstat(local); code != 0 || err != nil || !strings.Contains(out, "was consumed earlier in this job") {
 		t.Errorf("a second stage --consume of the path: exit %d, file left: %v; want it left alone and a warning:\n%s", code, err == nil, out)
+	}
+}
+
+// gc forgot a running job's consumed record: removing a stage removed every
+// alias to it, the record among them, and the job's next step opened the
+// freed path again (where uid 1001 had re-created the directory). Another
+// job's epilog (gc --job 89 --keep 0) now keeps the stage and the record of
+// job 90, whose next step runs the consumed image and not the file planted at
+// the path; job 90's own epilog removes the record, and the next gc the
+// stage. The epilog also removes the job's failure markers.
+func TestConsumedRecordOutlivesGCWhileItsJobRuns(t *testing.T) {
+	needRoot(t)
+	p := newProbeImage(t)
+	makePublic(t, p.work)
+	top := publicDir(t)
+	cli := publicCLI(t, top)
+	pwned := pwnedImage(t, top, p.original)
+	victimDir := filepath.Join(top, "victim")
+	if err := os.Mkdir(victimDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(victimDir, victimUID, victimUID)
+	// The sbcast copy in a directory of the victim's that the attacker can
+	// write too (the group's, say): the trust rule alone would accept what
+	// is planted there.
+	copies := filepath.Join(victimDir, "copies")
+	os.Mkdir(copies, 0o770)
+	os.Chown(copies, victimUID, attackerUID)
+	os.Chmod(copies, 0o770)
+	local := filepath.Join(copies, "app.dlimg")
+	if out, code := runAs(t, victimUID, nil, "/bin/cp", p.image, local); code != 0 {
+		t.Fatalf("cp: %s", out)
+	}
+	stage := filepath.Join(victimDir, "stage")
+	job := func(id, step string) []string {
+		return append(cleanEnv(victimDir), "SLURM_JOB_ID="+id, "SLURM_STEP_ID="+step)
+	}
+	if out, code := runAs(t, victimUID, job("90", "0"), cli, "stage", "--consume", "--stage-dir", stage, local); code != 0 {
+		t.Fatalf("stage --consume: exit %d\n%s", code, out)
+	}
+	// A failure of job 90 leaves a marker (a missing image).
+	runAs(t, victimUID, job("90", "1"), cli, "exec", "--stage-dir", stage, filepath.Join(victimDir, "missing.dlimg"), "--", p.original)
+	if m, _ := filepath.Glob(filepath.Join(stage, "failed.*")); len(m) == 0 {
+		t.Fatal("no failure marker was written: the test cannot check gc --job removes it")
+	}
+	time.Sleep(MinGrace + 100*time.Millisecond)
+	if out, code := runAs(t, victimUID, job("89", "0"), cli, "gc", "--stage-dir", stage, "--job", "89", "--keep", "0", "--grace", "0s"); code != 0 {
+		t.Fatalf("gc --job 89: exit %d\n%s", code, out)
+	}
+	if out, code := runAs(t, attackerUID, nil, "/bin/cp", pwned, local); code != 0 {
+		t.Fatalf("the attacker's cp: %s", out)
+	}
+	out, code := runAs(t, victimUID, job("90", "2"), cli, "exec", "--stage-dir", stage, local, "--", p.original)
+	if code != 0 || strings.Contains(out, "PWNED") || !strings.Contains(out, "exe="+p.original) {
+		t.Errorf("job 90's step after another job's gc: exit %d; want the consumed image run:\n%s", code, out)
+	}
+	if out, code := runAs(t, victimUID, job("90", "3"), cli, "gc", "--stage-dir", stage, "--job", "90", "--keep", "0", "--grace", "0s"); code != 0 {
+		t.Fatalf("gc --job 90: exit %d\n%s", code, out)
+	}
+	if m, _ := filepath.Glob(filepath.Join(stage, "failed.*")); len(m) != 0 {
+		t.Errorf("gc --job 90 left the job's failure markers: %v", m)
+	}
+	if a, _ := filepath.Glob(filepath.Join(stage, aliasDirName, "*consumed*")); len(a) != 0 {
+		t.Errorf("gc --job 90 left the job's consumed record: %v", a)
+	}
+	time.Sleep(MinGrace + 100*time.Millisecond)
+	runAs(t, victimUID, job("91", "0"), cli, "gc", "--stage-dir", stage, "--keep", "0", "--grace", "0s")
+	if s, _ := filepath.Glob(filepath.Join(stage, "sha256-*")); len(s) != 0 {
+		t.Errorf("after job 90 ended, gc kept its stage: %v", s)
 	}
 }

@@ -20,6 +20,10 @@ type StageInfo struct {
 	LastUse time.Time // newest of: published, an alias written to it or used (lookupAlias)
 	InUse   []int     // PIDs of processes that map a file of it or run with it as DLBUNDLE_STAGE
 	Aliases []string  // names in by-path/ that point at it
+	// Consumed: a job consumed its image file (stage --consume) and has not
+	// ended (its epilog's gc --job removes the record): the stage is the
+	// node's only copy and gc keeps it.
+	Consumed bool
 
 	aliasTimes []time.Time // mtimes of Aliases when listed (a rank's use updates one: lookupAlias)
 }
@@ -59,6 +63,7 @@ func ListStages(dir string) ([]StageInfo, error) {
 			}
 			s.Aliases = append(s.Aliases, a.Name())
 			s.aliasTimes = append(s.aliasTimes, mtime)
+			s.Consumed = s.Consumed || isConsumedAlias(a.Name())
 			if mtime.After(s.LastUse) {
 				s.LastUse = mtime
 			}
@@ -220,6 +225,10 @@ func GC(ctx context.Context, dir string, opts GCOptions) (*GCResult, error) {
 		case len(s.InUse) > 0:
 			res.InUse = append(res.InUse, s)
 			continue
+		case s.Consumed:
+			kept += s.Size
+			res.Kept = append(res.Kept, s)
+			continue
 		case now.Sub(s.LastUse) < grace,
 			opts.OlderThan > 0 && now.Sub(s.LastUse) < opts.OlderThan,
 			kept+s.Size <= opts.Keep:
@@ -241,9 +250,15 @@ func GC(ctx context.Context, dir string, opts GCOptions) (*GCResult, error) {
 		res.Stages = append(res.Stages, s)
 		res.Freed += s.Size
 	}
-	// Aliases whose stage is gone (removed by hand or above) serve nothing.
+	// Aliases whose stage is gone (removed by hand or above) serve nothing;
+	// a consumed record still does: it stops its job from opening the freed
+	// path again (another user may have put a file there), until the job's
+	// epilog (gc --job) removes it.
 	aliases, _ := os.ReadDir(aliasDir)
 	for _, a := range aliases {
+		if isConsumedAlias(a.Name()) {
+			continue
+		}
 		t, err := os.Readlink(filepath.Join(aliasDir, a.Name()))
 		if err == nil && !isDir(filepath.Join(dir, filepath.Base(t))) {
 			res.Aliases++
@@ -269,13 +284,17 @@ func removeStage(dir string, s StageInfo) (removed bool, aliases int, err error)
 	if err := os.Rename(final, tmp); err != nil {
 		return false, 0, fmt.Errorf("remove stage %s: %w", s.Name, err)
 	}
+	used := consumedSince(dir, s.Name) // a job consumed its image after the listing
 	for i, a := range s.Aliases {
 		if fi, err := os.Lstat(filepath.Join(dir, aliasDirName, a)); err == nil && !fi.ModTime().Equal(s.aliasTimes[i]) {
-			if err := os.Rename(tmp, final); err != nil {
-				return false, 0, fmt.Errorf("put back stage %s, used while gc removed it: %w", s.Name, err)
-			}
-			return false, 0, nil
+			used = true
 		}
+	}
+	if used {
+		if err := os.Rename(tmp, final); err != nil {
+			return false, 0, fmt.Errorf("put back stage %s, used while gc removed it: %w", s.Name, err)
+		}
+		return false, 0, nil
 	}
 	for _, a := range s.Aliases {
 		if os.Remove(filepath.Join(dir, aliasDirName, a)) == nil {
@@ -286,6 +305,20 @@ func removeStage(dir string, s StageInfo) (removed bool, aliases int, err error)
 		return true, aliases, fmt.Errorf("remove stage %s: %w", s.Name, err)
 	}
 	return true, aliases, nil
+}
+
+// consumedSince reports whether a consumed record points at stage name.
+func consumedSince(dir, name string) bool {
+	aliases, _ := os.ReadDir(filepath.Join(dir, aliasDirName))
+	for _, a := range aliases {
+		if !isConsumedAlias(a.Name()) {
+			continue
+		}
+		if t, err := os.Readlink(filepath.Join(dir, aliasDirName, a.Name())); err == nil && filepath.Base(t) == name {
+			return true
+		}
+	}
+	return false
 }
 
 func touchIfOlder(path string, t time.Time) {

@@ -26,7 +26,7 @@ import (
 //	<dir>/tmp.<random>/          a stage being built (renamed to sha256-<hex> when complete)
 //	<dir>/by-path/<key>          symlink -> ../sha256-<hex>: lets later ranks find the
 //	                             stage without touching the image (see StageAlias)
-//	<dir>/failed.<key>           why the last staging of an image failed, for the
+//	<dir>/failed.[job-<id>.]<key> why the last staging of an image failed, for the
 //	                             ranks that waited for it (failureMarker)
 const (
 	stageLockName = ".lock"
@@ -116,6 +116,9 @@ func isSHA256Digest(d string) bool {
 // removes.
 func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 	if err := loader.CheckStagePath(req.Dir); err != nil {
+		return nil, err
+	}
+	if err := checkLoaderSplit(req.Dir); err != nil {
 		return nil, err
 	}
 	if s := lookupAlias(req.Dir, req.Alias, req.MustHave); s != nil {
@@ -227,7 +230,14 @@ func failureMarker(dir, alias, ref string) string {
 		return ""
 	}
 	sum := sha256.Sum256([]byte("dlbundle-stage-failure-v1\x00" + alias + "\x00" + ref))
-	return filepath.Join(dir, failedPrefix+hex.EncodeToString(sum[:16]))
+	// Inside a batch job the alias starts with the job's prefix
+	// (AliasJobPrefix, then 64 hex digits): the marker does too, so that
+	// the job's epilog (gc --job) finds and removes it.
+	job := ""
+	if strings.HasPrefix(alias, "job-") && len(alias) > 64 {
+		job = alias[:len(alias)-64]
+	}
+	return filepath.Join(dir, failedPrefix+job+hex.EncodeToString(sum[:16]))
 }
 
 // writeFailure records err in marker (atomically: a temp file that the next

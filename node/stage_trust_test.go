@@ -8,15 +8,16 @@ import (
 	"testing"
 )
 
-// Issue 18 item 2, "no other user's file is ever staged or run": a file at
-// an image path is staged only if the caller or root owns it, or its owner
-// is another user and no one else could have put it there (its directory is
-// not writable by every user, and no link on the way is another user's in
-// such a directory). Uid 1001 plants images in a sticky world-writable
-// directory (as /tmp): at the name a job expects, and through a symlink to
-// one in its own directory. Neither uid 1002 nor root (a Prolog's `stage`)
-// runs or stages them; the same image reached in 1001's own directory, and
-// 1002's own image in the shared directory, are staged.
+// No other user's file is ever staged or run: an image path is walked by
+// package trustpath's rule, which trusts nothing another user made in a
+// directory every user can write (a file, a link, or a directory whoever
+// owns what lies below it). Uid 1001 plants images in a sticky
+// world-writable directory (as /tmp): at the name a job expects, through a
+// symlink to one in its own directory, and in a directory it made first at
+// the name a victim's job script uses (mkdir -p then succeeds on it).
+// Neither uid 1002 nor root (a Prolog's `stage`) runs or stages them; the
+// same image reached in 1001's own directory, and 1002's own image in the
+// shared directory, are staged.
 func TestStageRefusesImagePlantedByOtherUser(t *testing.T) {
 	needRoot(t)
 	p := newProbeImage(t)
@@ -40,6 +41,7 @@ func TestStageRefusesImagePlantedByOtherUser(t *testing.T) {
 	own := filepath.Join(attackerDir, "app.dlimg")
 	link := filepath.Join(tmp, "linked.dlimg")
 	mine := filepath.Join(tmp, "mine.dlimg")
+	jobs := filepath.Join(tmp, "victim-jobs")
 	for _, c := range []struct {
 		uid  uint32
 		argv []string
@@ -48,10 +50,21 @@ func TestStageRefusesImagePlantedByOtherUser(t *testing.T) {
 		{attackerUID, []string{"/bin/cp", p.image, own}},
 		{attackerUID, []string{"/bin/ln", "-s", own, link}},
 		{victimUID, []string{"/bin/cp", p.image, mine}},
+		// The directory a victim's job script uses, made first (mode 0755).
+		{attackerUID, []string{"/bin/mkdir", "-m", "0755", jobs}},
+		{attackerUID, []string{"/bin/cp", p.image, filepath.Join(jobs, "app.dlimg")}},
 	} {
 		if out, code := runAs(t, c.uid, nil, c.argv...); code != 0 {
 			t.Fatalf("%v: %s", c.argv, out)
 		}
+	}
+	// The victim's job script: mkdir -p succeeds (the directory exists), cp
+	// fails (it is not the victim's), exec follows.
+	if out, code := runAs(t, victimUID, nil, "/bin/mkdir", "-p", jobs); code != 0 {
+		t.Fatalf("mkdir -p %s: %s", jobs, out)
+	}
+	if _, code := runAs(t, victimUID, nil, "/bin/cp", p.image, jobs+"/"); code == 0 {
+		t.Fatalf("uid 1002 could write into uid 1001's %s: the attack's premise is wrong", jobs)
 	}
 	env := append(cleanEnv(victimDir), "SLURM_JOB_ID=42")
 	n := 0
@@ -71,6 +84,8 @@ func TestStageRefusesImagePlantedByOtherUser(t *testing.T) {
 		{"uid 1001's file in the shared dir, as root", planted, "owned by uid 1001 and lies in " + tmp, 0},
 		{"uid 1001's link in the shared dir, as uid 1002", link, "a symbolic link of uid 1001 in " + tmp, victimUID},
 		{"uid 1001's link in the shared dir, as root", link, "a symbolic link of uid 1001 in " + tmp, 0},
+		{"uid 1001's directory in the shared dir, as uid 1002", filepath.Join(jobs, "app.dlimg"), jobs + ", owned by uid 1001 and lies in " + tmp, victimUID},
+		{"uid 1001's directory in the shared dir, as root", filepath.Join(jobs, "app.dlimg"), jobs + ", owned by uid 1001 and lies in " + tmp, 0},
 	} {
 		out, code := exec(c.uid, c.img)
 		if code != 1 || strings.Contains(out, "exe=") || !strings.Contains(out, c.want) {
@@ -89,8 +104,10 @@ func TestStageRefusesImagePlantedByOtherUser(t *testing.T) {
 		}
 	}
 	// `dlbundle stage` (a Prolog) checks the same way.
-	out, code := runAs(t, 0, env, cli, "stage", "--stage-dir", filepath.Join(top, "prolog-stage"), planted)
-	if code != 1 || !strings.Contains(out, "owned by uid 1001") {
-		t.Errorf("stage as root of uid 1001's planted image: exit %d:\n%s", code, out)
+	for _, img := range []string{planted, filepath.Join(jobs, "app.dlimg")} {
+		out, code := runAs(t, 0, env, cli, "stage", "--stage-dir", filepath.Join(top, "prolog-stage"), img)
+		if code != 1 || !strings.Contains(out, "owned by uid 1001") {
+			t.Errorf("stage as root of uid 1001's planted image %s: exit %d:\n%s", img, code, out)
+		}
 	}
 }

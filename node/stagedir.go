@@ -6,10 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dlbundle/dlbundle/internal/trustpath"
+	"github.com/dlbundle/dlbundle/internal/untrusted"
 	"github.com/dlbundle/dlbundle/loader"
 )
 
@@ -116,6 +117,9 @@ func openStageDir(dir string) (string, *Squat, error) {
 	if err := loader.CheckStagePath(abs); err != nil {
 		return "", nil, err
 	}
+	if err := checkLoaderSplit(abs); err != nil {
+		return "", nil, err
+	}
 	pd, parent, pst, err := openParent(abs)
 	if err != nil {
 		return "", nil, err
@@ -150,9 +154,6 @@ func isShared(st *unix.Stat_t) bool {
 	return st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX != 0
 }
 
-// maxLinks bounds the symbolic links openParent follows (as the kernel's 40).
-const maxLinks = 40
-
 // dirAt is a directory for *at calls. The root directory is never opened
 // nor looked at (an image bundles /, and an exec must make no call on a
 // bundled path): fd is then AT_FDCWD and names get a leading /.
@@ -173,134 +174,31 @@ func (d dirAt) close() {
 	}
 }
 
-// openParent opens the directory that holds abs (O_PATH), walking down from
-// / one component at a time with *at calls: a missing directory is created
-// (mode 0755) in the directory just checked, a symbolic link is followed
-// only when root or the user owns it (another user's link in /tmp must not
-// decide where root creates directories), and every directory entered is
-// checked by checkAncestor. It returns the directory, its path with
-// symlinks resolved, and its stat (zero for /).
+// openParent opens the directory that holds abs (O_PATH) by package
+// trustpath's walk under its Private rule: down from / one component at a
+// time with *at calls, a missing directory created (mode 0755) in the
+// directory just checked, a symbolic link followed only when root or the
+// user owns it (another user's link in /tmp must not decide where root
+// creates directories), every directory entered owned by root or the user
+// and writable by nobody else unless sticky, and nothing another user made
+// in a directory every user can write. It returns the directory, its path
+// with symlinks resolved, and its mode and owner (0755 root for /).
 func openParent(abs string) (d dirAt, resolved string, st *unix.Stat_t, err error) {
-	d, resolved, st = rootDir, "/", new(unix.Stat_t)
-	defer func() {
-		if err != nil {
-			d.close()
+	w := &trustpath.Walker{Rule: trustpath.Private, Uid: uint32(os.Getuid()), Create: true}
+	dir, err := w.WalkDir(filepath.Dir(abs))
+	if err != nil {
+		var refusal *trustpath.Error
+		if errors.As(err, &refusal) {
+			return rootDir, "", nil, refuseStageDir(abs, "lies below "+refusal.At+", "+refusal.Why)
 		}
-	}()
-	const dirFlags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	uid := uint32(os.Getuid())
-	enter := func(nd dirAt, path string) error {
-		d.close()
-		d, resolved = nd, path
-		*st = unix.Stat_t{}
-		if nd == rootDir {
-			return nil
-		}
-		return unix.Fstat(nd.fd, st)
+		return rootDir, "", nil, fmt.Errorf("stage dir %s: %w", abs, err)
 	}
-	pending := strings.Split(strings.TrimPrefix(filepath.Dir(abs), "/"), "/")
-	for links := 0; len(pending) > 0; {
-		c := pending[0]
-		pending = pending[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..": // resolved has no symlinks: its lexical parent is its parent
-			up := filepath.Dir(resolved)
-			nd := rootDir
-			if up != "/" {
-				fd, err := unix.Open(up, dirFlags, 0)
-				if err != nil {
-					return d, "", nil, fmt.Errorf("stage dir %s: %s: %w", abs, up, err)
-				}
-				nd = dirAt{fd}
-			}
-			if err = enter(nd, up); err != nil {
-				return d, "", nil, err
-			}
-			continue
-		}
-		next := filepath.Join(resolved, c)
-		fd, oerr := unix.Openat(d.fd, d.name(c), dirFlags, 0)
-		if oerr == unix.ENOENT {
-			// The directory we are in passed checkAncestor: only root, the
-			// user (or, sticky, nobody else's rename) can change it.
-			if err := unix.Mkdirat(d.fd, d.name(c), 0o755); err != nil && err != unix.EEXIST {
-				return d, "", nil, fmt.Errorf("create parent %s of stage dir %s: %w", next, abs, err)
-			}
-			fd, oerr = unix.Openat(d.fd, d.name(c), dirFlags, 0)
-		}
-		if oerr == nil {
-			if err = enter(dirAt{fd}, next); err != nil {
-				return d, "", nil, err
-			}
-			if err = checkAncestor(abs, next, st, uid); err != nil {
-				return d, "", nil, err
-			}
-			continue
-		}
-		var lst unix.Stat_t
-		if unix.Fstatat(d.fd, d.name(c), &lst, unix.AT_SYMLINK_NOFOLLOW) != nil {
-			return d, "", nil, fmt.Errorf("stage dir %s: %s: %w", abs, next, oerr)
-		}
-		if lst.Mode&unix.S_IFMT != unix.S_IFLNK {
-			return d, "", nil, refuseStageDir(abs, fmt.Sprintf("lies below %s, which is not a directory", next))
-		}
-		if lst.Uid != 0 && lst.Uid != uid {
-			return d, "", nil, refuseStageDir(abs, fmt.Sprintf("lies below %s, a symbolic link owned by uid %d (only root or uid %d may own a link on the way: it decides where the stage dir is)", next, lst.Uid, uid))
-		}
-		if links++; links > maxLinks {
-			return d, "", nil, fmt.Errorf("stage dir %s: %w", abs, unix.ELOOP)
-		}
-		target, err := readlinkat(d.fd, d.name(c))
-		if err != nil {
-			return d, "", nil, fmt.Errorf("stage dir %s: %s: %w", abs, next, err)
-		}
-		if filepath.IsAbs(target) { // start again from /
-			if err = enter(rootDir, "/"); err != nil {
-				return d, "", nil, err
-			}
-		}
-		pending = append(strings.Split(target, "/"), pending...)
-	}
-	return d, resolved, st, nil
-}
-
-func readlinkat(dirfd int, name string) (string, error) {
-	for n := 256; n <= 1<<16; n *= 4 {
-		b := make([]byte, n)
-		l, err := unix.Readlinkat(dirfd, name, b)
-		if err != nil {
-			return "", err
-		}
-		if l < n {
-			return string(b[:l]), nil
-		}
-	}
-	return "", unix.ENAMETOOLONG
+	return dirAt{dir.FD}, dir.Path, &unix.Stat_t{Mode: dir.Node.Mode, Uid: dir.Node.Uid, Dev: dir.Node.Dev, Ino: dir.Node.Ino}, nil
 }
 
 func refuseStageDir(dir, why string) error {
 	return fmt.Errorf("%w: stage dir %s %s; refusing (library injection risk)",
 		ErrUnsafeStageDir, dir, why)
-}
-
-// checkAncestor checks one directory on the way to the stage dir (with
-// symlinks resolved): owned by root or the user, and not writable by group
-// or others unless sticky (then others cannot rename what they do not own,
-// and the next component is checked for its owner in turn). / itself is not
-// looked at: no one can rename it, and where others could write into it they
-// could replace /lib and every library on the node anyway (and an image
-// bundles /: a stat of it would be an operation on a bundled path at every
-// exec).
-func checkAncestor(dir, p string, st *unix.Stat_t, uid uint32) error {
-	switch {
-	case st.Uid != 0 && st.Uid != uid:
-		return refuseStageDir(dir, fmt.Sprintf("lies below %s, which is owned by uid %d (only root or uid %d may own its ancestors)", p, st.Uid, uid))
-	case st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0:
-		return refuseStageDir(dir, fmt.Sprintf("lies below %s, which has mode %#o (writable by others and not sticky: they could swap the stage dir)", p, st.Mode&0o7777))
-	}
-	return nil
 }
 
 // checkStageDirAt refuses a stage directory that someone else could write
@@ -329,6 +227,37 @@ func checkStageDirAt(pd dirAt, name, dir string) error {
 		return refuseStageDir(dir, fmt.Sprintf("is owned by uid %d, not %d", st.Uid, os.Getuid()))
 	case st.Mode&0o022 != 0:
 		return refuseStageDir(dir, fmt.Sprintf("has mode %#o (group or world writable)", st.Mode&0o7777))
+	}
+	return nil
+}
+
+// checkLoaderSplit refuses a stage dir that ld.so would not read back as one
+// path. The shim reaches every process through LD_PRELOAD, which glibc
+// splits on spaces and colons, and LD_AUDIT, split on colons, neither with
+// any escaping; a piece that is a relative path is then opened relative to
+// the process's working directory: with --stage-dir "/dev/shm/v dir" run
+// from /tmp, "dir/sha256-<digest>/shim/preload-<glibc>.so" was loaded from
+// /tmp, where another user had put it. Both variables also expand $ORIGIN,
+// $LIB and $PLATFORM. Refused before anything is created; control
+// characters too (they would forge lines in messages and reports).
+func checkLoaderSplit(dir string) error {
+	for i := 0; i < len(dir); i++ {
+		c := dir[i]
+		var what string
+		switch {
+		case c == ' ':
+			what = "a space, where LD_PRELOAD splits"
+		case c == ':':
+			what = "a colon, where LD_PRELOAD and LD_AUDIT split"
+		case c == '$':
+			what = "a '$', which LD_PRELOAD and LD_AUDIT expand ($ORIGIN, $LIB, $PLATFORM)"
+		case c < ' ' || c == 0x7f:
+			what = "a control character"
+		default:
+			continue
+		}
+		return fmt.Errorf("stage dir %s contains %s: ld.so would load the shim from another path (a piece that is relative is looked up from the working directory, where another user may have put a library); give a stage dir without spaces, colons, '$' or control characters",
+			untrusted.Quote(dir), what)
 	}
 	return nil
 }

@@ -2,15 +2,16 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/image/registry"
+	"github.com/dlbundle/dlbundle/internal/trustpath"
 	"github.com/dlbundle/dlbundle/loader"
 )
 
@@ -76,15 +77,31 @@ func OpenImage(ref, stageDir string, opts loader.MaterializeOptions, reg registr
 // openImageFile opens a local image file for staging, which may run as root
 // in a Prolog on a path that a job script or a user chose:
 //
+//   - only where the one rule of package trustpath allows: walked from /
+//     with *at calls, no entry trusted that another user made in a
+//     directory every user can write (a directory too, whoever owns what
+//     lies below it: an attacker's /tmp/victim-jobs holding the image the
+//     victim's `mkdir -p; cp` expected to put there), nor a symbolic link
+//     another user may have pointed elsewhere;
 //   - without blocking: O_NONBLOCK, so that a FIFO at the path cannot hang
 //     the node's staging under the stage lock; then only a regular file is
-//     read;
-//   - only a file the caller may trust (trustImageFile): its own or root's,
-//     or another user's where no one else could have put it;
+//     read, and only the one that was checked (device and inode);
 //   - with its TOC header checked against stageDir's free inodes and bytes
 //     before the TOC is read (image.OpenOptions).
 func openImageFile(path, stageDir string) (*image.Image, func() error, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	abs, err := loader.AbsPath(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	last, err := trustpath.For(trustpath.Shared).Walk(abs)
+	if err != nil {
+		return nil, nil, imageTrustError(path, err)
+	}
+	defer last.Close()
+	if !last.Exists {
+		return nil, nil, &os.PathError{Op: "open", Path: path, Err: unix.ENOENT}
+	}
+	fd, err := unix.Openat(last.Dir.FD, last.Dir.Name(last.Name), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
@@ -98,9 +115,9 @@ func openImageFile(path, stageDir string) (*image.Image, func() error, error) {
 		f.Close()
 		return nil, nil, fmt.Errorf("image %s is %s, not a regular file; refusing to read it", path, fileKind(st.Mode))
 	}
-	if err := trustImageFile(path, &st); err != nil {
+	if st.Dev != last.Node.Dev || st.Ino != last.Node.Ino {
 		f.Close()
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("image %s changed while it was being opened; refusing to stage it", path)
 	}
 	im, err := image.OpenWith(f, st.Size, image.OpenOptions{StageDir: stageDir})
 	if err != nil {
@@ -108,6 +125,16 @@ func openImageFile(path, stageDir string) (*image.Image, func() error, error) {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return im, func() error { im.Close(); return f.Close() }, nil
+}
+
+// imageTrustError says why an image path is refused and what to do.
+func imageTrustError(path string, err error) error {
+	var refusal *trustpath.Error
+	if !errors.As(err, &refusal) {
+		return err
+	}
+	return fmt.Errorf("image %w: another user could have put it there, or could swap it; refusing to stage it as uid %d; copy the image to a directory that only you (or its owner) can write, made by you (mktemp -d), not at a predictable name in a directory every user can write",
+		err, os.Geteuid())
 }
 
 // fileKind names a file type for a message.
@@ -127,102 +154,6 @@ func fileKind(mode uint32) string {
 		return "a symbolic link"
 	}
 	return "not a regular file"
-}
-
-// trustImageFile decides whether the caller may stage the image file st
-// (open at path). Who may own it:
-//
-//   - the caller or root: always (only they can have written it);
-//   - another user: only when nobody else could have put it at path: the
-//     directory that holds it is not writable by every user, and no
-//     symbolic link on the way lies in such a directory unless the caller,
-//     root or that directory's owner made it (what fs.protected_symlinks
-//     would ensure, were it set). A shared image in a project directory is
-//     fine; uid 65534's file at a name in /tmp that a root job's script
-//     expected to find its own copy at is not.
-//
-// The walk costs a lstat per path component, only for another user's image.
-func trustImageFile(path string, st *unix.Stat_t) error {
-	uid := uint32(os.Geteuid())
-	if st.Uid == uid || st.Uid == 0 {
-		return nil
-	}
-	abs, err := loader.AbsPath(path)
-	if err != nil {
-		return err
-	}
-	parent, final, dir, err := resolveImagePath(abs, uid)
-	if err != nil {
-		return err
-	}
-	switch {
-	case final.Dev != st.Dev || final.Ino != st.Ino:
-		return fmt.Errorf("image %s changed while it was being opened; refusing to stage it", path)
-	case parent.Mode&0o002 != 0:
-		return fmt.Errorf("image %s is owned by uid %d and lies in %s, which every user can write (mode %#o): anyone could have put it there; refusing to stage another user's file from there as uid %d; copy it to a directory that only you (or its owner) can write",
-			path, st.Uid, dir, parent.Mode&0o7777, uid)
-	}
-	return nil
-}
-
-// resolveImagePath follows abs as the kernel would, component by component
-// (lstat), refusing a symbolic link that lies in a world-writable directory
-// and belongs to neither uid, root nor that directory's owner. It returns the
-// stat of the final file's directory, of the file, and the directory's path.
-func resolveImagePath(abs string, uid uint32) (parent, final unix.Stat_t, dir string, err error) {
-	dir = "/"
-	if err = unix.Lstat(dir, &parent); err != nil {
-		return
-	}
-	pending := strings.Split(strings.TrimPrefix(abs, "/"), "/")
-	for links := 0; len(pending) > 0; {
-		c := pending[0]
-		pending = pending[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..": // dir has no symlinks: its lexical parent is its parent
-			dir = filepath.Dir(dir)
-			if err = unix.Lstat(dir, &parent); err != nil {
-				return
-			}
-			continue
-		}
-		next := filepath.Join(dir, c)
-		var st unix.Stat_t
-		if err = unix.Lstat(next, &st); err != nil {
-			err = &os.PathError{Op: "lstat", Path: next, Err: err}
-			return
-		}
-		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			if parent.Mode&0o002 != 0 && st.Uid != uid && st.Uid != 0 && st.Uid != parent.Uid {
-				err = fmt.Errorf("image path %s goes through %s, a symbolic link of uid %d in %s, which every user can write: anyone could have pointed it elsewhere; refusing", abs, next, st.Uid, dir)
-				return
-			}
-			if links++; links > maxLinks {
-				err = &os.PathError{Op: "open", Path: abs, Err: unix.ELOOP}
-				return
-			}
-			var target string
-			if target, err = os.Readlink(next); err != nil {
-				return
-			}
-			if filepath.IsAbs(target) {
-				dir = "/"
-				if err = unix.Lstat(dir, &parent); err != nil {
-					return
-				}
-			}
-			pending = append(strings.Split(target, "/"), pending...)
-			continue
-		}
-		if len(pending) == 0 {
-			return parent, st, dir, nil
-		}
-		dir, parent = next, st
-	}
-	err = fmt.Errorf("image path %s names a directory", abs)
-	return
 }
 
 func withProgress(reg registry.Options, progress func(done, total int64)) registry.Options {

@@ -2,18 +2,15 @@ package trace
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dlbundle/dlbundle/internal/outfile"
 	"github.com/dlbundle/dlbundle/internal/version"
 )
 
@@ -50,49 +47,27 @@ func OutputPath(out, rank string) string {
 
 // outputFile is written under a temporary name next to the final one and
 // renamed when the trace is complete, so a previous trace is only replaced
-// by a complete one.
+// by a complete one; a device or FIFO (-o /dev/null) is written to
+// directly, never replaced (package outfile). A trace lists argv, the
+// working directory and every path the app looked up: it is private, mode
+// 0600 less the umask.
 type outputFile struct {
-	f     *os.File
-	final string
+	f   *os.File
+	out *outfile.File
 }
 
 func createOutput(path string) (*outputFile, error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return nil, fmt.Errorf("trace output %s is a directory; give a file name with -o", path)
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp*")
+	out, err := outfile.Create(path, "trace", "-o")
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // the temporary name would only confuse
-		}
-		return nil, fmt.Errorf("cannot write the trace to %s: %v; choose a writable place with -o", path, err)
+		return nil, err
 	}
-	_ = f.Chmod(0o644)
-	return &outputFile{f: f, final: path}, nil
+	return &outputFile{f: out.File, out: out}, nil
 }
 
 // commit closes the file and gives it its final name.
-func (o *outputFile) commit() error {
-	if err := o.f.Close(); err != nil {
-		os.Remove(o.f.Name())
-		return fmt.Errorf("writing %s: %v", o.final, err)
-	}
-	if err := os.Rename(o.f.Name(), o.final); err != nil {
-		os.Remove(o.f.Name())
-		return fmt.Errorf("writing %s: %v", o.final, err)
-	}
-	return nil
-}
+func (o *outputFile) commit() error { return o.out.Commit(outfile.Private()) }
 
-func (o *outputFile) discard() {
-	o.f.Close()
-	os.Remove(o.f.Name())
-}
+func (o *outputFile) discard() { o.out.Discard() }
 
 // envRecorded are the variables the header keeps (those that steer lookups).
 var envRecorded = []string{"PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME"}

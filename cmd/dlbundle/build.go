@@ -17,6 +17,7 @@ import (
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/image/registry"
+	"github.com/dlbundle/dlbundle/internal/outfile"
 	"github.com/dlbundle/dlbundle/internal/units"
 	"github.com/dlbundle/dlbundle/internal/version"
 	"github.com/dlbundle/dlbundle/squash"
@@ -258,25 +259,33 @@ func (c *BuildCmd) buildInfo(traces int) (map[string]string, error) {
 // ever carries the target's name.
 type partialImage struct {
 	f      *os.File
+	out    *outfile.File
 	target string
 	done   bool
 	sigs   chan os.Signal
 }
 
+// newPartialImage opens the output through package outfile: the path walked
+// by the trust rule, a device or FIFO (-o /dev/null) written to, never
+// replaced; else a temporary file beside the target (stripe.go: Lustre
+// striping).
 func newPartialImage(target string) (*partialImage, error) {
-	dir := filepath.Dir(target)
 	if st, err := os.Stat(target); err == nil && st.IsDir() {
 		return nil, fmt.Errorf("-o %s is a directory; name the image file, e.g. -o %s", target, filepath.Join(target, "app.dlimg"))
 	}
-	f, err := createImageFile(dir, "."+filepath.Base(target)+".tmp-*", os.Stderr) // stripe.go: Lustre striping
+	out, err := outfile.CreateWith(target, "image", "-o", func(dir, pattern string) (*os.File, error) {
+		return createImageFile(dir, pattern, os.Stderr)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("cannot write the image beside %s: %v; choose a writable -o", target, err)
+		return nil, err
 	}
-	a := &partialImage{f: f, target: target, sigs: make(chan os.Signal, 1)}
+	a := &partialImage{f: out.File, out: out, target: target, sigs: make(chan os.Signal, 1)}
 	signal.Notify(a.sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		if _, ok := <-a.sigs; ok {
-			os.Remove(f.Name())
+			if !out.Direct() {
+				os.Remove(out.File.Name())
+			}
 			os.Exit(130)
 		}
 	}()
@@ -284,16 +293,12 @@ func newPartialImage(target string) (*partialImage, error) {
 }
 
 func (a *partialImage) commit(mode os.FileMode) error {
-	if err := a.f.Chmod(mode); err != nil {
-		return err
+	if !a.out.Direct() {
+		if err := a.f.Sync(); err != nil {
+			return fmt.Errorf("writing %s: %v", a.target, err)
+		}
 	}
-	if err := a.f.Sync(); err != nil {
-		return fmt.Errorf("writing %s: %v", a.target, err)
-	}
-	if err := a.f.Close(); err != nil {
-		return fmt.Errorf("writing %s: %v", a.target, err)
-	}
-	if err := os.Rename(a.f.Name(), a.target); err != nil {
+	if err := a.out.Commit(mode); err != nil {
 		return fmt.Errorf("cannot put the image at %s: %v", a.target, err)
 	}
 	a.done = true
@@ -304,8 +309,7 @@ func (a *partialImage) abort() {
 	signal.Stop(a.sigs)
 	close(a.sigs)
 	if !a.done {
-		a.f.Close()
-		os.Remove(a.f.Name())
+		a.out.Discard()
 	}
 }
 

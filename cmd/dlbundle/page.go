@@ -4,9 +4,9 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/outfile"
 	"github.com/dlbundle/dlbundle/internal/version"
 	"github.com/dlbundle/dlbundle/loader"
 	"github.com/dlbundle/dlbundle/squash"
@@ -16,7 +16,7 @@ import (
 // writePage draws the load-sequence page (package view) of traces, an image
 // (nil: none) and report files into out, written beside it under a
 // temporary name and renamed, so that a page open in a browser is replaced
-// only by a complete one.
+// only by a complete one (package outfile).
 func writePage(out string, traceFiles []string, imageName string, im *image.Image, reportFiles []string) error {
 	in := view.Input{TraceNames: traceFiles, Image: im, ImageName: imageName, ReportNames: reportFiles, Version: version.Version}
 	if len(traceFiles) > 0 {
@@ -41,27 +41,24 @@ func writePage(out string, traceFiles []string, imageName string, im *image.Imag
 		}
 		in.Reports = append(in.Reports, rs...)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp-*")
+	// A page draws the same lookups, argv and paths as its traces: private
+	// (0600 less the umask), like them; a device or FIFO is written to,
+	// never replaced (package outfile).
+	f, err := outfile.Create(out, "page", "--html")
 	if err != nil {
-		return fmt.Errorf("cannot write the page beside %s: %v; choose a writable --html FILE", out, err)
+		return err
 	}
-	defer os.Remove(tmp.Name())
-	bw := bufio.NewWriter(tmp)
+	defer f.Discard()
+	bw := bufio.NewWriter(f)
 	err = view.Write(bw, in)
 	if err == nil {
 		err = bw.Flush()
 	}
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", out, err)
 	}
-	if err := os.Rename(tmp.Name(), out); err != nil {
-		return fmt.Errorf("cannot put the page at %s: %v", out, err)
+	if err := f.Commit(outfile.Private()); err != nil {
+		return err
 	}
 	fmt.Fprintf(os.Stderr, "wrote %s: open it in a browser\n", out)
 	return nil

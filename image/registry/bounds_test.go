@@ -181,3 +181,79 @@ func TestPullRefusesTrickle(t *testing.T) {
 		t.Errorf("the refused pull left %v", names)
 	}
 }
+
+// A manifest trickled one byte at a time kept every read under the stall
+// timeout (the minimum rate applied to blobs only) and held the node's
+// stage lock for over 70 s; a 95 MiB manifest took 613 MB. Every response
+// but a blob's must now arrive whole within Timeout and weigh at most
+// maxSmallResponse.
+func TestManifestMustArriveWholeAndSmall(t *testing.T) {
+	var mode atomic.Int32 // 1: trickle manifests, 2: oversized manifests
+	release := make(chan struct{})
+	defer close(release)
+	reg := startRegistry(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodGet || !strings.Contains(r.URL.Path, "/manifests/") || mode.Load() == 0 {
+				h.ServeHTTP(w, r)
+				return
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			b := rec.Body.Bytes()
+			w.Header().Set("Content-Type", rec.Header().Get("Content-Type"))
+			if mode.Load() == 2 { // no Content-Length: the body must be cut while read
+				w.WriteHeader(rec.Code)
+				pad := make([]byte, 1<<20)
+				for i := 0; i < 8; i++ {
+					if _, err := w.Write(pad); err != nil {
+						return
+					}
+				}
+				return
+			}
+			w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+			w.WriteHeader(rec.Code)
+			for i := range b { // a byte every 50 ms: always under the stall timeout
+				if _, err := w.Write(b[i : i+1]); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+					return
+				case <-release:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		})
+	})
+	file, _ := writeImageFile(t, 2000)
+	ref := reg + "/apps/slowmanifest:1"
+	if _, err := Push(context.Background(), file, ref, testOptions()); err != nil {
+		t.Fatal(err)
+	}
+	opts := testOptions()
+	opts.Timeout = time.Second
+	for _, c := range []struct {
+		mode    int32
+		want    error
+		wantMsg string
+	}{
+		{1, ErrTooSlow, "did not arrive whole within 1s"},
+		{2, ErrTooLarge, "larger than 4194304 bytes"},
+	} {
+		mode.Store(c.mode)
+		start := time.Now()
+		_, err := Fetch(context.Background(), ref, filepath.Join(t.TempDir(), "x.dlimg"), opts)
+		took := time.Since(start)
+		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.wantMsg) {
+			t.Errorf("mode %d: Fetch = %v; want %v saying %q", c.mode, err, c.want, c.wantMsg)
+		}
+		// Retries included (transient errors only), well under the 70 s
+		// the trickle used to take.
+		if took > 10*time.Second {
+			t.Errorf("mode %d: Fetch took %v", c.mode, took)
+		}
+	}
+}
