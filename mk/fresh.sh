@@ -49,7 +49,11 @@ fi
 mirror=$(sed -n 's/^URIs: *\(http[^ ]*debian\)\/* *$/\1/p; s/^deb  *\(http[^ ]*debian\)\/*  *.*/\1/p' \
 	/etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list 2>/dev/null |
 	grep -v security | head -n 1)
-mirror=${mirror:-http://deb.debian.org/debian}
+mirror=${FRESH_MIRROR:-$mirror}
+if [ -z "$mirror" ]; then
+	echo "make fresh: no Debian mirror found in /etc/apt/sources.list*; set FRESH_MIRROR=http://HOST/debian" >&2
+	exit 1
+fi
 
 times=""
 step() { # step NAME COMMAND...: runs it with its output in NAME.log, timed
@@ -95,9 +99,8 @@ go)
 	update-ca-certificates
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t bookworm-backports golang-go
-	# Debian's go sets GOTOOLCHAIN=local in its go.env; auto lets it fetch
-	# the toolchain go.mod's go line names, through the Go module proxy.
-	go env -w GOTOOLCHAIN=auto
+	# Debian's go.env says GOTOOLCHAIN=auto: in the clone, go fetches the
+	# toolchain go.mod's go line names, through the Go module proxy.
 	go version
 	;;
 *) make "$@" ;;
