@@ -4,6 +4,9 @@
 #                 CGO_ENABLED=0) and bin/dlbundle, this machine's
 #   make deps     install the Debian packages the tests and demo use (asks for root if missing)
 #   make test     every test (unit, integration with real programs, a short fuzz run)
+#   make check    fast checks run before make test: gofmt, vet (amd64, arm64), staticcheck,
+#                 go mod tidy, go test -race -short of the packages that need no root (mk/check.mk)
+#   make fresh    the README's set-up commands in a clean Debian 12 chroot from a clone of HEAD (mk/fresh.sh)
 #   make demo     ~1 min: native vs dlbundle exec at 1 and 16 ranks on a contended FUSE file system
 #   make bench    benchmarks; results go to docs/benchmarks.md
 #

@@ -2,11 +2,12 @@ package image
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
+
+	"github.com/dlbundle/dlbundle/internal/binrec"
 )
 
 // The version-2 table of contents (docs/SPEC.md 1.2 to 1.5): a 128-byte
@@ -99,25 +100,234 @@ func (h *tocHeader) layout() layout {
 	return l
 }
 
-func (h *tocHeader) marshal() []byte {
-	b := make([]byte, tocHeaderSize)
-	le := binary.LittleEndian
-	copy(b[0:8], tocMagic)
-	le.PutUint32(b[8:], tocHeaderSize)
-	le.PutUint64(b[16:], h.DataEnd)
-	le.PutUint64(b[24:], h.BodySize)
-	le.PutUint32(b[32:], h.Entries)
-	le.PutUint32(b[36:], h.Names)
-	le.PutUint32(b[40:], h.Objects)
-	le.PutUint32(b[44:], h.Frames)
-	le.PutUint32(b[48:], h.StringsSize)
-	le.PutUint32(b[52:], h.MetaSize)
-	for i, n := range h.ByType {
-		le.PutUint32(b[56+4*i:], n)
+// The records of the TOC as stored (docs/SPEC.md 1.2 to 1.5), field by field
+// in the order and sizes of the bytes; put and get are the only code that
+// knows the layout (internal/binrec; toc_test.go checks them against
+// encoding/binary's encoding of the same structs).
+
+// tocHeaderRec is the 128-byte header.
+type tocHeaderRec struct {
+	Magic                         [8]byte // tocMagic
+	HeaderSize                    uint32  // tocHeaderSize
+	Flags                         uint32  // none defined: 0
+	DataEnd, BodySize             uint64
+	Entries, Names, Objects       uint32
+	Frames, StringsSize, MetaSize uint32
+	ByType                        [5]uint32 // reg, dir, symlink, missing, external
+	Reserved0                     uint32
+	ContentBytes, FileBytes       uint64
+	Arch                          [16]byte // NUL-padded
+	Reserved1                     [16]byte
+}
+
+// tocEntryRec is one entry (entryRecSize bytes). A and B depend on the type:
+// a regular file's object index (or noObject) and 0; a symlink's target
+// (string offset, length); a directory's listing (first name record, count).
+type tocEntryRec struct {
+	PathOff                   uint32 // in the string area
+	PathLen                   uint16
+	Type, Kind                uint8 // typeCodes, kindCodes
+	Mode, UID, GID, Nlink     uint32
+	Dev, Ino, Size            uint64
+	MtimeNS, CtimeNS, AtimeNS uint64 // int64 as stored
+	Blocks, DirSize           uint64 // int64 as stored
+	A, B                      uint32
+}
+
+// tocNameRec is one name of a directory's listing (nameRecSize bytes).
+type tocNameRec struct {
+	NameOff  uint32 // in the string area
+	NameLen  uint8
+	Type     uint8 // typeCodes
+	Reserved uint16
+	Ino      uint64 // d_ino
+}
+
+// tocDotsRec says where a directory's read returned . and .. (dotsRecSize
+// bytes, one per directory entry in load order).
+type tocDotsRec struct {
+	Dot, DotDot uint32
+	DotDotIno   uint64
+}
+
+// tocObjectRec is one stored content (objectRecSize bytes): a run of frames
+// and its digests.
+type tocObjectRec struct {
+	FirstFrame, Frames uint32
+	Size               uint64
+	SHA256             [32]byte // of the content
+	FramesSHA256       [32]byte // of the compressed frames
+}
+
+// tocFrameRec is one zstd frame in the data (frameRecSize bytes).
+type tocFrameRec struct {
+	Offset       uint64
+	CSize, USize uint32
+}
+
+func (r *tocHeaderRec) put(b []byte) {
+	w := binrec.W{B: b}
+	w.Bytes(r.Magic[:])
+	w.U32(r.HeaderSize)
+	w.U32(r.Flags)
+	w.U64(r.DataEnd)
+	w.U64(r.BodySize)
+	w.U32(r.Entries)
+	w.U32(r.Names)
+	w.U32(r.Objects)
+	w.U32(r.Frames)
+	w.U32(r.StringsSize)
+	w.U32(r.MetaSize)
+	for _, n := range r.ByType {
+		w.U32(n)
 	}
-	le.PutUint64(b[80:], h.ContentBytes)
-	le.PutUint64(b[88:], h.FileBytes)
-	copy(b[96:112], h.Arch)
+	w.U32(r.Reserved0)
+	w.U64(r.ContentBytes)
+	w.U64(r.FileBytes)
+	w.Bytes(r.Arch[:])
+	w.Bytes(r.Reserved1[:])
+}
+
+func (r *tocHeaderRec) get(b []byte) {
+	g := binrec.R{B: b}
+	g.Bytes(r.Magic[:])
+	r.HeaderSize = g.U32()
+	r.Flags = g.U32()
+	r.DataEnd = g.U64()
+	r.BodySize = g.U64()
+	r.Entries = g.U32()
+	r.Names = g.U32()
+	r.Objects = g.U32()
+	r.Frames = g.U32()
+	r.StringsSize = g.U32()
+	r.MetaSize = g.U32()
+	for i := range r.ByType {
+		r.ByType[i] = g.U32()
+	}
+	r.Reserved0 = g.U32()
+	r.ContentBytes = g.U64()
+	r.FileBytes = g.U64()
+	g.Bytes(r.Arch[:])
+	g.Bytes(r.Reserved1[:])
+}
+
+func (r *tocEntryRec) put(b []byte) {
+	w := binrec.W{B: b}
+	w.U32(r.PathOff)
+	w.U16(r.PathLen)
+	w.U8(r.Type)
+	w.U8(r.Kind)
+	w.U32(r.Mode)
+	w.U32(r.UID)
+	w.U32(r.GID)
+	w.U32(r.Nlink)
+	w.U64(r.Dev)
+	w.U64(r.Ino)
+	w.U64(r.Size)
+	w.U64(r.MtimeNS)
+	w.U64(r.CtimeNS)
+	w.U64(r.AtimeNS)
+	w.U64(r.Blocks)
+	w.U64(r.DirSize)
+	w.U32(r.A)
+	w.U32(r.B)
+}
+
+func (r *tocEntryRec) get(b []byte) {
+	g := binrec.R{B: b}
+	r.PathOff = g.U32()
+	r.PathLen = g.U16()
+	r.Type = g.U8()
+	r.Kind = g.U8()
+	r.Mode = g.U32()
+	r.UID = g.U32()
+	r.GID = g.U32()
+	r.Nlink = g.U32()
+	r.Dev = g.U64()
+	r.Ino = g.U64()
+	r.Size = g.U64()
+	r.MtimeNS = g.U64()
+	r.CtimeNS = g.U64()
+	r.AtimeNS = g.U64()
+	r.Blocks = g.U64()
+	r.DirSize = g.U64()
+	r.A = g.U32()
+	r.B = g.U32()
+}
+
+func (r *tocNameRec) put(b []byte) {
+	w := binrec.W{B: b}
+	w.U32(r.NameOff)
+	w.U8(r.NameLen)
+	w.U8(r.Type)
+	w.U16(r.Reserved)
+	w.U64(r.Ino)
+}
+
+func (r *tocNameRec) get(b []byte) {
+	g := binrec.R{B: b}
+	r.NameOff = g.U32()
+	r.NameLen = g.U8()
+	r.Type = g.U8()
+	r.Reserved = g.U16()
+	r.Ino = g.U64()
+}
+
+func (r *tocDotsRec) put(b []byte) {
+	w := binrec.W{B: b}
+	w.U32(r.Dot)
+	w.U32(r.DotDot)
+	w.U64(r.DotDotIno)
+}
+
+func (r *tocDotsRec) get(b []byte) {
+	g := binrec.R{B: b}
+	r.Dot = g.U32()
+	r.DotDot = g.U32()
+	r.DotDotIno = g.U64()
+}
+
+func (r *tocObjectRec) put(b []byte) {
+	w := binrec.W{B: b}
+	w.U32(r.FirstFrame)
+	w.U32(r.Frames)
+	w.U64(r.Size)
+	w.Bytes(r.SHA256[:])
+	w.Bytes(r.FramesSHA256[:])
+}
+
+func (r *tocObjectRec) get(b []byte) {
+	g := binrec.R{B: b}
+	r.FirstFrame = g.U32()
+	r.Frames = g.U32()
+	r.Size = g.U64()
+	g.Bytes(r.SHA256[:])
+	g.Bytes(r.FramesSHA256[:])
+}
+
+func (r *tocFrameRec) put(b []byte) {
+	w := binrec.W{B: b}
+	w.U64(r.Offset)
+	w.U32(r.CSize)
+	w.U32(r.USize)
+}
+
+func (r *tocFrameRec) get(b []byte) {
+	g := binrec.R{B: b}
+	r.Offset = g.U64()
+	r.CSize = g.U32()
+	r.USize = g.U32()
+}
+
+func (h *tocHeader) marshal() []byte {
+	r := tocHeaderRec{HeaderSize: tocHeaderSize, DataEnd: h.DataEnd, BodySize: h.BodySize,
+		Entries: h.Entries, Names: h.Names, Objects: h.Objects, Frames: h.Frames,
+		StringsSize: h.StringsSize, MetaSize: h.MetaSize, ByType: h.ByType,
+		ContentBytes: h.ContentBytes, FileBytes: h.FileBytes}
+	copy(r.Magic[:], tocMagic)
+	copy(r.Arch[:], h.Arch)
+	b := make([]byte, tocHeaderSize)
+	r.put(b)
 	return b
 }
 
@@ -125,23 +335,27 @@ func (h *tocHeader) marshal() []byte {
 // nothing in proportion to the image has been read or allocated yet.
 func parseTOCHeader(b []byte, dataEnd int64) (tocHeader, error) {
 	var h tocHeader
-	le := binary.LittleEndian
-	if len(b) < tocHeaderSize || string(b[0:8]) != tocMagic || le.Uint32(b[8:]) != tocHeaderSize {
+	if len(b) < tocHeaderSize {
 		return h, fmt.Errorf("no table-of-contents header (corrupt image)")
 	}
-	if le.Uint32(b[12:]) != 0 || le.Uint32(b[76:]) != 0 || !allZero(b[112:128]) {
+	var r tocHeaderRec
+	r.get(b)
+	if string(r.Magic[:]) != tocMagic || r.HeaderSize != tocHeaderSize {
+		return h, fmt.Errorf("no table-of-contents header (corrupt image)")
+	}
+	if r.Flags != 0 || r.Reserved0 != 0 || !allZero(r.Reserved1[:]) {
 		return h, fmt.Errorf("table-of-contents header has unknown flags or reserved fields set (corrupt image or newer writer)")
 	}
-	h.DataEnd, h.BodySize = le.Uint64(b[16:]), le.Uint64(b[24:])
-	h.Entries, h.Names, h.Objects, h.Frames = le.Uint32(b[32:]), le.Uint32(b[36:]), le.Uint32(b[40:]), le.Uint32(b[44:])
-	h.StringsSize, h.MetaSize = le.Uint32(b[48:]), le.Uint32(b[52:])
+	h.DataEnd, h.BodySize = r.DataEnd, r.BodySize
+	h.Entries, h.Names, h.Objects, h.Frames = r.Entries, r.Names, r.Objects, r.Frames
+	h.StringsSize, h.MetaSize = r.StringsSize, r.MetaSize
+	h.ByType = r.ByType
 	var sum uint64
-	for i := range h.ByType {
-		h.ByType[i] = le.Uint32(b[56+4*i:])
-		sum += uint64(h.ByType[i])
+	for _, n := range h.ByType {
+		sum += uint64(n)
 	}
-	h.ContentBytes, h.FileBytes = le.Uint64(b[80:]), le.Uint64(b[88:])
-	arch, err := parseArch(b[96:112])
+	h.ContentBytes, h.FileBytes = r.ContentBytes, r.FileBytes
+	arch, err := parseArch(r.Arch[:])
 	if err != nil {
 		return h, err
 	}
@@ -262,7 +476,6 @@ func encodeTOC(t *toc) (tocHeader, []byte, error) {
 	l := h.layout()
 	h.BodySize = l.end
 	body := make([]byte, l.end)
-	le := binary.LittleEndian
 	str := l.strings // strings cursor: paths and targets in entry order, then names
 	put := func(s string) uint32 {
 		off := str - l.strings
@@ -276,42 +489,31 @@ func encodeTOC(t *toc) (tocHeader, []byte, error) {
 		if len(e.Path) > math.MaxUint16 || len(e.Target) > math.MaxUint32 {
 			return h, nil, fmt.Errorf("entry %d: path of %d bytes or target of %d bytes does not fit a record", i, len(e.Path), len(e.Target))
 		}
-		r := body[entryRecSize*i : entryRecSize*(i+1)]
-		le.PutUint32(r[0:], put(e.Path))
-		le.PutUint16(r[4:], uint16(len(e.Path)))
+		r := tocEntryRec{PathOff: put(e.Path), PathLen: uint16(len(e.Path)),
+			Mode: e.Mode, UID: e.UID, GID: e.GID, Nlink: e.Nlink, Dev: e.Dev, Ino: e.Ino,
+			Size: uint64(e.Size), MtimeNS: uint64(e.MtimeNS), CtimeNS: uint64(e.CtimeNS), AtimeNS: uint64(e.AtimeNS),
+			Blocks: uint64(e.Blocks), DirSize: uint64(e.DirSize)}
 		code, ok := typeCodes[e.Type]
 		if !ok || code > 5 {
 			code = 0xff
 		}
-		r[6] = code
+		r.Type = code
 		kind, ok := kindCodes[e.Kind]
 		if !ok {
 			kind = 0xff
 		}
-		r[7] = kind
-		le.PutUint32(r[8:], e.Mode)
-		le.PutUint32(r[12:], e.UID)
-		le.PutUint32(r[16:], e.GID)
-		le.PutUint32(r[20:], e.Nlink)
-		le.PutUint64(r[24:], e.Dev)
-		le.PutUint64(r[32:], e.Ino)
-		le.PutUint64(r[40:], uint64(e.Size))
-		le.PutUint64(r[48:], uint64(e.MtimeNS))
-		le.PutUint64(r[56:], uint64(e.CtimeNS))
-		le.PutUint64(r[64:], uint64(e.AtimeNS))
-		le.PutUint64(r[72:], uint64(e.Blocks))
-		le.PutUint64(r[80:], uint64(e.DirSize))
+		r.Kind = kind
 		switch {
 		case e.Type == TypeRegular:
-			le.PutUint32(r[88:], objOf[i])
+			r.A = objOf[i]
 		case e.Type == TypeSymlink || e.Target != "":
-			le.PutUint32(r[88:], put(e.Target))
-			le.PutUint32(r[92:], uint32(len(e.Target)))
+			// The path's string comes first: strings are in record order.
+			r.A, r.B = put(e.Target), uint32(len(e.Target))
 		case e.Type == TypeDir || len(e.Listing) > 0:
-			le.PutUint32(r[88:], name)
-			le.PutUint32(r[92:], uint32(len(e.Listing)))
+			r.A, r.B = name, uint32(len(e.Listing))
 			name += uint32(len(e.Listing))
 		}
+		r.put(body[entryRecSize*i : entryRecSize*(i+1)])
 	}
 	name = 0
 	for i := range t.Entries {
@@ -319,15 +521,12 @@ func encodeTOC(t *toc) (tocHeader, []byte, error) {
 			if len(d.Name) > math.MaxUint8 {
 				return h, nil, fmt.Errorf("entry %d: listed name of %d bytes does not fit a record", i, len(d.Name))
 			}
-			r := body[l.names+nameRecSize*uint64(name):]
-			le.PutUint32(r[0:], put(d.Name))
-			r[4] = byte(len(d.Name))
 			code, ok := typeCodes[d.Type]
 			if !ok {
 				code = 0xff
 			}
-			r[5] = code
-			le.PutUint64(r[8:], d.Ino)
+			r := tocNameRec{NameOff: put(d.Name), NameLen: byte(len(d.Name)), Type: code, Ino: d.Ino}
+			r.put(body[l.names+nameRecSize*uint64(name):])
 			name++
 		}
 	}
@@ -352,25 +551,20 @@ func encodeTOC(t *toc) (tocHeader, []byte, error) {
 				dot, dotdot = pos(e.Dots[0]), pos(e.Dots[1])
 			}
 		}
-		r := body[l.dots+dotsRecSize*uint64(dir):]
-		le.PutUint32(r[0:], dot)
-		le.PutUint32(r[4:], dotdot)
-		le.PutUint64(r[8:], e.DotDotIno)
+		r := tocDotsRec{Dot: dot, DotDot: dotdot, DotDotIno: e.DotDotIno}
+		r.put(body[l.dots+dotsRecSize*uint64(dir):])
 		dir++
 	}
 	for o, ob := range objects {
-		r := body[l.objects+objectRecSize*uint64(o):]
-		le.PutUint32(r[0:], ob.first)
-		le.PutUint32(r[4:], ob.count)
-		le.PutUint64(r[8:], uint64(ob.size))
-		hex.Decode(r[16:48], []byte(ob.sum)) // a bad digest (tests) stays partly zero
-		hex.Decode(r[48:80], []byte(ob.fsum))
+		r := tocObjectRec{FirstFrame: ob.first, Frames: ob.count, Size: uint64(ob.size)}
+		hex.Decode(r.SHA256[:], []byte(ob.sum)) // a bad digest (tests) stays partly zero
+		hex.Decode(r.FramesSHA256[:], []byte(ob.fsum))
+		r.put(body[l.objects+objectRecSize*uint64(o):])
 	}
 	for k, f := range frames {
-		r := body[l.frames+frameRecSize*uint64(k):]
-		le.PutUint64(r[0:], uint64(f.Offset))
-		le.PutUint32(r[8:], uint32(min(uint64(f.CSize), math.MaxUint32)))
-		le.PutUint32(r[12:], uint32(min(uint64(f.USize), math.MaxUint32)))
+		r := tocFrameRec{Offset: uint64(f.Offset),
+			CSize: uint32(min(uint64(f.CSize), math.MaxUint32)), USize: uint32(min(uint64(f.USize), math.MaxUint32))}
+		r.put(body[l.frames+frameRecSize*uint64(k):])
 	}
 	copy(body[l.meta:], meta)
 	return h, body, nil
@@ -406,7 +600,6 @@ func decodeTOC(h *tocHeader, body []byte) (*decodedTOC, error) {
 		return nil, fmt.Errorf("table of contents holds %d bytes, its header says %d (corrupt image)", len(body), h.BodySize)
 	}
 	l := h.layout()
-	le := binary.LittleEndian
 	// One string for the whole area: every path, target and name is a
 	// substring of it (no allocation per entry; the body can be freed).
 	strs := string(body[l.strings:l.meta])
@@ -428,33 +621,34 @@ func decodeTOC(h *tocHeader, body []byte) (*decodedTOC, error) {
 	var nameNext uint32
 	var byType [5]uint32
 	var fileBytes uint64
+	var r tocEntryRec
 	for i := range es {
-		r := body[entryRecSize*i : entryRecSize*(i+1)]
+		r.get(body[entryRecSize*i : entryRecSize*(i+1)])
 		e := &es[i]
 		e.Order = i
-		n := uint64(le.Uint16(r[4:]))
+		n := uint64(r.PathLen)
 		if n == 0 || n > MaxPathLen {
 			return nil, fmt.Errorf("entry %d: path of %d bytes; paths are 1 to %d bytes (docs/SPEC.md 1.3; corrupt or hostile image)", i, n, MaxPathLen)
 		}
 		var err error
-		if e.Path, err = str(le.Uint32(r[0:]), n, "path", i); err != nil {
+		if e.Path, err = str(r.PathOff, n, "path", i); err != nil {
 			return nil, err
 		}
-		if r[6] == 0 || int(r[6]) > 5 {
-			return nil, fmt.Errorf("entry %d (%s): unknown type code %d", i, quote(e.Path), r[6])
+		if r.Type == 0 || int(r.Type) > 5 {
+			return nil, fmt.Errorf("entry %d (%s): unknown type code %d", i, quote(e.Path), r.Type)
 		}
-		e.Type = codeTypes[r[6]]
-		byType[r[6]-1]++
-		if int(r[7]) >= len(codeKinds) || (r[7] != 0 && e.Type != TypeRegular) {
-			return nil, fmt.Errorf("entry %d (%s): kind code %d for a %s", i, quote(e.Path), r[7], e.Type)
+		e.Type = codeTypes[r.Type]
+		byType[r.Type-1]++
+		if int(r.Kind) >= len(codeKinds) || (r.Kind != 0 && e.Type != TypeRegular) {
+			return nil, fmt.Errorf("entry %d (%s): kind code %d for a %s", i, quote(e.Path), r.Kind, e.Type)
 		}
-		e.Kind = codeKinds[r[7]]
-		e.Mode, e.UID, e.GID, e.Nlink = le.Uint32(r[8:]), le.Uint32(r[12:]), le.Uint32(r[16:]), le.Uint32(r[20:])
-		e.Dev, e.Ino = le.Uint64(r[24:]), le.Uint64(r[32:])
-		size := le.Uint64(r[40:])
-		e.MtimeNS, e.CtimeNS, e.AtimeNS = int64(le.Uint64(r[48:])), int64(le.Uint64(r[56:])), int64(le.Uint64(r[64:]))
-		e.Blocks, e.DirSize = int64(le.Uint64(r[72:])), int64(le.Uint64(r[80:]))
-		a, b := le.Uint32(r[88:]), le.Uint32(r[92:])
+		e.Kind = codeKinds[r.Kind]
+		e.Mode, e.UID, e.GID, e.Nlink = r.Mode, r.UID, r.GID, r.Nlink
+		e.Dev, e.Ino = r.Dev, r.Ino
+		size := r.Size
+		e.MtimeNS, e.CtimeNS, e.AtimeNS = int64(r.MtimeNS), int64(r.CtimeNS), int64(r.AtimeNS)
+		e.Blocks, e.DirSize = int64(r.Blocks), int64(r.DirSize)
+		a, b := r.A, r.B
 		if size > maxCpioSize || (size != 0 && e.Type != TypeRegular) {
 			return nil, fmt.Errorf("entry %d (%s): size %d out of range for a %s", i, quote(e.Path), size, e.Type)
 		}
@@ -494,20 +688,21 @@ func decodeTOC(h *tocHeader, body []byte) (*decodedTOC, error) {
 	if byType != h.ByType || fileBytes != h.FileBytes {
 		return nil, fmt.Errorf("table-of-contents header declares %v entries by type and %d bytes of files, the entries are %v and %d (corrupt image)", h.ByType, h.FileBytes, byType, fileBytes)
 	}
+	var nr tocNameRec
 	for k := range names {
-		r := body[l.names+nameRecSize*uint64(k):]
-		n := uint64(r[4])
+		nr.get(body[l.names+nameRecSize*uint64(k):])
+		n := uint64(nr.NameLen)
 		if n == 0 {
 			return nil, fmt.Errorf("listed name %d is empty", k)
 		}
 		var err error
-		if names[k].Name, err = str(le.Uint32(r[0:]), n, "listed name", k); err != nil {
+		if names[k].Name, err = str(nr.NameOff, n, "listed name", k); err != nil {
 			return nil, err
 		}
-		if r[5] == 0 || int(r[5]) >= len(codeTypes) || (r[5] > 3 && r[5] != 6) || le.Uint16(r[6:]) != 0 {
-			return nil, fmt.Errorf("listed name %s has unknown type code %d", quote(names[k].Name), r[5])
+		if nr.Type == 0 || int(nr.Type) >= len(codeTypes) || (nr.Type > 3 && nr.Type != 6) || nr.Reserved != 0 {
+			return nil, fmt.Errorf("listed name %s has unknown type code %d", quote(names[k].Name), nr.Type)
 		}
-		names[k].Type, names[k].Ino = codeTypes[r[5]], le.Uint64(r[8:])
+		names[k].Type, names[k].Ino = codeTypes[nr.Type], nr.Ino
 	}
 	if cursor != uint64(len(strs)) {
 		return nil, fmt.Errorf("string area holds %d bytes, the strings %d (corrupt image)", len(strs), cursor)
@@ -526,11 +721,11 @@ func decodeTOC(h *tocHeader, body []byte) (*decodedTOC, error) {
 // listing's names and both dots). The Go view keeps positions only where
 // they are not the default 0 and 1, in one array for all directories.
 func (d *decodedTOC) decodeDots(h *tocHeader, body []byte, l layout) error {
-	le := binary.LittleEndian
+	var r tocDotsRec
 	moved := 0 // directories whose dots are not first
 	for k := uint64(0); k < uint64(h.ByType[1]); k++ {
-		r := body[l.dots+dotsRecSize*k:]
-		if le.Uint32(r[0:]) != 0 || le.Uint32(r[4:]) != 1 {
+		r.get(body[l.dots+dotsRecSize*k:])
+		if r.Dot != 0 || r.DotDot != 1 {
 			moved++
 		}
 	}
@@ -541,13 +736,13 @@ func (d *decodedTOC) decodeDots(h *tocHeader, body []byte, l layout) error {
 		if e.Type != TypeDir {
 			continue
 		}
-		r := body[l.dots+dotsRecSize*k:]
+		r.get(body[l.dots+dotsRecSize*k:])
 		k++
-		dot, dotdot, n := uint64(le.Uint32(r[0:])), uint64(le.Uint32(r[4:])), uint64(len(e.Listing))+2
+		dot, dotdot, n := uint64(r.Dot), uint64(r.DotDot), uint64(len(e.Listing))+2
 		if dot == dotdot || dot >= n || dotdot >= n {
 			return fmt.Errorf("entry %d (%s): . at %d and .. at %d are not two positions of a read of %d names and . and .. (corrupt image)", i, quote(e.Path), dot, dotdot, len(e.Listing))
 		}
-		e.DotDotIno = le.Uint64(r[8:])
+		e.DotDotIno = r.DotDotIno
 		if dot != 0 || dotdot != 1 {
 			positions = append(positions, int(dot), int(dotdot))
 			e.Dots = positions[len(positions)-2 : len(positions) : len(positions)]
@@ -561,12 +756,12 @@ func (d *decodedTOC) decodeDots(h *tocHeader, body []byte, l layout) error {
 // of frames, frames follow each other in the file inside the data, and
 // objects are in the order of their first references.
 func (d *decodedTOC) decodeObjects(h *tocHeader, body []byte, l layout) error {
-	le := binary.LittleEndian
 	frames := make([]Frame, h.Frames)
 	var end int64 // end of the previous frame in the file
+	var fr tocFrameRec
 	for k := range frames {
-		r := body[l.frames+frameRecSize*uint64(k):]
-		f := Frame{Offset: int64(le.Uint64(r[0:])), CSize: int64(le.Uint32(r[8:])), USize: int64(le.Uint32(r[12:]))}
+		fr.get(body[l.frames+frameRecSize*uint64(k):])
+		f := Frame{Offset: int64(fr.Offset), CSize: int64(fr.CSize), USize: int64(fr.USize)}
 		// Offset+CSize must not overflow: a frame at 2^63-8 would otherwise
 		// "end" before the data end.
 		if f.Offset < 0 || f.CSize < 1 || f.CSize > maxFrameCSize || f.USize > maxFrameContent || f.Offset > d.DataEnd-f.CSize {
@@ -591,14 +786,16 @@ func (d *decodedTOC) decodeObjects(h *tocHeader, body []byte, l layout) error {
 	sizes := make([]int64, h.Objects)
 	var next uint32
 	var content uint64
+	var r tocObjectRec
 	for o := range d.objOwner {
-		r := body[l.objects+objectRecSize*uint64(o):]
-		first, count, size := le.Uint32(r[0:]), le.Uint32(r[4:]), le.Uint64(r[8:])
+		r.get(body[l.objects+objectRecSize*uint64(o):])
+		first, count, size := r.FirstFrame, r.Frames, r.Size
 		if first != next || count == 0 || uint64(count) > uint64(h.Frames)-uint64(first) {
 			return fmt.Errorf("object %d at frames %d+%d, expected at %d of %d (objects overlap or leave frames out; corrupt image)", o, first, count, next, h.Frames)
 		}
 		next += count
-		hex.Encode(hexes[128*o:], r[16:80])
+		hex.Encode(hexes[128*o:], r.SHA256[:])
+		hex.Encode(hexes[128*o+64:], r.FramesSHA256[:])
 		if size == 0 || size > maxCpioSize {
 			return fmt.Errorf("object %d: size %d out of range", o, size)
 		}
@@ -624,8 +821,8 @@ func (d *decodedTOC) decodeObjects(h *tocHeader, body []byte, l layout) error {
 	}
 	allHex := string(hexes)
 	objFrames := func(o uint32) []Frame {
-		first, count := le.Uint32(body[l.objects+objectRecSize*uint64(o):]), le.Uint32(body[l.objects+objectRecSize*uint64(o)+4:])
-		return frames[first : first+count : first+count]
+		r.get(body[l.objects+objectRecSize*uint64(o):])
+		return frames[r.FirstFrame : r.FirstFrame+r.Frames : r.FirstFrame+r.Frames]
 	}
 	prev := -1 // the last object referenced for the first time
 	for i := range d.Entries {

@@ -3,7 +3,6 @@ package loader
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -424,7 +423,7 @@ func StagedScript(stageDir, original string) (interp, arg string, ok bool) {
 	if !ok {
 		return "", "", false
 	}
-	if ent, found := tableFind(tab, final); !found || binary.LittleEndian.Uint32(ent[28:])&0o111 == 0 {
+	if ent, found := tableFind(tab, final); !found || ent.Mode&0o111 == 0 {
 		return "", "", false
 	}
 	f, err := os.Open(filepath.Join(stageDir, stageRootDir, final))

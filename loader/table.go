@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/binrec"
 )
 
 // The lookup table that the C shim mmaps. The format is specified in
@@ -25,6 +26,155 @@ const (
 	tableEntryLen  = 96
 	tableRecordLen = 16 // one name of a directory's listing
 )
+
+// The table's records as the shim reads them: struct dlb_header, dlb_entry
+// and dlb_record of loader/shim/table.h, field for field (the C names in the
+// tags; table_layout_test.go compiles table.h with gcc and checks every
+// field's offset, and the put/get order against encoding/binary). put and
+// get are the only code that knows the byte layout (internal/binrec).
+
+// tableHeaderRec is struct dlb_header (tableHeaderLen bytes).
+type tableHeaderRec struct {
+	Magic     [8]byte `c:"magic"`
+	Version   uint32  `c:"version"`
+	NBuckets  uint32  `c:"nbuckets"`
+	NEntries  uint32  `c:"nentries"`
+	Reserved0 uint32  `c:"reserved0"`
+	Buckets   uint64  `c:"buckets"` // offsets in the table
+	Entries   uint64  `c:"entries"`
+	Strings   uint64  `c:"strings"`
+	Size      uint64  `c:"size"` // of the whole table
+	Reserved1 uint64  `c:"reserved1"`
+}
+
+// tableEntryRec is struct dlb_entry (tableEntryLen bytes): one path.
+type tableEntryRec struct {
+	Hash      uint64 `c:"hash"` // fnv1a64 of the path
+	Path      uint32 `c:"path"` // offset of the NUL-terminated path
+	PathLen   uint32 `c:"path_len"`
+	Target    uint32 `c:"target"`     // symlink: its text; directory: its listing's offset
+	TargetLen uint32 `c:"target_len"` // symlink: text length; directory: records
+	Type      uint8  `c:"type"`       // tabReg...
+	Flags     uint8  `c:"flags"`      // flagELFExec...
+	Reserved0 uint16 `c:"reserved0"`
+	Mode      uint32 `c:"mode"`
+	UID       uint32 `c:"uid"`
+	GID       uint32 `c:"gid"`
+	Nlink     uint32 `c:"nlink"`
+	Blocks    uint32 `c:"blocks"` // with flagBlocks
+	Size      int64  `c:"size"`
+	MtimeNS   int64  `c:"mtime_ns"`
+	AtimeNS   int64  `c:"atime_ns"`
+	CtimeNS   int64  `c:"ctime_ns"`
+	Dev       uint64 `c:"dev"`
+	Ino       uint64 `c:"ino"`
+}
+
+// tableListRec is struct dlb_record (tableRecordLen bytes): one name of a
+// directory's listing.
+type tableListRec struct {
+	Ino      uint64 `c:"ino"`  // d_ino
+	Name     uint32 `c:"name"` // offset of the name
+	NameLen  uint8  `c:"name_len"`
+	DType    uint8  `c:"d_type"`
+	Reserved uint16 `c:"reserved"`
+}
+
+func (r *tableHeaderRec) put(b []byte) {
+	w := binrec.W{B: b}
+	w.Bytes(r.Magic[:])
+	w.U32(r.Version)
+	w.U32(r.NBuckets)
+	w.U32(r.NEntries)
+	w.U32(r.Reserved0)
+	w.U64(r.Buckets)
+	w.U64(r.Entries)
+	w.U64(r.Strings)
+	w.U64(r.Size)
+	w.U64(r.Reserved1)
+}
+
+func (r *tableHeaderRec) get(b []byte) {
+	g := binrec.R{B: b}
+	g.Bytes(r.Magic[:])
+	r.Version = g.U32()
+	r.NBuckets = g.U32()
+	r.NEntries = g.U32()
+	r.Reserved0 = g.U32()
+	r.Buckets = g.U64()
+	r.Entries = g.U64()
+	r.Strings = g.U64()
+	r.Size = g.U64()
+	r.Reserved1 = g.U64()
+}
+
+func (r *tableEntryRec) put(b []byte) {
+	w := binrec.W{B: b}
+	w.U64(r.Hash)
+	w.U32(r.Path)
+	w.U32(r.PathLen)
+	w.U32(r.Target)
+	w.U32(r.TargetLen)
+	w.U8(r.Type)
+	w.U8(r.Flags)
+	w.U16(r.Reserved0)
+	w.U32(r.Mode)
+	w.U32(r.UID)
+	w.U32(r.GID)
+	w.U32(r.Nlink)
+	w.U32(r.Blocks)
+	w.U64(uint64(r.Size))
+	w.U64(uint64(r.MtimeNS))
+	w.U64(uint64(r.AtimeNS))
+	w.U64(uint64(r.CtimeNS))
+	w.U64(r.Dev)
+	w.U64(r.Ino)
+}
+
+func (r *tableEntryRec) get(b []byte) {
+	g := binrec.R{B: b}
+	r.Hash = g.U64()
+	r.Path = g.U32()
+	r.PathLen = g.U32()
+	r.Target = g.U32()
+	r.TargetLen = g.U32()
+	r.Type = g.U8()
+	r.Flags = g.U8()
+	r.Reserved0 = g.U16()
+	r.Mode = g.U32()
+	r.UID = g.U32()
+	r.GID = g.U32()
+	r.Nlink = g.U32()
+	r.Blocks = g.U32()
+	r.Size = int64(g.U64())
+	r.MtimeNS = int64(g.U64())
+	r.AtimeNS = int64(g.U64())
+	r.CtimeNS = int64(g.U64())
+	r.Dev = g.U64()
+	r.Ino = g.U64()
+}
+
+func (r *tableListRec) put(b []byte) {
+	w := binrec.W{B: b}
+	w.U64(r.Ino)
+	w.U32(r.Name)
+	w.U8(r.NameLen)
+	w.U8(r.DType)
+	w.U16(r.Reserved)
+}
+
+func (r *tableListRec) get(b []byte) {
+	g := binrec.R{B: b}
+	r.Ino = g.U64()
+	r.Name = g.U32()
+	r.NameLen = g.U8()
+	r.DType = g.U8()
+	r.Reserved = g.U16()
+}
+
+// tableFlagsOff is where an entry's flags byte lies in its record:
+// markNodeELF rewrites that byte alone in a written table.
+var tableFlagsOff = int64(unsafe.Offsetof(tableEntryRec{}.Flags))
 
 // d_type values of listing records (dirent.h).
 const (
@@ -344,7 +494,7 @@ func encodeTable(entries []image.Entry) ([]byte, error) {
 		return nil, fmt.Errorf("lookup table: more than 4 GiB of path names and listings")
 	}
 	buf := make([]byte, stringsOff+strs)
-	le := binary.LittleEndian
+	le := binary.LittleEndian            // the buckets: an array of uint32
 	pathOff := make([]uint32, len(rows)) // by row index (rows[i])
 	so := stringsOff
 	addString := func(s string) uint32 {
@@ -374,10 +524,7 @@ func encodeTable(entries []image.Entry) ([]byte, error) {
 		}
 		le.PutUint32(buckets[4*b:], uint32(k+1))
 
-		ent := buf[entriesOff+tableEntryLen*uint64(k):][:tableEntryLen]
-		le.PutUint64(ent[0:], h)
-		le.PutUint32(ent[8:], pathOff[i])
-		le.PutUint32(ent[12:], uint32(len(r.path)))
+		ent := tableEntryRec{Hash: h, Path: pathOff[i], PathLen: uint32(len(r.path))}
 		var e image.Entry // an external row's attributes are the listing's
 		if r.e != nil {
 			e = *r.e
@@ -386,13 +533,11 @@ func encodeTable(entries []image.Entry) ([]byte, error) {
 		}
 		switch r.typ {
 		case tabSymlink:
-			le.PutUint32(ent[16:], targetOff[i])
-			le.PutUint32(ent[20:], uint32(len(r.target)))
+			ent.Target, ent.TargetLen = targetOff[i], uint32(len(r.target))
 		case tabDir:
 			d := int(listOf[i] - 1)
 			off := listingsOff + tableRecordLen*listAt
-			le.PutUint32(ent[16:], uint32(off))
-			le.PutUint32(ent[20:], uint32(2+len(entries[d].Listing)))
+			ent.Target, ent.TargetLen = uint32(off), uint32(2+len(entries[d].Listing))
 			putListing(buf[off:], r, &entries[d], rows, children[d], at, pathOff, dotOff, func(p string) (uint64, bool) {
 				j := rowOfPath(rows, order, p)
 				if j < 0 {
@@ -402,32 +547,22 @@ func encodeTable(entries []image.Entry) ([]byte, error) {
 			})
 			listAt += 2 + uint64(len(entries[d].Listing))
 		}
-		flags := r.flags
+		ent.Flags = r.flags
 		if b := e.Blocks; b > 0 && b <= 1<<32-1 {
-			flags |= flagBlocks
-			le.PutUint32(ent[44:], uint32(b))
+			ent.Flags |= flagBlocks
+			ent.Blocks = uint32(b)
 		}
-		ent[24] = r.typ
-		ent[25] = flags
-		le.PutUint32(ent[28:], e.Mode)
-		le.PutUint32(ent[32:], e.UID)
-		le.PutUint32(ent[36:], e.GID)
-		le.PutUint32(ent[40:], e.Nlink)
-		le.PutUint64(ent[48:], uint64(statSize(r.typ, r.target, &e)))
-		le.PutUint64(ent[56:], uint64(e.MtimeNS))
-		le.PutUint64(ent[64:], uint64(e.AtimeNS))
-		le.PutUint64(ent[72:], uint64(e.CtimeNS))
-		le.PutUint64(ent[80:], e.Dev)
-		le.PutUint64(ent[88:], e.Ino)
+		ent.Type = r.typ
+		ent.Mode, ent.UID, ent.GID, ent.Nlink = e.Mode, e.UID, e.GID, e.Nlink
+		ent.Size = statSize(r.typ, r.target, &e)
+		ent.MtimeNS, ent.AtimeNS, ent.CtimeNS = e.MtimeNS, e.AtimeNS, e.CtimeNS
+		ent.Dev, ent.Ino = e.Dev, e.Ino
+		ent.put(buf[entriesOff+tableEntryLen*uint64(k):][:tableEntryLen])
 	}
-	copy(buf[0:8], tableMagic)
-	le.PutUint32(buf[8:], tableVersion)
-	le.PutUint32(buf[12:], nb)
-	le.PutUint32(buf[16:], uint32(len(rows)))
-	le.PutUint64(buf[24:], bucketsOff)
-	le.PutUint64(buf[32:], entriesOff)
-	le.PutUint64(buf[40:], stringsOff)
-	le.PutUint64(buf[48:], uint64(len(buf)))
+	hdr := tableHeaderRec{Version: tableVersion, NBuckets: nb, NEntries: uint32(len(rows)),
+		Buckets: bucketsOff, Entries: entriesOff, Strings: stringsOff, Size: uint64(len(buf))}
+	copy(hdr.Magic[:], tableMagic)
+	hdr.put(buf[:tableHeaderLen])
 	return buf, nil
 }
 
@@ -453,13 +588,9 @@ func rowIno(r *tableRow) uint64 {
 // points into the path string of its own row (kids[k], tableRows made one
 // for every listed name). inoOf gives the inode of another row by path.
 func putListing(out []byte, r *tableRow, d *image.Entry, rows []tableRow, kids []int32, at []int32, pathOff []uint32, dotOff uint64, inoOf func(string) (uint64, bool)) {
-	le := binary.LittleEndian
 	put := func(k int, ino, name uint64, n int, dt uint8) {
-		rec := out[tableRecordLen*k:][:tableRecordLen]
-		le.PutUint64(rec[0:], ino)
-		le.PutUint32(rec[8:], uint32(name))
-		rec[12] = uint8(n)
-		rec[13] = dt
+		rec := tableListRec{Ino: ino, Name: uint32(name), NameLen: uint8(n), DType: dt}
+		rec.put(out[tableRecordLen*k:][:tableRecordLen])
 	}
 	// "..": the d_ino the build read, else (0: not recorded) the parent's
 	// row, else 0: the shim shows the staged parent's then.
@@ -522,29 +653,32 @@ func tableLookup(tab []byte, p string) (typ, flags uint8, ok bool) {
 	if !ok {
 		return 0, 0, false
 	}
-	return ent[24], ent[25], true
+	return ent.Type, ent.Flags, true
 }
 
-// tableFind returns the encoded entry for p.
-func tableFind(tab []byte, p string) ([]byte, bool) {
-	le := binary.LittleEndian
-	if len(tab) < tableHeaderLen || string(tab[:8]) != tableMagic {
-		return nil, false
+// tableFind returns the entry for p, decoded.
+func tableFind(tab []byte, p string) (tableEntryRec, bool) {
+	var hdr tableHeaderRec
+	var ent tableEntryRec
+	if len(tab) < tableHeaderLen {
+		return ent, false
 	}
-	nb := le.Uint32(tab[12:])
-	bo, eo := le.Uint64(tab[24:]), le.Uint64(tab[32:])
+	hdr.get(tab)
+	if string(hdr.Magic[:]) != tableMagic {
+		return ent, false
+	}
+	nb := hdr.NBuckets
 	h := fnv1a64(p)
 	for b := uint32(h) & (nb - 1); ; b = (b + 1) & (nb - 1) {
-		idx := le.Uint32(tab[bo+4*uint64(b):])
+		idx := binary.LittleEndian.Uint32(tab[hdr.Buckets+4*uint64(b):]) // the buckets: an array of uint32
 		if idx == 0 {
-			return nil, false
+			return ent, false
 		}
-		ent := tab[eo+tableEntryLen*uint64(idx-1):][:tableEntryLen]
-		if le.Uint64(ent) != h {
+		ent.get(tab[hdr.Entries+tableEntryLen*uint64(idx-1):][:tableEntryLen])
+		if ent.Hash != h {
 			continue
 		}
-		po, pl := le.Uint32(ent[8:]), le.Uint32(ent[12:])
-		if string(tab[po:po+pl]) == p {
+		if string(tab[ent.Path:ent.Path+ent.PathLen]) == p {
 			return ent, true
 		}
 	}
@@ -553,12 +687,10 @@ func tableFind(tab []byte, p string) ([]byte, bool) {
 // tableTarget returns a symlink entry's link text.
 func tableTarget(tab []byte, p string) (string, bool) {
 	ent, ok := tableFind(tab, p)
-	if !ok || ent[24] != tabSymlink {
+	if !ok || ent.Type != tabSymlink {
 		return "", false
 	}
-	le := binary.LittleEndian
-	to, tl := le.Uint32(ent[16:]), le.Uint32(ent[20:])
-	return string(tab[to : to+tl]), true
+	return string(tab[ent.Target : ent.Target+ent.TargetLen]), true
 }
 
 // listedName is one record of a directory's listing in an encoded table.
@@ -573,15 +705,15 @@ type listedName struct {
 // when p is not a directory of the table. Used by tests.
 func tableListing(tab []byte, p string) (out []listedName, ok bool) {
 	ent, ok := tableFind(tab, p)
-	if !ok || ent[24] != tabDir {
+	if !ok || ent.Type != tabDir {
 		return nil, false
 	}
-	le := binary.LittleEndian
-	at, n := uint64(le.Uint32(ent[16:])), uint64(le.Uint32(ent[20:]))
+	at, n := uint64(ent.Target), uint64(ent.TargetLen)
+	var rec tableListRec
 	for k := uint64(0); k < n; k++ {
-		rec := tab[at+tableRecordLen*k:][:tableRecordLen]
-		no, nl := uint64(le.Uint32(rec[8:])), uint64(rec[12])
-		out = append(out, listedName{name: string(tab[no : no+nl]), ino: le.Uint64(rec), dtype: rec[13]})
+		rec.get(tab[at+tableRecordLen*k:][:tableRecordLen])
+		no, nl := uint64(rec.Name), uint64(rec.NameLen)
+		out = append(out, listedName{name: string(tab[no : no+nl]), ino: rec.Ino, dtype: rec.DType})
 	}
 	return out, true
 }
@@ -617,11 +749,14 @@ func markNodeELF(dir string) error {
 	if err != nil {
 		return fmt.Errorf("materialize: mark ELF objects: %w", err)
 	}
-	le := binary.LittleEndian
-	if len(tab) < tableHeaderLen || string(tab[:8]) != tableMagic {
+	var hdr tableHeaderRec
+	if len(tab) >= tableHeaderLen {
+		hdr.get(tab)
+	}
+	if string(hdr.Magic[:]) != tableMagic {
 		return fmt.Errorf("materialize: mark ELF objects: %s is not a lookup table", tpath)
 	}
-	n, eo := uint64(le.Uint32(tab[16:])), le.Uint64(tab[32:])
+	n, eo := uint64(hdr.NEntries), hdr.Entries
 	if eo > uint64(len(tab)) || n > (uint64(len(tab))-eo)/tableEntryLen {
 		return fmt.Errorf("materialize: mark ELF objects: %s: entries leave the file", tpath)
 	}
@@ -632,12 +767,13 @@ func markNodeELF(dir string) error {
 	defer tree.Close()
 	var marks []int64
 	var h [20]byte
+	var ent tableEntryRec
 	for i := uint64(0); i < n; i++ {
-		ent := tab[eo+tableEntryLen*i:][:tableEntryLen]
-		if ent[24] != tabReg || ent[25]&flagELF == 0 {
+		ent.get(tab[eo+tableEntryLen*i:][:tableEntryLen])
+		if ent.Type != tabReg || ent.Flags&flagELF == 0 {
 			continue
 		}
-		po, pl := uint64(le.Uint32(ent[8:])), uint64(le.Uint32(ent[12:]))
+		po, pl := uint64(ent.Path), uint64(ent.PathLen)
 		if po+pl > uint64(len(tab)) {
 			return fmt.Errorf("materialize: mark ELF objects: %s: a path leaves the file", tpath)
 		}
@@ -649,9 +785,10 @@ func markNodeELF(dir string) error {
 		}
 		_, err = io.ReadFull(f, h[:])
 		f.Close()
-		if err == nil && string(h[:4]) == "\x7fELF" && h[4] == class && h[5] == data && le.Uint16(h[18:]) == machine {
-			marks = append(marks, int64(eo+tableEntryLen*i+25))
-			ent[25] |= flagELFNode
+		if err == nil && string(h[:4]) == "\x7fELF" && h[4] == class && h[5] == data && binary.LittleEndian.Uint16(h[18:]) == machine {
+			off := int64(eo+tableEntryLen*i) + tableFlagsOff
+			marks = append(marks, off)
+			tab[off] |= flagELFNode
 		}
 	}
 	if len(marks) == 0 {

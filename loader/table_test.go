@@ -138,7 +138,6 @@ func TestTableRecordedAttributes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	le := binary.LittleEndian
 	for _, c := range []struct {
 		path        string
 		size, atime int64
@@ -155,16 +154,16 @@ func TestTableRecordedAttributes(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s not in the table", c.path)
 		}
-		if got := int64(le.Uint64(ent[48:])); got != c.size {
+		if got := ent.Size; got != c.size {
 			t.Errorf("%s: size %d, want %d", c.path, got, c.size)
 		}
-		if got := int64(le.Uint64(ent[64:])); got != c.atime {
+		if got := ent.AtimeNS; got != c.atime {
 			t.Errorf("%s: atime_ns %d, want %d", c.path, got, c.atime)
 		}
-		if ent[25]&flagBlocks != c.flags || le.Uint32(ent[44:]) != c.blocks {
-			t.Errorf("%s: flags %#x blocks %d, want %#x %d", c.path, ent[25], le.Uint32(ent[44:]), c.flags, c.blocks)
+		if ent.Flags&flagBlocks != c.flags || ent.Blocks != c.blocks {
+			t.Errorf("%s: flags %#x blocks %d, want %#x %d", c.path, ent.Flags, ent.Blocks, c.flags, c.blocks)
 		}
-		if got := le.Uint64(ent[88:]); got != c.ino {
+		if got := ent.Ino; got != c.ino {
 			t.Errorf("%s: ino %d, want %d", c.path, got, c.ino)
 		}
 	}

@@ -1,0 +1,39 @@
+package image
+
+import (
+	"testing"
+
+	"github.com/dlbundle/dlbundle/internal/binrec"
+)
+
+// Every TOC record's put and get move each field at the offset its struct
+// declares (encoding/binary's encoding of the struct, no padding), the
+// record is the size docs/SPEC.md gives, and get reads back what put wrote.
+func TestTOCRecordLayouts(t *testing.T) {
+	check := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	for seed := uint64(1); seed <= 3; seed++ {
+		var h tocHeaderRec
+		binrec.Fill(&h, seed)
+		check(binrec.CheckLayout(h, tocHeaderSize, (*tocHeaderRec).put, (*tocHeaderRec).get))
+		var e tocEntryRec
+		binrec.Fill(&e, seed)
+		check(binrec.CheckLayout(e, entryRecSize, (*tocEntryRec).put, (*tocEntryRec).get))
+		var n tocNameRec
+		binrec.Fill(&n, seed)
+		check(binrec.CheckLayout(n, nameRecSize, (*tocNameRec).put, (*tocNameRec).get))
+		var d tocDotsRec
+		binrec.Fill(&d, seed)
+		check(binrec.CheckLayout(d, dotsRecSize, (*tocDotsRec).put, (*tocDotsRec).get))
+		var o tocObjectRec
+		binrec.Fill(&o, seed)
+		check(binrec.CheckLayout(o, objectRecSize, (*tocObjectRec).put, (*tocObjectRec).get))
+		var f tocFrameRec
+		binrec.Fill(&f, seed)
+		check(binrec.CheckLayout(f, frameRecSize, (*tocFrameRec).put, (*tocFrameRec).get))
+	}
+}
