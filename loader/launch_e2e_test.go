@@ -190,3 +190,41 @@ func sorted(m map[string]string) []string {
 	sort.Strings(s)
 	return s
 }
+
+// A launcher that knows only a path (slurmstepd execs argv[0]; the Slurm
+// plugin points it at the staged copy) starts the program with argv[0] =
+// $DLBUNDLE_STAGE/root<original>: the app sees its original path in
+// argv[0] and /proc/self/exe, as under exec. A process started by its
+// staged path without the shim's variables sees the staged path (the
+// check can fail).
+func TestStagedProgramByPathSeesOriginalArgv0(t *testing.T) {
+	p := newProbeImage(t)
+	stage := filepath.Join(p.work, "stage")
+	env0, stderr, _, state := runCLI(t, cleanEnv(p.work), "env", "--format=env0", "--stage-dir", stage, p.image)
+	if !state.Success() {
+		t.Fatalf("dlbundle env: %v\n%s", state, stderr)
+	}
+	env := cleanEnv(p.work)
+	stageDir := ""
+	for _, kv := range strings.Split(strings.TrimSuffix(env0, "\x00"), "\x00") {
+		env = append(env, kv)
+		if k, v, _ := strings.Cut(kv, "="); k == EnvStage {
+			stageDir = v
+		}
+	}
+	staged := filepath.Join(stageDir, "root") + p.original
+	out := runIn(t, p.work, env, staged, "arg1")
+	if got := field(out, "argv0"); got != p.original {
+		t.Errorf("argv[0] = %q, want the original %q", got, p.original)
+	}
+	if got := field(out, "exe"); got != p.original {
+		t.Errorf("/proc/self/exe = %q, want the original %q", got, p.original)
+	}
+	if !strings.Contains(out, "arg=arg1") {
+		t.Errorf("arguments not passed: %q", out)
+	}
+	native := runIn(t, p.work, cleanEnv(p.work), staged)
+	if got := field(native, "argv0"); got != staged {
+		t.Fatalf("without the shim argv[0] = %q, want the staged path %q: the check cannot fail", got, staged)
+	}
+}

@@ -45,20 +45,26 @@ and the app, and no second execve:
   eval "$(dlbundle env /lustre/me/app.dlimg)"
   ./myapp input.nml                 # served from the stage
 
-  # Open MPI: stage once per node, then pass the variables with -x
-  mpirun --map-by ppr:1:node dlbundle stage app.dlimg
-  eval "$(mpirun --map-by ppr:1:node -np 1 dlbundle env app.dlimg)"  # one node's
-  mpirun -x LD_AUDIT -x LD_PRELOAD -x DLBUNDLE_STAGE -x DLBUNDLE_DIRTY ./myapp
+  # Open MPI in a batch job: stage once per node, then -x NAME=VALUE each
+  mpirun --map-by ppr:1:node dlbundle stage -q app.dlimg
+  dlbundle env --format=env0 app.dlimg > vars      # this node finds the stage
+  x=(); while IFS= read -r -d '' kv; do x+=(-x "$kv"); done < vars
+  mpirun "${x[@]}" ./myapp                # examples/jobs/openmpi-env.sh
 
 Under Slurm and Flux the plugins do this for you:
   srun --dlbundle=app.dlimg ./myapp
   flux run -o dlbundle=app.dlimg ./myapp
 
+The stage's path is the same on every node when the stage dir is (no %n,
+%h): then one node's output serves them all.
+
 Every process started with the variables is served, the shell's later
 commands too: run 'eval "$(dlbundle env ...)"' in a subshell or a job step,
 not in your login shell. The program named on the command line is opened by
-the launcher itself (from its path as given); everything it loads after that
-comes from the stage. See docs/exec.md ("Which way when") and docs/loader.md.`
+the launcher itself (from its path as given; the Slurm plugin gives
+slurmstepd the staged copy); everything it loads after that comes from the
+stage. On failure nothing is printed on stdout and the exit status is 1.
+See docs/exec.md ("Which way when") and docs/loader.md.`
 }
 
 // Run stages, then prints the variables.

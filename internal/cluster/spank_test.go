@@ -116,9 +116,10 @@ func TestSpankDlbundleOneStagingPerNode(t *testing.T) {
 	}
 }
 
-// TestSpankDlbundleFailureEndsStep: a missing image and a corrupt one end
-// the step with dlbundle's own message and run no task; nothing is left
-// half-staged. With --dlbundle-fallback the tasks run natively.
+// TestSpankDlbundleFailureEndsStep: a missing image, a corrupt one and
+// another user's in a world-writable directory end the step with
+// dlbundle's own message and run no task; nothing is left half-staged.
+// With --dlbundle-fallback the tasks run natively.
 func TestSpankDlbundleFailureEndsStep(t *testing.T) {
 	needSpank(t)
 	p := newProbe(t, "spankfail")
@@ -134,12 +135,30 @@ func TestSpankDlbundleFailureEndsStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(shared.Shared, "no-such.dlimg")
-	for _, img := range []string{missing, corrupt} {
+	// Hostile: another user's image (uid 65534, a program printing PWNED at
+	// the probe's path) in a directory every user can write.
+	ww := filepath.Join(shared.Shared, "spank-world-writable")
+	os.RemoveAll(ww)
+	if err := os.Mkdir(ww, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(ww, 0o1777)
+	planted := filepath.Join(ww, "app.dlimg")
+	if b, err := os.ReadFile(pwnedImage(t, p)); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(planted, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(planted, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	for _, img := range []string{missing, corrupt, planted} {
 		stage := "/dev/shm/t-spank-fail"
 		r := srunDlbundle(t, stage, "-N3", "--ntasks-per-node=2", "--dlbundle="+img, p.native[1])
-		if r.code == 0 || strings.Contains(r.out, "version=") {
+		if r.code == 0 || strings.Contains(r.out, "version=") || strings.Contains(r.out, "PWNED") {
 			t.Errorf("%s: srun exit %d and the tasks ran:\n%s", filepath.Base(img), r.code, r.out)
 		}
+		t.Logf("%s: %s", filepath.Base(img), firstLine(r.out, "dlbundle: "))
 		if !strings.Contains(r.out, "dlbundle: ") || !strings.Contains(r.out, filepath.Base(img)) {
 			t.Errorf("%s: srun's output does not carry dlbundle's message naming the image:\n%s", filepath.Base(img), r.out)
 		}
@@ -292,4 +311,14 @@ func TestSpankSbatchExample(t *testing.T) {
 	out, _ := example(t, "spank.sbatch", []string{"APP=" + p.original + " ok", "DLBUNDLE_STAGE_DIR=/dev/shm/t-spank-sbatch"},
 		"--dlbundle="+p.image[1], "-N3", "--ntasks-per-node=2")
 	ranks(t, out, 12, 1, p)
+}
+
+// firstLine is the first line of out that contains s.
+func firstLine(out, s string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, s) {
+			return l
+		}
+	}
+	return ""
 }

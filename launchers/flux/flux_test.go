@@ -71,13 +71,7 @@ func TestFluxRunDlbundle(t *testing.T) {
 		t.Fatalf("make-fixture.sh: %s", out)
 	}
 	argv := []string{filepath.Join(app, "bin/demo-app")}
-	if out, code := run(t, dir, env, bin, append([]string{"trace", "-q", "--"}, argv...)...); code != 0 {
-		t.Fatalf("trace: %s", out)
-	}
 	img := filepath.Join(dir, "app.dlimg")
-	if out, code := run(t, dir, env, bin, "build", "--include", app, "-o", img); code != 0 {
-		t.Fatalf("build: %s", out)
-	}
 	// dlbundle as the job finds it in PATH: a wrapper that counts its runs.
 	runs := filepath.Join(dir, "env-runs")
 	os.Mkdir(filepath.Join(dir, "bin"), 0o755)
@@ -93,14 +87,19 @@ func TestFluxRunDlbundle(t *testing.T) {
 	}
 	env = append(env, "DLBUNDLE_STAGE_DIR="+filepath.Join(dir, "stage"))
 	fluxRun := fmt.Sprintf("flux run -o userrc=%s -N3 -n6", plugin)
+	// The pilot runs under flux too: each task's trace is named after its
+	// FLUX_TASK_RANK, and build merges them.
 	script := strings.Join([]string{
+		"flux run -N2 -n2 " + bin + " trace -q -o pilot.trace -- " + argv[0] + " > pilot.out 2>&1 || exit 3",
+		bin + " build --include " + app + " -o " + img + " pilot.trace.0 pilot.trace.1 || exit 4",
 		"flux run -N3 -n6 " + argv[0] + " > native.out",
 		fluxRun + " -o dlbundle=" + img + " " + rank + " " + argv[0] + " > bundled.out",
 		fluxRun + " -o dlbundle=" + filepath.Join(dir, "no-such.dlimg") + " " + argv[0] + " > missing.out 2>&1; echo $? > missing.rc",
 		fluxRun + " -o dlbundle=" + filepath.Join(dir, "no-such.dlimg") + " -o dlbundle-fallback " + argv[0] + " > fallback.out 2>&1; echo $? > fallback.rc",
 	}, "\n")
 	if out, code := run(t, dir, env, flux, "start", "--test-size=3", "sh", "-c", script); code != 0 {
-		t.Fatalf("flux start --test-size=3: exit %d\n%s", code, out)
+		b, _ := os.ReadFile(filepath.Join(dir, "pilot.out"))
+		t.Fatalf("flux start --test-size=3: exit %d (3: the pilot under flux run, 4: build of its two traces)\n%s\npilot:\n%s", code, out, b)
 	}
 	read := func(name string) string {
 		b, _ := os.ReadFile(filepath.Join(dir, name))

@@ -231,9 +231,54 @@ static int run_env(spank_t sp, char *msg, size_t msgsize)
 		snprintf(msg, msgsize, "pipe: %s", strerror(errno));
 		return -1;
 	}
+	/* The child's environment and command line are made here, before the
+	 * fork: slurmstepd has threads, and between fork and exec the child
+	 * calls only what is safe there (no malloc, no setenv). The job's
+	 * variables (the stage dir patterns, the registry's credentials, PATH),
+	 * and the ids of this step: the tasks' SLURM_STEP_ID is set later, but
+	 * the alias key must name it. */
+	size_t nenv = 0;
+	while (env && env[nenv])
+		nenv++;
+	char **envp = calloc(nenv + 3, sizeof *envp);
+	if (!envp) {
+		snprintf(msg, msgsize, "out of memory");
+		close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+		return -1;
+	}
+	static char job_var[64], step_var[64];
+	snprintf(job_var, sizeof job_var, "SLURM_JOB_ID=%u", jobid);
+	snprintf(step_var, sizeof step_var, "SLURM_STEP_ID=%u", stepid);
+	size_t k = 0;
+	for (size_t i = 0; i < nenv; i++)
+		if (strncmp(env[i], "SLURM_JOB_ID=", 13) && strncmp(env[i], "SLURM_STEP_ID=", 14))
+			envp[k++] = env[i];
+	envp[k++] = job_var;
+	envp[k++] = step_var;
+	envp[k] = NULL;
+	char *argv[8];
+	int a = 0;
+	argv[a++] = conf_dlbundle;
+	argv[a++] = "env";
+	argv[a++] = "--format=env0";
+	if (conf_stage_dir[0]) {
+		argv[a++] = "--stage-dir";
+		argv[a++] = conf_stage_dir;
+	}
+	argv[a++] = "--";
+	argv[a++] = opt_image;
+	argv[a] = NULL;
+	const char *cwd = job_env_get(env, "PWD");
+	const char *path = job_env_get(env, "PATH");
+	if (!path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	static char cand[ARG_MAX_LEN + ARG_MAX_LEN];
+
 	pid_t pid = fork();
 	if (pid < 0) {
 		snprintf(msg, msgsize, "fork: %s", strerror(errno));
+		free(envp);
+		close(out[0]), close(out[1]), close(err[0]), close(err[1]);
 		return -1;
 	}
 	if (pid == 0) {
@@ -243,43 +288,39 @@ static int run_env(spank_t sp, char *msg, size_t msgsize)
 		if (null >= 0)
 			dup2(null, 0);
 		if (become_user(sp) != 0) {
-			dprintf(2, "cannot become the job's user: %s\n", strerror(errno));
+			static const char m[] = "cannot become the job's user (setresuid, setgroups or no_new_privs failed)\n";
+			write(2, m, sizeof m - 1);
 			_exit(126);
 		}
-		/* The job's variables (the stage dir patterns, the registry's
-		 * credentials, PATH), and the ids of this step: the tasks'
-		 * SLURM_STEP_ID is set later, but the alias key must name it. */
-		clearenv();
-		for (char **e = env; e && *e; e++)
-			putenv(*e);
-		char id[32];
-		snprintf(id, sizeof id, "%u", jobid);
-		setenv("SLURM_JOB_ID", id, 1);
-		snprintf(id, sizeof id, "%u", stepid);
-		setenv("SLURM_STEP_ID", id, 1);
-		const char *cwd = job_env_get(env, "PWD");
 		if (cwd && chdir(cwd) != 0 && opt_image[0] != '/' && strncmp(opt_image, "oci://", 6)) {
-			dprintf(2, "%s is relative and the job's directory %s cannot be entered: %s; give an absolute path\n",
-				opt_image, cwd, strerror(errno));
+			static const char m[] = "the image is a relative path and the job's working directory cannot be "
+						"entered on this node; give an absolute path\n";
+			write(2, m, sizeof m - 1);
 			_exit(1);
 		}
-		char *argv[8];
-		int k = 0;
-		argv[k++] = conf_dlbundle;
-		argv[k++] = "env";
-		argv[k++] = "--format=env0";
-		if (conf_stage_dir[0]) {
-			argv[k++] = "--stage-dir";
-			argv[k++] = conf_stage_dir;
+		if (strchr(conf_dlbundle, '/')) {
+			execve(conf_dlbundle, argv, envp);
+		} else { /* the job's PATH, as execvp would search it */
+			for (const char *d = path; *d;) {
+				size_t len = strcspn(d, ":");
+				if (len + 1 + strlen(conf_dlbundle) < sizeof cand) {
+					memcpy(cand, len ? d : ".", len ? len : 1);
+					size_t l = len ? len : 1;
+					cand[l] = '/';
+					strcpy(cand + l + 1, conf_dlbundle);
+					execve(cand, argv, envp);
+				}
+				d += len;
+				if (*d == ':')
+					d++;
+			}
 		}
-		argv[k++] = "--";
-		argv[k++] = opt_image;
-		argv[k] = NULL;
-		execvp(conf_dlbundle, argv);
-		dprintf(2, "cannot run %s: %s (set dlbundle=PATH in plugstack.conf, or put dlbundle in the job's PATH)\n",
-			conf_dlbundle, strerror(errno));
+		static const char m[] = "cannot run dlbundle (set dlbundle=PATH in plugstack.conf, or put dlbundle in "
+					"the job's PATH)\n";
+		write(2, m, sizeof m - 1);
 		_exit(127);
 	}
+	free(envp);
 	close(out[1]);
 	close(err[1]);
 	/* Two pipes, one reader: dlbundle writes its message only once its
