@@ -145,3 +145,26 @@ func TestOutputRefusesOthersFilesAndDirectories(t *testing.T) {
 		t.Errorf("root wrote into uid 1001's directory: %v", names)
 	}
 }
+
+// `dlbundle ls` created the stage dir it was asked to list (and its
+// parents); listing now creates nothing, says there is nothing yet, and
+// lists an existing stage dir as before.
+func TestLsCreatesNothing(t *testing.T) {
+	top := t.TempDir()
+	stage := filepath.Join(top, "a", "b", "stage")
+	if err := (&LsCmd{StageDir: stage}).Run(); err != nil {
+		t.Fatalf("ls of a stage dir that does not exist: %v", err)
+	}
+	if names, _ := os.ReadDir(top); len(names) != 0 {
+		t.Fatalf("ls created %v in %s", names, top)
+	}
+	if err := os.MkdirAll(stage, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&LsCmd{StageDir: stage}).Run(); err != nil {
+		t.Fatalf("ls of an empty stage dir: %v", err)
+	}
+	if names, _ := os.ReadDir(stage); len(names) != 0 {
+		t.Errorf("ls created %v in the stage dir", names)
+	}
+}
