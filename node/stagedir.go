@@ -184,7 +184,13 @@ func (d dirAt) close() {
 // in a directory every user can write. It returns the directory, its path
 // with symlinks resolved, and its mode and owner (0755 root for /).
 func openParent(abs string) (d dirAt, resolved string, st *unix.Stat_t, err error) {
-	w := &trustpath.Walker{Rule: trustpath.Private, Uid: uint32(os.Getuid()), Create: true}
+	return walkParent(abs, true)
+}
+
+// walkParent is openParent, creating the missing directories only when
+// create is set (else a missing one is an ENOENT *os.PathError).
+func walkParent(abs string, create bool) (d dirAt, resolved string, st *unix.Stat_t, err error) {
+	w := &trustpath.Walker{Rule: trustpath.Private, Uid: uint32(os.Getuid()), Create: create}
 	dir, err := w.WalkDir(filepath.Dir(abs))
 	if err != nil {
 		var refusal *trustpath.Error
@@ -260,4 +266,58 @@ func checkLoaderSplit(dir string) error {
 			untrusted.Quote(dir), what)
 	}
 	return nil
+}
+
+// LookupStageDirFor is OpenStageDirFor for those that only read (dlbundle
+// ls): the same resolution and checks, but nothing is created, neither the
+// stage dir, nor its parents, nor a fallback for a squatted name. found is
+// false when there is no stage dir (yet): dir is then where it would be.
+func LookupStageDirFor(flag string) (dir string, squat *Squat, found bool, err error) {
+	chosen := flag != "" || os.Getenv(StageDirEnv) != ""
+	asked := ResolveStageDir(flag)
+	dir, squat, found, err = lookupStageDir(asked)
+	if err != nil {
+		return "", nil, false, stageDirAdvice(err, asked, chosen)
+	}
+	return dir, squat, found, nil
+}
+
+func lookupStageDir(dir string) (string, *Squat, bool, error) {
+	abs, err := loader.AbsPath(dir)
+	if err != nil {
+		return "", nil, false, err
+	}
+	if err := loader.CheckStagePath(abs); err != nil {
+		return "", nil, false, err
+	}
+	if err := checkLoaderSplit(abs); err != nil {
+		return "", nil, false, err
+	}
+	pd, parent, pst, err := walkParent(abs, false)
+	if errors.Is(err, unix.ENOENT) {
+		return abs, nil, false, nil
+	}
+	if err != nil {
+		return "", nil, false, err
+	}
+	defer pd.close()
+	name := filepath.Base(abs)
+	abs = filepath.Join(parent, name)
+	var st unix.Stat_t
+	if err := unix.Fstatat(pd.fd, pd.name(name), &st, unix.AT_SYMLINK_NOFOLLOW); err == unix.ENOENT {
+		return abs, nil, false, nil
+	}
+	var squat *Squat
+	if int(st.Uid) != os.Getuid() && isShared(pst) {
+		squat = &Squat{Asked: abs, Owner: st.Uid}
+		if name = findFallback(pd, name); name == "" {
+			return abs, squat, false, nil
+		}
+		abs = filepath.Join(parent, name)
+		squat.Fallback = abs
+	}
+	if err := checkStageDirAt(pd, name, abs); err != nil {
+		return "", nil, false, err
+	}
+	return abs, squat, true, nil
 }

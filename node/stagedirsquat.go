@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -49,7 +50,12 @@ var squatLockWait = 2 * time.Second
 // squatFallback returns the name (in pd, the directory parent) of the
 // fallback for name, creating it if there is none.
 func squatFallback(pd dirAt, parent, name string) (string, error) {
+	key := fallbackKeyPrefix + filepath.Join(parent, name)
+	if f := recallFallback(pd, name, key); f != "" {
+		return f, nil
+	}
 	if f := findFallback(pd, name); f != "" {
+		rememberFallback(key, f)
 		return f, nil
 	}
 	// A descriptor that flock accepts (O_PATH does not); read permission on
@@ -62,7 +68,11 @@ func squatFallback(pd dirAt, parent, name string) (string, error) {
 		cancel()
 		defer f.Close() // drops the lock
 	}
+	if f := recallFallback(pd, name, key); f != "" {
+		return f, nil
+	}
 	if f := findFallback(pd, name); f != "" {
+		rememberFallback(key, f)
 		return f, nil
 	}
 	f := name + "." + randomName()
@@ -72,9 +82,68 @@ func squatFallback(pd dirAt, parent, name string) (string, error) {
 	// What we made is a candidate like any other; if another process's
 	// lock timed out and it made one too, both pick the smallest.
 	if g := findFallback(pd, name); g != "" {
-		return g, nil
+		f = g
 	}
+	rememberFallback(key, f)
 	return f, nil
+}
+
+// The fallback's name is remembered in the kernel's keyring of the user
+// (persistent: it outlives the user's processes; else the user keyring),
+// which no other user can read or write, so that the user's next processes
+// find it at once: a scan of the parent costs a getdents of every name and
+// an fstatat of every name that looks like a fallback, and another user
+// can make as many of those as the tmpfs has inodes (200,000 decoys made
+// every exec of the victim take 0.6-0.8 s). A remembered name is used only
+// if it is still a private directory of the user's (isFallback); without a
+// keyring (a seccomp profile that forbids keyctl), or once the key has
+// expired, the parent is scanned once and the name remembered again.
+const fallbackKeyPrefix = "dlbundle-stage-fallback:"
+
+// userKeyring is the keyring that remembers fallbacks, or 0 (none).
+func userKeyring() int {
+	if k, err := unix.KeyctlInt(unix.KEYCTL_GET_PERSISTENT, -1, unix.KEY_SPEC_PROCESS_KEYRING, 0, 0); err == nil {
+		return k
+	}
+	return unix.KEY_SPEC_USER_KEYRING
+}
+
+// recallFallback returns the fallback remembered under key if it is still a
+// fallback of name in pd.
+func recallFallback(pd dirAt, name, key string) string {
+	id, err := unix.KeyctlSearch(userKeyring(), "user", key, 0)
+	if err != nil {
+		return ""
+	}
+	var buf [64]byte
+	n, err := unix.KeyctlBuffer(unix.KEYCTL_READ, id, buf[:], 0)
+	if err != nil || n > len(buf) {
+		return ""
+	}
+	if f := string(buf[:n]); isFallback(pd, name, f) {
+		return f
+	}
+	return ""
+}
+
+// rememberFallback records f under key (best effort).
+func rememberFallback(key, f string) {
+	unix.AddKey("user", key, []byte(f), userKeyring())
+}
+
+// isFallback reports whether n, in pd, is a fallback of name: named
+// <name>.<16 hex>, a directory owned by the user and closed to everyone
+// else.
+func isFallback(pd dirAt, name, n string) bool {
+	suffix, ok := strings.CutPrefix(n, name+".")
+	if !ok || len(suffix) != 16 || strings.Trim(suffix, "0123456789abcdef") != "" {
+		return false
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(pd.fd, pd.name(n), &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return false
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Uid == uint32(os.Getuid()) && st.Mode&0o077 == 0
 }
 
 // findFallback returns the smallest name <name>.<16 hex> in the directory
@@ -88,17 +157,8 @@ func findFallback(pd dirAt, name string) string {
 	names, _ := d.Readdirnames(-1)
 	d.Close()
 	sort.Strings(names)
-	uid := uint32(os.Getuid())
 	for _, n := range names {
-		suffix, ok := strings.CutPrefix(n, name+".")
-		if !ok || len(suffix) != 16 || strings.Trim(suffix, "0123456789abcdef") != "" {
-			continue
-		}
-		var st unix.Stat_t
-		if unix.Fstatat(pd.fd, pd.name(n), &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-			continue
-		}
-		if st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Uid == uid && st.Mode&0o077 == 0 {
+		if isFallback(pd, name, n) {
 			return n
 		}
 	}

@@ -16,12 +16,18 @@ type LsCmd struct {
 
 // Run lists the stages, most recently used first.
 func (c *LsCmd) Run() error {
-	dir, squat, err := node.OpenStageDirFor(c.StageDir)
+	// Listing creates nothing: not the stage dir, its parents, nor a
+	// fallback for a squatted name.
+	dir, squat, found, err := node.LookupStageDirFor(c.StageDir)
 	if err != nil {
 		return err
 	}
-	if squat != nil {
+	if squat != nil && squat.Fallback != "" {
 		fmt.Fprintf(os.Stderr, "dlbundle ls: warning: %s\n", squat.Warning())
+	}
+	if !found {
+		fmt.Printf("0 stages: no stage dir at %s yet (dlbundle exec or stage creates it)\n", dir)
+		return nil
 	}
 	stages, err := node.ListStages(dir)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dlbundle/dlbundle/image/registry/registrytest"
 )
 
 // `-o /dev/null` is what users type to discard output; as root, trace -o,
@@ -143,5 +145,55 @@ func TestOutputRefusesOthersFilesAndDirectories(t *testing.T) {
 	}
 	if names, _ := os.ReadDir(made); len(names) > 0 {
 		t.Errorf("root wrote into uid 1001's directory: %v", names)
+	}
+}
+
+// `dlbundle ls` created the stage dir it was asked to list (and its
+// parents); listing now creates nothing, says there is nothing yet, and
+// lists an existing stage dir as before.
+func TestLsCreatesNothing(t *testing.T) {
+	top := t.TempDir()
+	stage := filepath.Join(top, "a", "b", "stage")
+	if err := (&LsCmd{StageDir: stage}).Run(); err != nil {
+		t.Fatalf("ls of a stage dir that does not exist: %v", err)
+	}
+	if names, _ := os.ReadDir(top); len(names) != 0 {
+		t.Fatalf("ls created %v in %s", names, top)
+	}
+	if err := os.MkdirAll(stage, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&LsCmd{StageDir: stage}).Run(); err != nil {
+		t.Fatalf("ls of an empty stage dir: %v", err)
+	}
+	if names, _ := os.ReadDir(stage); len(names) != 0 {
+		t.Errorf("ls created %v in the stage dir", names)
+	}
+}
+
+// pull renames its download over -o, so it cannot write to a device: -o
+// /dev/null is refused before anything is fetched, and the device stays.
+func TestPullRefusesDeviceOutput(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("makes a device with mknod: run the tests as root")
+	}
+	null := filepath.Join(t.TempDir(), "null")
+	if err := unix.Mknod(null, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+		t.Fatal(err)
+	}
+	addr, _ := registrytest.StartDistribution(t)
+	t.Chdir(filepath.Dir(null))
+	writeTestTrace(t, "app.trace", "/usr/bin/env")
+	ref := "oci://" + addr + "/apps/null:v1"
+	if err := (&BuildCmd{Output: "app.dlimg", Traces: []string{"app.trace"}, Push: ref, summary: io.Discard}).Run(); err != nil {
+		t.Fatal(err)
+	}
+	err := (&PullCmd{Ref: ref, Output: null}).Run()
+	if err == nil || !strings.Contains(err.Error(), "is a device or FIFO") {
+		t.Errorf("pull -o %s: %v; want a refusal before any download", null, err)
+	}
+	var st unix.Stat_t
+	if unix.Lstat(null, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		t.Errorf("pull replaced the device (mode %#o)", st.Mode)
 	}
 }

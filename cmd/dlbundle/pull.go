@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/dlbundle/dlbundle/image/registry"
+	"github.com/dlbundle/dlbundle/internal/outfile"
 )
 
 // PullCmd downloads an image from an OCI registry.
@@ -45,6 +46,12 @@ func (c *PullCmd) Run() error {
 		out = defaultPullName(c.Ref)
 	} else if fi, err := os.Stat(out); err == nil && fi.IsDir() {
 		out = filepath.Join(out, defaultPullName(c.Ref))
+	}
+	// The download is renamed over out: never over a device (-o /dev/null
+	// as root made it a regular file), another user's file, or through
+	// another user's directory in /tmp (package outfile's rules).
+	if err := outfile.CheckReplace(out, "image", "-o"); err != nil {
+		return err
 	}
 	opts, bar := c.options("pull " + out)
 	d, err := registry.Fetch(ctx, c.Ref, out, opts)

@@ -2,7 +2,9 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -254,6 +256,40 @@ func TestManifestMustArriveWholeAndSmall(t *testing.T) {
 		// the trickle used to take.
 		if took > 10*time.Second {
 			t.Errorf("mode %d: Fetch took %v", c.mode, took)
+		}
+	}
+}
+
+// Registry error text reached the terminal raw ("\x1b]0;...\x07" retitled
+// the window, a newline forged a "staged ok" line) and was replayed to the
+// node's other ranks from the failure marker. It is now escaped, whether
+// it comes in the registry's JSON errors or as a raw body.
+func TestRegistryErrorTextEscaped(t *testing.T) {
+	hostile := "\x1b]0;owned\x07\nstaged ok"
+	for _, status := range []int{http.StatusNotFound, http.StatusUnauthorized, http.StatusTeapot} {
+		reg := startRegistry(t, func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if !strings.Contains(r.URL.Path, "/manifests/") {
+					h.ServeHTTP(w, r)
+					return
+				}
+				if status == http.StatusTeapot { // not JSON: printed whole
+					w.WriteHeader(status)
+					w.Write([]byte(hostile))
+					return
+				}
+				msg, _ := json.Marshal(hostile)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(status)
+				fmt.Fprintf(w, `{"errors":[{"code":"MANIFEST_UNKNOWN","message":%s}]}`, msg)
+			})
+		})
+		_, err := Fetch(context.Background(), reg+"/apps/x:1", filepath.Join(t.TempDir(), "x.dlimg"), testOptions())
+		if err == nil {
+			t.Fatalf("HTTP %d: Fetch succeeded", status)
+		}
+		if msg := err.Error(); strings.ContainsAny(msg, "\x1b\x07\n") || !strings.Contains(msg, `\x1b]0;owned\a\nstaged ok`) {
+			t.Errorf("HTTP %d: the registry's text is not escaped: %q", status, msg)
 		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+
+	"github.com/dlbundle/dlbundle/internal/untrusted"
 )
 
 // Kinds of failure, for errors.Is. The errors returned wrap one of these
@@ -31,6 +33,10 @@ func explain(what string, ref name.Reference, err error) error {
 	if err == nil {
 		return nil
 	}
+	// The registry's words (error messages, bodies) reach terminals and
+	// logs, and are replayed to a node's other ranks: a registry must not
+	// be able to retitle a window or forge a "staged ok" line.
+	err = networkText{err}
 	reg := ref.Context().RegistryStr()
 	var terr *transport.Error
 	if errors.As(err, &terr) {
@@ -71,6 +77,13 @@ func explain(what string, ref name.Reference, err error) error {
 	}
 	return fmt.Errorf("%s %s: %w", what, ref, err)
 }
+
+// networkText wraps an error whose text came (partly) from the network:
+// printed escaped (untrusted.Quote), unwrapped as it is for errors.Is/As.
+type networkText struct{ err error }
+
+func (e networkText) Error() string { return untrusted.Quote(e.err.Error()) }
+func (e networkText) Unwrap() error { return e.err }
 
 func hasCode(e *transport.Error, codes ...transport.ErrorCode) bool {
 	for _, d := range e.Errors {

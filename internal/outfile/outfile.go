@@ -59,36 +59,13 @@ func Create(path, what, flag string) (*File, error) { return CreateWith(path, wh
 // image a Lustre layout, which only the creation of a file can set. The file
 // it makes must be in the walked directory (checked by inode).
 func CreateWith(path, what, flag string, newTemp func(dir, pattern string) (*os.File, error)) (*File, error) {
-	abs, err := filepath.Abs(path)
+	last, err := walkOutput(path, what, flag)
 	if err != nil {
 		return nil, err
 	}
-	euid := uint32(os.Geteuid())
-	last, err := (&trustpath.Walker{Rule: trustpath.Write, Uid: euid}).Walk(abs)
-	if err != nil {
-		var refusal *trustpath.Error
-		if errors.As(err, &refusal) {
-			return nil, fmt.Errorf("cannot write the %s to %s: %s, %s; choose another %s, in a directory of yours", what, path, refusal.At, refusal.Why, flag)
-		}
-		return nil, fmt.Errorf("cannot write the %s to %s: %v; choose a writable %s", what, path, unwrap(err), flag)
-	}
 	f := &File{Final: path, dir: last.Dir, name: last.Name}
-	if last.Exists {
-		switch n := last.Node; {
-		case n.Type() == unix.S_IFCHR || n.Type() == unix.S_IFIFO:
-			return f.openDirect(last.Name, n, what)
-		case n.Type() == unix.S_IFDIR:
-			last.Close()
-			return nil, fmt.Errorf("%s %s is a directory; give a file name with %s", what, path, flag)
-		case n.Type() != unix.S_IFREG:
-			last.Close()
-			return nil, fmt.Errorf("%s %s is %s; dlbundle writes only to a regular file of yours (replaced when the %s is complete), a character device or a FIFO; choose another %s",
-				what, path, kind(n.Mode), what, flag)
-		case n.Uid != euid:
-			last.Close()
-			return nil, fmt.Errorf("%s %s is a file of uid %d, not yours (uid %d): dlbundle replaces only your own files; remove it or choose another %s",
-				what, path, n.Uid, euid, flag)
-		}
+	if t := last.Node.Type(); last.Exists && (t == unix.S_IFCHR || t == unix.S_IFIFO) {
+		return f.openDirect(last.Name, last.Node, what)
 	}
 	base := last.Name
 	if len(base) > 200 {
@@ -129,6 +106,43 @@ func CreateWith(path, what, flag string, newTemp func(dir, pattern string) (*os.
 	}
 	last.Close()
 	return nil, fmt.Errorf("cannot write the %s beside %s: no free temporary name", what, path)
+}
+
+// walkOutput walks to path by the Write rule and refuses what an output
+// must never replace: a directory, another user's file, a socket or a block
+// device. A character device or FIFO is returned as it is.
+func walkOutput(path, what, flag string) (*trustpath.Last, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	euid := uint32(os.Geteuid())
+	last, err := (&trustpath.Walker{Rule: trustpath.Write, Uid: euid}).Walk(abs)
+	if err != nil {
+		var refusal *trustpath.Error
+		if errors.As(err, &refusal) {
+			return nil, fmt.Errorf("cannot write the %s to %s: %s, %s; choose another %s, in a directory of yours", what, path, refusal.At, refusal.Why, flag)
+		}
+		return nil, fmt.Errorf("cannot write the %s to %s: %v; choose a writable %s", what, path, unwrap(err), flag)
+	}
+	if !last.Exists {
+		return last, nil
+	}
+	switch n := last.Node; {
+	case n.Type() == unix.S_IFCHR || n.Type() == unix.S_IFIFO:
+	case n.Type() == unix.S_IFDIR:
+		last.Close()
+		return nil, fmt.Errorf("%s %s is a directory; give a file name with %s", what, path, flag)
+	case n.Type() != unix.S_IFREG:
+		last.Close()
+		return nil, fmt.Errorf("%s %s is %s; dlbundle writes only to a regular file of yours (replaced when the %s is complete), a character device or a FIFO; choose another %s",
+			what, path, kind(n.Mode), what, flag)
+	case n.Uid != euid:
+		last.Close()
+		return nil, fmt.Errorf("%s %s is a file of uid %d, not yours (uid %d): dlbundle replaces only your own files; remove it or choose another %s",
+			what, path, n.Uid, euid, flag)
+	}
+	return last, nil
 }
 
 // openDirect opens a character device or FIFO for writing, from the walked
@@ -239,4 +253,19 @@ func kind(mode uint32) string {
 		return "a symbolic link"
 	}
 	return "not a regular file"
+}
+
+// CheckReplace refuses what Create would refuse at path, and also a device
+// or FIFO: for writers that must replace a whole file by rename (pull, which
+// rewinds and retries its download). It creates nothing.
+func CheckReplace(path, what, flag string) error {
+	last, err := walkOutput(path, what, flag)
+	if err != nil {
+		return err
+	}
+	defer last.Close()
+	if last.Exists && last.Node.Type() != unix.S_IFREG {
+		return fmt.Errorf("%s %s is a device or FIFO; %s writes a whole file and renames it into place: give a file name with %s", what, path, what, flag)
+	}
+	return nil
 }
