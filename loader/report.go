@@ -373,3 +373,32 @@ func quoteAll(paths []string) []string {
 	}
 	return q
 }
+
+// Lacks lists what the processes passed to the file system that an image
+// could hold, for build --from (squash.FromLacks): their passed-through
+// paths, less /proc, /sys and /dev, and the libraries ld.so loaded from
+// outside the image, each once, in the order the reports name them.
+func Lacks(reports []ProcessReport) []squash.Lack {
+	var out []squash.Lack
+	seen := map[string]int{}
+	add := func(p string, lib bool) {
+		if isPseudoPath(p) {
+			return
+		}
+		if i, ok := seen[p]; ok {
+			out[i].Library = out[i].Library || lib
+			return
+		}
+		seen[p] = len(out)
+		out = append(out, squash.Lack{Path: p, Library: lib})
+	}
+	for _, r := range reports {
+		for _, p := range r.Outside {
+			add(p, true)
+		}
+		for _, p := range r.PassedPaths {
+			add(p, false)
+		}
+	}
+	return out
+}
