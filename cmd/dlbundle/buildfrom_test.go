@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
@@ -92,6 +93,50 @@ func TestBuildFromReportsFoldsWhatRanksLacked(t *testing.T) {
 	for r, log := range after {
 		if calls := decimalCalls.FindAllString(log, -1); len(calls) > 0 {
 			t.Errorf("rank %d still made %d calls on paths the report named, e.g.\n%s", r, len(calls), strings.Join(calls[:min(len(calls), 5)], "\n"))
+		}
+	}
+}
+
+// Two pilots in one directory (other inputs): the second writes
+// dlbundle.2.trace beside the first, and `build` with no trace named holds
+// what either loaded.
+func TestSecondPilotKeepsTheFirst(t *testing.T) {
+	cli := clitest.CLI(t)
+	dir := t.TempDir()
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(cli, args...)
+		cmd.Dir, cmd.Env = dir, clitest.CleanEnv(dir)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("dlbundle %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	run("trace", "-q", "--", "/usr/bin/python3", "-c", "import json")
+	first, err := os.ReadFile(filepath.Join(dir, "dlbundle.trace"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run("trace", "-q", "--", "/usr/bin/python3", "-c", "import decimal")
+	if again, err := os.ReadFile(filepath.Join(dir, "dlbundle.trace")); err != nil || string(again) != string(first) {
+		t.Fatalf("the second pilot changed ./dlbundle.trace (%v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "dlbundle.2.trace")); err != nil {
+		t.Fatalf("the second pilot wrote no ./dlbundle.2.trace: %v", err)
+	}
+	out := run("build", "-o", "app.dlimg")
+	if !strings.Contains(out, "from 2 trace(s)") {
+		t.Errorf("build did not use both pilots:\n%s", out)
+	}
+	im, err := image.OpenFile(filepath.Join(dir, "app.dlimg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	for _, p := range []string{"/usr/lib/python3.11/json/__init__.py", "/usr/lib/python3.11/decimal.py"} {
+		if e, ok := im.Lookup(p); !ok || e.Type != image.TypeRegular {
+			t.Errorf("the image does not bundle %s (one pilot's file)", p)
 		}
 	}
 }

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/dlbundle/dlbundle/squash"
 	"github.com/dlbundle/dlbundle/trace"
 )
 
 // TraceCmd is the pilot run: it runs the app once under ptrace and records
 // every file-system lookup it makes.
 type TraceCmd struct {
-	Output  string   `short:"o" placeholder:"FILE" help:"Trace file to write (default ./dlbundle.trace; '.RANK' is appended under a launcher)."`
+	Output  string   `short:"o" placeholder:"FILE" help:"Trace file to write (default ./dlbundle.trace, or the first free ./dlbundle.N.trace: pilots accumulate; '.RANK' is appended under a launcher)."`
 	Quiet   bool     `short:"q" help:"Do not print the summary at the end."`
 	HTML    string   `name:"html" placeholder:"FILE" help:"Also write a page (one self-contained HTML file) that draws the pilot's lookups over time and by directory; 'dlbundle inspect --html' adds the image and reports."`
 	Command []string `arg:"" passthrough:"" name:"command" help:"The app and its arguments (put -- before it)."`
@@ -33,9 +34,12 @@ as one process: what the pilot loads is what gets bundled.
   dlbundle trace -q -- ./run.sh            # no summary
   dlbundle trace --html numpy.html -- /usr/bin/python3 -c 'import numpy'
 
-Output: ./dlbundle.trace unless -o is given. It is written under a temporary
-name next to it and renamed when complete, so an earlier trace is replaced
-only by a complete one. Under a parallel launcher (OMPI_COMM_WORLD_RANK,
+Output: ./dlbundle.trace unless -o is given; when it exists, the first free
+./dlbundle.2.trace, ./dlbundle.3.trace ...: a second pilot (other inputs,
+another width) never replaces the first, and 'dlbundle build' with no trace
+named uses all of them. -o FILE is written under a temporary name next to
+FILE and renamed when complete, so an earlier FILE is replaced only by a
+complete trace. Under a parallel launcher (OMPI_COMM_WORLD_RANK,
 PMIX_RANK, PMI_RANK, FLUX_TASK_RANK or SLURM_PROCID set; the first wins, so
 mpirun inside a Slurm job names its own ranks) ".RANK" is appended, so
 'srun -n 4 dlbundle trace -- ./app' writes dlbundle.trace.0 ... .3.
@@ -54,7 +58,7 @@ containers without CAP_SYS_PTRACE.
 happen, which directories it searches and how often in vain, when the large
 libraries load. Open it in any browser (no network needed).
 
-Next: dlbundle build -o app.dlimg, then
+Next: dlbundle build -o app.dlimg (every ./dlbundle*.trace), then
       dlbundle inspect --html app.html --trace dlbundle.trace app.dlimg`
 }
 
@@ -64,7 +68,11 @@ func (c *TraceCmd) Run() error {
 	if err := refuseLauncher(argv); err != nil {
 		return err
 	}
-	res, err := trace.Run(trace.Options{Command: argv, Output: c.Output, Quiet: c.Quiet})
+	out := c.Output
+	if out == "" {
+		out = squash.NextTrace(".", trace.LauncherRank(os.Getenv))
+	}
+	res, err := trace.Run(trace.Options{Command: argv, Output: out, Quiet: c.Quiet})
 	var ce *trace.CommandError
 	if errors.As(err, &ce) {
 		fmt.Fprintf(os.Stderr, "dlbundle trace: %v\n", ce)
