@@ -47,7 +47,7 @@ func sniffInput(name string) (inputKind, error) {
 	for len(bytes.TrimSpace(line)) == 0 {
 		line, err = r.ReadBytes('\n')
 		if len(bytes.TrimSpace(line)) == 0 && err != nil {
-			return 0, fmt.Errorf("%s is empty: not a trace nor a report", name)
+			return 0, fmt.Errorf("%s is empty: not a dlbundle trace nor a process report", name)
 		}
 	}
 	var probe struct {
@@ -56,7 +56,7 @@ func sniffInput(name string) (inputKind, error) {
 		PID    int    `json:"pid"`
 	}
 	if json.Unmarshal(bytes.TrimSpace(line), &probe) != nil {
-		return 0, fmt.Errorf("%s is not a trace nor a report (its first line is not JSON): give the traces `dlbundle trace` wrote or the reports of `dlbundle exec --report`", name)
+		return 0, fmt.Errorf("%s: not a dlbundle trace nor a process report (its first line is not JSON): give the traces `dlbundle trace` wrote or the reports of `dlbundle exec --report`", name)
 	}
 	switch {
 	case probe.Rec == "header" && probe.Format == trace.FormatName:
@@ -64,9 +64,9 @@ func sniffInput(name string) (inputKind, error) {
 	case probe.Rec == "" && probe.PID > 0:
 		return inputReport, nil
 	case probe.Rec != "":
-		return 0, fmt.Errorf("%s is not a trace nor a report (its first record is %q of format %q)", name, probe.Rec, probe.Format)
+		return 0, fmt.Errorf("%s: not a dlbundle trace nor a process report (its first record is %q of format %q)", name, probe.Rec, probe.Format)
 	}
-	return 0, fmt.Errorf("%s is not a trace nor a report (its first line is JSON of another kind)", name)
+	return 0, fmt.Errorf("%s: not a dlbundle trace nor a process report (its first line is JSON of another kind)", name)
 }
 
 // buildInputs are what a build reads, by kind.
