@@ -140,3 +140,87 @@ func TestSecondPilotKeepsTheFirst(t *testing.T) {
 		}
 	}
 }
+
+// Every exec without --report leaves its processes' records beside the
+// stage, one file per run; `dlbundle report` with no file reads them, names
+// a relative path by the directory the process was in at the time, and
+// prints a build --from that works as printed (run here).
+func TestExecLeavesNodeRecordsReportReadsThem(t *testing.T) {
+	cli := clitest.CLI(t)
+	dir := t.TempDir()
+	// The app's tree must not be under /tmp (left out by default rules):
+	// the test's own directory below /var/lib is not.
+	app, err := os.MkdirTemp("/var/lib", "dlbundle-life-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(app) })
+	// A data file the pilot never reads, in a directory of its own (the
+	// image holds the app's directory listing, not this one's).
+	if err := os.Mkdir(filepath.Join(app, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{"main.py": "print('main')\n", "data/later.dat": "data\n"} {
+		if err := os.WriteFile(filepath.Join(app, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := clitest.CleanEnv(dir)
+	run := func(wantExit int, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(cli, args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != wantExit {
+			t.Fatalf("dlbundle %s: exit %d, want %d\n%s", strings.Join(args, " "), code, wantExit, out)
+		}
+		return string(out)
+	}
+	run(0, "trace", "-q", "--", "/usr/bin/python3", filepath.Join(app, "main.py"))
+	run(0, "build", "-o", "app.dlimg")
+	// The run reads the data file by a relative name after a chdir.
+	stage := filepath.Join(dir, "stage")
+	prog := "import os; os.chdir('" + app + "/data'); print(open('later.dat').read().strip())"
+	for i := 0; i < 2; i++ {
+		if out := run(0, "exec", "--stage-dir", stage, "app.dlimg", "--", "/usr/bin/python3", "-c", prog); !strings.Contains(out, "data") {
+			t.Fatalf("app printed %q", out)
+		}
+	}
+	recs, _ := filepath.Glob(filepath.Join(stage, "records", "*.report"))
+	if len(recs) != 2 {
+		t.Fatalf("records %v: want one per run (2)", recs)
+	}
+	text := run(0, "report", "--stage-dir", stage)
+	later := filepath.Join(app, "data", "later.dat")
+	if !strings.Contains(text, "2 runs:") || !strings.Contains(text, "  "+later+"\n") {
+		t.Fatalf("report of the node's records does not keep 2 runs apart or name %s:\n%s", later, text)
+	}
+	i := strings.Index(text, "dlbundle build -o ")
+	if i < 0 {
+		t.Fatalf("no build --from advice:\n%s", text)
+	}
+	advice := strings.Fields(strings.SplitN(text[i:], "\n", 2)[0])
+	out := run(0, advice[1:]...)
+	if !strings.Contains(out, "report file(s)") {
+		t.Errorf("build --from as advised:\n%s", out)
+	}
+	im, err := image.OpenFile(filepath.Join(dir, "app.dlimg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	if e, ok := im.Lookup(later); !ok || e.Type != image.TypeRegular {
+		t.Errorf("the folded image does not bundle %s", later)
+	}
+
+	// A trace is not a report: exit 2, naming what it is.
+	if msg := run(2, "report", "dlbundle.trace"); !strings.Contains(msg, "is a pilot's trace") {
+		t.Errorf("report of a trace: %s", msg)
+	}
+}

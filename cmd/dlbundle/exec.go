@@ -84,7 +84,8 @@ func (c *ExecCmd) Run() error {
 		fmt.Fprintf(os.Stderr, "dlbundle exec: warning: %v; running %s natively (--fallback)\n", err, argv[0])
 		return execApp(argv, findNative, nil, os.Environ())
 	}
-	env := loader.ShimEnv(staged.Dir, os.Environ(), loader.EnvOptions{Report: c.Report, Debug: c.Debug})
+	report := reportTarget(c.Report, staged.Dir, c.Image) // before os.Environ: it sets DLBUNDLE_RUN
+	env := loader.ShimEnv(staged.Dir, os.Environ(), loader.EnvOptions{Report: report, Debug: c.Debug})
 	return execApp(argv, func(cmd string) (string, error) { return findCommand(staged.Dir, cmd) },
 		func(path string) (string, string, bool) { return stagedScript(staged.Dir, path) }, env)
 }
