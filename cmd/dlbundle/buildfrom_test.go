@@ -224,3 +224,43 @@ func TestExecLeavesNodeRecordsReportReadsThem(t *testing.T) {
 		t.Errorf("report of a trace: %s", msg)
 	}
 }
+
+// Inside an allocation (SLURM_JOB_ID set, no step: an salloc shell or a
+// batch script calling exec directly), an image rebuilt at the same path is
+// served new at the next exec, never from the older stage.
+func TestExecInAllocationServesARebuiltImage(t *testing.T) {
+	cli := clitest.CLI(t)
+	dir := t.TempDir()
+	app, err := os.MkdirTemp("/var/lib", "dlbundle-life-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(app) })
+	script := filepath.Join(app, "app.sh")
+	env := append(clitest.CleanEnv(dir), "SLURM_JOB_ID=4242", "SLURM_JOB_NODELIST=localhost")
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(cli, args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("dlbundle %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	stage := filepath.Join(dir, "stage")
+	for _, v := range []string{"first", "second"} {
+		if err := os.WriteFile(script, []byte("#!/bin/sh\necho "+v+" build\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		run("trace", "-q", "-o", v+".trace", "--", script)
+		run("build", "-o", "app.dlimg", v+".trace")
+		// the app's file changes after the build: only the stage can say "first"/"second"
+		if err := os.WriteFile(script, []byte("#!/bin/sh\necho the original file\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if out := run("exec", "--stage-dir", stage, "app.dlimg", "--", script); strings.TrimSpace(out) != v+" build" {
+			t.Fatalf("exec after the %s build printed %q, want %q", v, out, v+" build")
+		}
+	}
+}
