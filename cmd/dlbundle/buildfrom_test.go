@@ -264,3 +264,48 @@ func TestExecInAllocationServesARebuiltImage(t *testing.T) {
 		}
 	}
 }
+
+// An Open MPI program traced without mpirun (a singleton) leaves no daemon
+// and no session files behind, and the note gives the recipe for a pilot
+// traced as a rank.
+func TestTraceMPISingletonLeavesNothing(t *testing.T) {
+	if _, err := exec.LookPath("mpicc"); err != nil {
+		t.Fatal("mpicc is needed (make deps: libopenmpi-dev)")
+	}
+	cli := clitest.CLI(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "hello.c")
+	if err := os.WriteFile(src, []byte(`#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) { int r; MPI_Init(&argc, &argv); MPI_Comm_rank(MPI_COMM_WORLD, &r); printf("rank %d\n", r); MPI_Finalize(); return 0; }
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	app := filepath.Join(dir, "hello")
+	if out, err := exec.Command("mpicc", "-o", app, src).CombinedOutput(); err != nil {
+		t.Fatalf("mpicc: %v\n%s", err, out)
+	}
+	tmp := filepath.Join(dir, "tmp") // Open MPI's session directory goes below $TMPDIR
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(cli, "trace", "--", app)
+	cmd.Dir, cmd.Env = dir, append(clitest.CleanEnv(dir), "TMPDIR="+tmp, "OMPI_MCA_plm_rsh_agent=false")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "rank 0") {
+		t.Fatalf("trace of the MPI program: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "outlived the app") {
+		t.Errorf("a process outlived the pilot:\n%s", out)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "ompi.*")); len(left) > 0 {
+		t.Errorf("session files left behind: %v", left)
+	}
+	if !strings.Contains(string(out), "mpirun -np 1 dlbundle trace -- "+app) {
+		t.Errorf("no recipe for a pilot traced as a rank:\n%s", out)
+	}
+	tr, err := os.ReadFile(filepath.Join(dir, "dlbundle.trace"))
+	if err != nil || strings.Contains(string(tr), `/orted"`) {
+		t.Errorf("the pilot's trace records a daemon or is missing (%v)", err)
+	}
+}

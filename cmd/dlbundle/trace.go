@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
+	"strings"
 
 	"github.com/dlbundle/dlbundle/squash"
 	"github.com/dlbundle/dlbundle/trace"
@@ -46,6 +48,14 @@ mpirun inside a Slurm job names its own ranks) ".RANK" is appended, so
 Put the launcher outside: 'dlbundle trace -- srun ./app' would trace srun
 only (the ranks are started by slurmd) and is refused.
 
+An Open MPI program traced without a launcher starts as a "singleton",
+which would spawn a daemon (orted) and session files in /tmp that outlive the
+pilot: trace runs it isolated (OMPI_MCA_ess_singleton_isolated=1, no daemon,
+nothing left behind). Its ranks in a job load more (transports, PMIx); for a
+pilot that loads what a rank does, put the launcher outside:
+  mpirun -np 1 dlbundle trace -- ./mpi_app
+or fold what the job's ranks lacked in later (dlbundle build --from).
+
 The exit status is the app's (128+N if a signal N killed it; 127 if CMD is
 not found, 126 if it is not executable). SIGINT and SIGTERM are passed to the
 app. Processes still running when the app's main process exits (daemons) are
@@ -68,10 +78,12 @@ func (c *TraceCmd) Run() error {
 	if err := refuseLauncher(argv); err != nil {
 		return err
 	}
+	rank := trace.LauncherRank(os.Getenv)
 	out := c.Output
 	if out == "" {
-		out = squash.NextTrace(".", trace.LauncherRank(os.Getenv))
+		out = squash.NextTrace(".", rank)
 	}
+	isolated := isolateMPISingleton(rank)
 	res, err := trace.Run(trace.Options{Command: argv, Output: out, Quiet: c.Quiet})
 	var ce *trace.CommandError
 	if errors.As(err, &ce) {
@@ -80,6 +92,9 @@ func (c *TraceCmd) Run() error {
 	}
 	if err != nil {
 		return err
+	}
+	if isolated && !c.Quiet {
+		noteMPISingleton(res.Output, argv)
 	}
 	if c.HTML != "" {
 		if err := writePage(c.HTML, []string{res.Output}, "", nil, nil); err != nil {
@@ -112,4 +127,47 @@ func (c *TraceStubCmd) Run() error {
 	fmt.Fprintf(os.Stderr, "dlbundle trace: %v\n", err)
 	exitWith(code)
 	return err
+}
+
+// isolateMPISingleton: outside a launcher, an Open MPI program (or Python
+// importing mpi4py) starts as a singleton, which spawns an orted daemon that
+// outlives the pilot (its file calls then fail with ENOSYS, and its session
+// files stay in /tmp). Open MPI's isolated singleton mode starts no daemon;
+// the variable changes nothing for programs that are not Open MPI
+// singletons (ranks under mpirun use another component). It reports whether
+// the pilot runs so; a value the user set is kept.
+func isolateMPISingleton(rank string) bool {
+	const v = "OMPI_MCA_ess_singleton_isolated"
+	if rank != "" {
+		return false
+	}
+	if _, set := os.LookupEnv(v); set {
+		return false
+	}
+	os.Setenv(v, "1")
+	return true
+}
+
+// noteMPISingleton says, when the pilot loaded Open MPI, that it ran as an
+// isolated singleton and how to trace it as a rank instead.
+func noteMPISingleton(tracePath string, argv []string) {
+	f, err := os.Open(tracePath)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	t, err := trace.Read(f, tracePath)
+	if err != nil {
+		return
+	}
+	for _, e := range t.Events {
+		if e.Op == trace.OpOpen && e.Err == "" && strings.Contains(path.Base(e.Path), "libmpi.so") {
+			fmt.Fprintf(os.Stderr, "dlbundle trace: note: %s loaded Open MPI without a launcher: traced as an isolated singleton\n"+
+				"(no daemon, no session files left). Its ranks in a job load more (transports, PMIx): to trace\n"+
+				"one as a rank, run:  mpirun -np 1 dlbundle trace -- %s\n"+
+				"or fold what a job's ranks lacked in afterwards (dlbundle report, then dlbundle build --from).\n",
+				argv[0], strings.Join(argv, " "))
+			return
+		}
+	}
 }
