@@ -3,8 +3,10 @@ package main
 import (
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -307,5 +309,55 @@ int main(int argc, char **argv) { int r; MPI_Init(&argc, &argv); MPI_Comm_rank(M
 	tr, err := os.ReadFile(filepath.Join(dir, "dlbundle.trace"))
 	if err != nil || strings.Contains(string(tr), `/orted"`) {
 		t.Errorf("the pilot's trace records a daemon or is missing (%v)", err)
+	}
+}
+
+// The Epilog example gathers the job's records from the node (and only the
+// job's) into DLBUNDLE_RECORDS_TO/<job>/, where report and build --from read
+// them.
+func TestEpilogGathersTheJobsRecords(t *testing.T) {
+	cli := clitest.CLI(t)
+	dir := t.TempDir()
+	epilog, err := filepath.Abs("../../examples/jobs/epilog.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(env []string, name string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	base := clitest.CleanEnv(dir)
+	run(base, cli, "trace", "-q", "--", "/usr/bin/python3", "-c", "import json")
+	run(base, cli, "build", "-o", "app.dlimg")
+	stagePattern := filepath.Join(dir, "stage-%u")
+	uid := strconv.Itoa(os.Getuid())
+	for _, job := range [][]string{{"SLURM_JOB_ID=77", "SLURM_STEP_ID=0"}, {"SLURM_JOB_ID=77"}, {"SLURM_JOB_ID=78", "SLURM_STEP_ID=0"}} {
+		env := append(append(append([]string{}, base...), job...), "DLBUNDLE_STAGE_DIR="+stagePattern)
+		run(env, cli, "exec", "app.dlimg", "--", "/usr/bin/python3", "-c", "import json, decimal")
+	}
+	shared := filepath.Join(dir, "shared")
+	if err := os.Mkdir(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(append(base, "DLBUNDLE="+cli, "DLBUNDLE_STAGE_DIR="+stagePattern, "DLBUNDLE_RECORDS_TO="+shared,
+		"SLURM_JOB_ID=77", "SLURM_JOB_UID="+uid, "SLURM_JOB_USER="+me.Username, "SLURMD_NODENAME=n1"), "/bin/sh", epilog)
+	got, _ := filepath.Glob(filepath.Join(shared, "*", "*"))
+	want := []string{filepath.Join(shared, "77", "n1.slurm-77.0.report"), filepath.Join(shared, "77", "n1.slurm-77.report")}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("gathered %v, want %v (job 77's two runs, not job 78's)", got, want)
+	}
+	text := run(base, cli, append([]string{"report"}, got...)...)
+	if !strings.Contains(text, "2 runs:") || !strings.Contains(text, "/usr/lib/python3.11/decimal.py") || !strings.Contains(text, "--from") {
+		t.Errorf("report of the gathered records:\n%s", text)
 	}
 }

@@ -32,29 +32,39 @@ const (
 	maxRecordBytes = 16 << 20
 )
 
-// runID names this launch from the launcher nearest the process: an MPI
-// launcher's job (all ranks of one mpirun share it), a Slurm job step, a
-// Slurm job (a batch script or salloc shell calling exec directly), else
-// this process and the time. An id inherited from an outer exec is kept.
+// runID names this launch: the batch job (with the Slurm step), then the
+// MPI launch nearest the process (all ranks of one mpirun share it), so
+// that an Epilog finds every run of its job by the prefix "slurm-<job>.":
+// slurm-77.3 (an srun step), slurm-77.ompi-1243414529 (an mpirun in the
+// batch script), slurm-77 (the script calling exec directly). Outside a
+// job: this process and the time. An id inherited from an outer exec is
+// kept.
 func runID(getenv func(string) string) string {
 	if id := getenv(envRun); id != "" && cleanRunID(id) == id {
 		return id
 	}
-	for _, l := range []struct{ env, name string }{
-		{"OMPI_MCA_ess_base_jobid", "ompi"}, {"PMIX_NAMESPACE", "pmix"}, {"FLUX_JOB_ID", "flux"},
-		{"PBS_JOBID", "pbs"}, {"LSB_JOBID", "lsf"},
+	var parts []string
+	for _, b := range []struct{ env, name string }{
+		{"SLURM_JOB_ID", "slurm"}, {"PBS_JOBID", "pbs"}, {"FLUX_JOB_ID", "flux"}, {"LSB_JOBID", "lsf"},
 	} {
+		if id := getenv(b.env); id != "" {
+			if b.env == "SLURM_JOB_ID" && getenv("SLURM_STEP_ID") != "" {
+				id += "." + getenv("SLURM_STEP_ID")
+			}
+			parts = append(parts, b.name+"-"+id)
+			break
+		}
+	}
+	for _, l := range []struct{ env, name string }{{"OMPI_MCA_ess_base_jobid", "ompi"}, {"PMIX_NAMESPACE", "pmix"}} {
 		if id := getenv(l.env); id != "" {
-			return cleanRunID(l.name + "-" + id)
+			parts = append(parts, l.name+"-"+id)
+			break
 		}
 	}
-	if job := getenv("SLURM_JOB_ID"); job != "" {
-		if step := getenv("SLURM_STEP_ID"); step != "" {
-			return cleanRunID("slurm-" + job + "." + step)
-		}
-		return cleanRunID("slurm-" + job)
+	if len(parts) == 0 {
+		parts = append(parts, fmt.Sprintf("pid-%d-%s", os.Getpid(), time.Now().UTC().Format("20060102T150405")))
 	}
-	return cleanRunID(fmt.Sprintf("pid-%d-%s", os.Getpid(), time.Now().UTC().Format("20060102T150405")))
+	return cleanRunID(strings.Join(parts, "."))
 }
 
 // cleanRunID keeps what the shim accepts ([A-Za-z0-9._:-], at most 64

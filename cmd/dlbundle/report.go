@@ -18,7 +18,7 @@ import (
 type ReportCmd struct {
 	Files    []string `arg:"" optional:"" name:"file" type:"existingfile" help:"Report file(s) written by 'dlbundle exec --report FILE' (or DLBUNDLE_REPORT=FILE): one JSON line per process. Default: this node's records (every exec without --report leaves them beside its stage)."`
 	StageDir string   `name:"stage-dir" placeholder:"DIR" env:"DLBUNDLE_STAGE_DIR" help:"With no file: read the records of this stage directory (default: exec's default)."`
-	RunID    string   `name:"run" placeholder:"ID" help:"With no file: only the records of this run (DLBUNDLE_RUN: slurm-<job>.<step>, ompi-<jobid>, ...)."`
+	RunID    string   `name:"run" placeholder:"ID" help:"With no file: only the records of this run and the runs it names the start of (slurm-77: every run of Slurm job 77; slurm-77.3: its step 3)."`
 	All      bool     `help:"List every path and library in each category (default: the 30 most taken)."`
 	JSON     bool     `name:"json" help:"Print the summary as JSON instead of text."`
 	Image    string   `placeholder:"IMAGE" type:"existingfile" help:"The image the app ran from: the --include/--exclude it was built with decide which paths build left out by policy (default: build's default rules)."`
@@ -127,10 +127,10 @@ func (c *ReportCmd) nodeFiles() error {
 		return err
 	}
 	if c.RunID != "" {
-		want := filepath.Base(cleanRunID(c.RunID)) + ".report"
+		id := cleanRunID(c.RunID)
 		var keep []string
 		for _, f := range files {
-			if filepath.Base(f) == want {
+			if b := filepath.Base(f); b == id+".report" || strings.HasPrefix(b, id+".") {
 				keep = append(keep, f)
 			}
 		}
