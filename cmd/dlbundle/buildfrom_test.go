@@ -361,3 +361,49 @@ func TestEpilogGathersTheJobsRecords(t *testing.T) {
 		t.Errorf("report of the gathered records:\n%s", text)
 	}
 }
+
+// exec says before the app starts, once per launch, that the command is
+// not in the image, and that the stage went to a disk because /dev/shm is
+// read-only; silent for a command the image holds (a bare name found along
+// PATH) and for later ranks on a warm stage.
+func TestExecWarnsOnceBeforeStart(t *testing.T) {
+	cli := clitest.CLI(t)
+	dir := t.TempDir()
+	env := clitest.CleanEnv(dir)
+	run := func(env []string, name string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	run(env, cli, "trace", "-q", "--", "/usr/bin/python3", "-c", "pass")
+	run(env, cli, "build", "-o", "app.dlimg")
+	stage := filepath.Join(dir, "stage")
+	notIn := "/bin/true is not in app.dlimg"
+	if out := run(env, cli, "exec", "--stage-dir", stage, "app.dlimg", "--", "/bin/true"); !strings.Contains(out, notIn) {
+		t.Errorf("no warning for a command the image does not hold:\n%s", out)
+	}
+	if out := run(append(env, "OMPI_COMM_WORLD_RANK=1"), cli, "exec", "--stage-dir", stage, "app.dlimg", "--", "/bin/true"); strings.Contains(out, "warning") {
+		t.Errorf("rank 1 on a warm stage warned (every rank would):\n%s", out)
+	}
+	if out := run(env, cli, "exec", "--stage-dir", stage, "app.dlimg", "--", "python3", "-c", "print('ok')"); strings.TrimSpace(out) != "ok" {
+		t.Errorf("python3 (in the image, found along PATH) got a warning or failed:\n%s", out)
+	}
+	// A read-only /dev/shm, in a mount namespace of its own.
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Fatal("unshare (util-linux) is needed")
+	}
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	out := run(append(env, "TMPDIR="+tmp), "unshare", "-m", "/bin/sh", "-c",
+		`mount -t tmpfs -o ro tmpfs /dev/shm && exec "$0" exec app.dlimg -- /usr/bin/python3 -c "print('ok')"`, cli)
+	if !strings.Contains(out, "/dev/shm is not a writable tmpfs here") || !strings.Contains(out, filepath.Join(tmp, "dlbundle-")) {
+		t.Errorf("no warning that the stage went to %s:\n%s", tmp, out)
+	}
+}

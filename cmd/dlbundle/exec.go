@@ -84,6 +84,7 @@ func (c *ExecCmd) Run() error {
 		fmt.Fprintf(os.Stderr, "dlbundle exec: warning: %v; running %s natively (--fallback)\n", err, argv[0])
 		return execApp(argv, findNative, nil, os.Environ())
 	}
+	warnBeforeStart(c.StageDir, c.Image, staged, argv)
 	report := reportTarget(c.Report, staged.Dir, c.Image) // before os.Environ: it sets DLBUNDLE_RUN
 	env := loader.ShimEnv(staged.Dir, os.Environ(), loader.EnvOptions{Report: report, Debug: c.Debug})
 	return execApp(argv, func(cmd string) (string, error) { return findCommand(staged.Dir, cmd) },
