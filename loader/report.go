@@ -16,6 +16,9 @@ import (
 // ProcessReport is one line of a DLBUNDLE_REPORT file: what one process's
 // shim did (loader/shim/report.c writes it at exit).
 type ProcessReport struct {
+	// Run names the launch (dlbundle exec's DLBUNDLE_RUN: a job step, an
+	// mpirun); "" in reports of older shims.
+	Run         string   `json:"run,omitempty"`
 	PID         int      `json:"pid"`
 	Exe         string   `json:"exe"`
 	Answered    int64    `json:"answered"`     // lookups answered from the table (bundled)
@@ -38,6 +41,85 @@ type Fallback struct {
 	Reason  string `json:"reason"`
 	Dir     string `json:"dir"`
 	Lookups int64  `json:"lookups"`
+}
+
+// RunCount totals one run's processes.
+type RunCount struct {
+	Run       string `json:"run"` // "" for lines without a run (older shims)
+	Processes int    `json:"processes"`
+	Answered  int64  `json:"answered"`
+	Missing   int64  `json:"missing"`
+	Passed    int64  `json:"passed"`
+}
+
+// FoldAdvice names what build --from takes: the image the runs used and
+// the report files.
+type FoldAdvice struct {
+	Image string
+	Files []string
+}
+
+// command is the build --from command line, as the user can copy it.
+func (f *FoldAdvice) command(flags ...string) string {
+	img, files := "app.dlimg", []string{"RUN.report"}
+	if f != nil && f.Image != "" {
+		img = f.Image
+	}
+	if f != nil && len(f.Files) > 0 {
+		files = f.Files
+	}
+	words := append([]string{"-o", shellWord(img), "--from", shellWord(img)}, flags...)
+	return "dlbundle build " + strings.Join(append(words, shellWords(files)...), " ")
+}
+
+// shellWord quotes s for a POSIX shell when it holds anything but the
+// characters of ordinary paths.
+func shellWord(s string) string {
+	if q := untrusted.Quote(s); q != s {
+		return q // control bytes: shown escaped, never raw on a terminal
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/._-+,:=@%", c)) {
+			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+		}
+	}
+	return s
+}
+
+func shellWords(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = shellWord(s)
+	}
+	return out
+}
+
+// perRunName returns the pattern of a temporary name that a run makes for
+// itself ("/tmp/ompi.*" for /tmp/ompi.node1.0/..., "/tmp/.java_pid*"), or
+// "": the component below the temporary directory decides, by the names
+// runtimes are known to make (JVM, Open MPI, PMIx, Python's
+// multiprocessing and tempfile, systemd, Slurm).
+func perRunName(p string) string {
+	for _, dir := range []string{"/tmp", "/var/tmp", "/run", "/dev/shm"} {
+		rest, ok := strings.CutPrefix(p, dir+"/")
+		if !ok {
+			continue
+		}
+		name, _, _ := strings.Cut(rest, "/")
+		for _, pre := range []string{"hsperfdata_", ".java_pid", "ompi.", "openmpi-sessions-", "prterun.", "pmix", "pymp-", "systemd-private-", "slurm"} {
+			if strings.HasPrefix(name, pre) {
+				return dir + "/" + pre + "*"
+			}
+		}
+		// Python's tempfile names: tmp + 8 random characters. (Not any name
+		// with digits in it: an app built under /tmp/build-12345 is the
+		// user's to --include.)
+		if len(name) == 11 && strings.HasPrefix(name, "tmp") {
+			return dir + "/tmp*"
+		}
+		return ""
+	}
+	return ""
 }
 
 // FallbackCount totals a reason and directory over the processes.
@@ -94,7 +176,18 @@ type ReportSummary struct {
 	// IncludePrefixes are the --include prefixes that would bundle the
 	// Temporary paths (squash.IncludePrefix), most-taken first.
 	IncludePrefixes []string `json:"include_prefixes"`
-	Pseudo          int      `json:"pseudo"` // distinct passed-through paths in /proc, /sys, /dev
+	// PerRun are the temporary names a run makes for itself (a JVM's
+	// /tmp/hsperfdata_<user>, Open MPI's session directory /tmp/ompi.<host>.<uid>,
+	// names with a pid in them), grouped by pattern ("/tmp/ompi.*"): they
+	// differ in every run, so no image can hold them and nothing is advised.
+	PerRun []PathCount `json:"per_run"`
+	// Runs are the launches the reports come from (DLBUNDLE_RUN), kept apart,
+	// in the order their first line appears.
+	Runs []RunCount `json:"runs"`
+	// Fold is the command that folds what the image lacked into it (build
+	// --from); set by the caller that knows the image and the files.
+	Fold   *FoldAdvice `json:"-"`
+	Pseudo int         `json:"pseudo"` // distinct passed-through paths in /proc, /sys, /dev
 	// Outside are the libraries ld.so loaded from outside the image (and
 	// so from the shared file system, in every process). Most-taken first.
 	Outside []PathCount `json:"outside"`
@@ -141,7 +234,21 @@ func SummarizeWithRules(reports []ProcessReport, rules *squash.Rules) ReportSumm
 	pseudo := map[string]bool{}
 	outside := map[string]int{}
 	fallbacks := map[Fallback]*FallbackCount{} // keyed by reason and dir (Lookups 0)
+	perRun := map[string]int{}
+	runs := map[string]*RunCount{}
+	var runOrder []string
 	for _, r := range reports {
+		rc := runs[r.Run]
+		if rc == nil {
+			rc = &RunCount{Run: r.Run}
+			runs[r.Run] = rc
+			runOrder = append(runOrder, r.Run)
+		}
+		rc.Processes++
+		rc.Answered += r.Answered
+		rc.Missing += r.Missing
+		rc.Passed += r.Passed
+		patterns := map[string]bool{}
 		for _, f := range r.Fallbacks {
 			k := Fallback{Reason: f.Reason, Dir: f.Dir}
 			c := fallbacks[k]
@@ -174,8 +281,23 @@ func SummarizeWithRules(reports []ProcessReport, rules *squash.Rules) ReportSumm
 				pseudo[p] = true
 				continue
 			}
+			if v, _ := rules.Match(p); v == squash.Skip {
+				if pat := perRunName(p); pat != "" {
+					patterns[pat] = true
+					continue
+				}
+			}
 			count[p]++
 		}
+		for pat := range patterns {
+			perRun[pat]++
+		}
+	}
+	for _, r := range runOrder {
+		s.Runs = append(s.Runs, *runs[r])
+	}
+	for p, n := range perRun {
+		s.PerRun = append(s.PerRun, PathCount{p, n})
 	}
 	prefixes := map[string]int{}
 	for p, n := range count {
@@ -209,7 +331,7 @@ func SummarizeWithRules(reports []ProcessReport, rules *squash.Rules) ReportSumm
 	for p, n := range prefixes {
 		inc = append(inc, PathCount{p, n})
 	}
-	for _, l := range [][]PathCount{s.Lacked, s.NodeLocal, s.Temporary, s.Outside, inc} {
+	for _, l := range [][]PathCount{s.Lacked, s.NodeLocal, s.Temporary, s.Outside, inc, s.PerRun} {
 		sortByProcesses(l)
 	}
 	for _, p := range inc {
@@ -240,6 +362,7 @@ func (s ReportSummary) WriteText(w io.Writer, limit int) error {
 		return 100 * float64(n) / float64(total)
 	}
 	s.writeFallbacks(bw, limit)
+	s.writeRuns(bw, limit)
 	fmt.Fprintf(bw, "%d processes, %d lookups:\n", s.Processes, total)
 	fmt.Fprintf(bw, "  answered from the stage   %10d  (%5.1f%%)\n", s.Answered, pct(s.Answered))
 	fmt.Fprintf(bw, "  answered as missing       %10d  (%5.1f%%)\n", s.Missing, pct(s.Missing))
@@ -252,17 +375,26 @@ func (s ReportSummary) WriteText(w io.Writer, limit int) error {
 			"build leaves them on the node, nothing to re-trace):\n", len(s.NodeLocal))
 		writeCapped(bw, s.NodeLocal, limit)
 	}
+	if len(s.PerRun) > 0 {
+		fmt.Fprintf(bw, "\n%d kinds of per-run temporary names (a JVM's, Open MPI's session files, names with a\n"+
+			"pid in them): each run makes its own, so no image can hold them; nothing to do:\n", len(s.PerRun))
+		writeCapped(bw, s.PerRun, limit)
+	}
 	if len(s.Temporary) > 0 {
 		fmt.Fprintf(bw, "\n%d paths in temporary or runtime directories (/tmp, /var/tmp, /run), which build\n"+
 			"leaves out by default (re-tracing does not change that):\n", len(s.Temporary))
 		writeCapped(bw, s.Temporary, limit)
 		fmt.Fprintln(bw, "A job's per-run files (its working directory, scratch) belong there: nothing to do. If they")
-		fmt.Fprintln(bw, "are the app's own files (an app installed under /tmp), rebuild from the same traces with:")
+		fmt.Fprintln(bw, "are the app's own files (an app installed under /tmp), fold them in with --include:")
 		inc := s.IncludePrefixes
 		if len(inc) > 3 {
 			inc = inc[:3]
 		}
-		fmt.Fprintf(bw, "  dlbundle build --include %s -o app.dlimg\n", strings.Join(quoteAll(inc), " --include "))
+		var flags []string
+		for _, p := range inc {
+			flags = append(flags, "--include", shellWord(p))
+		}
+		fmt.Fprintf(bw, "  %s\n", s.Fold.command(flags...))
 		if more := len(s.IncludePrefixes) - len(inc); more > 0 {
 			fmt.Fprintf(bw, "  (%d more prefixes in --json's include_prefixes)\n", more)
 		}
@@ -271,9 +403,10 @@ func (s ReportSummary) WriteText(w io.Writer, limit int) error {
 		fmt.Fprintf(bw, "\n%d libraries ld.so loaded from outside the image (from the shared file system,\n"+
 			"in every process that loaded them):\n", len(s.Outside))
 		writeCapped(bw, s.Outside, limit)
-		fmt.Fprintln(bw, "Re-trace with the inputs that load them and rebuild; if the trace saw them and a default")
-		fmt.Fprintln(bw, "rule left them out, rebuild with --include PREFIX (their directory or prefix):")
-		fmt.Fprintln(bw, "  dlbundle trace -- ./myapp <those inputs>   # then: dlbundle build --include PREFIX -o app.dlimg")
+		if len(s.Lacked) == 0 {
+			fmt.Fprintln(bw, "Fold them into the image (no new pilot needed; the next run loads them from the stage):")
+			fmt.Fprintln(bw, "  "+s.Fold.command())
+		}
 	}
 	if len(s.Lacked) == 0 {
 		fmt.Fprintln(bw, "The image held every other path the app looked up.")
@@ -284,10 +417,31 @@ func (s ReportSummary) WriteText(w io.Writer, limit int) error {
 	if s.Dropped > 0 {
 		fmt.Fprintf(bw, "(%d more distinct paths were not recorded: each process keeps its first 512)\n", s.Dropped)
 	}
-	fmt.Fprintln(bw, "\nThese lookups went to the shared file system from every process. If they are part of the")
-	fmt.Fprintln(bw, "app (not per-run files), re-trace with the inputs that take them and rebuild:")
-	fmt.Fprintln(bw, "  dlbundle trace -- ./myapp <those inputs>   # then: dlbundle build -o app.dlimg")
+	fmt.Fprintln(bw, "\nThese lookups went to the shared file system from every process. Fold them (and the")
+	fmt.Fprintln(bw, "libraries above) into the image, with no new pilot: the same rules as any build, files")
+	fmt.Fprintln(bw, "written by the run after the image are left out (the summary says so):")
+	fmt.Fprintln(bw, "  "+s.Fold.command())
 	return bw.Flush()
+}
+
+// writeRuns lists the runs when the reports hold more than one.
+func (s ReportSummary) writeRuns(w io.Writer, limit int) {
+	if len(s.Runs) < 2 {
+		return
+	}
+	fmt.Fprintf(w, "%d runs:\n  %-30s %9s %10s %10s %10s\n", len(s.Runs), "run", "processes", "answered", "missing", "passed")
+	for i, r := range s.Runs {
+		if limit > 0 && i == limit {
+			fmt.Fprintf(w, "  ... and %d more (--all lists them)\n", len(s.Runs)-limit)
+			break
+		}
+		name := r.Run
+		if name == "" {
+			name = "(no run id)"
+		}
+		fmt.Fprintf(w, "  %-30s %9d %10d %10d %10d\n", untrusted.Quote(name), r.Processes, r.Answered, r.Missing, r.Passed)
+	}
+	fmt.Fprintln(w)
 }
 
 // fallbackWhy says in words why lookups went to the file system.
@@ -372,4 +526,33 @@ func quoteAll(paths []string) []string {
 		q[i] = untrusted.Quote(p)
 	}
 	return q
+}
+
+// Lacks lists what the processes passed to the file system that an image
+// could hold, for build --from (squash.FromLacks): their passed-through
+// paths, less /proc, /sys and /dev, and the libraries ld.so loaded from
+// outside the image, each once, in the order the reports name them.
+func Lacks(reports []ProcessReport) []squash.Lack {
+	var out []squash.Lack
+	seen := map[string]int{}
+	add := func(p string, lib bool) {
+		if isPseudoPath(p) {
+			return
+		}
+		if i, ok := seen[p]; ok {
+			out[i].Library = out[i].Library || lib
+			return
+		}
+		seen[p] = len(out)
+		out = append(out, squash.Lack{Path: p, Library: lib})
+	}
+	for _, r := range reports {
+		for _, p := range r.Outside {
+			add(p, true)
+		}
+		for _, p := range r.PassedPaths {
+			add(p, false)
+		}
+	}
+	return out
 }

@@ -142,7 +142,7 @@ func TestReportListsLibrariesFromOutside(t *testing.T) {
 	}
 	text, stderr, _, state := runCLI(t, cleanEnv(f.work), "report", f.report)
 	if !state.Success() || !strings.Contains(text, "from outside the image") || !strings.Contains(text, f.outsideLib) ||
-		!strings.Contains(text, "--include") {
+		!strings.Contains(text, "--from") {
 		t.Errorf("dlbundle report (%v, stderr %q) does not list %s with advice:\n%s", state, stderr, f.outsideLib, text)
 	}
 	s := Summarize(rs)

@@ -2,6 +2,7 @@ package loader
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -37,7 +38,7 @@ func TestSummaryTempDirsApartWithIncludeAdvice(t *testing.T) {
 	if strings.Contains(text[lacks:], "/tmp/job42") {
 		t.Errorf("/tmp/job42 is listed among the paths the image lacks:\n%s", text)
 	}
-	if !strings.Contains(text[tmp:lacks], "dlbundle build --include /tmp/job42 -o app.dlimg") {
+	if !strings.Contains(text[tmp:lacks], "dlbundle build -o app.dlimg --from app.dlimg --include /tmp/job42 RUN.report") {
 		t.Errorf("temporary paths without the --include to copy:\n%s", text)
 	}
 	if n := strings.Count(text, "  processes  path\n"); n != 3 {
@@ -84,5 +85,35 @@ func TestReportTextEscapesControlBytes(t *testing.T) {
 	}
 	if !strings.Contains(text, `"/opt/app/x\n  answered from the stage`) {
 		t.Errorf("the forged path is not shown quoted:\n%s", text)
+	}
+}
+
+// Per-run temporary names (a JVM's, Open MPI's session directory) are
+// grouped by pattern and never offered as --include prefixes; the lines of
+// several runs are kept apart by their run id.
+func TestSummaryGroupsPerRunNamesAndKeepsRunsApart(t *testing.T) {
+	s := Summarize([]ProcessReport{
+		{Run: "slurm-7.0", PID: 1, Passed: 4, PassedPaths: []string{"/tmp/hsperfdata_root/12509", "/tmp/.java_pid12509", "/tmp/ompi.node1.0/jf.0", "/opt/app/x.so"}},
+		{Run: "slurm-7.0", PID: 2, Passed: 2, PassedPaths: []string{"/tmp/ompi.node1.0/jf.1", "/tmp/ompi.node1.0/jf.0"}},
+		{Run: "slurm-8.0", PID: 3, Answered: 9, Passed: 2, PassedPaths: []string{"/tmp/.java_pid777", "/tmp/myapp/lib.so"}},
+	})
+	want := []PathCount{{"/tmp/.java_pid*", 2}, {"/tmp/ompi.*", 2}, {"/tmp/hsperfdata_*", 1}}
+	if !slices.Equal(s.PerRun, want) {
+		t.Errorf("per-run %+v, want %+v", s.PerRun, want)
+	}
+	if strings.Join(s.IncludePrefixes, " ") != "/tmp/myapp" || len(s.Temporary) != 1 {
+		t.Errorf("include prefixes %q, temporary %+v: want only /tmp/myapp", s.IncludePrefixes, s.Temporary)
+	}
+	if len(s.Runs) != 2 || s.Runs[0] != (RunCount{Run: "slurm-7.0", Processes: 2, Passed: 6}) || s.Runs[1].Answered != 9 {
+		t.Errorf("runs %+v", s.Runs)
+	}
+	var buf bytes.Buffer
+	if err := s.WriteText(&buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	text := buf.String()
+	if !strings.Contains(text, "2 runs:") || !strings.Contains(text, "slurm-8.0") || !strings.Contains(text, "/tmp/ompi.*") ||
+		strings.Contains(text, "--include /tmp/ompi") || strings.Contains(text, "--include /tmp/.java") {
+		t.Errorf("runs or per-run names not shown apart, or advised as --include:\n%s", text)
 	}
 }

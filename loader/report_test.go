@@ -87,8 +87,8 @@ func TestReportFromShim(t *testing.T) {
 	if err := s.WriteText(&buf, 0); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(buf.String(), outside) || !strings.Contains(buf.String(), "dlbundle trace") {
-		t.Errorf("summary text does not name the path and suggest re-tracing:\n%s", buf.String())
+	if !strings.Contains(buf.String(), outside) || !strings.Contains(buf.String(), "dlbundle build -o app.dlimg --from app.dlimg RUN.report") {
+		t.Errorf("summary text does not name the path and the build --from that folds it in:\n%s", buf.String())
 	}
 }
 

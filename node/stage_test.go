@@ -145,7 +145,7 @@ func (h *helperSetup) command(extraEnv ...string) *exec.Cmd {
 		"DLBUNDLE_STAGE_HELPER=1",
 		"HELPER_STAGE_DIR="+h.stageDir, "HELPER_IMAGE="+h.image, "HELPER_COUNTER="+h.counter,
 		"HELPER_FILES="+strconv.Itoa(h.files), "HELPER_PAUSE="+h.pause.String(),
-		"SLURM_JOB_ID="+h.jobID)
+		"SLURM_JOB_ID="+h.jobID, "SLURM_STEP_ID=0") // the ranks of one srun step
 	cmd.Env = append(cmd.Env, extraEnv...)
 	return cmd
 }

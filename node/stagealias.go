@@ -73,13 +73,38 @@ func BatchJobID(getenv func(string) string) string {
 	return ""
 }
 
+// rankVars are set in each rank of a parallel launch (not in a batch script
+// or an allocation's shell, where exec runs as one process).
+var rankVars = []string{"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "FLUX_TASK_RANK"}
+
+// serialInJob reports whether this exec runs inside a batch job but outside
+// any parallel launch: a batch script or an salloc shell calling exec
+// directly (SLURM_JOB_ID without SLURM_STEP_ID, no launcher's id, no rank).
+// Nothing tells two such execs apart, and the image may be rebuilt between
+// them; they are single processes, so one stat of the image each costs no
+// rank anything.
+func serialInJob(getenv func(string) string) bool {
+	for _, vars := range [][]string{launchIDVars, rankVars} {
+		for _, v := range vars {
+			if getenv(v) != "" {
+				return false
+			}
+		}
+	}
+	return getenv("SLURM_STEP_ID") == ""
+}
+
 // StageAlias names an image for the stage's by-path index without reading it,
 // so that every rank after the first on a node finds the stage with no
 // operation on the shared file system — not even a stat of the image.
 //
 // ref is the image as given on the command line (a file path, made absolute,
-// or an oci:// reference). Within one job the file at that path is assumed not
-// to change, so the key is sha256(ref, job id). Outside a batch job there is
+// or an oci:// reference). Within one launch of a job (a job step, an mpirun)
+// the file at that path is assumed not to change, so the key is sha256(ref,
+// job id). A batch script or an allocation's shell calling exec directly is
+// no launch (serialInJob): its key also holds the file's identity, as
+// outside a job, so that an image rebuilt between two such execs is staged
+// anew. Outside a batch job there is
 // no job id; then the key includes the image's device, inode, mtime and size
 // from ONE stat (a cheap metadata operation, once per rank), so that an image
 // rebuilt at the same path is never served from an old stage. An oci:// ref
@@ -89,11 +114,13 @@ func BatchJobID(getenv func(string) string) string {
 func StageAlias(ref string, getenv func(string) string) (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "dlbundle-stage-alias-v1\x00%s\x00", ref)
-	if id, source := JobID(getenv); id != "" {
+	id, source := JobID(getenv)
+	if id != "" {
 		fmt.Fprintf(h, "job\x00%s=%s", source, id)
-	} else if isOCIRef(ref) && !isPinnedRef(ref) {
+	}
+	if id == "" && isOCIRef(ref) && !isPinnedRef(ref) {
 		return "", nil // a tag may move between runs: resolve it every time
-	} else if !isPinnedRef(ref) {
+	} else if !isOCIRef(ref) && (id == "" || serialInJob(getenv)) {
 		var st unix.Stat_t
 		if err := unix.Stat(ref, &st); err != nil {
 			return "", &os.PathError{Op: "stat", Path: ref, Err: err}

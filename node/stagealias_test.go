@@ -43,12 +43,29 @@ func TestStageAliasKeys(t *testing.T) {
 	if job1 != key(img, envOf("SLURM_JOB_ID", "1", "PBS_JOBID", "9")) {
 		t.Error("alias depends on a job id variable of lower preference")
 	}
-	if job1 == key("/other/app.dlimg", envOf("SLURM_JOB_ID", "1")) {
+	if step0 := envOf("SLURM_JOB_ID", "1", "SLURM_STEP_ID", "0"); key(img, step0) == key("/other/app.dlimg", step0) {
 		t.Error("two images share an alias")
 	}
-	// Within a job the image is not even stat'ed: a missing path still has a key.
-	if _, err := StageAlias("/no/such/image", envOf("FLUX_JOB_ID", "f1")); err != nil {
-		t.Errorf("alias inside a job touched the image: %v", err)
+	// Within a launch the image is not even stat'ed: a missing path still has a key.
+	for _, env := range [][]string{{"FLUX_JOB_ID", "f1", "FLUX_TASK_RANK", "3"}, {"SLURM_JOB_ID", "1", "SLURM_STEP_ID", "0"},
+		{"SLURM_JOB_ID", "1", "PMIX_NAMESPACE", "ns1"}, {"PBS_JOBID", "7", "PMI_RANK", "1"}} {
+		if _, err := StageAlias("/no/such/image", envOf(env...)); err != nil {
+			t.Errorf("alias inside a launch (%v) touched the image: %v", env, err)
+		}
+	}
+	// A batch script or an salloc shell calling exec directly (a job, no
+	// step, no launcher, no rank): the key follows the file, so an image
+	// rebuilt at the same path within the job is never served stale.
+	serial := envOf("SLURM_JOB_ID", "1", "SLURM_PROCID", "0")
+	if _, err := StageAlias("/no/such/image", serial); err == nil {
+		t.Error("alias of a missing image in a batch script: want the stat error")
+	}
+	inJob := key(img, serial)
+	if err := os.WriteFile(img, []byte("v2, rebuilt"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if inJob == key(img, serial) {
+		t.Error("an image rebuilt at the same path keeps its alias in a batch script")
 	}
 	// Outside a job the key follows the file's identity.
 	before := key(img, envOf())

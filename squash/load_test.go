@@ -61,3 +61,32 @@ func TestLoadErrorsNameTheFileAndTheFix(t *testing.T) {
 		t.Errorf("good trace: %v %v", ts, err)
 	}
 }
+
+// Pilots accumulate: each pilot's name is the first free one, and
+// DefaultTraces returns every pilot's files, pilot by pilot, ranks in order.
+func TestNextTraceNeverReplacesAPilot(t *testing.T) {
+	dir := t.TempDir()
+	for i, want := range []string{"dlbundle.trace", "dlbundle.2.trace", "dlbundle.3.trace"} {
+		got := NextTrace(dir, "")
+		if got != filepath.Join(dir, want) {
+			t.Fatalf("pilot %d: NextTrace = %s, want %s", i+1, got, want)
+		}
+		tree(t, dir, map[string]string{filepath.Base(got): "x"})
+	}
+	// ranks of a launcher: their own files decide
+	if got := NextTrace(dir, "0"); got != filepath.Join(dir, "dlbundle.trace") {
+		t.Fatalf("rank 0 with no rank file: %s", got)
+	}
+	tree(t, dir, map[string]string{"dlbundle.trace.0": "x", "dlbundle.trace.1": "x", "dlbundle.2.trace.0": "x", "dlbundle.x.trace": "x", "dlbundle.1.trace": "x"})
+	if got := NextTrace(dir, "0"); got != filepath.Join(dir, "dlbundle.3.trace") {
+		t.Fatalf("rank 0 after two 1-rank pilots: %s", got)
+	}
+	got, err := DefaultTraces(dir)
+	var want []string
+	for _, n := range []string{"dlbundle.trace", "dlbundle.trace.0", "dlbundle.trace.1", "dlbundle.2.trace", "dlbundle.2.trace.0", "dlbundle.3.trace"} {
+		want = append(want, filepath.Join(dir, n))
+	}
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("DefaultTraces = %v %v, want %v", got, err, want)
+	}
+}

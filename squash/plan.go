@@ -25,6 +25,24 @@ type Options struct {
 	// now, instead of leaving them out.
 	AllowChanged bool
 	Warn         func(string) // called for every warning (also kept in Report.Warnings)
+	// Pilots are header records to keep in the image before the traces'
+	// own (build --from: the pilots of the image it starts from).
+	Pilots []json.RawMessage
+	// Since (Unix ns) is when the inputs that describe the app were made
+	// (the image's file, the last pilot's start): a path that only a run's
+	// reports name and that was modified later is an output of that run,
+	// not part of the app, and is left out (ReasonNewer). 0: no check.
+	Since int64
+	// StatOnlyMax replaces StatOnlyMaxSize (0: the default): files only
+	// stat'd up to this size are bundled, larger ones are external.
+	StatOnlyMax int64
+}
+
+func (o Options) statOnlyMax() int64 {
+	if o.StatOnlyMax > 0 {
+		return o.StatOnlyMax
+	}
+	return StatOnlyMaxSize
 }
 
 // StatOnlyMaxSize: regular files the pilot only stat'd (Python stats the .py
@@ -53,7 +71,13 @@ func Build(traces []*trace.Trace, opts Options) (*Plan, error) {
 	}
 	b := &builder{opts: opts, rules: rules, fs: newFSView(), index: map[string]int{}, plan: &Plan{}, outputDirs: map[string]bool{}}
 	rep := &b.plan.Report
+	b.plan.Pilots = append(b.plan.Pilots, opts.Pilots...)
+	var pilots []*trace.Trace // the pilot runs' own traces, not made-up ones (from.go)
 	for i, t := range traces {
+		if t.Header.Format != trace.FormatName {
+			continue
+		}
+		pilots = append(pilots, t)
 		h, err := json.Marshal(&t.Header)
 		if err != nil {
 			return nil, err
@@ -64,8 +88,9 @@ func Build(traces []*trace.Trace, opts Options) (*Plan, error) {
 		}
 	}
 	rep.Traces = len(traces)
-	for i, t := range traces[1:] {
-		if a, b0 := strings.Join(t.Header.Command, " "), strings.Join(traces[0].Header.Command, " "); a != b0 {
+	for i := 1; i < len(pilots); i++ {
+		t := pilots[i]
+		if a, b0 := strings.Join(t.Header.Command, " "), strings.Join(pilots[0].Header.Command, " "); a != b0 {
 			b.warn("trace %d records another command (%s) than trace 1 (%s); merging them (name the traces to build from only some)", i+2, a, b0)
 		}
 	}
@@ -126,6 +151,10 @@ func (b *builder) place(x *use) {
 	}
 	verdict, reason := b.rules.Match(x.path)
 	switch {
+	case verdict == Skip && x.reported && !x.pilot:
+		b.skipByRule(reason, x.path)
+		b.plan.Report.TempReported = append(b.plan.Report.TempReported, x.path)
+		return
 	case verdict == Skip:
 		b.skipByRule(reason, x.path)
 		return
@@ -164,6 +193,11 @@ func (b *builder) placeExisting(x *use, w walk) {
 		b.skip(ReasonAppeared) // the pilot saw ENOENT/ENOTDIR: the job will too, or not; pass through
 		return
 	}
+	if x.reported && !x.pilot && b.opts.Since > 0 && unix.TimespecToNsec(n.st.Mtim) > b.opts.Since {
+		b.plan.Report.Newer = append(b.plan.Report.Newer, x.path)
+		b.skip(ReasonNewer)
+		return
+	}
 	if v, reason := b.rules.Match(n.path); v != Bundle {
 		// A symlink that leads into /tmp, /etc...: keep the way there, not the object.
 		b.addChain(w)
@@ -174,7 +208,7 @@ func (b *builder) placeExisting(x *use, w walk) {
 		return
 	}
 	switch {
-	case n.isReg() && !x.read && !x.pycWritten && n.st.Size > StatOnlyMaxSize:
+	case n.isReg() && !x.read && !x.pycWritten && n.st.Size > b.opts.statOnlyMax():
 		b.addChain(w)
 		b.addExternal(n)
 		b.statOnlyLarge = append(b.statOnlyLarge, n.path) // counted at the end: a later use may read it
@@ -290,7 +324,7 @@ func (b *builder) placeNotDir(x *use, w walk) {
 	b.addChain(w)
 	switch _, ok := b.index[f.path]; {
 	case ok:
-	case f.isReg() && f.st.Size <= StatOnlyMaxSize:
+	case f.isReg() && f.st.Size <= b.opts.statOnlyMax():
 		b.addRegular(f) // bundled like a stat'd-only file, so the loader can answer without the file system
 	default:
 		b.addExternal(f)

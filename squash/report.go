@@ -21,7 +21,8 @@ const (
 	ReasonMissingKept   = "failed lookup not kept (its directory is not in the plan)"
 	ReasonOtherError    = "failed lookup with an error other than ENOENT/ENOTDIR (not reproduced)"
 	ReasonUnreadable    = "cannot be read at build time"
-	ReasonStatOnlyLarge = "only stat'd by the pilot and larger than 2 MiB (external: stats go to the file system)"
+	ReasonStatOnlyLarge = "only stat'd by the pilot and larger than 2 MiB (external: stats go to the file system; --stat-only-max SIZE to bundle)"
+	ReasonNewer         = "named only by a run's reports and modified after the image or pilot (an output of the run; --allow-changed to bundle)"
 )
 
 // Report says what Build did with the traced paths, for the build summary.
@@ -52,6 +53,11 @@ type Report struct {
 	// PycCaches lists bytecode caches the pilot wrote and the plan bundles
 	// because they are valid for their sources now.
 	PycCaches []string
+	// Newer lists the paths left out as ReasonNewer.
+	Newer []string
+	// TempReported lists the paths only a run's reports named that a
+	// default rule leaves out (per-run names in /tmp...).
+	TempReported []string
 	// Warnings repeats every message given to Options.Warn.
 	Warnings []string
 }

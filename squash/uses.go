@@ -21,11 +21,15 @@ type use struct {
 	enotdir  bool // a lookup failed with ENOTDIR
 	otherErr string
 
-	written      bool // created, changed or removed during the pilot
-	pycWritten   bool // written only as Python writes a bytecode cache
-	listChanged  bool // a name in this directory was created or removed (not by bytecode cache writes)
-	openStats    []openStat
-	pilotListing map[string]bool // names of the first listing the pilot read
+	written bool // created, changed or removed during the pilot
+	// reported: a run's process reports named it (FromLacks); pilot: a
+	// pilot's trace or an image did. A path only reported is checked
+	// against Options.Since (an output of the run is no input).
+	reported, pilot bool
+	pycWritten      bool // written only as Python writes a bytecode cache
+	listChanged     bool // a name in this directory was created or removed (not by bytecode cache writes)
+	openStats       []openStat
+	pilotListing    map[string]bool // names of the first listing the pilot read
 }
 
 // openStat is a file's size and mtime as the tracer saw them at an open.
@@ -60,9 +64,13 @@ type uses struct {
 func collect(traces []*trace.Trace) *uses {
 	u := &uses{byPath: map[string]*use{}}
 	for ti, t := range traces {
+		reported := t.Header.Format == FormatReport
 		for ei := range t.Events {
 			u.events++
-			u.add(&t.Events[ei], orderKey{t.Events[ei].T, ti, ei})
+			if x := u.add(&t.Events[ei], orderKey{t.Events[ei].T, ti, ei}); x != nil {
+				x.reported = x.reported || reported
+				x.pilot = x.pilot || !reported
+			}
 		}
 	}
 	return u
@@ -79,18 +87,25 @@ func (u *uses) get(p string, k orderKey) *use {
 	return x
 }
 
-func (u *uses) add(e *trace.Event, k orderKey) {
+// add records one event; it returns the use of a lookup's path (nil for
+// writes and events without a path).
+func (u *uses) add(e *trace.Event, k orderKey) *use {
 	if e.Op == trace.OpSpawn || !path.IsAbs(e.Path) {
-		return
+		return nil
 	}
 	p := path.Clean(e.Path)
 	if e.Writes() {
 		if e.Err == "" { // a failed write changed nothing
 			u.addWrite(e, p, k)
 		}
-		return
+		return nil
 	}
 	x := u.get(p, k)
+	u.addLookup(e, x)
+	return x
+}
+
+func (u *uses) addLookup(e *trace.Event, x *use) {
 	switch e.Err {
 	case "":
 	case "EINVAL":

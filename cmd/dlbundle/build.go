@@ -26,7 +26,9 @@ import (
 // BuildCmd packs what one or more pilot traces loaded into an image.
 type BuildCmd struct {
 	Output       string   `short:"o" placeholder:"IMAGE" help:"Image file to write (e.g. app.dlimg). Written to a temporary file beside it and renamed when complete."`
-	Traces       []string `arg:"" optional:"" name:"trace" type:"path" help:"Trace files (default: ./dlbundle.trace and the per-rank ./dlbundle.trace.N)."`
+	Traces       []string `arg:"" optional:"" name:"trace" type:"path" help:"Trace files and report files, mixed (default: every trace in the directory: ./dlbundle.trace, ./dlbundle.N.trace, and the per-rank .RANK files)."`
+	From         string   `placeholder:"IMAGE" type:"existingfile" help:"Start from this image's entries (no traces needed) and fold in what the traces and reports add: dlbundle build -o new.dlimg --from app.dlimg run.report. The image's --include/--exclude are kept."`
+	StatOnlyMax  int64    `name:"stat-only-max" placeholder:"BYTES" default:"0" help:"Bundle files the pilot only stat'd up to this size (default 2097152, 2 MiB); larger ones stay on the file system as external entries."`
 	Level        int      `default:"3" help:"zstd level, 1 (fastest) to 19 (smallest)."`
 	Workers      int      `default:"0" help:"Parallel compressors (0 = all cores)."`
 	Include      []string `sep:"none" placeholder:"PREFIX" help:"Bundle paths under PREFIX although a default rule leaves them out (e.g. --include /etc/myapp). Repeatable; the longest matching prefix wins."`
@@ -79,13 +81,20 @@ func (c *BuildCmd) Run() error {
 	if c.Output == "" && !c.DryRun {
 		return fmt.Errorf("name the image to write with -o, e.g. -o app.dlimg (or --dry-run to see the plan)")
 	}
-	paths := c.Traces
-	if len(paths) == 0 {
+	if len(c.Traces) == 0 && c.From == "" {
 		var err error
-		if paths, err = squash.DefaultTraces("."); err != nil {
+		if c.Traces, err = squash.DefaultTraces("."); err != nil {
 			return err
 		}
 	}
+	in, err := c.sortInputs()
+	if err != nil {
+		return err
+	}
+	if in.image != nil {
+		defer in.image.Close()
+	}
+	paths := in.all()
 	if os.Geteuid() == 0 {
 		// Root reads no file on a user's behalf (buildaccess.go).
 		owner, err := traceOwner(paths)
@@ -97,22 +106,25 @@ func (c *BuildCmd) Run() error {
 		}
 	}
 	if !c.DryRun {
-		if err := checkOutput(c.Output, paths, c.Force); err != nil {
+		// the image of --from may be rebuilt in place; traces and reports not
+		if err := checkOutput(c.Output, append(in.traces, in.reports...), c.Force); err != nil {
 			return err
 		}
-	}
-	traces, err := squash.Load(paths)
-	if err != nil {
-		return err
 	}
 	warnings := 0
 	warn := func(msg string) {
 		warnings++
 		fmt.Fprintln(os.Stderr, "warning:", msg)
 	}
-	plan, err := squash.Build(traces, squash.Options{
-		Include: c.Include, Exclude: c.Exclude, AllowChanged: c.AllowChanged, Warn: warn,
-	})
+	opts := squash.Options{
+		Include: c.Include, Exclude: c.Exclude, AllowChanged: c.AllowChanged, Warn: warn, StatOnlyMax: c.StatOnlyMax,
+	}
+	traces, err := in.load(&opts)
+	if err != nil {
+		return err
+	}
+	c.Include, c.Exclude = opts.Include, opts.Exclude // recorded in the image
+	plan, err := squash.Build(traces, opts)
 	if err != nil {
 		return err
 	}
@@ -121,14 +133,14 @@ func (c *BuildCmd) Run() error {
 		summary = os.Stdout
 	}
 	if c.DryRun {
-		printPlan(summary, paths, plan)
+		printPlan(summary, in.phrase(), plan)
 		imageAccess(plan, nil).print(summary, "would be written", c.Push != "")
 		return nil
 	}
 	if err := checkSomethingToBundle(plan); err != nil {
 		return err
 	}
-	info, err := c.buildInfo(len(traces))
+	info, err := c.buildInfo(len(in.traces))
 	if err != nil {
 		return err
 	}
@@ -155,7 +167,7 @@ func (c *BuildCmd) Run() error {
 	if err := out.commit(access.mode); err != nil {
 		return err
 	}
-	printBuildSummary(summary, c.Output, paths, plan, stats, warnings)
+	printBuildSummary(summary, c.Output, in.phrase(), plan, stats, warnings)
 	access.print(summary, "written", c.Push != "")
 	if c.Push != "" {
 		return c.push()
@@ -363,7 +375,7 @@ func hasImageFooter(p string, size int64) (bool, error) {
 
 // printPlan lists a plan's entries in load order, then what a build of it
 // would hold (--dry-run).
-func printPlan(w io.Writer, traces []string, plan *squash.Plan) {
+func printPlan(w io.Writer, from string, plan *squash.Plan) {
 	var raw int64
 	for _, e := range plan.Entries {
 		line := fmt.Sprintf("%5d %-8s %-12s %10d %s", e.Order, e.Type, e.Kind, e.Size, e.Path)
@@ -373,13 +385,13 @@ func printPlan(w io.Writer, traces []string, plan *squash.Plan) {
 		fmt.Fprintln(w, line)
 		raw += e.Size
 	}
-	fmt.Fprintf(w, "plan from %d trace(s) (%d events, %d paths); no image written (--dry-run)\n",
-		len(traces), plan.Report.Events, plan.Report.Paths)
+	fmt.Fprintf(w, "plan from %s (%d events, %d paths); no image written (--dry-run)\n",
+		from, plan.Report.Events, plan.Report.Paths)
 	printPlanSummary(w, plan, fmt.Sprintf("content: %s to compress", units.Bytes(raw)))
 }
 
-func printBuildSummary(w io.Writer, output string, traces []string, plan *squash.Plan, st image.WriteStats, warnings int) {
-	fmt.Fprintf(w, "wrote %s from %d trace(s) (%d events, %d paths)\n", output, len(traces), plan.Report.Events, plan.Report.Paths)
+func printBuildSummary(w io.Writer, output string, from string, plan *squash.Plan, st image.WriteStats, warnings int) {
+	fmt.Fprintf(w, "wrote %s from %s (%d events, %d paths)\n", output, from, plan.Report.Events, plan.Report.Paths)
 	ratio := 0.0
 	if st.StoredBytes > 0 {
 		ratio = float64(st.RawBytes) / float64(st.StoredBytes)

@@ -96,7 +96,7 @@ func TestReportImageRulesDecideTmpPaths(t *testing.T) {
 		}
 		return out.String()
 	}
-	if text := run(&ReportCmd{}); !strings.Contains(text, "dlbundle build --include "+app) || strings.Contains(text, "image lacks") {
+	if text := run(&ReportCmd{}); !strings.Contains(text, "--from app.dlimg --include "+app+" run.report") || strings.Contains(text, "image lacks") {
 		t.Errorf("default rules: %s not left out by policy with --include advice:\n%s", later, text)
 	}
 	if text := run(&ReportCmd{Image: "app.dlimg"}); !strings.Contains(text, "1 paths the image lacks") || strings.Contains(text, "temporary or runtime") {

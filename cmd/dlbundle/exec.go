@@ -82,7 +82,9 @@ func (c *ExecCmd) Run() error {
 		fmt.Fprintf(os.Stderr, "dlbundle exec: warning: %v; running %s natively (--fallback)\n", err, argv[0])
 		return execProgram(loader.Start("", argv, os.Environ(), loader.EnvOptions{}))
 	}
-	return execProgram(loader.Start(staged.Dir, argv, os.Environ(), loader.EnvOptions{Report: c.Report, Debug: c.Debug}))
+	warnBeforeStart(c.StageDir, c.Image, staged, argv)
+	report := reportTarget(c.Report, staged.Dir, c.Image) // before os.Environ: it sets DLBUNDLE_RUN
+	return execProgram(loader.Start(staged.Dir, argv, os.Environ(), loader.EnvOptions{Report: report, Debug: c.Debug}))
 }
 
 // ensureRequest is what exec asks of node.Ensure.

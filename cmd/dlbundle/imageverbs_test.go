@@ -141,6 +141,12 @@ func TestInspectVerifyExtractVerbs(t *testing.T) {
 		!strings.Contains(out, "stale: "+root+"/lib/libnope.so: recorded as missing, now exists") {
 		t.Fatalf("verify --against-source after changes: exit %d, want 3\n%s", code, out)
 	}
+	// what matters first: the content and missing-file lines before the
+	// listing that the new libnope.so changed
+	if c, l := strings.Index(out, "content differs"), strings.Index(out, "listing changed"); l < 0 || c > l ||
+		strings.Index(out, "recorded as missing") > l || !strings.Contains(out, "--from "+img) {
+		t.Fatalf("verify --against-source does not put content and missing files first, or advise build --from:\n%s", out)
+	}
 	if _, code := runCLI(t, bin, "verify", img); code != 0 {
 		t.Fatalf("plain verify of an intact but stale image: exit %d, want 0", code)
 	}

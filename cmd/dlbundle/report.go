@@ -5,18 +5,23 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/loader"
+	"github.com/dlbundle/dlbundle/node"
 	"github.com/dlbundle/dlbundle/squash"
 )
 
 // ReportCmd summarises DLBUNDLE_REPORT files.
 type ReportCmd struct {
-	Files []string `arg:"" name:"file" type:"existingfile" help:"Report file(s) written by 'dlbundle exec --report FILE' (or DLBUNDLE_REPORT=FILE): one JSON line per process."`
-	All   bool     `help:"List every path and library in each category (default: the 30 most taken)."`
-	JSON  bool     `name:"json" help:"Print the summary as JSON instead of text."`
-	Image string   `placeholder:"IMAGE" type:"existingfile" help:"The image the app ran from: the --include/--exclude it was built with decide which paths build left out by policy (default: build's default rules)."`
+	Files    []string `arg:"" optional:"" name:"file" type:"existingfile" help:"Report file(s) written by 'dlbundle exec --report FILE' (or DLBUNDLE_REPORT=FILE): one JSON line per process. Default: this node's records (every exec without --report leaves them beside its stage)."`
+	StageDir string   `name:"stage-dir" placeholder:"DIR" env:"DLBUNDLE_STAGE_DIR" help:"With no file: read the records of this stage directory (default: exec's default)."`
+	RunID    string   `name:"run" placeholder:"ID" help:"With no file: only the records of this run and the runs it names the start of (slurm-77: every run of Slurm job 77; slurm-77.3: its step 3)."`
+	All      bool     `help:"List every path and library in each category (default: the 30 most taken)."`
+	JSON     bool     `name:"json" help:"Print the summary as JSON instead of text."`
+	Image    string   `placeholder:"IMAGE" type:"existingfile" help:"The image the app ran from: the --include/--exclude it was built with decide which paths build left out by policy (default: build's default rules)."`
 
 	out io.Writer // where the summary goes; nil means stdout (tests)
 }
@@ -44,6 +49,16 @@ Give --image when the image was built with --include or --exclude: paths under a
 
 // Run reads the files and prints the summary.
 func (c *ReportCmd) Run() error {
+	if len(c.Files) == 0 {
+		if err := c.nodeFiles(); err != nil {
+			return err
+		}
+	}
+	for _, name := range c.Files {
+		if err := refuseNonReport(name); err != nil {
+			return err
+		}
+	}
 	var all []loader.ProcessReport
 	bad := 0
 	for _, name := range c.Files {
@@ -70,6 +85,10 @@ func (c *ReportCmd) Run() error {
 		return err
 	}
 	s := loader.SummarizeWithRules(all, rules)
+	s.Fold = &loader.FoldAdvice{Image: c.Image, Files: c.Files}
+	if c.Image == "" {
+		s.Fold.Image = c.imageOfRuns()
+	}
 	out := c.out
 	if out == nil {
 		out = os.Stdout
@@ -84,6 +103,62 @@ func (c *ReportCmd) Run() error {
 		limit = 0
 	}
 	return s.WriteText(out, limit)
+}
+
+// refuseNonReport ends with a usage error (exit 2) naming what a file that
+// is not a report is: a trace, an image, anything else.
+func refuseNonReport(name string) error {
+	k, err := sniffInput(name)
+	switch {
+	case err != nil:
+		return usageError{fmt.Sprintf("%v; 'dlbundle report' reads the files 'dlbundle exec --report FILE' wrote", err)}
+	case k == inputTrace:
+		return usageError{fmt.Sprintf("%s is a pilot's trace (written by 'dlbundle trace'), not a process report: build reads it (dlbundle build -o app.dlimg %s); report reads what 'dlbundle exec --report FILE' wrote", name, name)}
+	case k == inputImage:
+		return usageError{fmt.Sprintf("%s is an image, not a process report: give it as --image %s, with the report files of a run from it", name, name)}
+	}
+	return nil
+}
+
+// nodeFiles sets Files to this node's records (records.go).
+func (c *ReportCmd) nodeFiles() error {
+	files, err := nodeRecords(node.ResolveStageDir(c.StageDir))
+	if err != nil {
+		return err
+	}
+	if c.RunID != "" {
+		id := cleanRunID(c.RunID)
+		var keep []string
+		for _, f := range files {
+			if b := filepath.Base(f); b == id+".report" || strings.HasPrefix(b, id+".") {
+				keep = append(keep, f)
+			}
+		}
+		if len(keep) == 0 {
+			return fmt.Errorf("no record of run %s in %s", c.RunID, filepath.Dir(files[0]))
+		}
+		files = keep
+	}
+	c.Files = files
+	return nil
+}
+
+// imageOfRuns is the image the records' runs used, as exec noted it beside
+// them (records.go), when they all used the same; else "".
+func (c *ReportCmd) imageOfRuns() string {
+	img := ""
+	for _, f := range c.Files {
+		b, err := os.ReadFile(strings.TrimSuffix(f, ".report") + ".image")
+		if err != nil {
+			return ""
+		}
+		if i := strings.TrimSpace(string(b)); img == "" || img == i {
+			img = i
+		} else {
+			return ""
+		}
+	}
+	return img
 }
 
 // rules are the build rules of --image, else build's defaults.

@@ -4,14 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
+	"strings"
 
+	"github.com/dlbundle/dlbundle/squash"
 	"github.com/dlbundle/dlbundle/trace"
 )
 
 // TraceCmd is the pilot run: it runs the app once under ptrace and records
 // every file-system lookup it makes.
 type TraceCmd struct {
-	Output  string   `short:"o" placeholder:"FILE" help:"Trace file to write (default ./dlbundle.trace; '.RANK' is appended under a launcher)."`
+	Output  string   `short:"o" placeholder:"FILE" help:"Trace file to write (default ./dlbundle.trace, or the first free ./dlbundle.N.trace: pilots accumulate; '.RANK' is appended under a launcher)."`
 	Quiet   bool     `short:"q" help:"Do not print the summary at the end."`
 	HTML    string   `name:"html" placeholder:"FILE" help:"Also write a page (one self-contained HTML file) that draws the pilot's lookups over time and by directory; 'dlbundle inspect --html' adds the image and reports."`
 	Command []string `arg:"" passthrough:"" name:"command" help:"The app and its arguments (put -- before it)."`
@@ -33,14 +36,25 @@ as one process: what the pilot loads is what gets bundled.
   dlbundle trace -q -- ./run.sh            # no summary
   dlbundle trace --html numpy.html -- /usr/bin/python3 -c 'import numpy'
 
-Output: ./dlbundle.trace unless -o is given. It is written under a temporary
-name next to it and renamed when complete, so an earlier trace is replaced
-only by a complete one. Under a parallel launcher (OMPI_COMM_WORLD_RANK,
+Output: ./dlbundle.trace unless -o is given; when it exists, the first free
+./dlbundle.2.trace, ./dlbundle.3.trace ...: a second pilot (other inputs,
+another width) never replaces the first, and 'dlbundle build' with no trace
+named uses all of them. -o FILE is written under a temporary name next to
+FILE and renamed when complete, so an earlier FILE is replaced only by a
+complete trace. Under a parallel launcher (OMPI_COMM_WORLD_RANK,
 PMIX_RANK, PMI_RANK, FLUX_TASK_RANK or SLURM_PROCID set; the first wins, so
 mpirun inside a Slurm job names its own ranks) ".RANK" is appended, so
 'srun -n 4 dlbundle trace -- ./app' writes dlbundle.trace.0 ... .3.
 Put the launcher outside: 'dlbundle trace -- srun ./app' would trace srun
 only (the ranks are started by slurmd) and is refused.
+
+An Open MPI program traced without a launcher starts as a "singleton",
+which would spawn a daemon (orted) and session files in /tmp that outlive the
+pilot: trace runs it isolated (OMPI_MCA_ess_singleton_isolated=1, no daemon,
+nothing left behind). Its ranks in a job load more (transports, PMIx); for a
+pilot that loads what a rank does, put the launcher outside:
+  mpirun -np 1 dlbundle trace -- ./mpi_app
+or fold what the job's ranks lacked in later (dlbundle build --from).
 
 The exit status is the app's (128+N if a signal N killed it; 127 if CMD is
 not found, 126 if it is not executable). SIGINT and SIGTERM are passed to the
@@ -54,7 +68,7 @@ containers without CAP_SYS_PTRACE.
 happen, which directories it searches and how often in vain, when the large
 libraries load. Open it in any browser (no network needed).
 
-Next: dlbundle build -o app.dlimg, then
+Next: dlbundle build -o app.dlimg (every ./dlbundle*.trace), then
       dlbundle inspect --html app.html --trace dlbundle.trace app.dlimg`
 }
 
@@ -64,7 +78,13 @@ func (c *TraceCmd) Run() error {
 	if err := refuseLauncher(argv); err != nil {
 		return err
 	}
-	res, err := trace.Run(trace.Options{Command: argv, Output: c.Output, Quiet: c.Quiet})
+	rank := trace.LauncherRank(os.Getenv)
+	out := c.Output
+	if out == "" {
+		out = squash.NextTrace(".", rank)
+	}
+	isolated := isolateMPISingleton(rank)
+	res, err := trace.Run(trace.Options{Command: argv, Output: out, Quiet: c.Quiet})
 	var ce *trace.CommandError
 	if errors.As(err, &ce) {
 		fmt.Fprintf(os.Stderr, "dlbundle trace: %v\n", ce)
@@ -72,6 +92,9 @@ func (c *TraceCmd) Run() error {
 	}
 	if err != nil {
 		return err
+	}
+	if isolated && !c.Quiet {
+		noteMPISingleton(res.Output, argv)
 	}
 	if c.HTML != "" {
 		if err := writePage(c.HTML, []string{res.Output}, "", nil, nil); err != nil {
@@ -104,4 +127,47 @@ func (c *TraceStubCmd) Run() error {
 	fmt.Fprintf(os.Stderr, "dlbundle trace: %v\n", err)
 	exitWith(code)
 	return err
+}
+
+// isolateMPISingleton: outside a launcher, an Open MPI program (or Python
+// importing mpi4py) starts as a singleton, which spawns an orted daemon that
+// outlives the pilot (its file calls then fail with ENOSYS, and its session
+// files stay in /tmp). Open MPI's isolated singleton mode starts no daemon;
+// the variable changes nothing for programs that are not Open MPI
+// singletons (ranks under mpirun use another component). It reports whether
+// the pilot runs so; a value the user set is kept.
+func isolateMPISingleton(rank string) bool {
+	const v = "OMPI_MCA_ess_singleton_isolated"
+	if rank != "" {
+		return false
+	}
+	if _, set := os.LookupEnv(v); set {
+		return false
+	}
+	os.Setenv(v, "1")
+	return true
+}
+
+// noteMPISingleton says, when the pilot loaded Open MPI, that it ran as an
+// isolated singleton and how to trace it as a rank instead.
+func noteMPISingleton(tracePath string, argv []string) {
+	f, err := os.Open(tracePath)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	t, err := trace.Read(f, tracePath)
+	if err != nil {
+		return
+	}
+	for _, e := range t.Events {
+		if e.Op == trace.OpOpen && e.Err == "" && strings.Contains(path.Base(e.Path), "libmpi.so") {
+			fmt.Fprintf(os.Stderr, "dlbundle trace: note: %s loaded Open MPI without a launcher: traced as an isolated singleton\n"+
+				"(no daemon, no session files left). Its ranks in a job load more (transports, PMIx): to trace\n"+
+				"one as a rank, run:  mpirun -np 1 dlbundle trace -- %s\n"+
+				"or fold what a job's ranks lacked in afterwards (dlbundle report, then dlbundle build --from).\n",
+				argv[0], strings.Join(argv, " "))
+			return
+		}
+	}
 }

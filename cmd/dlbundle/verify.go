@@ -27,7 +27,8 @@ const (
 // VerifyCmd checks an image, or compares it with the file system.
 type VerifyCmd struct {
 	Image         string `arg:"" help:"Image file (.dlimg)."` // a missing file is exit 1 (unreadable), not a usage error
-	AgainstSource bool   `help:"Also compare every bundled path with the file system now (type, size, mtime, content, symlink targets, directory listings, missing paths) and report what is stale."`
+	AgainstSource bool   `help:"Also compare every bundled path with the file system now (type, size, mtime, content, symlink targets, directory listings, missing paths) and report what is stale: content and missing-file differences first."`
+	All           bool   `help:"With --against-source: list every mtime-only and listing difference (default: the first 20 of each)."`
 }
 
 // Help is shown by `dlbundle verify --help`.
@@ -37,11 +38,15 @@ object's SHA-256, and that the zstd stream is the cpio archive the table of
 contents describes.
 
 With --against-source it then compares each path with the file system as it
-is now and lists what changed since the build (a library updated, a missing
-path that now exists, a directory with new names): rebuild the image then.
+is now and lists what changed since the build, what matters first: content
+and missing-file differences (a library updated, a file gone, a missing path
+that now exists, a symlink retargeted), then files whose mtime alone changed,
+then directories with new or removed names (a package installed beside the
+app's files). Rebuild the image then, from itself, with no pilot:
 
   dlbundle verify app.dlimg
-  dlbundle verify --against-source app.dlimg || dlbundle build -o app.dlimg
+  dlbundle verify --against-source app.dlimg ||
+      dlbundle build -o app.dlimg --from app.dlimg --allow-changed
 
 Exit status:
   0  the image is intact (and, with --against-source, up to date)
@@ -70,16 +75,40 @@ func (c *VerifyCmd) Run() error {
 	if !c.AgainstSource {
 		return nil
 	}
-	stale := 0
+	// What differs, by how much it matters: content and missing files
+	// change what the app reads; an mtime alone changes what Python's .pyc
+	// validation sees; a listing change matters only to a lookup of a name
+	// the image does not hold.
+	var groups [3][]string
 	for i := range im.Entries() {
 		e := &im.Entries()[i]
-		if why := staleReason(e); why != "" {
-			stale++
-			fmt.Printf("stale: %s: %s\n", q(e.Path), why)
+		why := staleReason(e)
+		if why == "" {
+			continue
 		}
+		g := 0
+		switch {
+		case strings.HasPrefix(why, "same content, mtime"):
+			g = 1
+		case strings.HasPrefix(why, "listing changed"):
+			g = 2
+		}
+		groups[g] = append(groups[g], fmt.Sprintf("stale: %s: %s", q(e.Path), why))
 	}
+	stale := len(groups[0]) + len(groups[1]) + len(groups[2])
 	if stale > 0 {
-		fmt.Printf("%d of %d paths changed since the build; rebuild the image (dlbundle trace, dlbundle build)\n", stale, len(im.Entries()))
+		for g, lines := range groups {
+			for i, l := range lines {
+				if g > 0 && !c.All && i == 20 {
+					fmt.Printf("... and %d more of these (--all lists them)\n", len(lines)-20)
+					break
+				}
+				fmt.Println(l)
+			}
+		}
+		fmt.Printf("%d of %d paths changed since the build: %d content or missing-file, %d mtime only, %d directory listings\n",
+			stale, len(im.Entries()), len(groups[0]), len(groups[1]), len(groups[2]))
+		fmt.Printf("rebuild the image from itself (no pilot needed): dlbundle build -o %s --from %s --allow-changed\n", c.Image, c.Image)
 		verifyExit(verifyStale)
 		return nil
 	}

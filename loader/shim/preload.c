@@ -482,7 +482,10 @@ unknown:
 		r->rewritten = 1;
 	}
 	if (r->rewritten) *pp = canon;
-	if (!fallback(r, canon)) report_count(REPORT_PASSED, *pp); /* the path that reaches the file system */
+	/* The report names the path that reaches the file system, made
+	 * absolute against the cwd of the moment: a relative name read after a
+	 * chdir means nothing to a reader of the report. */
+	if (!fallback(r, canon)) report_count(REPORT_PASSED, r->rewritten ? *pp : p);
 	debug_log("pass", fn, path, r->rewritten ? canon : 0);
 	return DLB_UNKNOWN;
 }

@@ -27,6 +27,12 @@
 #define OUTSIDE_MAX 256 /* libraries from outside the image listed per process */
 
 static char report_file[DLB_PATH_MAX];
+/* DLBUNDLE_RUN (set by dlbundle exec, one per launch): the line starts with
+ * {"run":"<id>", so that a file several runs append to keeps them apart.
+ * Only [A-Za-z0-9._:-] is taken, so the id needs no JSON escaping. */
+#define RUN_MAX 64
+static char run_prefix[RUN_MAX + 16];
+static size_t run_prefix_len;
 static uint64_t counts[3];
 static uint64_t seen[SEEN_MAX]; /* open-addressing set of hashes of passed-through paths */
 static struct slot {
@@ -172,6 +178,20 @@ void report_init(void)
 	const char *f = getenv("DLBUNDLE_REPORT");
 	if (!f || !f[0] || strlen(f) >= sizeof report_file) return;
 	strcpy(report_file, f);
+	const char *run = getenv("DLBUNDLE_RUN");
+	size_t rl = run ? strlen(run) : 0;
+	int ok = rl > 0 && rl <= RUN_MAX;
+	for (size_t i = 0; ok && i < rl; i++) {
+		char c = run[i];
+		ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+		     c == '-' || c == ':';
+	}
+	if (ok) {
+		memcpy(run_prefix, "{\"run\":\"", 8);
+		memcpy(run_prefix + 8, run, rl);
+		memcpy(run_prefix + 8 + rl, "\",", 2);
+		run_prefix_len = rl + 10;
+	}
 	report_pid = (pid_t)syscall(SYS_getpid);
 	pthread_atfork(NULL, NULL, report_child_reset);
 	install_fatal();
@@ -360,8 +380,15 @@ __attribute__((destructor)) void report_write(void)
 		uint64_t k = __atomic_load_n(&fb_plain[r], __ATOMIC_RELAXED);
 		if (k) fb[nfb++] = (struct dlb_fallback){fb_names[r], "", 0, k};
 	}
-	size_t len = dlb_report_line(line, sizeof line, (int64_t)report_pid, exe, (size_t)en, c, fb, nfb, os, ol, no, ps,
-				     ls, n, left);
+	/* The run prefix goes in front: the line is formatted one byte short of
+	 * it, and the prefix's last byte (',') then replaces the line's '{'. */
+	size_t k = run_prefix_len ? run_prefix_len - 1 : 0;
+	size_t len = dlb_report_line(line + k, sizeof line - k, (int64_t)report_pid, exe, (size_t)en, c, fb, nfb, os, ol,
+				     no, ps, ls, n, left);
+	if (len && k) {
+		memcpy(line, run_prefix, run_prefix_len);
+		len += k;
+	}
 	/* O_NONBLOCK: a FIFO at the path (a shared path another user chose)
 	 * must not hang the process at exit; then only a regular file of this
 	 * process's own (effective) uid gets the line: another user's file would

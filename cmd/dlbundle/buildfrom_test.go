@@ -1,0 +1,409 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/clitest"
+)
+
+// rankApp: every rank imports json; the ranks other than 0 also import
+// decimal, which a 1-process pilot (rank 0's path) never takes.
+const rankApp = `import os, json
+if os.environ.get("OMPI_COMM_WORLD_RANK", "0") != "0":
+    import decimal
+    print("rank", os.environ["OMPI_COMM_WORLD_RANK"], decimal.Decimal("1.5") * 2)
+else:
+    print("rank 0", json.dumps([1]))
+`
+
+// decimalCalls matches the file calls on the decimal module's files, in an
+// strace log: what the 1-rank pilot missed.
+var decimalCalls = regexp.MustCompile(`(?m)^.*"/usr/lib/python3[.0-9]*/(__pycache__/)?(decimal|_pydecimal|numbers)[.c].*$`)
+
+// A job at 2 ranks under Open MPI's mpirun whose rank 1 takes paths its
+// 1-process pilot did not: the reports of one run are folded in with one
+// `build --from`, and the next run of the same job makes no call on those
+// paths (strace, the kernel's record, on every rank).
+func TestBuildFromReportsFoldsWhatRanksLacked(t *testing.T) {
+	for _, p := range []string{"/usr/bin/mpirun", "/usr/bin/strace", "/usr/bin/python3"} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s is needed (make deps)", p)
+		}
+	}
+	cli := clitest.CLI(t)
+	dir := t.TempDir()
+	env := append(clitest.CleanEnv(dir), "OMPI_MCA_plm_rsh_agent=false")
+	run := func(name string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	app := []string{"/usr/bin/python3", "-c", rankApp}
+	mpirun := []string{"--allow-run-as-root", "--oversubscribe", "-np", "2"}
+	run(cli, append([]string{"trace", "-q", "--"}, app...)...)
+	run(cli, "build", "-o", "app.dlimg")
+
+	// The job at 2 ranks, each under strace, with a report.
+	job := func(tag string) []string {
+		t.Helper()
+		wrapper := filepath.Join(dir, "rank-"+tag+".sh")
+		script := "#!/bin/sh\nexec strace -f -qq -e signal=none -e trace=%file -o \"" + dir + "/" + tag + ".$OMPI_COMM_WORLD_RANK\" \"$@\"\n"
+		if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		args := append(append([]string{}, mpirun...), wrapper, cli, "exec", "--stage-dir", filepath.Join(dir, "stage"),
+			"--report", filepath.Join(dir, tag+".report"), "app.dlimg", "--")
+		out := run("mpirun", append(args, app...)...)
+		if !strings.Contains(out, "rank 1 3.0") || !strings.Contains(out, "rank 0 [1]") {
+			t.Fatalf("job %s printed:\n%s", tag, out)
+		}
+		var logs []string
+		for _, r := range []string{"0", "1"} {
+			b, err := os.ReadFile(filepath.Join(dir, tag+"."+r))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), "execve(") {
+				t.Fatalf("strace log of rank %s holds no execve: not a log of the rank", r)
+			}
+			logs = append(logs, string(b))
+		}
+		return logs
+	}
+	before := job("before")
+	if calls := decimalCalls.FindAllString(before[1], -1); len(calls) == 0 {
+		t.Fatalf("rank 1 made no call on the decimal module before the fold: the test cannot tell anything\n%s", before[1])
+	}
+	out := run(cli, "build", "-o", "app.dlimg", "--from", "app.dlimg", "before.report")
+	if !strings.Contains(out, "from image "+filepath.Join(dir, "app.dlimg")+" and 1 report file(s)") {
+		t.Errorf("build --from summary does not name its inputs:\n%s", out)
+	}
+	after := job("after")
+	for r, log := range after {
+		if calls := decimalCalls.FindAllString(log, -1); len(calls) > 0 {
+			t.Errorf("rank %d still made %d calls on paths the report named, e.g.\n%s", r, len(calls), strings.Join(calls[:min(len(calls), 5)], "\n"))
+		}
+	}
+}
+
+// Two pilots in one directory (other inputs): the second writes
+// dlbundle.2.trace beside the first, and `build` with no trace named holds
+// what either loaded.
+func TestSecondPilotKeepsTheFirst(t *testing.T) {
+	cli := clitest.CLI(t)
+	dir := t.TempDir()
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(cli, args...)
+		cmd.Dir, cmd.Env = dir, clitest.CleanEnv(dir)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("dlbundle %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	run("trace", "-q", "--", "/usr/bin/python3", "-c", "import json")
+	first, err := os.ReadFile(filepath.Join(dir, "dlbundle.trace"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run("trace", "-q", "--", "/usr/bin/python3", "-c", "import decimal")
+	if again, err := os.ReadFile(filepath.Join(dir, "dlbundle.trace")); err != nil || string(again) != string(first) {
+		t.Fatalf("the second pilot changed ./dlbundle.trace (%v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "dlbundle.2.trace")); err != nil {
+		t.Fatalf("the second pilot wrote no ./dlbundle.2.trace: %v", err)
+	}
+	out := run("build", "-o", "app.dlimg")
+	if !strings.Contains(out, "from 2 trace(s)") {
+		t.Errorf("build did not use both pilots:\n%s", out)
+	}
+	im, err := image.OpenFile(filepath.Join(dir, "app.dlimg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	for _, p := range []string{"/usr/lib/python3.11/json/__init__.py", "/usr/lib/python3.11/decimal.py"} {
+		if e, ok := im.Lookup(p); !ok || e.Type != image.TypeRegular {
+			t.Errorf("the image does not bundle %s (one pilot's file)", p)
+		}
+	}
+}
+
+// Every exec without --report leaves its processes' records beside the
+// stage, one file per run; `dlbundle report` with no file reads them, names
+// a relative path by the directory the process was in at the time, and
+// prints a build --from that works as printed (run here).
+func TestExecLeavesNodeRecordsReportReadsThem(t *testing.T) {
+	cli := clitest.CLI(t)
+	dir := t.TempDir()
+	// The app's tree must not be under /tmp (left out by default rules):
+	// the test's own directory below /var/lib is not.
+	app, err := os.MkdirTemp("/var/lib", "dlbundle-life-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(app) })
+	// A data file the pilot never reads, in a directory of its own (the
+	// image holds the app's directory listing, not this one's).
+	if err := os.Mkdir(filepath.Join(app, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{"main.py": "print('main')\n", "data/later.dat": "data\n"} {
+		if err := os.WriteFile(filepath.Join(app, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := clitest.CleanEnv(dir)
+	run := func(wantExit int, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(cli, args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != wantExit {
+			t.Fatalf("dlbundle %s: exit %d, want %d\n%s", strings.Join(args, " "), code, wantExit, out)
+		}
+		return string(out)
+	}
+	run(0, "trace", "-q", "--", "/usr/bin/python3", filepath.Join(app, "main.py"))
+	run(0, "build", "-o", "app.dlimg")
+	// The run reads the data file by a relative name after a chdir.
+	stage := filepath.Join(dir, "stage")
+	prog := "import os; os.chdir('" + app + "/data'); print(open('later.dat').read().strip())"
+	for i := 0; i < 2; i++ {
+		if out := run(0, "exec", "--stage-dir", stage, "app.dlimg", "--", "/usr/bin/python3", "-c", prog); !strings.Contains(out, "data") {
+			t.Fatalf("app printed %q", out)
+		}
+	}
+	recs, _ := filepath.Glob(filepath.Join(stage, "records", "*.report"))
+	if len(recs) != 2 {
+		t.Fatalf("records %v: want one per run (2)", recs)
+	}
+	text := run(0, "report", "--stage-dir", stage)
+	later := filepath.Join(app, "data", "later.dat")
+	if !strings.Contains(text, "2 runs:") || !strings.Contains(text, "  "+later+"\n") {
+		t.Fatalf("report of the node's records does not keep 2 runs apart or name %s:\n%s", later, text)
+	}
+	i := strings.Index(text, "dlbundle build -o ")
+	if i < 0 {
+		t.Fatalf("no build --from advice:\n%s", text)
+	}
+	advice := strings.Fields(strings.SplitN(text[i:], "\n", 2)[0])
+	out := run(0, advice[1:]...)
+	if !strings.Contains(out, "report file(s)") {
+		t.Errorf("build --from as advised:\n%s", out)
+	}
+	im, err := image.OpenFile(filepath.Join(dir, "app.dlimg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	if e, ok := im.Lookup(later); !ok || e.Type != image.TypeRegular {
+		t.Errorf("the folded image does not bundle %s", later)
+	}
+
+	// A trace is not a report: exit 2, naming what it is.
+	if msg := run(2, "report", "dlbundle.trace"); !strings.Contains(msg, "is a pilot's trace") {
+		t.Errorf("report of a trace: %s", msg)
+	}
+}
+
+// Inside an allocation (SLURM_JOB_ID set, no step: an salloc shell or a
+// batch script calling exec directly), an image rebuilt at the same path is
+// served new at the next exec, never from the older stage.
+func TestExecInAllocationServesARebuiltImage(t *testing.T) {
+	cli := clitest.CLI(t)
+	dir := t.TempDir()
+	app, err := os.MkdirTemp("/var/lib", "dlbundle-life-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(app) })
+	script := filepath.Join(app, "app.sh")
+	env := append(clitest.CleanEnv(dir), "SLURM_JOB_ID=4242", "SLURM_JOB_NODELIST=localhost")
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(cli, args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("dlbundle %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	stage := filepath.Join(dir, "stage")
+	for _, v := range []string{"first", "second"} {
+		if err := os.WriteFile(script, []byte("#!/bin/sh\necho "+v+" build\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		run("trace", "-q", "-o", v+".trace", "--", script)
+		run("build", "-o", "app.dlimg", v+".trace")
+		// the app's file changes after the build: only the stage can say "first"/"second"
+		if err := os.WriteFile(script, []byte("#!/bin/sh\necho the original file\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if out := run("exec", "--stage-dir", stage, "app.dlimg", "--", script); strings.TrimSpace(out) != v+" build" {
+			t.Fatalf("exec after the %s build printed %q, want %q", v, out, v+" build")
+		}
+	}
+}
+
+// An Open MPI program traced without mpirun (a singleton) leaves no daemon
+// and no session files behind, and the note gives the recipe for a pilot
+// traced as a rank.
+func TestTraceMPISingletonLeavesNothing(t *testing.T) {
+	if _, err := exec.LookPath("mpicc"); err != nil {
+		t.Fatal("mpicc is needed (make deps: libopenmpi-dev)")
+	}
+	cli := clitest.CLI(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "hello.c")
+	if err := os.WriteFile(src, []byte(`#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) { int r; MPI_Init(&argc, &argv); MPI_Comm_rank(MPI_COMM_WORLD, &r); printf("rank %d\n", r); MPI_Finalize(); return 0; }
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	app := filepath.Join(dir, "hello")
+	if out, err := exec.Command("mpicc", "-o", app, src).CombinedOutput(); err != nil {
+		t.Fatalf("mpicc: %v\n%s", err, out)
+	}
+	tmp := filepath.Join(dir, "tmp") // Open MPI's session directory goes below $TMPDIR
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(cli, "trace", "--", app)
+	cmd.Dir, cmd.Env = dir, append(clitest.CleanEnv(dir), "TMPDIR="+tmp, "OMPI_MCA_plm_rsh_agent=false")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "rank 0") {
+		t.Fatalf("trace of the MPI program: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "outlived the app") {
+		t.Errorf("a process outlived the pilot:\n%s", out)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "ompi.*")); len(left) > 0 {
+		t.Errorf("session files left behind: %v", left)
+	}
+	if !strings.Contains(string(out), "mpirun -np 1 dlbundle trace -- "+app) {
+		t.Errorf("no recipe for a pilot traced as a rank:\n%s", out)
+	}
+	tr, err := os.ReadFile(filepath.Join(dir, "dlbundle.trace"))
+	if err != nil || strings.Contains(string(tr), `/orted"`) {
+		t.Errorf("the pilot's trace records a daemon or is missing (%v)", err)
+	}
+}
+
+// The Epilog example gathers the job's records from the node (and only the
+// job's) into DLBUNDLE_RECORDS_TO/<job>/, where report and build --from read
+// them.
+func TestEpilogGathersTheJobsRecords(t *testing.T) {
+	cli := clitest.CLI(t)
+	dir := t.TempDir()
+	epilog, err := filepath.Abs("../../examples/jobs/epilog.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(env []string, name string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	base := clitest.CleanEnv(dir)
+	run(base, cli, "trace", "-q", "--", "/usr/bin/python3", "-c", "import json")
+	run(base, cli, "build", "-o", "app.dlimg")
+	stagePattern := filepath.Join(dir, "stage-%u")
+	uid := strconv.Itoa(os.Getuid())
+	for _, job := range [][]string{{"SLURM_JOB_ID=77", "SLURM_STEP_ID=0"}, {"SLURM_JOB_ID=77"}, {"SLURM_JOB_ID=78", "SLURM_STEP_ID=0"}} {
+		env := append(append(append([]string{}, base...), job...), "DLBUNDLE_STAGE_DIR="+stagePattern)
+		run(env, cli, "exec", "app.dlimg", "--", "/usr/bin/python3", "-c", "import json, decimal")
+	}
+	shared := filepath.Join(dir, "shared")
+	if err := os.Mkdir(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(append(base, "DLBUNDLE="+cli, "DLBUNDLE_STAGE_DIR="+stagePattern, "DLBUNDLE_RECORDS_TO="+shared,
+		"SLURM_JOB_ID=77", "SLURM_JOB_UID="+uid, "SLURM_JOB_USER="+me.Username, "SLURMD_NODENAME=n1"), "/bin/sh", epilog)
+	got, _ := filepath.Glob(filepath.Join(shared, "*", "*"))
+	want := []string{filepath.Join(shared, "77", "n1.slurm-77.0.report"), filepath.Join(shared, "77", "n1.slurm-77.report")}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("gathered %v, want %v (job 77's two runs, not job 78's)", got, want)
+	}
+	text := run(base, cli, append([]string{"report"}, got...)...)
+	if !strings.Contains(text, "2 runs:") || !strings.Contains(text, "/usr/lib/python3.11/decimal.py") || !strings.Contains(text, "--from") {
+		t.Errorf("report of the gathered records:\n%s", text)
+	}
+}
+
+// exec says before the app starts, once per launch, that the command is
+// not in the image, and that the stage went to a disk because /dev/shm is
+// read-only; silent for a command the image holds (a bare name found along
+// PATH) and for later ranks on a warm stage.
+func TestExecWarnsOnceBeforeStart(t *testing.T) {
+	cli := clitest.CLI(t)
+	dir := t.TempDir()
+	env := clitest.CleanEnv(dir)
+	run := func(env []string, name string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	run(env, cli, "trace", "-q", "--", "/usr/bin/python3", "-c", "pass")
+	run(env, cli, "build", "-o", "app.dlimg")
+	stage := filepath.Join(dir, "stage")
+	notIn := "/bin/true is not in app.dlimg"
+	if out := run(env, cli, "exec", "--stage-dir", stage, "app.dlimg", "--", "/bin/true"); !strings.Contains(out, notIn) {
+		t.Errorf("no warning for a command the image does not hold:\n%s", out)
+	}
+	if out := run(append(env, "OMPI_COMM_WORLD_RANK=1"), cli, "exec", "--stage-dir", stage, "app.dlimg", "--", "/bin/true"); strings.Contains(out, "warning") {
+		t.Errorf("rank 1 on a warm stage warned (every rank would):\n%s", out)
+	}
+	if out := run(env, cli, "exec", "--stage-dir", stage, "app.dlimg", "--", "python3", "-c", "print('ok')"); strings.TrimSpace(out) != "ok" {
+		t.Errorf("python3 (in the image, found along PATH) got a warning or failed:\n%s", out)
+	}
+	// A read-only /dev/shm, in a mount namespace of its own.
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Fatal("unshare (util-linux) is needed")
+	}
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	out := run(append(env, "TMPDIR="+tmp), "unshare", "-m", "/bin/sh", "-c",
+		`mount -t tmpfs -o ro tmpfs /dev/shm && exec "$0" exec app.dlimg -- /usr/bin/python3 -c "print('ok')"`, cli)
+	if !strings.Contains(out, "/dev/shm is not a writable tmpfs here") || !strings.Contains(out, filepath.Join(tmp, "dlbundle-")) {
+		t.Errorf("no warning that the stage went to %s:\n%s", tmp, out)
+	}
+}

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The node's records: without --report, every process an exec starts
+// appends its report line (what it passed to the file system) to
+// <stage dir>/records/<run>.report, node-local and the user's own, so that
+// `dlbundle report` (no file) and an Epilog can tell what the image lacked
+// without anyone having planned for it.
+const (
+	recordsDirName = "records"
+	// EnvRun names the run (one exec launch: a job step, an mpirun): the
+	// shim starts each report line with it, and the node's record file is
+	// named after it.
+	envRun = "DLBUNDLE_RUN"
+	// envRecord=0 turns the node's records off.
+	envRecord = "DLBUNDLE_RECORD"
+	// maxRecordFiles and maxRecordBytes bound the records: the oldest runs'
+	// files are removed when a new run starts beyond maxRecordFiles, and a
+	// run's file that has grown past maxRecordBytes gets no more lines.
+	maxRecordFiles = 64
+	maxRecordBytes = 16 << 20
+)
+
+// runID names this launch: the batch job (with the Slurm step), then the
+// MPI launch nearest the process (all ranks of one mpirun share it), so
+// that an Epilog finds every run of its job by the prefix "slurm-<job>.":
+// slurm-77.3 (an srun step), slurm-77.ompi-1243414529 (an mpirun in the
+// batch script), slurm-77 (the script calling exec directly). Outside a
+// job: this process and the time. An id inherited from an outer exec is
+// kept.
+func runID(getenv func(string) string) string {
+	if id := getenv(envRun); id != "" && cleanRunID(id) == id {
+		return id
+	}
+	var parts []string
+	for _, b := range []struct{ env, name string }{
+		{"SLURM_JOB_ID", "slurm"}, {"PBS_JOBID", "pbs"}, {"FLUX_JOB_ID", "flux"}, {"LSB_JOBID", "lsf"},
+	} {
+		if id := getenv(b.env); id != "" {
+			if b.env == "SLURM_JOB_ID" && getenv("SLURM_STEP_ID") != "" {
+				id += "." + getenv("SLURM_STEP_ID")
+			}
+			parts = append(parts, b.name+"-"+id)
+			break
+		}
+	}
+	for _, l := range []struct{ env, name string }{{"OMPI_MCA_ess_base_jobid", "ompi"}, {"PMIX_NAMESPACE", "pmix"}} {
+		if id := getenv(l.env); id != "" {
+			parts = append(parts, l.name+"-"+id)
+			break
+		}
+	}
+	if len(parts) == 0 {
+		parts = append(parts, fmt.Sprintf("pid-%d-%s", os.Getpid(), time.Now().UTC().Format("20060102T150405")))
+	}
+	return cleanRunID(strings.Join(parts, "."))
+}
+
+// cleanRunID keeps what the shim accepts ([A-Za-z0-9._:-], at most 64
+// bytes): FLUX_JOB_ID's first character is not ASCII.
+func cleanRunID(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' || c == ':') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	return string(b)
+}
+
+// reportTarget is the report file the app's processes append to: --report's
+// when given, else the node's record of this run beside the stage (""
+// when records are off or the records directory is not the user's own).
+// It exports DLBUNDLE_RUN for the shim and the app's children.
+// image is exec's image argument, noted beside a new run's record so that
+// `dlbundle report` can print a build --from that works as printed.
+func reportTarget(report, stage, image string) string {
+	run := runID(os.Getenv)
+	os.Setenv(envRun, run)
+	if report != "" || os.Getenv(envRecord) == "0" {
+		return report
+	}
+	p, created, err := nodeRecord(filepath.Dir(stage), run)
+	if err != nil {
+		return ""
+	}
+	if created {
+		if !strings.Contains(image, "://") {
+			if abs, err := filepath.Abs(image); err == nil {
+				image = abs
+			}
+		}
+		writeOwnFile(strings.TrimSuffix(p, ".report")+".image", image+"\n")
+	}
+	return p
+}
+
+// writeOwnFile creates name (never through a symlink, never over a file)
+// with content; errors are ignored: a note, not a record.
+func writeOwnFile(name, content string) {
+	fd, err := unix.Open(name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return
+	}
+	unix.Write(fd, []byte(content))
+	unix.Close(fd)
+}
+
+// recordsDir is where a stage directory keeps its records.
+func recordsDir(stageDir string) string { return filepath.Join(stageDir, recordsDirName) }
+
+// nodeRecord opens (creating) the record file of run in the stage
+// directory's records/, which must be a directory of the user's own that
+// no one else may write; a new run prunes the oldest files.
+func nodeRecord(stageDir, run string) (p string, created bool, err error) {
+	dir := recordsDir(stageDir)
+	if err := unix.Mkdir(dir, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+		return "", false, err
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return "", false, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
+		return "", false, fmt.Errorf("%s is not a directory of your own", dir)
+	}
+	p = filepath.Join(dir, run+".report")
+	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err == nil {
+		unix.Close(fd)
+		pruneRecords(dir, p)
+		return p, true, nil
+	}
+	if !errors.Is(err, unix.EEXIST) {
+		return "", false, err
+	}
+	if err := unix.Lstat(p, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > maxRecordBytes {
+		return "", false, fmt.Errorf("%s is full or not a regular file", p)
+	}
+	return p, false, nil
+}
+
+// pruneRecords removes the oldest record files beyond maxRecordFiles,
+// never keep (the run just started).
+func pruneRecords(dir, keep string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) <= maxRecordFiles {
+		return
+	}
+	type rec struct {
+		path string
+		mt   time.Time
+	}
+	var rs []rec
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".report") || !e.Type().IsRegular() {
+			continue
+		}
+		if info, err := e.Info(); err == nil {
+			rs = append(rs, rec{filepath.Join(dir, e.Name()), info.ModTime()})
+		}
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].mt.Before(rs[j].mt) })
+	for i := 0; i < len(rs)-maxRecordFiles; i++ {
+		if rs[i].path != keep {
+			os.Remove(rs[i].path)
+			os.Remove(strings.TrimSuffix(rs[i].path, ".report") + ".image")
+		}
+	}
+}
+
+// nodeRecords lists the record files of a stage directory, oldest first.
+func nodeRecords(stageDir string) ([]string, error) {
+	dir := recordsDir(stageDir)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no records in %s: no app ran here with 'dlbundle exec' (or DLBUNDLE_RECORD=0 was set); give report files, or --stage-dir where exec staged", stageDir)
+		}
+		return nil, err
+	}
+	type rec struct {
+		path string
+		mt   int64
+	}
+	var rs []rec
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".report") || !e.Type().IsRegular() {
+			continue
+		}
+		if info, err := e.Info(); err == nil && info.Size() > 0 {
+			rs = append(rs, rec{filepath.Join(dir, e.Name()), info.ModTime().UnixNano()})
+		}
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].mt < rs[j].mt })
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.path)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no records in %s yet: processes write theirs when they end", dir)
+	}
+	return out, nil
+}
