@@ -23,7 +23,7 @@ import (
 // ExecCmd stages an image on this node (once per node) and replaces itself
 // with the app, the loader shim in its environment.
 type ExecCmd struct {
-	StageDir string        `name:"stage-dir" placeholder:"DIR" env:"DLBUNDLE_STAGE_DIR" help:"Node-local directory for staged images (default /dev/shm/dlbundle-<uid> if /dev/shm is a tmpfs, else $${TMPDIR:-/tmp}/dlbundle-<uid>). Must be yours and not group/world-writable."`
+	StageDir string        `name:"stage-dir" placeholder:"DIR" env:"DLBUNDLE_STAGE_DIR" help:"Node-local directory for staged images (default /dev/shm/dlbundle-<uid> if /dev/shm is a tmpfs you can write, else $${TMPDIR:-/tmp}/dlbundle-<uid>; patterns %u user, %U uid, %j job id, %n node, %h host, %t $${TMPDIR:-/tmp}, %% a %). Must be yours and not group/world-writable."`
 	Report   string        `placeholder:"FILE" help:"Every process of the app appends its lookup counts to FILE (sets DLBUNDLE_REPORT); summarise with 'dlbundle report FILE'."`
 	Debug    bool          `help:"Log every lookup decision of the shim (sets DLBUNDLE_DEBUG=1)."`
 	Fallback bool          `help:"If the image cannot be staged (corrupt, no space, refused stage dir), warn and run the app natively instead of failing."`
@@ -79,7 +79,7 @@ func (c *ExecCmd) Run() error {
 	}
 	if err != nil {
 		if !c.Fallback {
-			return fmt.Errorf("%w\n(use --fallback to run the app natively when staging fails)", err)
+			return fmt.Errorf("%w (use --fallback to run the app natively when staging fails)", err)
 		}
 		fmt.Fprintf(os.Stderr, "dlbundle exec: warning: %v; running %s natively (--fallback)\n", err, argv[0])
 		return execApp(argv, findNative, nil, os.Environ())
@@ -138,7 +138,7 @@ func (c *ExecCmd) stage(ctx context.Context) (*node.Staged, error) {
 		return nil, fmt.Errorf("image %s: %w", c.Image, err)
 	}
 	tty := isTerminal(os.Stderr)
-	bar := newProgress("dlbundle exec: staging " + c.Image)
+	bar := newProgress("staging " + c.Image)
 	defer bar.finish()
 	opts := loader.MaterializeOptions{Workers: c.Workers, Progress: bar.callback()}
 	req := node.StageRequest{Dir: dir, Alias: alias, Ref: ref, MustHave: loader.StageEssentials,
@@ -156,7 +156,7 @@ func (c *ExecCmd) stage(ctx context.Context) (*node.Staged, error) {
 		fmt.Fprintf(os.Stderr, "dlbundle: warning: %s\n", squat.Warning())
 	}
 	if tty && err == nil && s.Materialized {
-		fmt.Fprintf(os.Stderr, "\r\x1b[Kdlbundle exec: staged %s into %s\n", c.Image, s.Dir)
+		fmt.Fprintf(os.Stderr, "\r\x1b[K%sstaged %s into %s\n", verbPrefix(), c.Image, s.Dir)
 	}
 	return s, err
 }

@@ -17,7 +17,7 @@ import (
 
 // CLI is the command line. Verbs appear in --help in this order.
 type CLI struct {
-	Version kong.VersionFlag `help:"Print the dlbundle version and exit."`
+	Version kong.VersionFlag `short:"v" help:"Print the dlbundle version and exit."`
 
 	Trace   TraceCmd   `cmd:"" help:"Pilot run: record every object the app loads (ptrace)."`
 	Build   BuildCmd   `cmd:"" help:"Pack the objects of one or more traces into an image."`
@@ -31,6 +31,10 @@ type CLI struct {
 	Stage   StageCmd   `cmd:"" help:"Stage an image on this node without running anything (prolog)."`
 	Gc      GcCmd      `cmd:"" help:"Remove this node's stages that no running process uses (epilog)."`
 	Ls      LsCmd      `cmd:"" help:"List this node's stages: size, last use, in use."`
+
+	VersionCmd VersionCmd    `cmd:"" name:"version" help:"Print the dlbundle version (as --version, -v)."`
+	HelpCmd    HelpCmd       `cmd:"" name:"help" help:"Show the help of dlbundle or of one command: dlbundle help exec."`
+	Completion CompletionCmd `cmd:"" help:"Print a shell completion script: source <(dlbundle completion bash)."`
 
 	// Internal: the stub that installs the seccomp filter and execs the traced app.
 	TraceStub TraceStubCmd `cmd:"" name:"__trace-stub" hidden:""`
@@ -68,9 +72,20 @@ func main() {
 	// Every rank's exec and every pilot run: a plain command line is read
 	// without kong (quickParse), which kong's model of the verb would cost.
 	if verb, ok := quickParse(os.Args[1:], os.LookupEnv); ok {
-		fail(verb.Run(), func() *kong.Context { return kongContext(os.Args[1:]) })
+		runningVerb = os.Args[1]
+		lazy := func() *kong.Context { return kongContext(os.Args[1:]) }
+		if err := checkArgs(verb, runningVerb); err != nil {
+			fail(err, lazy)
+		}
+		fail(verb.Run(), lazy)
 	}
 	ctx := kongContext(os.Args[1:])
+	runningVerb = verbName(ctx)
+	if n := ctx.Selected(); n != nil {
+		if err := checkArgs(n.Target.Interface(), runningVerb); err != nil {
+			fail(err, func() *kong.Context { return ctx })
+		}
+	}
 	fail(ctx.Run(), func() *kong.Context { return ctx })
 }
 
@@ -101,6 +116,9 @@ func fail(err error, ctx func() *kong.Context) {
 	}
 	var u usageError
 	if errors.As(err, &u) {
+		reportUsage(ctx(), u)
+	}
+	if u := asMissingInput(err, ctx); u != nil {
 		reportUsage(ctx(), u)
 	}
 	fmt.Fprintf(os.Stderr, "dlbundle %s: %v\n", verbName(ctx()), err)

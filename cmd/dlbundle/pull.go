@@ -46,7 +46,7 @@ func (c *PullCmd) Run() error {
 	} else if fi, err := os.Stat(out); err == nil && fi.IsDir() {
 		out = filepath.Join(out, defaultPullName(c.Ref))
 	}
-	opts, bar := c.options("pull " + out)
+	opts, bar := c.options("downloading " + out)
 	d, err := registry.Fetch(ctx, c.Ref, out, opts)
 	bar.finish()
 	if err != nil {
