@@ -63,6 +63,15 @@ func checkArgs(verb any, name string) error {
 		default:
 			continue
 		}
+		if _, isCmd := f.Tag.Lookup("passthrough"); isCmd {
+			// kong reads an unknown flag where the command may start as the
+			// command ("trace --ouptut x -- app" would run "--ouptut"): no
+			// app is named so; one that is can still be run after "--".
+			if len(values) > 0 && strings.HasPrefix(values[0], "-") && values[0] != "--" {
+				return usageError{fmt.Sprintf("unknown flag %s (the app and its arguments go after --)", values[0])}
+			}
+			continue
+		}
 		for _, s := range values {
 			if err := badRef(s); err != nil {
 				return err
@@ -92,6 +101,22 @@ func badRef(s string) error {
 	return nil
 }
 
+// refBeforeParse is the "oci:/x" among args, if any, to report instead of
+// kong's parse error: kong checks an existing file (extract, push) before
+// checkArgs could see it, and would say "no such file" about it. The app's
+// own arguments (after "--") are not dlbundle's.
+func refBeforeParse(args []string) error {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if bad := badRef(a); bad != nil {
+			return bad
+		}
+	}
+	return nil
+}
+
 // missingInput is a usage error if the input file s (argument argName) does
 // not exist. A trace also exists as its per-rank files s.0, s.1... (what a
 // pilot under a launcher writes).
@@ -114,7 +139,7 @@ func missingInput(s, argName string) error {
 func noSuchInput(s, argName string) string {
 	switch argName {
 	case "image":
-		return fmt.Sprintf("no image %s (write one with 'dlbundle build -o %s', or pull one)", s, s)
+		return fmt.Sprintf("no image %s (make one with 'dlbundle build -o FILE' or 'dlbundle pull')", s)
 	case "trace":
 		return fmt.Sprintf("no trace %s (record one with 'dlbundle trace -o %s -- CMD')", s, s)
 	}

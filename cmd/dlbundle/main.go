@@ -98,6 +98,13 @@ func kongContext(args []string) *kong.Context {
 	}
 	ctx, err := parse(parser, args)
 	if err != nil {
+		if bad := refBeforeParse(args); bad != nil {
+			var pe *kong.ParseError
+			if errors.As(err, &pe) {
+				ctx = pe.Context // the verb reached, for the usage line
+			}
+			err = bad
+		}
 		reportUsage(ctx, err)
 	}
 	return ctx
