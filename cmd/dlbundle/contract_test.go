@@ -217,3 +217,17 @@ func runContract(t *testing.T, bin string, args []string) (stdout, stderr string
 	}
 	return o.String(), e.String(), cmd.ProcessState.ExitCode()
 }
+
+// TestMakeWithoutGoSaysSo: a clone built on a machine without Go on PATH is
+// told so, instead of make building "bin/dlbundle-linux-.o".
+func TestMakeWithoutGoSaysSo(t *testing.T) {
+	cmd := exec.Command("make", "-C", "../..", "build")
+	cmd.Env = clitest.CleanEnv(t.TempDir()) // PATH=/usr/bin:/bin: no Go there
+	if _, err := exec.LookPath("/usr/bin/go"); err == nil {
+		t.Skip("/usr/bin/go exists: Go is on the clean PATH")
+	}
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "'go' is not on PATH: install Go") || strings.Contains(string(out), "linux-.o") {
+		t.Errorf("make build without Go: %v\n%s", err, out)
+	}
+}
