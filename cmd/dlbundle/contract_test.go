@@ -1,15 +1,18 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alecthomas/kong"
 
 	"github.com/dlbundle/dlbundle/internal/clitest"
+	"github.com/dlbundle/dlbundle/node"
 )
 
 // contractCases are the cases of each verb beyond the ones TestContract makes
@@ -236,5 +239,75 @@ func TestMakeWithoutGoSaysSo(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "'go' is not on PATH: install Go") || strings.Contains(string(out), "linux-.o") {
 		t.Errorf("make build without Go: %v\n%s", err, out)
+	}
+}
+
+// TestStageProgressNamesStage: stage stages through exec's code; on a
+// terminal (script(1) gives it one) its bar and message say stage.
+func TestStageProgressNamesStage(t *testing.T) {
+	bin := buildCLI(t)
+	img, _ := imageOfTree(t)
+	stages := filepath.Join(t.TempDir(), "stages")
+	cmd := exec.Command("script", "-qec", bin+" stage --stage-dir "+stages+" "+img, "/dev/null")
+	cmd.Env = clitest.CleanEnv(t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "dlbundle stage: staging "+img+" [") ||
+		!strings.Contains(string(out), "dlbundle stage: staged "+img) || strings.Contains(string(out), "dlbundle exec") {
+		t.Errorf("stage on a terminal: %v\n%q", err, out)
+	}
+}
+
+// TestLsNamesImagesAndGcRemovesOneStage: ls says which image each stage is
+// (text and --json); gc --stage removes that one stage only, and gc says why
+// it kept what it kept.
+func TestLsNamesImagesAndGcRemovesOneStage(t *testing.T) {
+	bin := buildCLI(t)
+	img, _ := imageOfTree(t)
+	probe := clitest.NewProbeImage(t)
+	stages := filepath.Join(t.TempDir(), "stages")
+	for _, im := range []string{img, probe.Image} {
+		if _, stderr, code := runContract(t, bin, []string{"stage", "--stage-dir", stages, im}); code != 0 {
+			t.Fatalf("stage %s: exit %d: %s", im, code, stderr)
+		}
+	}
+	out, _, code := runContract(t, bin, []string{"ls", "--stage-dir", stages})
+	for _, want := range []string{"app.dlimg", img, "probe.dlimg", probe.Image, "2 stages"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("ls does not show %q (exit %d):\n%s", want, code, out)
+		}
+	}
+	js, _, _ := runContract(t, bin, []string{"ls", "--json", "--stage-dir", stages})
+	var listing struct {
+		Stages []struct{ Name, Image, Ref string }
+	}
+	if err := json.Unmarshal([]byte(js), &listing); err != nil || len(listing.Stages) != 2 {
+		t.Fatalf("ls --json: %v\n%s", err, js)
+	}
+	var victim string
+	for _, s := range listing.Stages {
+		if s.Ref == probe.Image && s.Image == "probe.dlimg" {
+			victim = s.Name
+		}
+	}
+	if victim == "" {
+		t.Fatalf("ls --json has no stage of %s:\n%s", probe.Image, js)
+	}
+	prefix := victim[:len("sha256-")+10]
+	out, _, code = runContract(t, bin, []string{"gc", "--stage-dir", stages, "--stage", prefix})
+	if code != 1 || !strings.Contains(out, "kept "+victim) || !strings.Contains(out, "within --grace") {
+		t.Errorf("gc --stage of a fresh stage: exit %d, want 1 and the reason it was kept:\n%s", code, out)
+	}
+	time.Sleep(node.MinGrace)
+	out, _, code = runContract(t, bin, []string{"gc", "--stage-dir", stages, "--grace", "0s", "--stage", prefix})
+	if code != 0 || !strings.Contains(out, "removed "+victim) || !strings.Contains(out, "removed 1 stages") {
+		t.Errorf("gc --stage: exit %d:\n%s", code, out)
+	}
+	out, _, _ = runContract(t, bin, []string{"ls", "--stage-dir", stages})
+	if !strings.Contains(out, "1 stages") || !strings.Contains(out, img) || strings.Contains(out, victim[:19]) {
+		t.Errorf("ls after gc --stage:\n%s", out)
+	}
+	out, _, code = runContract(t, bin, []string{"gc", "--stage-dir", stages, "--older-than", "1h", "--grace", "0s"})
+	if code != 0 || !strings.Contains(out, "within --older-than 1h0m0s") {
+		t.Errorf("gc --older-than: exit %d, no reason given for the stage kept:\n%s", code, out)
 	}
 }
