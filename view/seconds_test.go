@@ -13,7 +13,7 @@ import (
 // model's sum, with its parts.
 func TestStartupSeconds(t *testing.T) {
 	fx := newFixture(t)
-	m := StartupModel{Service: 100 * time.Microsecond, Nodes: 10, RanksPerNode: 4, ReadPerNode: 1e6,
+	m := StartupModel{Service: 100 * time.Microsecond, Nodes: 10, RanksPerNode: 4, ReadPerNode: 1e6, StageRate: 2e6,
 		ExecFixed: 2 * time.Millisecond, StopCost: 500 * time.Microsecond, PilotFixed: time.Millisecond}
 	fx.in.Model = &m
 	f, err := Compute(fx.in)
@@ -26,12 +26,16 @@ func TestStartupSeconds(t *testing.T) {
 		t.Fatalf("seconds %+v; want the untraced start-up estimated as 10 - 4.5 = 5.5 ms", s)
 	}
 	read := time.Duration(float64(fx.in.Image.Size()) / 1e6 * float64(time.Second))
+	stage := time.Duration(float64(f.RawBytes) / 2e6 * float64(time.Second))
+	if stage <= 0 {
+		t.Fatalf("no staging time for %d bytes of files", f.RawBytes)
+	}
 	cpu := 5500 * time.Microsecond
 	want := map[string]time.Duration{
 		"natively, 1 rank":     cpu + 5*100*time.Microsecond,
-		"under exec, 1 rank":   cpu + 1*100*time.Microsecond + read + 2*time.Millisecond,
+		"under exec, 1 rank":   cpu + 1*100*time.Microsecond + read + stage + 2*time.Millisecond,
 		"natively, 40 ranks":   cpu + 40*5*100*time.Microsecond,
-		"under exec, 40 ranks": cpu + 40*1*100*time.Microsecond + read + 2*time.Millisecond,
+		"under exec, 40 ranks": cpu + 40*1*100*time.Microsecond + read + stage + 2*time.Millisecond,
 	}
 	if len(s.Cases) != len(want) {
 		t.Errorf("%d cases, want %d: %+v", len(s.Cases), len(want), s.Cases)
