@@ -30,7 +30,7 @@ type CLI struct {
 	Pull    PullCmd    `cmd:"" help:"Pull an image from an OCI registry."`
 	Stage   StageCmd   `cmd:"" help:"Stage an image on this node without running anything (prolog)."`
 	Gc      GcCmd      `cmd:"" help:"Remove this node's stages that no running process uses (epilog)."`
-	Ls      LsCmd      `cmd:"" help:"List this node's stages: size, last use, in use."`
+	Ls      LsCmd      `cmd:"" help:"List this node's stages: image, size, last use, in use."`
 
 	VersionCmd VersionCmd    `cmd:"" name:"version" help:"Print the dlbundle version (as --version, -v)."`
 	HelpCmd    HelpCmd       `cmd:"" name:"help" help:"Show the help of dlbundle or of one command: dlbundle help exec."`
