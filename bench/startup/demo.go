@@ -186,14 +186,14 @@ func (r *Results) WriteDemoSummary(w io.Writer, svgPath string) {
 		if !ok || !pr.Dlbundle {
 			continue
 		}
-		p("  %-9s %s natively, %s with dlbundle (+ %s to read its %s image once per node at 1 GB/s)\n",
-			c.Scenario+":", human(pr.NativeMDS), human(pr.DlbundleMDS), human(pr.ImageReads), mib(uint64(c.ImageBytes)))
+		p("  %-9s %s natively, %s with dlbundle (+ %s to read its %s image on each of the %s nodes, 1 GB/s in all)\n",
+			c.Scenario+":", human(pr.NativeMDS), human(pr.DlbundleMDS), human(pr.ImageReads), mib(uint64(c.ImageBytes)), thousands(projNodes))
 	}
 	p("Model: one metadata server serialises every operation, so it is busy for ranks x operations\n")
 	p("per rank x %s (the measured counts above; with dlbundle the first rank of a node makes the cold\n", serviceOf(r, service))
 	p("count, the others the warm one). Source: the linear growth measured on Lustre for the CLoadtest\n")
-	p("seed, 7.2 s at 1 task to 219.8 s at 8,192 (docs/benchmarks.md). The image reads are %s nodes x the\n", thousands(projNodes))
-	p("image through 1 GB/s in all (aggregate); a file system striped over many servers reads faster.\n")
+	p("seed, 7.2 s at 1 task to 219.8 s at 8,192 (docs/benchmarks.md). The image reads assume 1 GB/s\n")
+	p("for the whole file system; one striped over many servers reads the %s copies faster.\n", thousands(projNodes))
 	// Times need the CPUs; operation counts do not.
 	if load, err := strconv.ParseFloat(r.Load[0], 64); err == nil && load > float64(numCPU()) {
 		p("\nNote: the machine was busy before the demo started (load average %s on %d CPUs): the times\n", r.Load[0], numCPU())
