@@ -43,7 +43,8 @@ var contractCases = map[string][]contractCase{
 	"stage":   {{args: []string{"--stage-dir", "{stages}", "{junk}"}, exit: 1}},
 	"gc": {
 		{args: []string{"--stage-dir", "{stages}", "--stage", "sha256-0123456789"}, exit: 2, says: "no stage sha256-0123456789"},
-		{args: []string{"--stage-dir", "{stages}", "--keep", "lots"}, exit: 1, says: `size "lots"`},
+		{args: []string{"--stage-dir", "{stages}", "--keep", "lots"}, exit: 2, says: `--keep size "lots"`},
+		{args: []string{"--stage-dir", "{junk}"}, exit: 1},
 	},
 	"ls":         {{args: []string{"--stage-dir", "{junk}"}, exit: 1}},
 	"version":    {{args: nil, exit: 0}},

@@ -41,7 +41,7 @@ within --grace, within --older-than, or within the --keep budget.`
 func (c *GcCmd) Run() error {
 	keep, err := parseSize(c.Keep)
 	if err != nil {
-		return err
+		return usageError{"--keep " + err.Error()} // a wrong value: nothing was done
 	}
 	dir, squat, err := node.OpenStageDirFor(c.StageDir)
 	if err != nil {
