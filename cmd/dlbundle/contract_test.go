@@ -29,6 +29,7 @@ var contractCases = map[string][]contractCase{
 	},
 	"build": {
 		{args: []string{"-o", "{dir}/x.dlimg", "{junk}"}, exit: 1},
+		{args: []string{"{junk}"}, exit: 2, says: "with -o"},
 	},
 	"exec": {
 		{args: []string{"--stage-dir", "{stages}", "{probe}", "--", "{orig}", "exit7"}, exit: 7},
