@@ -110,3 +110,24 @@ func TestShortenKeepsBothEnds(t *testing.T) {
 		t.Errorf("a short name was cut")
 	}
 }
+
+// A page from a trace alone shows the native cases and says how to get exec's.
+func TestTraceOnlyPageHasNativeSecondsOnly(t *testing.T) {
+	in := newFixture(t).in
+	in.Image, in.Reports, in.ReportNames = nil, nil, nil
+	var b bytes.Buffer
+	if err := Write(&b, in); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{"natively, 1 rank", "natively, 24,000 ranks", "for the cases under exec"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("trace-only page lacks %q", want)
+		}
+	}
+	for _, unwanted := range []string{"under exec, 1 rank", "image read per node", "exec's fixed cost per rank"} {
+		if strings.Contains(page, unwanted) {
+			t.Errorf("trace-only page shows %q", unwanted)
+		}
+	}
+}
