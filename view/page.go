@@ -514,7 +514,7 @@ func startChart(s *Seconds) *svgChart {
 				d     time.Duration
 				class string
 			}{{"untraced start-up (CPU)", k.CPU, "k6"}, {"waiting for the metadata server (model)", k.MDS, "failed"},
-				{"reading the image once per node (model)", k.Read, "k3"}, {"staging its files on the node (model)", k.Stage, "k1"},
+				{"every node reading its copy of the image (model)", k.Read, "k3"}, {"staging its files on the node (model)", k.Stage, "k1"},
 				{"exec's fixed cost (measured, benchmark machine)", k.Fixed, "k2"}} {
 				if part.d <= 0 {
 					continue

@@ -13,7 +13,7 @@ import (
 // model's sum, with its parts.
 func TestStartupSeconds(t *testing.T) {
 	fx := newFixture(t)
-	m := StartupModel{Service: 100 * time.Microsecond, Nodes: 10, RanksPerNode: 4, ReadPerNode: 1e6, StageRate: 2e6,
+	m := StartupModel{Service: 100 * time.Microsecond, Nodes: 10, RanksPerNode: 4, ReadAll: 1e6, StageRate: 2e6,
 		ExecFixed: 2 * time.Millisecond, StopCost: 500 * time.Microsecond, PilotFixed: time.Millisecond}
 	fx.in.Model = &m
 	f, err := Compute(fx.in)
@@ -25,7 +25,7 @@ func TestStartupSeconds(t *testing.T) {
 	if s == nil || s.UntracedMeasured || s.PtraceNS != int64(4500*time.Microsecond) || s.UntracedNS != int64(5500*time.Microsecond) {
 		t.Fatalf("seconds %+v; want the untraced start-up estimated as 10 - 4.5 = 5.5 ms", s)
 	}
-	read := time.Duration(float64(fx.in.Image.Size()) / 1e6 * float64(time.Second))
+	read := time.Duration(float64(fx.in.Image.Size()) / 1e6 * float64(time.Second)) // one node's copy
 	stage := time.Duration(float64(f.RawBytes) / 2e6 * float64(time.Second))
 	if stage <= 0 {
 		t.Fatalf("no staging time for %d bytes of files", f.RawBytes)
@@ -35,7 +35,7 @@ func TestStartupSeconds(t *testing.T) {
 		"natively, 1 rank":     cpu + 5*100*time.Microsecond,
 		"under exec, 1 rank":   cpu + 1*100*time.Microsecond + read + stage + 2*time.Millisecond,
 		"natively, 40 ranks":   cpu + 40*5*100*time.Microsecond,
-		"under exec, 40 ranks": cpu + 40*1*100*time.Microsecond + read + stage + 2*time.Millisecond,
+		"under exec, 40 ranks": cpu + 40*1*100*time.Microsecond + 10*read + stage + 2*time.Millisecond, // 10 nodes' copies
 	}
 	if len(s.Cases) != len(want) {
 		t.Errorf("%d cases, want %d: %+v", len(s.Cases), len(want), s.Cases)
@@ -125,7 +125,7 @@ func TestTraceOnlyPageHasNativeSecondsOnly(t *testing.T) {
 			t.Errorf("trace-only page lacks %q", want)
 		}
 	}
-	for _, unwanted := range []string{"under exec, 1 rank", "image read per node", "exec's fixed cost per rank"} {
+	for _, unwanted := range []string{"under exec, 1 rank", "bandwidth for the image reads", "exec's fixed cost per rank"} {
 		if strings.Contains(page, unwanted) {
 			t.Errorf("trace-only page shows %q", unwanted)
 		}
