@@ -30,14 +30,15 @@ type CLI struct {
 	Pull    PullCmd    `cmd:"" help:"Pull an image from an OCI registry."`
 	Stage   StageCmd   `cmd:"" help:"Stage an image on this node without running anything (prolog)."`
 	Gc      GcCmd      `cmd:"" help:"Remove this node's stages that no running process uses (epilog)."`
-	Ls      LsCmd      `cmd:"" help:"List this node's stages: image, size, last use, in use."`
-
-	VersionCmd VersionCmd    `cmd:"" name:"version" help:"Print the dlbundle version (as --version, -v)."`
-	HelpCmd    HelpCmd       `cmd:"" name:"help" help:"Show the help of dlbundle or of one command: dlbundle help exec."`
-	Completion CompletionCmd `cmd:"" help:"Print a shell completion script: source <(dlbundle completion bash)."`
+	Ls      LsCmd      `cmd:"" help:"List this node's stages: size, last use, in use."`
 
 	// Internal: the stub that installs the seccomp filter and execs the traced app.
 	TraceStub TraceStubCmd `cmd:"" name:"__trace-stub" hidden:""`
+
+	// About dlbundle itself, last in --help.
+	VersionCmd VersionCmd    `cmd:"" name:"version" help:"Print the dlbundle version (as --version, -v)."`
+	HelpCmd    HelpCmd       `cmd:"" name:"help" help:"Show the help of dlbundle or of one command: dlbundle help exec."`
+	Completion CompletionCmd `cmd:"" help:"Print a shell completion script: source <(dlbundle completion bash)."`
 }
 
 // exitError carries an exit status that is not a failure of dlbundle itself
