@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,4 +64,11 @@ func TestStageRecordsItsRef(t *testing.T) {
 	if got := StageRef(dir, name); got != "/lustre/me/app.dlimg" {
 		t.Errorf("ref %q, want /lustre/me/app.dlimg", got)
 	}
+}
+
+// readStageFiles lists what the image put in the stage at dir: its entries
+// without the record of the reference it was staged from (stageRefName).
+func readStageFiles(dir string) ([]os.DirEntry, error) {
+	names, err := os.ReadDir(dir)
+	return slices.DeleteFunc(names, func(e os.DirEntry) bool { return e.Name() == stageRefName }), err
 }
