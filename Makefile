@@ -43,11 +43,16 @@ include $(sort $(wildcard mk/*.mk))
 # One static binary per architecture dlbundle supports; bin/dlbundle is a copy
 # of this machine's.
 BINS := bin/dlbundle-linux-amd64 bin/dlbundle-linux-arm64
-build: $(BIN) $(BINS)
+# Without Go, say so (rather than build bin/dlbundle-linux-.o from nothing).
+GOHOSTARCH := $(shell $(GO) env GOHOSTARCH 2>/dev/null)
+build: $(if $(GOHOSTARCH),,go-missing) $(BIN) $(BINS)
+.PHONY: go-missing
+go-missing:
+	@echo "make: '$(GO)' is not on PATH: install Go $$(sed -n 's/^go //p' go.mod) or newer (https://go.dev/dl/), or run make GO=/path/to/bin/go" >&2; exit 2
 bin/dlbundle-linux-%: FORCE
 	@mkdir -p $(dir $@)
 	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/dlbundle
-$(BIN): bin/dlbundle-linux-$(shell $(GO) env GOHOSTARCH)
+$(BIN): bin/dlbundle-linux-$(GOHOSTARCH)
 	cp -f $< $@
 
 # Packages first, then whatever needs them (mk/*.mk add `deps: X` with X

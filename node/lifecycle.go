@@ -153,6 +153,9 @@ type GCOptions struct {
 	Grace time.Duration
 	// DryRun: decide, report, remove nothing.
 	DryRun bool
+	// Only: consider only the stage of this name (sha256-<hex>); the others
+	// are neither removed nor reported as kept.
+	Only string
 }
 
 // MinGrace is the shortest grace gc uses, whatever it is asked: the time a
@@ -222,6 +225,8 @@ func GC(ctx context.Context, dir string, opts GCOptions) (*GCResult, error) {
 	var kept int64
 	for _, s := range stages { // most recently used first
 		switch {
+		case opts.Only != "" && s.Name != opts.Only:
+			continue
 		case len(s.InUse) > 0:
 			res.InUse = append(res.InUse, s)
 			continue

@@ -210,6 +210,7 @@ func stageLocked(ctx context.Context, req StageRequest) (*Staged, error) {
 			removeTree(tmp)
 			return nil, fmt.Errorf("stage image into %s: %w", req.Dir, err)
 		}
+		writeStageRef(tmp, req.Ref) // for ls: which image this stage is
 		// MkdirTemp made it 0700; the stage is private to this user anyway.
 		if err := os.Rename(tmp, final); err != nil {
 			removeTree(tmp)

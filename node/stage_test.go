@@ -57,7 +57,7 @@ func (f *fileImage) Materialize(ctx context.Context, dir string) error {
 // checkComplete fails unless stage holds every file of img, whole.
 func checkComplete(t *testing.T, stage string, files int, data []byte) {
 	t.Helper()
-	names, err := os.ReadDir(stage)
+	names, err := readStageFiles(stage)
 	if err != nil {
 		t.Fatalf("published stage %s unreadable: %v", stage, err)
 	}

@@ -118,12 +118,13 @@ func TestPageRendersInChromium(t *testing.T) {
 		"File calls over time", "Lookups by directory", "/usr/share/zoneinfo",
 		"The image's bytes by prefix", "/opt/app/lib",
 		"What exec saves per rank", "Misses of the report", "/tmp/job42/input.nml", "--include /tmp/job42",
+		"Start-up per rank, in seconds", "natively, 24,000 ranks", "under exec, 24,000 ranks",
 	} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("rendered DOM lacks %q", want)
 		}
 	}
-	if c := strings.Count(dom, "<svg"); c != 5 {
-		t.Errorf("rendered DOM has %d charts, want 5 (time, directories, prefixes, savings, report)", c)
+	if c := strings.Count(dom, "<svg"); c != 6 {
+		t.Errorf("rendered DOM has %d charts, want 6 (start-up in seconds, time, directories, prefixes, savings, report)", c)
 	}
 }

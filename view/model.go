@@ -5,6 +5,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/loader"
@@ -23,6 +24,11 @@ type Input struct {
 	// ReportNames are the report files the reports were read from.
 	ReportNames []string
 	Version     string // dlbundle version, for the footer
+	// Untraced is the app's start-up measured without a tracer (e.g. with
+	// time(1)); 0: estimated from the pilot, ptrace's share taken out.
+	Untraced time.Duration
+	// Model is the model of start-up at width (nil: DefaultModel).
+	Model *StartupModel
 }
 
 // Figures is everything the page shows, computed from an Input.
@@ -57,6 +63,9 @@ type Figures struct {
 
 	// From the reports.
 	Report *loader.ReportSummary
+
+	// Start-up per rank in seconds, measured and modelled (nil without a trace).
+	Seconds *Seconds
 }
 
 // Bin is one slice of the pilot's run time.
@@ -181,6 +190,15 @@ func Compute(in Input) (*Figures, error) {
 		f.Savings.Processes = s.Processes
 		f.Savings.PerProcess = float64(s.Passed) / float64(max(s.Processes, 1))
 	}
+	model := DefaultModel
+	if in.Model != nil {
+		model = *in.Model
+	}
+	var size int64
+	if in.Image != nil {
+		size = in.Image.Size()
+	}
+	f.Seconds = f.seconds(model, in.Untraced, size)
 	return f, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dlbundle/dlbundle/internal/units"
 )
@@ -25,6 +26,8 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"plural":  plural,
 	"add":     func(a, b int) int { return a + b },
 	"count64": func(n int64) string { return count(int(n)) },
+	"dur":     dur,
+	"rate":    rate,
 }).Parse(pageTemplate))
 
 // Write computes the figures of in and writes the page to w.
@@ -52,6 +55,9 @@ func WriteFigures(w io.Writer, f *Figures, in Input) error {
 	if f.Report != nil {
 		d.Report = reportChart(f)
 	}
+	if f.Seconds != nil {
+		d.Start = startChart(f.Seconds)
+	}
 	d.KindClass = map[string]string{}
 	for _, k := range f.Kinds {
 		d.KindClass[k] = kindClass(k)
@@ -68,6 +74,7 @@ type pageData struct {
 	Prefixes  *svgChart
 	Savings   *svgChart
 	Report    *svgChart
+	Start     *svgChart
 	KindClass map[string]string
 }
 
@@ -167,13 +174,18 @@ func percent(part, whole int64) string {
 	return fmt.Sprintf("%.1f%%", 100*float64(part)/float64(whole))
 }
 
-// shorten keeps the end of a long path, which names it best.
+// shorten cuts a long name to n runes in the middle: a path's start says
+// where it is and its end what it is ("_multiarray_umath.cpython…gnu.so"
+// rather than "…n-311-x86_64-linux-gnu.so"); two thirds of the room go to
+// the start. The full name is on hover and in the tables.
 func shorten(p string, n int) string {
 	r := []rune(p)
 	if len(r) <= n {
 		return p
 	}
-	return "…" + string(r[len(r)-n+1:])
+	head := (n - 1) * 2 / 3
+	tail := n - 1 - head
+	return string(r[:head]) + "…" + string(r[len(r)-tail:])
 }
 
 // niceMax rounds a positive maximum up to 1, 2 or 5 times a power of ten,
@@ -253,6 +265,27 @@ func timelineChart(f *Figures) *svgChart {
 			label{X: left + plotW + 6, Y: top + 4, Text: units.Bytes(f.Bytes), Anchor: "start", Class: "tick bytes"},
 			label{X: left + plotW + 6, Y: base + 4, Text: "0 B", Anchor: "start", Class: "tick bytes"},
 			label{X: left + plotW + 6, Y: top - 8, Text: "opened", Anchor: "start", Class: "axis bytes"})
+	}
+	// The longest stretch without a file call: the app computing (seccomp
+	// stops the app only on file calls, so that time is not ptrace's).
+	gapStart, gapLen, run := 0, 0, 0
+	for i, b := range f.Bins {
+		if b.Found+b.Failed > 0 {
+			run = 0
+			continue
+		}
+		if run++; run > gapLen {
+			gapStart, gapLen = i-run+1, run
+		}
+	}
+	if gapLen >= 4 {
+		g0, g1 := f.Bins[gapStart].Start, f.Bins[gapStart+gapLen-1].End
+		text := fmt.Sprintf("%s without a file call: the app computing", ms(g1-g0))
+		if gapStart+gapLen == numBins {
+			text = fmt.Sprintf("%s without a file call: the app computing, then exiting", ms(g1-g0))
+		}
+		c.Labels = append(c.Labels, label{X: (x(g0) + x(g1)) / 2, Y: base - 8, Text: text, Anchor: "middle", Class: "tick",
+			Title: fmt.Sprintf("%s–%s: no file call; the pilot stops the app only at file calls, so this is the app's own time (CPU, or calls that are not file calls)", ms(g0), ms(g1))})
 	}
 	// Label the largest files where they load, each in the first of a few
 	// rows where it overlaps no other label; those that find no room are
@@ -400,8 +433,10 @@ func prefixChart(f *Figures) *svgChart {
 	return c
 }
 
-// savingsChart: lookups on the shared file system per run, natively and
-// under exec, each bar named with where its figure comes from.
+// savingsChart: lookups per rank natively and under exec, in pairs on the
+// same basis (the shared file system only; everything passed to a file
+// system, node-local included, which is what the reports measure), each bar
+// named with where its figure comes from.
 func savingsChart(f *Figures) *svgChart {
 	s := f.Savings
 	type bar struct {
@@ -411,17 +446,20 @@ func savingsChart(f *Figures) *svgChart {
 	}
 	var bars []bar
 	if f.Runs > 0 {
-		bars = append(bars, bar{"natively", "from the trace", float64(s.SharedNative), "failed"})
+		bars = append(bars, bar{"shared FS, natively (measured)", "trace: lookups not node-local", float64(s.SharedNative), "failed"})
 		if s.SharedExec >= 0 {
-			bars = append(bars, bar{"under dlbundle exec (estimate)", "trace + the image's table of contents", float64(s.SharedExec), "found"})
+			bars = append(bars, bar{"shared FS, under exec (estimate)", "trace + the image's table of contents", float64(s.SharedExec), "found"})
 		}
 	}
 	if s.Processes > 0 {
-		bars = append(bars, bar{"under dlbundle exec (measured)", "reports: all lookups passed on, node-local included", s.PerProcess, "k2"})
+		if f.Runs > 0 {
+			bars = append(bars, bar{"any FS, natively (measured)", "trace: every lookup, node-local included", float64(s.SharedNative + s.NodeLocal), "failed"})
+		}
+		bars = append(bars, bar{"any FS, under exec (measured)", "reports: passed on by the shim, node-local included", s.PerProcess, "k2"})
 	}
 	const W, left, barW, top, rowH = 1040.0, 360.0, 470.0, 8.0, 34.0
 	c := &svgChart{ID: "savings", W: W, H: top + rowH*float64(len(bars)) + 8, Title: "What exec saves per rank",
-		Desc: "Metadata operations (lookups) on the shared file system per rank, natively and under dlbundle exec."}
+		Desc: "Lookups per rank, natively and under dlbundle exec, compared on the same basis: on the shared file system, then on any file system (what the reports count)."}
 	maxV := 1.0
 	for _, b := range bars {
 		maxV = max(maxV, b.v)
@@ -435,6 +473,60 @@ func savingsChart(f *Figures) *svgChart {
 			label{X: left - 8, Y: y0 + 27, Text: b.source, Anchor: "end", Class: "tick", Title: title})
 		c.Rects = append(c.Rects, rect{X: left, Y: y0 + 6, W: max(w, 1), H: rowH - 12, Class: b.class, Title: title})
 		c.Labels = append(c.Labels, label{X: left + max(w, 1) + 6, Y: y0 + 21, Text: count(int(b.v + 0.5)), Anchor: "start", Class: "num", Title: title})
+	}
+	return c
+}
+
+// startChart: a rank's start-up in seconds, natively and under exec, at 1
+// rank and at the model's width, stacked by where the time goes: the
+// untraced start-up (CPU), waiting for the metadata server, reading the
+// image, exec's fixed cost. Each width has its own scale (N ranks are
+// minutes where 1 rank is milliseconds); the totals are written out.
+func startChart(s *Seconds) *svgChart {
+	const W, left, barW, top, rowH, groupH = 1040.0, 250.0, 600.0, 8.0, 30.0, 22.0
+	groups := [][]StartupCase{}
+	for _, c := range s.Cases {
+		if len(groups) == 0 || groups[len(groups)-1][0].Ranks != c.Ranks {
+			groups = append(groups, nil)
+		}
+		groups[len(groups)-1] = append(groups[len(groups)-1], c)
+	}
+	H := top + 8
+	for _, g := range groups {
+		H += groupH + rowH*float64(len(g))
+	}
+	c := &svgChart{ID: "startup", W: W, H: H, Title: "Start-up per rank, in seconds",
+		Desc: "A rank's start-up natively and under dlbundle exec, at 1 rank and at width, by where the time goes: the untraced start-up, waiting for the metadata server (model), reading the image (model), exec's fixed cost (measured on the benchmark machine)."}
+	y := top
+	for _, g := range groups {
+		var maxT time.Duration = 1
+		for _, k := range g {
+			maxT = max(maxT, k.Total())
+		}
+		c.Labels = append(c.Labels, label{X: 4, Y: y + 15, Text: fmt.Sprintf("%s rank%s starting together (scale: %s)", count(g[0].Ranks), map[bool]string{true: "", false: "s"}[g[0].Ranks == 1], dur(maxT)), Anchor: "start", Class: "axis"})
+		y += groupH
+		for _, k := range g {
+			title := k.Formula(s)
+			c.Labels = append(c.Labels, label{X: left - 8, Y: y + 19, Text: k.Name, Anchor: "end", Class: "dir", Title: title})
+			x := left
+			for _, part := range []struct {
+				name  string
+				d     time.Duration
+				class string
+			}{{"untraced start-up (CPU)", k.CPU, "k6"}, {"waiting for the metadata server (model)", k.MDS, "failed"},
+				{"every node reading its copy of the image (model)", k.Read, "k3"}, {"staging its files on the node (model)", k.Stage, "k1"},
+				{"exec's fixed cost (measured, benchmark machine)", k.Fixed, "k2"}} {
+				if part.d <= 0 {
+					continue
+				}
+				w := barW * float64(part.d) / float64(maxT)
+				c.Rects = append(c.Rects, rect{X: x, Y: y + 6, W: max(w, 0.5), H: rowH - 12, Class: part.class,
+					Title: fmt.Sprintf("%s, %s: %s", k.Name, part.name, dur(part.d))})
+				x += w
+			}
+			c.Labels = append(c.Labels, label{X: x + 6, Y: y + 19, Text: dur(k.Total()), Anchor: "start", Class: "num", Title: title})
+			y += rowH
+		}
 	}
 	return c
 }

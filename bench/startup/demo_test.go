@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,9 @@ func TestDemoSummaryFigures(t *testing.T) {
 		"At 1,000 nodes x 24 ranks",
 		"app:      4 min natively, 400.0 ms with dlbundle (+ 100 s to read its 95.4 MiB image",
 		"Picture: /x/demo.svg\n",
+		"$ dlbundle trace -o APP.trace -- APP", "$ dlbundle build -o APP.dlimg APP.trace", "$ dlbundle exec APP.dlimg -- APP",
+		"ideal is the same app copied to tmpfs", "loadtest is a C program linked against",
+		"Model: one metadata server serialises every operation", "7.2 s at 1 task to 219.8 s at 8,192",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q\n--- summary:\n%s", want, out)
@@ -98,8 +102,10 @@ func TestDemoSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := wellFormedXML(t, svg); n != 4 {
-		t.Errorf("SVG has %d polylines, want one per mode (4)", n)
+	// Native and warm ran at 1 and 2 ranks (a line each); ideal and cold at
+	// 1 only (a point each, no line).
+	if n, c := wellFormedXML(t, svg), strings.Count(string(svg), "(measured)</title></circle>"); n != 2 || c != 6 {
+		t.Errorf("SVG has %d polylines and %d points, want 2 (native, warm) and one point per row (6)", n, c)
 	}
 	if st, err := os.Stat(filepath.Join(out, DemoCSV)); err != nil || st.Size() == 0 {
 		t.Errorf("%s not written: %v", DemoCSV, err)
@@ -198,7 +204,7 @@ func TestDemoFixedCostWithinNoise(t *testing.T) {
 	}
 	var b bytes.Buffer
 	r.WriteDemoSummary(&b, "demo.svg")
-	if out := b.String(); !strings.Contains(out, "315.9 -> 301.0 ms: within noise (±20.0 ms)") || strings.Contains(out, "-14.9") {
+	if out := b.String(); !strings.Contains(out, "no difference beyond the noise: runs spread (±20.0 ms)") || strings.Contains(out, "315.9") || strings.Contains(out, "-14.9") {
 		t.Errorf("a difference within noise is not said to be:\n%s", out)
 	}
 }
@@ -230,5 +236,45 @@ func TestMakeDemoIntroducesItsParts(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("make demo-intro lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// demo.svg draws points where it measured and nothing between: the demo's
+// 1 and 16 ranks are two points per mode, each labelled, no line through the
+// 2, 4 and 8 ranks that never ran, and ticks at 1 and 16 only. Where every
+// width between ran (the benchmark's 1, 2, 4...), the points are joined.
+func TestDemoSVGDrawsOnlyWhatWasMeasured(t *testing.T) {
+	var b bytes.Buffer
+	if err := synthetic().WriteSVG(&b); err != nil {
+		t.Fatal(err)
+	}
+	svg := b.String()
+	if n := wellFormedXML(t, b.Bytes()); n != 0 {
+		t.Errorf("%d polylines between 1 and 16 ranks, where 2, 4 and 8 were not measured", n)
+	}
+	if c := strings.Count(svg, "(measured)</title></circle>"); c != 8 {
+		t.Errorf("%d points, want one per row (8)", c)
+	}
+	for _, tick := range []string{">2</text>", ">4</text>", ">8</text>"} {
+		if strings.Contains(svg, tick) {
+			t.Errorf("a tick %s where nothing ran", tick)
+		}
+	}
+	for _, label := range []string{">800 ms</text>", ">40 ms</text>", ">10 ms</text>", ">30 ms</text>"} {
+		if !strings.Contains(svg, label) {
+			t.Errorf("no value label %s next to its point", label)
+		}
+	}
+	r := synthetic()
+	r.Rows = append(r.Rows, Row{Scenario: "app", Mode: ModeNative, Ranks: 2, Wall: 90 * time.Millisecond},
+		Row{Scenario: "app", Mode: ModeNative, Ranks: 4, Wall: 200 * time.Millisecond},
+		Row{Scenario: "app", Mode: ModeNative, Ranks: 8, Wall: 400 * time.Millisecond})
+	slices.SortStableFunc(r.Rows, func(a, b Row) int { return a.Ranks - b.Ranks })
+	b.Reset()
+	if err := r.WriteSVG(&b); err != nil {
+		t.Fatal(err)
+	}
+	if n := wellFormedXML(t, b.Bytes()); n != 1 {
+		t.Errorf("%d polylines, want native's 1-2-4-8-16 joined (1)", n)
 	}
 }

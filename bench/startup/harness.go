@@ -372,6 +372,9 @@ func (b *bench) bundle(ctx context.Context) error {
 	tr := filepath.Join(b.work, b.sc.name+".trace")
 	b.image = filepath.Join(b.mnt, b.sc.name+".dlimg")
 	argv := append([]string{b.opts.Dlbundle, "trace", "-o", tr, "--"}, b.native.argv...)
+	// The three commands a user would type, as they run (the demo's screen
+	// says what they are).
+	b.logf("%s: $ %s", b.sc.name, strings.Join(argv, " "))
 	t0 := time.Now()
 	if err := b.tool(ctx, argv, b.native.env); err != nil {
 		return err
@@ -380,6 +383,7 @@ func (b *bench) bundle(ctx context.Context) error {
 	t0 = time.Now()
 	// The shared tree may sit under /tmp, which build leaves out by default.
 	build := []string{b.opts.Dlbundle, "build", "--include", b.mnt, "-o", filepath.Join(b.src, b.sc.name+".dlimg"), tr}
+	b.logf("%s: $ %s", b.sc.name, strings.Join(build, " "))
 	if err := b.tool(ctx, build, os.Environ()); err != nil {
 		return err
 	}
@@ -393,6 +397,7 @@ func (b *bench) bundle(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	b.logf("%s: $ %s    (every rank)", b.sc.name, strings.Join(b.execLaunch(filepath.Join(b.stageParent, "STAGE")).argv, " "))
 	return b.writeFloor(ctx, filepath.Join(b.src, b.sc.name+".dlimg"))
 }
 

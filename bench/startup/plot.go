@@ -5,6 +5,7 @@ import (
 	"html"
 	"io"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -58,7 +59,9 @@ func (r *Results) WriteSVG(w io.Writer) error {
 			fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>`, x0, y, x0+plotW, y)
 			fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", x0-4, y+4, secondsLabel(math.Pow(10, e)))
 		}
-		for n := 1; n <= maxN; n *= 2 {
+		// Ticks at the widths measured only: nothing is drawn where
+		// nothing ran.
+		for _, n := range r.widthsOf(sc) {
 			x := px(n)
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#eee"/>`, x, top, x, top+plotH)
 			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%d</text>`+"\n", x, top+plotH+14, n)
@@ -67,28 +70,65 @@ func (r *Results) WriteSVG(w io.Writer) error {
 		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" transform="rotate(-90 %d %d)">start-up of the last rank (s)</text>`+"\n",
 			x0-44, top+plotH/2, x0-44, top+plotH/2)
 		for k, st := range modeStyle {
-			var pts []string
+			var rows []Row
 			for _, row := range r.rowsOf(sc, st.mode) {
 				if row.Err == "" && row.Wall > 0 {
-					pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(row.Ranks), py(row.Wall.Seconds())))
+					rows = append(rows, row)
 				}
 			}
-			if len(pts) == 0 {
+			if len(rows) == 0 {
 				continue
 			}
 			dash := ""
 			if st.dash != "" {
 				dash = fmt.Sprintf(` stroke-dasharray="%s"`, st.dash)
 			}
-			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`+"\n", strings.Join(pts, " "), st.color, dash)
-			for _, pt := range pts {
-				xy := strings.Split(pt, ",")
-				fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="2.5" fill="%s"/>`, xy[0], xy[1], st.color)
+			// A line joins two measurements only where no width between them
+			// was left out (1, 2, 4...: the benchmark); the demo's 1 and 16
+			// ranks are points, each with its value.
+			var run []string
+			flush := func() {
+				if len(run) > 1 {
+					fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`+"\n", strings.Join(run, " "), st.color, dash)
+				}
+				run = nil
+			}
+			for i, row := range rows {
+				if i > 0 && row.Ranks != 2*rows[i-1].Ranks {
+					flush()
+				}
+				run = append(run, fmt.Sprintf("%.1f,%.1f", px(row.Ranks), py(row.Wall.Seconds())))
+			}
+			flush()
+			joined := len(rows) > 1
+			for i := 1; i < len(rows); i++ {
+				joined = joined && rows[i].Ranks == 2*rows[i-1].Ranks
+			}
+			for _, row := range rows {
+				cx, cy := px(row.Ranks), py(row.Wall.Seconds())
+				fill := st.color
+				if st.mode == ModeIdeal {
+					fill = "white" // hollow: the floor, not a way to run
+				}
+				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4.5" fill="%s" stroke="%s" stroke-width="2"><title>%s, %d rank%s: %s (measured)</title></circle>`,
+					cx, cy, fill, st.color, st.mode, row.Ranks, plural(row.Ranks), secondsLabel(row.Wall.Seconds()))
+				if !joined {
+					anchor, dx := "start", 7.0
+					if row.Ranks == maxN && maxN > 1 {
+						anchor, dx = "end", -7
+					}
+					fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="%s" fill="#333">%s</text>`, cx+dx, cy+4, anchor, shortSeconds(row.Wall.Seconds()))
+				}
 			}
 			ly := top + 12 + k*14
-			fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"%s/><text x="%d" y="%d">%s</text>`+"\n",
-				x0+6, ly-4, x0+22, ly-4, st.color, dash, x0+26, ly, st.mode)
+			legendFill := st.color
+			if st.mode == ModeIdeal {
+				legendFill = "white"
+			}
+			fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"%s/><circle cx="%d" cy="%d" r="3.5" fill="%s" stroke="%s" stroke-width="2"/><text x="%d" y="%d">%s</text>`+"\n",
+				x0+6, ly-4, x0+22, ly-4, st.color, dash, x0+14, ly-4, legendFill, st.color, x0+26, ly, st.mode)
 		}
+		b.WriteString("\n")
 	}
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
@@ -103,4 +143,26 @@ func secondsLabel(s float64) string {
 		return fmt.Sprintf("%gms", s*1000)
 	}
 	return fmt.Sprintf("%gµs", s*1e6)
+}
+
+// shortSeconds labels a measured point: 3 significant digits.
+func shortSeconds(s float64) string {
+	if s >= 1 {
+		return fmt.Sprintf("%.3g s", s)
+	}
+	return fmt.Sprintf("%.3g ms", s*1000)
+}
+
+// widthsOf are the rank counts measured for scenario, in order.
+func (r *Results) widthsOf(scenario string) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, row := range r.Rows {
+		if row.Scenario == scenario && row.Err == "" && row.Wall > 0 && !seen[row.Ranks] {
+			seen[row.Ranks] = true
+			out = append(out, row.Ranks)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -79,7 +79,7 @@ record a build time.`
 // Run builds the plan and writes the image.
 func (c *BuildCmd) Run() error {
 	if c.Output == "" && !c.DryRun {
-		return fmt.Errorf("name the image to write with -o, e.g. -o app.dlimg (or --dry-run to see the plan)")
+		return usageError{"name the image to write with -o, e.g. -o app.dlimg (or --dry-run to see the plan)"}
 	}
 	if len(c.Traces) == 0 && c.From == "" {
 		var err error

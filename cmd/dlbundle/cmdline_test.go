@@ -201,21 +201,24 @@ func TestDocumentedExitStatusesHold(t *testing.T) {
 	bin := buildCLI(t)
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing.dlimg")
-	if _, stderr, code := run(t, bin, "verify", missing); code != 1 || stderr != "dlbundle verify: open "+missing+": no such file or directory\n" {
-		t.Errorf("verify of a missing image: exit %d, %q; want 1 (unreadable)", code, stderr)
+	// A missing input is a usage error for every verb (TestContract).
+	if _, stderr, code := run(t, bin, "verify", missing); code != 2 || !strings.HasPrefix(stderr, "dlbundle verify: no image "+missing) {
+		t.Errorf("verify of a missing image: exit %d, %q; want 2 (no such image)", code, stderr)
 	}
 	out, _, code := run(t, bin, "verify", "--help")
-	if code != 0 || !strings.Contains(out, "1  the image is corrupt, unreadable or missing") ||
+	if code != 0 || !strings.Contains(out, "1  the image is corrupt or unreadable") ||
 		!strings.Contains(out, "2  usage error") || !strings.Contains(out, "3  the image is intact but stale") {
 		t.Errorf("verify --help does not document 0/1/2/3: exit %d\n%s", code, out)
 	}
 	if out, _, code := run(t, bin, "--help"); code != 0 || !strings.Contains(out, "2 usage error") {
 		t.Errorf("--help does not document the usage exit status: exit %d\n%s", code, out)
 	}
-	// A failure after parsing: exit 1, the prefix names the verb only.
-	_, stderr, code := run(t, bin, "exec", "--stage-dir", dir, missing, "--", "/bin/true")
-	if code != 1 || !strings.HasPrefix(stderr, "dlbundle exec: image "+missing) || strings.Contains(stderr, "<") {
-		t.Errorf("exec of a missing image: exit %d, %q", code, stderr)
+	// A failure after parsing: exit 1, one line, the prefix names the verb only.
+	junk := filepath.Join(dir, "junk.dlimg")
+	os.WriteFile(junk, []byte("not an image"), 0o644)
+	_, stderr, code := run(t, bin, "exec", "--stage-dir", dir, junk, "--", "/bin/true")
+	if code != 1 || !strings.HasPrefix(stderr, "dlbundle exec: ") || strings.Count(stderr, "\n") != 1 || strings.Contains(stderr, "<") {
+		t.Errorf("exec of a file that is no image: exit %d, %q", code, stderr)
 	}
 	// A command that is not found: the shell's 127, as documented in exec.go.
 	if _, _, code := run(t, bin, "exec", "--fallback", "--stage-dir", dir, missing, "--", "no-such-command-xyz"); code != 127 {

@@ -21,7 +21,7 @@ import (
 // ExecCmd stages an image on this node (once per node) and replaces itself
 // with the app, the loader shim in its environment.
 type ExecCmd struct {
-	StageDir string        `name:"stage-dir" placeholder:"DIR" env:"DLBUNDLE_STAGE_DIR" help:"Node-local directory for staged images (default /dev/shm/dlbundle-<uid> if /dev/shm is a tmpfs, else $${TMPDIR:-/tmp}/dlbundle-<uid>). Must be yours and not group/world-writable."`
+	StageDir string        `name:"stage-dir" placeholder:"DIR" env:"DLBUNDLE_STAGE_DIR" help:"Node-local directory for staged images (default /dev/shm/dlbundle-<uid> if /dev/shm is a tmpfs you can write, else $${TMPDIR:-/tmp}/dlbundle-<uid>; patterns %u user, %U uid, %j job id, %n node, %h host, %t $${TMPDIR:-/tmp}, %% a %). Must be yours and not group/world-writable."`
 	Report   string        `placeholder:"FILE" help:"Every process of the app appends its lookup counts to FILE (sets DLBUNDLE_REPORT); summarise with 'dlbundle report FILE'."`
 	Debug    bool          `help:"Log every lookup decision of the shim (sets DLBUNDLE_DEBUG=1)."`
 	Fallback bool          `help:"If the image cannot be staged (corrupt, no space, refused stage dir), warn and run the app natively instead of failing."`
@@ -77,7 +77,7 @@ func (c *ExecCmd) Run() error {
 	}
 	if err != nil {
 		if !c.Fallback {
-			return fmt.Errorf("%w\n(use --fallback to run the app natively when staging fails)", err)
+			return fmt.Errorf("%w (use --fallback to run the app natively when staging fails)", err)
 		}
 		fmt.Fprintf(os.Stderr, "dlbundle exec: warning: %v; running %s natively (--fallback)\n", err, argv[0])
 		return execProgram(loader.Start("", argv, os.Environ(), loader.EnvOptions{}))
@@ -133,7 +133,7 @@ func checkReportFile(path string) error {
 // squatted stage dir's warning, and the stage made.
 func ensureStage(ctx context.Context, verb string, req node.EnsureRequest) (*node.Staged, error) {
 	tty := isTerminal(os.Stderr)
-	bar := newProgress("dlbundle " + verb + ": staging " + req.Image)
+	bar := newProgress("staging " + req.Image)
 	defer bar.finish()
 	req.Progress = bar.callback()
 	if tty {
@@ -144,7 +144,7 @@ func ensureStage(ctx context.Context, verb string, req node.EnsureRequest) (*nod
 	req.Warn = func(msg string) { fmt.Fprintf(os.Stderr, "dlbundle: warning: %s\n", msg) }
 	s, err := node.Ensure(ctx, req)
 	if tty && err == nil && s.Materialized {
-		fmt.Fprintf(os.Stderr, "\r\x1b[Kdlbundle %s: staged %s into %s\n", verb, req.Image, s.Dir)
+		fmt.Fprintf(os.Stderr, "\r\x1b[K%sstaged %s into %s\n", verbPrefix(), req.Image, s.Dir)
 	}
 	return s, err
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/image/registry"
@@ -20,14 +21,15 @@ import (
 
 // InspectCmd summarises or lists an image.
 type InspectCmd struct {
-	Image    string   `arg:"" help:"Image file (.dlimg), or a registry reference oci://REGISTRY/REPO:TAG (or @sha256:...): only the manifest, footer and table of contents are fetched."`
-	Insecure bool     `help:"With an oci:// reference: talk plain http to the registry (a lab registry without TLS)."`
-	List     bool     `short:"l" help:"List every entry in load order: order, type, kind, size, compressed size, path."`
-	JSON     bool     `help:"Print JSON instead of text (with --list: the entries too)."`
-	Top      int      `default:"10" help:"How many of the largest objects and missing paths to show."`
-	HTML     string   `name:"html" placeholder:"FILE" help:"Write a page (one self-contained HTML file) that draws where start-up goes: the image's bytes by prefix and, with --trace and --report, the pilot's lookups over time and by directory, what exec saves per rank, what the image lacked."`
-	Traces   []string `name:"trace" placeholder:"TRACE" type:"existingfile" sep:"none" help:"With --html: the pilot's trace(s) the image was built from (repeatable)."`
-	Reports  []string `name:"report" placeholder:"FILE" type:"existingfile" sep:"none" help:"With --html: report file(s) of 'dlbundle exec --report' (repeatable)."`
+	Image    string        `arg:"" help:"Image file (.dlimg), or a registry reference oci://REGISTRY/REPO:TAG (or @sha256:...): only the manifest, footer and table of contents are fetched."`
+	Insecure bool          `help:"With an oci:// reference: talk plain http to the registry (a lab registry without TLS)."`
+	List     bool          `short:"l" help:"List every entry in load order: order, type, kind, size, compressed size, path."`
+	JSON     bool          `help:"Print JSON instead of text (with --list: the entries too)."`
+	Top      int           `default:"10" help:"How many of the largest objects and missing paths to show."`
+	HTML     string        `name:"html" placeholder:"FILE" help:"Write a page (one self-contained HTML file) that draws where start-up goes: the image's bytes by prefix and, with --trace and --report, the pilot's lookups over time and by directory, what exec saves per rank, what the image lacked."`
+	Traces   []string      `name:"trace" placeholder:"TRACE" type:"existingfile" sep:"none" help:"With --html: the pilot's trace(s) the image was built from (repeatable)."`
+	Reports  []string      `name:"report" placeholder:"FILE" type:"existingfile" sep:"none" help:"With --html: report file(s) of 'dlbundle exec --report' (repeatable)."`
+	Untraced time.Duration `placeholder:"DURATION" help:"With --html: the app's start-up measured without dlbundle (e.g. 'time ./app': 60ms); the page then uses it instead of estimating it from the pilot with ptrace's share taken out."`
 }
 
 // Help is shown by `dlbundle inspect --help`.
@@ -90,10 +92,10 @@ func (c *InspectCmd) Run() error {
 	}
 	defer im.Close()
 	if c.HTML != "" {
-		return writePage(c.HTML, c.Traces, c.Image, im, c.Reports)
+		return writePage(c.HTML, c.Traces, c.Image, im, c.Reports, c.Untraced)
 	}
-	if len(c.Traces) > 0 || len(c.Reports) > 0 {
-		return fmt.Errorf("--trace and --report go with --html FILE (the page they are drawn on)")
+	if len(c.Traces) > 0 || len(c.Reports) > 0 || c.Untraced != 0 {
+		return usageError{"--trace, --report and --untraced go with --html FILE (the page they are drawn on)"}
 	}
 	s := summarise(c.Image, im)
 	if c.JSON {

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/dlbundle/dlbundle/image/registry"
 	"github.com/dlbundle/dlbundle/internal/units"
 	"github.com/dlbundle/dlbundle/node"
 )
@@ -12,6 +16,29 @@ import (
 // LsCmd lists the node's stages.
 type LsCmd struct {
 	StageDir string `name:"stage-dir" placeholder:"DIR" env:"DLBUNDLE_STAGE_DIR" help:"Stage directory (default as for exec)."`
+	JSON     bool   `help:"Print one JSON object: the stage dir and its stages (name, image, ref, size, last use, PIDs using it)."`
+}
+
+// Help is shown by 'dlbundle ls --help'.
+func (c *LsCmd) Help() string {
+	return `Lists the stages of this node's stage dir, most recently used first: the
+image each was staged from (IMAGE, its file or repository name; REF, the whole
+path or oci:// reference), its size on the node, its last use and the
+processes using it. A stage is named after the image's content (sha256-...):
+the same image reached by two paths is one stage, and REF is the first path.
+
+  dlbundle ls
+  dlbundle ls --json | jq -r '.stages[] | select(.in_use == null) | .name'
+  dlbundle gc --stage sha256-4665e2ba2a3d    # remove one stage (not one in use)`
+}
+
+type lsStage struct {
+	Name    string    `json:"name"`
+	Image   string    `json:"image"`
+	Ref     string    `json:"ref"`
+	Size    int64     `json:"size"`
+	LastUse time.Time `json:"last_use"`
+	InUse   []int     `json:"in_use"`
 }
 
 // Run lists the stages, most recently used first.
@@ -33,16 +60,80 @@ func (c *LsCmd) Run() error {
 	if err != nil {
 		return err
 	}
+	var out []lsStage
 	var total int64
-	fmt.Printf("%-16s %10s  %-20s %s\n", "STAGE", "SIZE", "LAST USE", "IN USE BY")
 	for _, s := range stages {
+		ref := node.StageRef(dir, s.Name)
+		out = append(out, lsStage{Name: s.Name, Image: imageName(ref), Ref: ref, Size: s.Size, LastUse: s.LastUse, InUse: s.InUse})
 		total += s.Size
+	}
+	if c.JSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		return enc.Encode(struct {
+			Dir    string    `json:"stage_dir"`
+			Stages []lsStage `json:"stages"`
+			Bytes  int64     `json:"bytes"`
+		}{dir, out, total})
+	}
+	fmt.Printf("%-19s %-20s %10s  %-19s  %-13s %s\n", "STAGE", "IMAGE", "SIZE", "LAST USE", "IN USE BY", "REF")
+	for _, s := range out {
 		use := "-"
 		if len(s.InUse) > 0 {
-			use = fmt.Sprintf("%d processes (pid %d ...)", len(s.InUse), s.InUse[0])
+			use = fmt.Sprintf("%d processes", len(s.InUse))
 		}
-		fmt.Printf("%-16.16s %10s  %-20s %s\n", s.Name, units.Bytes(s.Size), s.LastUse.Format(time.DateTime), use)
+		fmt.Printf("%-19.19s %-20s %10s  %-19s  %-13s %s\n", s.Name, orDash(ellipsis(s.Image, 20)), units.Bytes(s.Size),
+			s.LastUse.Format(time.DateTime), use, orDash(printable(s.Ref)))
 	}
-	fmt.Fprintf(os.Stdout, "%d stages, %s in %s\n", len(stages), units.Bytes(total), dir)
+	fmt.Printf("%d stages, %s in %s\n", len(stages), units.Bytes(total), dir)
 	return nil
+}
+
+// imageName is what a user calls the image of ref: the file's name, or the
+// repository's last part and tag of an oci:// reference.
+func imageName(ref string) string {
+	if ref == "" {
+		return ""
+	}
+	if registry.IsRef(ref) {
+		s := strings.TrimPrefix(ref, registry.Scheme)
+		if i := strings.LastIndex(s, "/"); i >= 0 {
+			s = s[i+1:]
+		}
+		if name, digest, ok := strings.Cut(s, "@"); ok {
+			return name + "@" + strings.TrimPrefix(digest, "sha256:")[:min(12, len(strings.TrimPrefix(digest, "sha256:")))]
+		}
+		return s
+	}
+	return printable(filepath.Base(ref))
+}
+
+// printable quotes s if it holds anything that could forge output (a path
+// is the user's choice, but a stage dir can be read by root's ls too).
+func printable(s string) string {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Sprintf("%q", s)
+		}
+	}
+	return s
+}
+
+// ellipsis cuts s to n runes in the middle, keeping its start and its end
+// (an image's name ends in what tells versions apart).
+func ellipsis(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	head := (n - 1) / 2
+	return string(r[:head]) + "…" + string(r[len(r)-(n-1-head):])
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -17,7 +17,7 @@ import (
 
 // CLI is the command line. Verbs appear in --help in this order.
 type CLI struct {
-	Version kong.VersionFlag `help:"Print the dlbundle version and exit."`
+	Version kong.VersionFlag `short:"v" help:"Print the dlbundle version and exit."`
 
 	Trace   TraceCmd   `cmd:"" help:"Pilot run: record every object the app loads (ptrace)."`
 	Build   BuildCmd   `cmd:"" help:"Pack the objects of one or more traces into an image."`
@@ -35,6 +35,11 @@ type CLI struct {
 
 	// Internal: the stub that installs the seccomp filter and execs the traced app.
 	TraceStub TraceStubCmd `cmd:"" name:"__trace-stub" hidden:""`
+
+	// About dlbundle itself, last in --help.
+	VersionCmd VersionCmd    `cmd:"" name:"version" help:"Print the dlbundle version (as --version, -v)."`
+	HelpCmd    HelpCmd       `cmd:"" name:"help" help:"Show the help of dlbundle or of one command: dlbundle help exec."`
+	Completion CompletionCmd `cmd:"" help:"Print a shell completion script: source <(dlbundle completion bash)."`
 }
 
 // exitError carries an exit status that is not a failure of dlbundle itself
@@ -69,9 +74,20 @@ func main() {
 	// Every rank's exec and every pilot run: a plain command line is read
 	// without kong (quickParse), which kong's model of the verb would cost.
 	if verb, ok := quickParse(os.Args[1:], os.LookupEnv); ok {
-		fail(verb.Run(), func() *kong.Context { return kongContext(os.Args[1:]) })
+		runningVerb = os.Args[1]
+		lazy := func() *kong.Context { return kongContext(os.Args[1:]) }
+		if err := checkArgs(verb, runningVerb); err != nil {
+			fail(err, lazy)
+		}
+		fail(verb.Run(), lazy)
 	}
 	ctx := kongContext(os.Args[1:])
+	runningVerb = verbName(ctx)
+	if n := ctx.Selected(); n != nil {
+		if err := checkArgs(n.Target.Interface(), runningVerb); err != nil {
+			fail(err, func() *kong.Context { return ctx })
+		}
+	}
 	fail(ctx.Run(), func() *kong.Context { return ctx })
 }
 
@@ -84,6 +100,13 @@ func kongContext(args []string) *kong.Context {
 	}
 	ctx, err := parse(parser, args)
 	if err != nil {
+		if bad := refBeforeParse(args); bad != nil {
+			var pe *kong.ParseError
+			if errors.As(err, &pe) {
+				ctx = pe.Context // the verb reached, for the usage line
+			}
+			err = bad
+		}
 		reportUsage(ctx, err)
 	}
 	return ctx
@@ -102,6 +125,9 @@ func fail(err error, ctx func() *kong.Context) {
 	}
 	var u usageError
 	if errors.As(err, &u) {
+		reportUsage(ctx(), u)
+	}
+	if u := asMissingInput(err, ctx); u != nil {
 		reportUsage(ctx(), u)
 	}
 	fmt.Fprintf(os.Stderr, "dlbundle %s: %v\n", verbName(ctx()), err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/internal/outfile"
@@ -17,8 +18,11 @@ import (
 // (nil: none) and report files into out, written beside it under a
 // temporary name and renamed, so that a page open in a browser is replaced
 // only by a complete one (package outfile).
-func writePage(out string, traceFiles []string, imageName string, im *image.Image, reportFiles []string) error {
+func writePage(out string, traceFiles []string, imageName string, im *image.Image, reportFiles []string, untraced ...time.Duration) error {
 	in := view.Input{TraceNames: traceFiles, Image: im, ImageName: imageName, ReportNames: reportFiles, Version: version.Version}
+	if len(untraced) > 0 {
+		in.Untraced = untraced[0]
+	}
 	if len(traceFiles) > 0 {
 		traces, err := squash.Load(traceFiles)
 		if err != nil {

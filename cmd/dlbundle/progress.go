@@ -22,13 +22,23 @@ type progressBar struct {
 	drawn       bool
 }
 
-// newProgress returns a bar labelled label, or nil when stderr is not a
-// terminal (batch jobs and logs get no carriage-return noise).
+// newProgress returns a bar labelled "dlbundle VERB: label" with the verb
+// that runs (stage stages through exec's code, and its bar must say stage),
+// or nil when stderr is not a terminal (batch jobs and logs get no
+// carriage-return noise).
 func newProgress(label string) *progressBar {
 	if !isTerminal(os.Stderr) {
 		return nil
 	}
-	return &progressBar{label: label, start: time.Now()}
+	return &progressBar{label: verbPrefix() + label, start: time.Now()}
+}
+
+// verbPrefix starts a message of the running verb: "dlbundle stage: ".
+func verbPrefix() string {
+	if runningVerb == "" {
+		return "dlbundle: "
+	}
+	return "dlbundle " + runningVerb + ": "
 }
 
 // callback returns p.update, or nil for a nil bar, for options whose nil

@@ -53,7 +53,7 @@ func (c *PullCmd) Run() error {
 	if err := outfile.CheckReplace(out, "image", "-o"); err != nil {
 		return err
 	}
-	opts, bar := c.options("pull " + out)
+	opts, bar := c.options("downloading " + out)
 	d, err := registry.Fetch(ctx, c.Ref, out, opts)
 	bar.finish()
 	if err != nil {

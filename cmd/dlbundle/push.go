@@ -54,7 +54,7 @@ run exactly this image even if the tag moves later.`
 func (c *PushCmd) Run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opts, bar := c.options("push " + c.Image)
+	opts, bar := c.options("uploading " + c.Image)
 	d, err := registry.Push(ctx, c.Image, c.Ref, opts)
 	bar.finish()
 	if err != nil {

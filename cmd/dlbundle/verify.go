@@ -26,7 +26,7 @@ const (
 
 // VerifyCmd checks an image, or compares it with the file system.
 type VerifyCmd struct {
-	Image         string `arg:"" help:"Image file (.dlimg)."` // a missing file is exit 1 (unreadable), not a usage error
+	Image         string `arg:"" help:"Image file (.dlimg)."` // a missing file is a usage error, as for every verb (main's checkArgs)
 	AgainstSource bool   `help:"Also compare every bundled path with the file system now (type, size, mtime, content, symlink targets, directory listings, missing paths) and report what is stale: content and missing-file differences first."`
 	All           bool   `help:"With --against-source: list every mtime-only and listing difference (default: the first 20 of each)."`
 }
@@ -50,8 +50,8 @@ app's files). Rebuild the image then, from itself, with no pilot:
 
 Exit status:
   0  the image is intact (and, with --against-source, up to date)
-  1  the image is corrupt, unreadable or missing
-  2  usage error (as for every verb): nothing was checked
+  1  the image is corrupt or unreadable
+  2  usage error or no such image (as for every verb): nothing was checked
   3  the image is intact but stale against the file system (--against-source)`
 }
 
