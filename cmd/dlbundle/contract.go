@@ -12,6 +12,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/dlbundle/dlbundle/image/registry"
+	"github.com/dlbundle/dlbundle/node"
 )
 
 // The CLI contract (README "Command-line contract"), held for every verb by
@@ -147,18 +148,23 @@ func noSuchInput(s, argName string) string {
 }
 
 // asMissingInput turns a failure that is a missing input file of the verb
-// (exec and stage find out only when they open the image) into the usage
-// error the contract promises, or returns nil.
+// (exec and stage find out only when they open the image, or from the rank
+// that staged for the node) into the usage error the contract promises, or
+// returns nil.
 func asMissingInput(err error, ctx func() *kong.Context) error {
 	var pe *fs.PathError
-	if !errors.As(err, &pe) || !errors.Is(pe.Err, fs.ErrNotExist) {
+	elsewhere := errors.Is(err, node.ErrStagedElsewhere)
+	if !elsewhere && (!errors.As(err, &pe) || !errors.Is(pe.Err, fs.ErrNotExist)) {
 		return nil
 	}
 	kctx := ctx() // only now: on exec's path it costs kong's parse
 	if kctx == nil || kctx.Selected() == nil {
 		return nil
 	}
-	want, _ := filepath.Abs(pe.Path)
+	var want string
+	if pe != nil {
+		want, _ = filepath.Abs(pe.Path)
+	}
 	for _, p := range kctx.Selected().Positional {
 		if !inputArgs[p.Name] {
 			continue
@@ -172,6 +178,12 @@ func asMissingInput(err error, ctx func() *kong.Context) error {
 		}
 		for _, s := range values {
 			if abs, _ := filepath.Abs(s); abs == want && s != "" {
+				return usageError{noSuchInput(s, p.Name)}
+			}
+			// The rank that staged for this node found no image and told
+			// the others so: they say what it said (one stat, on the way
+			// out: the image is not read).
+			if _, serr := os.Stat(s); elsewhere && s != "" && !registry.IsRef(s) && errors.Is(serr, fs.ErrNotExist) {
 				return usageError{noSuchInput(s, p.Name)}
 			}
 		}

@@ -313,3 +313,26 @@ func TestLsNamesImagesAndGcRemovesOneStage(t *testing.T) {
 		t.Errorf("gc --older-than: exit %d, no reason given for the stage kept:\n%s", code, out)
 	}
 }
+
+// TestMissingImageInAJobIsAUsageErrorOnEveryRank: inside a job the ranks
+// after the first learn of the missing image from the rank that staged;
+// they exit as it did (2, one line), not 1.
+func TestMissingImageInAJobIsAUsageErrorOnEveryRank(t *testing.T) {
+	bin := buildCLI(t)
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.dlimg")
+	for rank := range 2 {
+		cmd := exec.Command(bin, "exec", "--stage-dir", filepath.Join(dir, "stages"), missing, "--", "/bin/true")
+		cmd.Env = append(clitest.CleanEnv(t.TempDir()), "SLURM_JOB_ID=4242")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if _, ok := err.(*exec.ExitError); err != nil && !ok {
+			t.Fatal(err)
+		}
+		if code := cmd.ProcessState.ExitCode(); code != 2 || strings.Count(stderr.String(), "\n") != 1 ||
+			!strings.HasPrefix(stderr.String(), "dlbundle exec: no image "+missing) {
+			t.Errorf("rank %d of a job with a missing image: exit %d, %q; want 2 and one line", rank, code, stderr.String())
+		}
+	}
+}
