@@ -86,7 +86,7 @@ func (c *EnvCmd) Run() error {
 	after := environ
 	if err != nil {
 		if !c.Fallback {
-			return fmt.Errorf("%w\n(use --fallback to print no variable, so that the app runs natively, when staging fails)", err)
+			return fmt.Errorf("%w (use --fallback to print no variable, so that the app runs natively, when staging fails)", err)
 		}
 		fmt.Fprintf(os.Stderr, "dlbundle env: warning: %v; printing no variable: the app runs natively (--fallback)\n", err)
 	} else {
