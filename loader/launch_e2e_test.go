@@ -165,16 +165,17 @@ func TestEnvFormatsAgree(t *testing.T) {
 	}
 }
 
-// A missing image: a message that names it, nothing on stdout (a launcher
-// that evaluates it sets nothing), exit 1; with --fallback, a warning and
+// A missing image: one line that names it, nothing on stdout (a launcher
+// that evaluates it sets nothing), exit 2 (a missing input, as for every
+// verb); with --fallback, a warning and
 // still nothing on stdout, exit 0 (the app runs natively).
 func TestEnvFailureAndFallback(t *testing.T) {
 	p := newProbeImage(t)
 	stage := filepath.Join(p.work, "stage")
 	missing := filepath.Join(p.work, "no-such.dlimg")
 	out, stderr, _, state := runCLI(t, cleanEnv(p.work), "env", "--stage-dir", stage, missing)
-	if state.ExitCode() != 1 || out != "" || !strings.Contains(stderr, missing) || !strings.Contains(stderr, "--fallback") {
-		t.Errorf("missing image: exit %d, stdout %q, stderr %q; want 1, nothing, a message naming the image and --fallback", state.ExitCode(), out, stderr)
+	if state.ExitCode() != 2 || out != "" || !strings.Contains(stderr, missing) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Errorf("missing image: exit %d, stdout %q, stderr %q; want 2, nothing, one line naming the image", state.ExitCode(), out, stderr)
 	}
 	out, stderr, _, state = runCLI(t, cleanEnv(p.work), "env", "--fallback", "--stage-dir", stage, missing)
 	if state.ExitCode() != 0 || out != "" || !strings.Contains(stderr, "natively") {

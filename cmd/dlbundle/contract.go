@@ -28,8 +28,8 @@ var runningVerb string
 // checkArgs rejects, before the verb runs, what would otherwise fail late or
 // confusingly: "oci:/x" (one slash) would be read as a file path or a host
 // named "oci:", and an input file that does not exist would fail deep inside
-// the verb with exit 1. verb is the verb's struct, name its name. exec and
-// stage are not checked for missing files here (asMissingInput maps their
+// the verb with exit 1. verb is the verb's struct, name its name. exec, env
+// and stage are not checked for missing files here (asMissingInput maps their
 // failure instead): every rank of a job runs exec, and a stat of the image on
 // a shared file system from each rank is what dlbundle exists to avoid; a
 // consumed image (stage --consume) is found by its path after the file is
@@ -77,7 +77,7 @@ func checkArgs(verb any, name string) error {
 			if err := badRef(s); err != nil {
 				return err
 			}
-			if !inputArgs[argName] || name == "exec" || name == "stage" {
+			if !inputArgs[argName] || name == "exec" || name == "stage" || name == "env" {
 				continue
 			}
 			if err := missingInput(s, argName); err != nil {
