@@ -117,12 +117,14 @@ func TestExecStagingFailureAndFallback(t *testing.T) {
 	}
 }
 
-// The rank that stages reads the image; a later rank of the same job (same
-// SLURM_JOB_ID) makes no system call at all on the image path: strace -P
-// lists exactly the calls that touch a path.
+// The rank that stages reads the image; a later rank of the same job step
+// (same SLURM_JOB_ID and SLURM_STEP_ID) makes no system call at all on the
+// image path: strace -P lists exactly the calls that touch a path. (A batch
+// script calling exec directly, with no step, stats the image once: nothing
+// else tells it that the image was rebuilt since its last exec.)
 func TestExecLaterRankDoesNotTouchImage(t *testing.T) {
 	p := newProbeImage(t)
-	env := append(cleanEnv(p.work), "SLURM_JOB_ID=77")
+	env := append(cleanEnv(p.work), "SLURM_JOB_ID=77", "SLURM_STEP_ID=0", "SLURM_PROCID=1")
 	args := []string{"exec", "--stage-dir", filepath.Join(p.work, "stage"), p.image, "--", p.original}
 	traced := func(name string) string {
 		log := filepath.Join(p.work, name)
