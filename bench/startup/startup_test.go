@@ -128,8 +128,16 @@ func TestSmoke(t *testing.T) {
 	if err := res.WriteSVG(&svg); err != nil {
 		t.Fatal(err)
 	}
-	if n := wellFormedXML(t, svg.Bytes()); n < 2*4 {
-		t.Errorf("SVG has %d polylines, want one per scenario and mode (8)", n)
+	measured := 0
+	for _, row := range res.Rows {
+		if row.Err == "" && row.Wall > 0 {
+			measured++
+		}
+	}
+	wellFormedXML(t, svg.Bytes())
+	// A point per measurement (lines join only widths measured side by side).
+	if n := strings.Count(svg.String(), "(measured)</title></circle>"); n != measured || n < 2*4 {
+		t.Errorf("SVG has %d points, want one per measured row (%d), at least one per scenario and mode (8)", n, measured)
 	}
 	res.WriteMarkdown(&md, "startup.svg")
 	for _, want := range []string{"## loadtest", "## python", "## Projection", "dlbundle-warm", res.Machine} {
