@@ -154,11 +154,14 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 			return nil, err
 		}
 	}
-	s, err := stageLocked(ctx, req)
+	// Open may let the lock go while it waits on the network (fetchImage).
+	ctl := &stageLockCtl{l: lock, path: filepath.Join(req.Dir, stageLockName)}
+	s, err := stageLocked(context.WithValue(ctx, stageLockCtlKey{}, ctl), req)
 	switch {
 	case marker == "":
 	case err == nil:
 		os.Remove(marker)
+	case errors.Is(err, ErrStagedElsewhere): // already another's recorded failure
 	case ctx.Err() == nil: // not for our own SIGTERM or time limit: waiters try themselves
 		_ = writeFailure(req.Dir, marker, err)
 	}
