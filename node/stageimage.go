@@ -201,7 +201,7 @@ func imageTrustError(path string, err error) error {
 	if !errors.As(err, &refusal) {
 		return err
 	}
-	return fmt.Errorf("image %w: another user could have put it there, or could swap it; refusing to stage it as uid %d; copy the image to a directory that only you (or its owner) can write, made by you (mktemp -d), not at a predictable name in a directory every user can write",
+	return fmt.Errorf("image %w; refusing to stage it as uid %d: copy the image into a directory you made yourself (mktemp -d), not to a predictable name in a directory every user can write",
 		err, os.Geteuid())
 }
 

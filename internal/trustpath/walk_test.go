@@ -178,7 +178,7 @@ func realOutcome(t *testing.T, m *model, top string, rule Rule, uid uint32, p st
 	return o
 }
 
-// Attack 1 of the red team's round (the rule's reason to be): uid 1001
+// The attack the rule exists for: uid 1001
 // makes /tmp/victim-jobs (mode 0755) and puts an image in it; the victim's
 // `mkdir -p` succeeds on it. Neither the victim nor root may use anything
 // below it, not even a file of the victim's own in it; their own directory
