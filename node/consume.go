@@ -8,6 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dlbundle/dlbundle/internal/trustpath"
+	"github.com/dlbundle/dlbundle/loader"
 )
 
 // A node-local copy of the image (sbcast, srun --bcast-like copies, a
@@ -54,10 +59,35 @@ func ConsumeImage(stageDir, ref string, s *Staged, getenv func(string) string) (
 	if err := writeAlias(stageDir, key, filepath.Base(s.Dir)); err != nil {
 		return false, err
 	}
-	if err := os.Remove(ref); err != nil && !os.IsNotExist(err) {
+	if err := removeConsumed(ref); err != nil {
 		return false, fmt.Errorf("--consume: remove the staged copy %s: %w", ref, err)
 	}
 	return true, nil
+}
+
+// removeConsumed unlinks the file at ref from the directory the trust walk
+// reaches (the walk that opened it), never by a path resolved again from /:
+// a Prolog runs this as root. Only a regular file is removed.
+func removeConsumed(ref string) error {
+	abs, err := loader.AbsPath(ref)
+	if err != nil {
+		return err
+	}
+	last, err := trustpath.For(trustpath.Shared).Walk(abs)
+	if err != nil {
+		return err
+	}
+	defer last.Close()
+	if !last.Exists {
+		return nil
+	}
+	if last.Node.Type() != unix.S_IFREG {
+		return fmt.Errorf("it is no longer a regular file; left alone")
+	}
+	if err := unix.Unlinkat(last.Dir.FD, last.Dir.Name(last.Name), 0); err != nil && err != unix.ENOENT {
+		return &os.PathError{Op: "unlink", Path: last.Path(), Err: err}
+	}
+	return nil
 }
 
 // consumedRecord returns the stage name recorded for ref if this job

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // StageInfo describes one published stage of a stage directory.
@@ -188,6 +190,7 @@ func GC(ctx context.Context, dir string, opts GCOptions) (*GCResult, error) {
 		if err := removeStaleTemps(dir); err != nil {
 			return nil, err
 		}
+		removeIdleFetches(dir)
 	}
 	res := &GCResult{}
 	aliasDir := filepath.Join(dir, aliasDirName)
@@ -310,6 +313,27 @@ func removeStage(dir string, s StageInfo) (removed bool, aliases int, err error)
 		return true, aliases, fmt.Errorf("remove stage %s: %w", s.Name, err)
 	}
 	return true, aliases, nil
+}
+
+// removeIdleFetches removes the downloads and results of oci:// fetches
+// (fetchImage) that no process is doing: those whose fetch lock is free. The
+// lock files stay (one per reference fetched on the node, empty): removing a
+// lock file that another process is about to open would give two fetchers
+// two locks.
+func removeIdleFetches(dir string) {
+	locks, _ := filepath.Glob(filepath.Join(dir, ".fetch-*.lock"))
+	for _, l := range locks {
+		key := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(l), ".fetch-"), ".lock")
+		f, err := os.OpenFile(l, os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		if flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+			removeFetchLeftovers(dir, key)
+			os.Remove(filepath.Join(dir, fetchPrefix+key+".result"))
+		}
+		f.Close()
+	}
 }
 
 // consumedSince reports whether a consumed record points at stage name.

@@ -24,6 +24,8 @@ import (
 //	<dir>/.lock                  flock held by the rank that is staging
 //	<dir>/sha256-<hex>/          a complete stage, named by the image's TOC digest
 //	<dir>/tmp.<random>/          a stage being built (renamed to sha256-<hex> when complete)
+//	<dir>/.fetch-<key>.lock      flock of the rank downloading an oci:// reference
+//	<dir>/fetch-<key>.dlimg      its download; fetch-<key>.result: how it ended
 //	<dir>/by-path/<key>          symlink -> ../sha256-<hex>: lets later ranks find the
 //	                             stage without touching the image (see StageAlias)
 //	<dir>/failed.[job-<id>.]<key> why the last staging of an image failed, for the
@@ -111,7 +113,9 @@ func isSHA256Digest(d string) bool {
 // image), record the alias and use it; else Materialize into a fresh
 // tmp.<random> and rename it to sha256-<hex>. Whoever takes the lock first
 // removes the temp dirs of stagers that died (the lock says no one else is
-// writing them). A stage is visible under its final name only once complete,
+// writing them). Open may let the lock go while it waits on the network and
+// take it again before it returns (an oci:// fetch: stageimage.go), so that
+// a slow registry never holds the node's other images back. A stage is visible under its final name only once complete,
 // so SIGKILL at any point leaves at most a temp dir that the next exec
 // removes.
 func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
@@ -154,11 +158,14 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 			return nil, err
 		}
 	}
-	s, err := stageLocked(ctx, req)
+	// Open may let the lock go while it waits on the network (fetchImage).
+	ctl := &stageLockCtl{l: lock, path: filepath.Join(req.Dir, stageLockName)}
+	s, err := stageLocked(context.WithValue(ctx, stageLockCtlKey{}, ctl), req)
 	switch {
 	case marker == "":
 	case err == nil:
 		os.Remove(marker)
+	case errors.Is(err, ErrStagedElsewhere): // already another's recorded failure
 	case ctx.Err() == nil: // not for our own SIGTERM or time limit: waiters try themselves
 		_ = writeFailure(req.Dir, marker, err)
 	}

@@ -1,7 +1,11 @@
 package node
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -11,6 +15,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+
+	"github.com/dlbundle/dlbundle/image/registry"
 )
 
 // A registry that accepts connections and never answers (a stalled blob
@@ -95,5 +103,108 @@ func TestExecStalledRegistryOnePullPerNode(t *testing.T) {
 	}
 	if elsewhere != ranks-1 {
 		t.Errorf("%d ranks were told that the staging rank failed, want %d (the others tried the registry again): %q", elsewhere, ranks-1, stderrs)
+	}
+}
+
+// A slow registry held the node's stage lock for the whole download: the
+// same user's exec of another, local image waited on it. The fetch now
+// holds a lock of its own reference instead: while rank A's blob is held
+// back by the registry, B stages and runs a local image in the same stage
+// dir; then A's download completes and A runs too, and nothing of the
+// download is left.
+func TestFetchDoesNotBlockAnotherImage(t *testing.T) {
+	p := newProbeImage(t)
+	release := make(chan struct{})
+	var blobAsked atomic.Bool
+	reg := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/") && blobAsked.CompareAndSwap(false, true) {
+			select { // held back (no byte: under the stall timeout)
+			case <-release:
+			case <-time.After(20 * time.Second):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	ref := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/apps/slow:v1"
+	if _, err := registry.Push(context.Background(), p.image, ref, registry.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	blobAsked.Store(false)
+	stage := filepath.Join(p.work, "stage")
+	aDone := make(chan string, 1)
+	go func() {
+		out, stderr, _, state := runCLI(t, append(cleanEnv(p.work), "SLURM_JOB_ID=51"), "exec", "--stage-dir", stage, "--timeout", "30s", ref, "--", p.original)
+		aDone <- fmt.Sprintf("status %d\n%s%s", state.ExitCode(), out, stderr)
+	}()
+	for deadline := time.Now().Add(20 * time.Second); !blobAsked.Load(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("rank A never asked for the blob")
+		}
+	}
+	bDone := make(chan string, 1)
+	go func() {
+		out, stderr, _, state := runCLI(t, append(cleanEnv(p.work), "SLURM_JOB_ID=52"), "exec", "--stage-dir", stage, p.image, "--", p.original)
+		bDone <- fmt.Sprintf("status %d\n%s%s", state.ExitCode(), out, stderr)
+	}()
+	select {
+	case b := <-bDone:
+		if !strings.HasPrefix(b, "status 0") || field(b, "exe") != p.original {
+			t.Errorf("B's exec of a local image: %s", b)
+		}
+	case <-time.After(15 * time.Second):
+		t.Error("B's exec of a local image waited for A's download (the stage lock is held across the network)")
+	}
+	close(release)
+	if a := <-aDone; !strings.HasPrefix(a, "status 0") || field(a, "exe") != p.original {
+		t.Errorf("A's exec of %s: %s", ref, a)
+	}
+	if left, _ := filepath.Glob(filepath.Join(stage, "fetch-*.dlimg*")); len(left) != 0 {
+		t.Errorf("downloads left in the stage dir: %v", left)
+	}
+}
+
+// Four ranks of one launch exec the same oci:// image at once while the
+// registry holds the blob back a moment: one download for the node (the
+// others wait on its fetch lock and find the stage), and all run.
+func TestFetchOnePullPerNodeConcurrent(t *testing.T) {
+	p := newProbeImage(t)
+	var blobGets atomic.Int32
+	reg := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/") {
+			blobGets.Add(1)
+			time.Sleep(time.Second)
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	ref := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/apps/shared:v1"
+	if _, err := registry.Push(context.Background(), p.image, ref, registry.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	blobGets.Store(0)
+	stage := filepath.Join(p.work, "stage")
+	var wg sync.WaitGroup
+	outs := make([]string, 4)
+	for i := range outs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, stderr, _, state := runCLI(t, append(cleanEnv(p.work), "SLURM_JOB_ID=53", "SLURM_STEP_ID=0"), "exec", "--stage-dir", stage, ref, "--", p.original)
+			outs[i] = fmt.Sprintf("status %d\n%s%s", state.ExitCode(), out, stderr)
+		}()
+	}
+	wg.Wait()
+	for i, o := range outs {
+		if !strings.HasPrefix(o, "status 0") || field(o, "exe") != p.original {
+			t.Errorf("rank %d: %s", i, o)
+		}
+	}
+	if n := blobGets.Load(); n != 1 {
+		t.Errorf("4 ranks of one launch downloaded the blob %d times; want once per node", n)
 	}
 }

@@ -93,7 +93,7 @@ func TestSquattedDefaultStageDir(t *testing.T) {
 		for _, e := range ents {
 			var st unix.Stat_t
 			n := filepath.Join("/dev/shm", e.Name())
-			if strings.HasPrefix(n, squatted+".") && n != decoyDir && n != decoyLink && !strings.HasPrefix(n, squatted+".2000") {
+			if strings.HasPrefix(n, squatted+".") && n != decoyDir && n != decoyLink && !strings.HasPrefix(n, squatted+".2000000000") {
 				if unix.Lstat(n, &st) != nil || st.Uid != victimUID || st.Mode&0o7777 != 0o700 || st.Mode&unix.S_IFMT != unix.S_IFDIR {
 					t.Errorf("%s: uid %d mode %o; want uid 1002's directory of mode 0700", n, st.Uid, st.Mode)
 				}
@@ -117,7 +117,7 @@ func TestSquattedDefaultStageDir(t *testing.T) {
 	// 20,000 more decoys (200,000 made every exec take 0.6-0.8 s: the
 	// fallback was found by scanning /dev/shm and fstatat-ing each): the
 	// next exec finds the fallback without reading /dev/shm at all.
-	// (named .2000..., which fallbacks() above leaves out)
+	// (named .2000000000..., which fallbacks() above leaves out)
 	decoys := fmt.Sprintf("import os\nfor i in range(20000): os.mkdir('%s.%%016x' %% (0x2000000000000000 + i), 0o700)", squatted)
 	if out, code := runAs(t, attackerUID, nil, "/usr/bin/python3", "-c", decoys); code != 0 {
 		t.Fatalf("decoys: %s", out)
@@ -145,7 +145,7 @@ func TestSquattedDefaultStageDir(t *testing.T) {
 	if listed > 1000 {
 		t.Errorf("an exec among 20,000 decoys read %d directory entries; want /dev/shm never listed", listed)
 	}
-	if n := strings.Count(string(trace), fmt.Sprintf("dlbundle-%d.2", victimUID)); n != 0 {
+	if n := strings.Count(string(trace), fmt.Sprintf("dlbundle-%d.2000000000", victimUID)); n != 0 {
 		t.Errorf("an exec among 20,000 decoys looked at %d of them; want none", n)
 	}
 	if n := launch(victimUID, "1", 2); n != 1 {

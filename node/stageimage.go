@@ -2,10 +2,15 @@ package node
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -51,27 +56,90 @@ func OpenImage(ref, stageDir string, opts loader.MaterializeOptions, reg registr
 			}
 			return imageStage{im: im, opts: opts}, closeFile, nil
 		}
-		// tmp.* names are removed by the next stager if we die here.
-		f, err := os.CreateTemp(stageDir, "tmp.fetch-*.dlimg")
-		if err != nil {
-			return nil, nil, fmt.Errorf("fetch %s: %w", ref, err)
-		}
-		f.Close()
-		path := f.Name()
-		cleanup := func() { os.Remove(path) }
-		if _, err := registry.Fetch(ctx, ref, path, withProgress(reg, opts.Progress)); err != nil {
-			cleanup()
-			return nil, nil, err
-		}
-		// StageDir: the TOC header is checked against the stage's free
-		// inodes and bytes before the TOC is read (docs/SPEC.md 3.2).
-		im, err := image.OpenFileWith(path, image.OpenOptions{StageDir: stageDir})
-		if err != nil {
-			cleanup()
-			return nil, nil, err // names the image and what is wrong
-		}
-		return imageStage{im: im, opts: opts}, func() error { defer cleanup(); return im.Close() }, nil
+		return fetchImage(ctx, ref, stageDir, opts, reg)
 	}
+}
+
+// Fetching an oci:// image holds no stage lock. Stage holds the node's stage
+// lock when it calls Open (one stager at a time); a download may take as long
+// as its declared size at the minimum rate allows, and a slow registry held
+// the lock for over 70 s while the same user's exec of a local image waited.
+// So the fetch lets the stage lock go (stageLockCtl) and takes a lock of its
+// own reference instead, .fetch-<key>.lock: the node's ranks that stage the
+// same reference wait for one download there, and take its outcome from
+// fetch-<key>.result (one pull per node, as before); other images stage
+// meanwhile. The stage lock is taken again before anything is materialized.
+// The download is fetch-<key>.dlimg (and registry.Fetch's .partial-*), not a
+// tmp.* name, which any stager removes under the stage lock; whoever holds
+// the fetch lock owns those names, and gc removes those whose lock is free.
+func fetchImage(ctx context.Context, ref, stageDir string, opts loader.MaterializeOptions, reg registry.Options) (StageImage, func() error, error) {
+	key := fetchKey(ref)
+	path := filepath.Join(stageDir, fetchPrefix+key+".dlimg")
+	result := filepath.Join(stageDir, fetchPrefix+key+".result")
+	ctl, _ := ctx.Value(stageLockCtlKey{}).(*stageLockCtl)
+	if ctl != nil {
+		ctl.release()
+	}
+	relock := func(err error) error {
+		if ctl != nil {
+			if lerr := ctl.reacquire(ctx); lerr != nil && err == nil {
+				return lerr
+			}
+		}
+		return err
+	}
+	fl, waited, err := lockStage(ctx, filepath.Join(stageDir, ".fetch-"+key+".lock"), nil)
+	if err != nil {
+		return nil, nil, relock(err)
+	}
+	// The same reference fetched by the process we waited for: its outcome.
+	if !waited.IsZero() {
+		if digest, ok := readFetched(result, waited); ok {
+			fl.unlock()
+			if err := relock(nil); err != nil {
+				return nil, nil, err
+			}
+			return fetchedElsewhere{ref: ref, digest: digest}, func() error { return nil }, nil
+		}
+		if err := readFailure(result, waited); err != nil {
+			fl.unlock()
+			return nil, nil, relock(err)
+		}
+	}
+	removeFetchLeftovers(stageDir, key)
+	fail := func(err error) (StageImage, func() error, error) {
+		removeFetchLeftovers(stageDir, key)
+		if ctx.Err() == nil {
+			_ = writeFailure(stageDir, result, err)
+		}
+		fl.unlock()
+		return nil, nil, relock(err)
+	}
+	if _, err := registry.Fetch(ctx, ref, path, withProgress(reg, opts.Progress)); err != nil {
+		return fail(err)
+	}
+	// StageDir: the TOC header is checked against the stage's free inodes
+	// and bytes before the TOC is read (docs/SPEC.md 3.2).
+	im, err := image.OpenFileWith(path, image.OpenOptions{StageDir: stageDir})
+	if err != nil {
+		return fail(err) // names the image and what is wrong
+	}
+	if err := relock(nil); err != nil {
+		im.Close()
+		removeFetchLeftovers(stageDir, key)
+		fl.unlock()
+		return nil, nil, err
+	}
+	// Staged or not, the download is over: those waiting for it learn its
+	// digest (they find the stage, or stage nothing and fail).
+	done := func() error {
+		err := im.Close()
+		writeFetched(stageDir, result, im.TOCDigest())
+		removeFetchLeftovers(stageDir, key)
+		fl.unlock()
+		return err
+	}
+	return imageStage{im: im, opts: opts}, done, nil
 }
 
 // openImageFile opens a local image file for staging, which may run as root
@@ -133,7 +201,7 @@ func imageTrustError(path string, err error) error {
 	if !errors.As(err, &refusal) {
 		return err
 	}
-	return fmt.Errorf("image %w: another user could have put it there, or could swap it; refusing to stage it as uid %d; copy the image to a directory that only you (or its owner) can write, made by you (mktemp -d), not at a predictable name in a directory every user can write",
+	return fmt.Errorf("image %w; refusing to stage it as uid %d: copy the image into a directory you made yourself (mktemp -d), not to a predictable name in a directory every user can write",
 		err, os.Geteuid())
 }
 
@@ -154,6 +222,59 @@ func fileKind(mode uint32) string {
 		return "a symbolic link"
 	}
 	return "not a regular file"
+}
+
+// fetchPrefix starts the names of a fetch in the stage dir:
+// fetch-<key>.dlimg (and .partial-*), fetch-<key>.result.
+const fetchPrefix = "fetch-"
+
+// fetchKey names a reference's fetch.
+func fetchKey(ref string) string {
+	h := sha256.Sum256([]byte("dlbundle-fetch-v1\x00" + ref))
+	return hex.EncodeToString(h[:16])
+}
+
+// writeFetched records that the fetch of a reference ended with an image of
+// digest (the result file's format is writeFailure's: a time, then text).
+func writeFetched(dir, result, digest string) {
+	_ = writeFailure(dir, result, errors.New(fetchedMark+digest))
+}
+
+const fetchedMark = "fetched "
+
+// readFetched returns the digest recorded in result by a fetch that ended
+// after since.
+func readFetched(result string, since time.Time) (string, bool) {
+	b, err := os.ReadFile(result)
+	if err != nil || len(b) > 1<<20 {
+		return "", false
+	}
+	stamp, text, ok := strings.Cut(string(b), "\n")
+	ns, perr := strconv.ParseInt(stamp, 10, 64)
+	digest, fetched := strings.CutPrefix(text, fetchedMark)
+	if !ok || perr != nil || ns < since.UnixNano() || !fetched || !isSHA256Digest(digest) {
+		return "", false
+	}
+	return digest, true
+}
+
+// removeFetchLeftovers removes the download of key (and its .partial-*
+// files). The caller holds its fetch lock, or has found it free.
+func removeFetchLeftovers(dir, key string) {
+	left, _ := filepath.Glob(filepath.Join(dir, fetchPrefix+key+".dlimg*"))
+	for _, f := range left {
+		os.Remove(f)
+	}
+}
+
+// fetchedElsewhere stands for an image another process of the node fetched
+// while this one waited: Stage finds its stage by digest.
+type fetchedElsewhere struct{ ref, digest string }
+
+func (f fetchedElsewhere) Digest() string { return f.digest }
+func (f fetchedElsewhere) Materialize(context.Context, string) error {
+	return fmt.Errorf("%w: another process on this node fetched %s (%s) but did not publish its stage (its own error says why)",
+		ErrStagedElsewhere, f.ref, f.digest)
 }
 
 func withProgress(reg registry.Options, progress func(done, total int64)) registry.Options {

@@ -88,3 +88,34 @@ func flock(fd, how int) error {
 }
 
 func (l *stageLock) unlock() error { return l.f.Close() } // closing drops the flock
+
+// stageLockCtl lets what Stage calls under the lock (StageRequest.Open) let
+// the lock go while it waits on the network, and take it again: the node's
+// other images stage meanwhile (fetchImage). Stage puts it in the context it
+// passes to Open.
+type stageLockCtl struct {
+	l        *stageLock
+	path     string
+	released bool
+}
+
+type stageLockCtlKey struct{}
+
+func (c *stageLockCtl) release() {
+	if !c.released {
+		c.l.f.Close() // closing drops the flock
+		c.released = true
+	}
+}
+
+func (c *stageLockCtl) reacquire(ctx context.Context) error {
+	if !c.released {
+		return nil
+	}
+	nl, _, err := lockStage(ctx, c.path, nil)
+	if err != nil {
+		return err
+	}
+	c.l.f, c.released = nl.f, false
+	return nil
+}

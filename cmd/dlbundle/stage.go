@@ -40,8 +40,11 @@ image read and decompression out of the job's start-up:
     srun --ntasks-per-node=1 dlbundle stage --consume $D/app.dlimg
     srun dlbundle exec $D/app.dlimg -- ./myapp
 
-An image file is staged only if you or root own it, or its owner is another
-user and it does not lie in a directory every user can write (/tmp). Within a
+An image path is trusted only where no other user could have prepared it:
+nothing on the way that another user made in a directory every user can
+write (/tmp, /dev/shm) - not the file, not a symlink, not a directory such as
+a /tmp/jobs someone created first, whoever owns what is below it. Use a
+directory you made (mkdir -m 0700 with a random name, as above). Within a
 job, a path consumed by --consume is never read again.
 
 See examples/jobs, docs/exec.md and docs/security.md.`

@@ -154,6 +154,12 @@ func (o outcome) String() string {
 // resolved has no links, so this is the same path). The rule is checked on
 // every entry met, in order (4: the first refusal ends the walk).
 func refResolve(m *model, rule Rule, uid uint32, p string, enterLast bool) outcome {
+	return refResolveCreate(m, rule, uid, p, enterLast, false)
+}
+
+// refResolveCreate is refResolve where, with create, a missing directory on
+// the way is made (the caller's, mode 0755) in m, as mkdir -p would.
+func refResolveCreate(m *model, rule Rule, uid uint32, p string, enterLast, create bool) outcome {
 	links := 0
 restart:
 	for {
@@ -181,6 +187,9 @@ restart:
 				continue
 			}
 			id, ok := m.nodes[cur].children[c]
+			if !ok && !last && create {
+				id, ok = m.add(cur, c, &mnode{kind: unix.S_IFDIR, perm: 0o755, uid: uid}), true
+			}
 			if !ok {
 				if last {
 					return outcome{dir: cur, name: c}
@@ -311,4 +320,20 @@ func modelID(d *Dir) int {
 		return 0
 	}
 	return int(d.Node.Ino) - 1
+}
+
+// clone copies a model (the walker with Create changes its own).
+func (m *model) clone() *model {
+	c := &model{uid: m.uid}
+	for _, n := range m.nodes {
+		nn := *n
+		if n.children != nil {
+			nn.children = map[string]int{}
+			for k, v := range n.children {
+				nn.children[k] = v
+			}
+		}
+		c.nodes = append(c.nodes, &nn)
+	}
+	return c
 }

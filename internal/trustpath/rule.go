@@ -128,9 +128,11 @@ type Error struct {
 	Path, At, Why string
 }
 
+// Error says what is not trusted and why; the caller says what it refuses
+// to do and what to do instead.
 func (e *Error) Error() string {
 	if e.At == e.Path {
-		return fmt.Sprintf("%s, %s; refusing it", e.Path, e.Why)
+		return fmt.Sprintf("%s, %s", e.Path, e.Why)
 	}
-	return fmt.Sprintf("%s goes through %s, %s; refusing it", e.Path, e.At, e.Why)
+	return fmt.Sprintf("%s goes through %s, %s", e.Path, e.At, e.Why)
 }

@@ -35,6 +35,43 @@ func FuzzWalkMatchesRule(f *testing.F) {
 	})
 }
 
+// The same with Create (mkdir -p as the stage dir and extract's target
+// use it): the walker makes missing directories in its model, the reference
+// in a copy of it; the walks must end alike, in directories of the same path.
+func FuzzWalkCreateMatchesRule(f *testing.F) {
+	for seed := int64(0); seed < 32; seed++ {
+		f.Add(seed, uint8(10), uint8(seed%3), uint8(seed%3))
+	}
+	f.Fuzz(func(t *testing.T, seed int64, size, ruleN, who uint8) {
+		r := rand.New(rand.NewSource(seed))
+		base := randomModel(r, int(size%24), true)
+		rule := []Rule{Shared, Write, Private}[int(ruleN)%3]
+		uid := modelUIDs[int(who)%len(modelUIDs)]
+		for i := 0; i < 6; i++ {
+			p := "/" + strings.TrimPrefix(randomPath(r, true), "/") + "/" + randomPath(r, false)
+			ref, walked := base.clone(), base.clone()
+			ref.uid, walked.uid = uid, uid
+			want := refResolveCreate(ref, rule, uid, p, true, true)
+			w := &Walker{Rule: rule, Uid: uid, Create: true, fs: modelFS{walked}}
+			d, err := w.WalkDir(p)
+			var got outcome
+			var refusal *Error
+			switch {
+			case errors.As(err, &refusal):
+				got.refused = true
+			case err != nil:
+				got.failed = true
+			}
+			if got.refused != want.refused || got.failed != want.failed {
+				t.Fatalf("seed %d: mkdir -p %q as uid %d (rule %d): walker %v (%v), reference %v", seed, p, uid, rule, got, err, want)
+			}
+			if err == nil && walked.pathOf(modelID(d)) != ref.pathOf(want.dir) {
+				t.Fatalf("seed %d: mkdir -p %q as uid %d (rule %d): walker ended in %s, reference in %s", seed, p, uid, rule, walked.pathOf(modelID(d)), ref.pathOf(want.dir))
+			}
+		}
+	})
+}
+
 // The same comparison on the kernel's file system: random trees built for
 // real below a private temporary directory (owners by lchown, modes by
 // chmod), walked by the real walker (*at calls), compared with the
@@ -141,7 +178,7 @@ func realOutcome(t *testing.T, m *model, top string, rule Rule, uid uint32, p st
 	return o
 }
 
-// Attack 1 of the red team's round (the rule's reason to be): uid 1001
+// The attack the rule exists for: uid 1001
 // makes /tmp/victim-jobs (mode 0755) and puts an image in it; the victim's
 // `mkdir -p` succeeds on it. Neither the victim nor root may use anything
 // below it, not even a file of the victim's own in it; their own directory
