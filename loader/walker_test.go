@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 // walkerTree builds the tree below root. "in" is bundled whole, "out" is
@@ -428,21 +429,8 @@ func (f *walkerFixture) check(t testing.TB, block string, nobody bool) {
 		if nobody {
 			who = "nobody"
 		}
-		a, b := strings.Split(native, "\n"), strings.Split(shim, "\n")
-		var d strings.Builder
-		for i := 0; i < len(a) || i < len(b); i++ {
-			var x, y string
-			if i < len(a) {
-				x = a[i]
-			}
-			if i < len(b) {
-				y = b[i]
-			}
-			if x != y {
-				fmt.Fprintf(&d, "  native: %s\n  shim:   %s\n", x, y)
-			}
-		}
-		t.Fatalf("as %s, the shim differs (tree %s):\n%sblock:\n%s", who, f.root, d.String(), block)
+		d := clitest.LineDiff(native, shim, "native", "shim", 0)
+		t.Fatalf("as %s, the shim differs (tree %s):\n%sblock:\n%s", who, f.root, d, block)
 	}
 	if s := f.snapshot(); s != f.snap {
 		f.snap = s
