@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dlbundle/dlbundle/internal/units"
 )
 
 // `make demo` is a quick configuration of this benchmark with a one-screen
@@ -168,7 +170,7 @@ func (r *Results) WriteDemoSummary(w io.Writer, svgPath string) {
 	p(".\n\n")
 
 	p("At %s nodes x %d ranks, start-up would keep the metadata server busy (projection, %s/op):\n",
-		thousands(projNodes), projRanksPerNode, serviceOf(r, service))
+		units.Count(projNodes), projRanksPerNode, serviceOf(r, service))
 	for _, c := range r.Calibrations {
 		pr, ok := r.Project(c.Scenario, c.Service)
 		if !ok || !pr.Dlbundle {
@@ -262,13 +264,6 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
-}
-
-func thousands(n int) string {
-	if n < 1000 {
-		return fmt.Sprint(n)
-	}
-	return fmt.Sprintf("%s,%03d", thousands(n/1000), n%1000)
 }
 
 func seconds(d time.Duration) string { return fmt.Sprintf("%.3f s", d.Seconds()) }
