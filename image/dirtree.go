@@ -103,7 +103,7 @@ func openTarget(dir string) (*tree, error) {
 // O_NOFOLLOW, creating missing components (mode 0755, as mkdir -p). A
 // symlink on the way is followed only when it and the directory holding it
 // belong to root or to the caller: what fs.protected_symlinks enforces in
-// sticky directories, here whatever the sysctl says (issue 18: it is 0 on
+// sticky directories, here whatever the sysctl says (it is 0 on
 // some nodes), so that another user's link cannot point the path elsewhere.
 // The walk starts at "/" + the first component, not at "/" itself: staging
 // must not touch an image's original paths, and "/" is one.

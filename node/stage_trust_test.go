@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// Issue 18 item 2, "no other user's file is ever staged or run": a file at
+// The rule "no other user's file is ever staged or run": a file at
 // an image path is staged only if the caller or root owns it, or its owner
 // is another user and no one else could have put it there (its directory is
 // not writable by every user, and no link on the way is another user's in

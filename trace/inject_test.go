@@ -42,7 +42,7 @@ func TestInjectedFilterMatchesStub(t *testing.T) {
 	}
 }
 
-// TestInjectWithManyArguments: 100,000 arguments (issue 13, goal 4) fill the
+// TestInjectWithManyArguments: 100,000 arguments fill the
 // stack the kernel maps at execve; the filter is written below it all the
 // same, and the header keeps every argument.
 func TestInjectWithManyArguments(t *testing.T) {

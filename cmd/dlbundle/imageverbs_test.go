@@ -147,7 +147,7 @@ func TestInspectVerifyExtractVerbs(t *testing.T) {
 	}
 }
 
-// Issue 18 item 7: inspect printed image-controlled strings raw, so a
+// Regression: inspect printed image-controlled strings raw, so a
 // newline in a path forged a line of output (and an escape sequence could
 // drive the terminal). Paths, symlink targets and the pilot's command line
 // now come out Go-quoted when they hold anything unprintable.
