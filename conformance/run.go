@@ -163,7 +163,7 @@ type ShimStats struct {
 	Examples      []string // a few of those paths
 	// Reasons sums the report's own counts of passed-through lookups by
 	// reason, when the shim writes them (fields whose name starts with
-	// "fallback" or "dirty"; issue 19 item 4).
+	// "fallback" or "dirty").
 	Reasons map[string]int
 }
 

@@ -143,7 +143,7 @@ func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink
 // decodeBudget bounds the memory of all decode workers together
 // (docs/SPEC.md 3.2): the number of workers is lowered until their buffers
 // fit, so that a 128-core node decodes any image in the memory a 13-core
-// one does (issue 18: one 64 MiB buffer per core, 1.06 GB of RSS for an
+// one does (it once took one 64 MiB buffer per core, 1.06 GB of RSS for an
 // 8 KB image at 16 workers). 13 workers of 4 MiB frames decode faster than
 // a node writes tmpfs or reads an image.
 const decodeBudget = 64 << 20

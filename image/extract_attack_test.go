@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// swapAttacker is the other user of issue 18 item 3: in a loop, it renames
+// swapAttacker is the other user of the extraction race: in a loop, it renames
 // every directory extraction has just created in DIR and plants a symlink
 // to VICTIM in its place (spec "DIR|VICTIM"), until killed.
 func swapAttacker(spec string) int {
@@ -35,7 +35,7 @@ func swapAttacker(spec string) int {
 	}
 }
 
-// The attack of issue 18 item 3 (5 of 5 runs wrote outside DIR on main
+// The extraction race (5 of 5 runs once wrote outside DIR on main
 // 9f80a42): DIR may exist, empty, and belong to anyone; while root
 // extracts, DIR's owner swaps the directory root just created for a
 // symlink to a root-only directory. Root then wrote the image's files

@@ -1,8 +1,9 @@
 package image
 
 import (
-	"encoding/binary"
 	"fmt"
+
+	"github.com/dlbundle/dlbundle/internal/binrec"
 )
 
 // Format constants; see docs/SPEC.md section 1.
@@ -50,40 +51,87 @@ type footer struct {
 	TOCSHA256 [32]byte
 }
 
+// skippableRec is a zstd skippable frame's header (docs/SPEC.md 1.1).
+type skippableRec struct {
+	Magic uint32 // tocFrameMagic, footerFrameMagic
+	Size  uint32 // of the payload that follows
+}
+
+func (r *skippableRec) put(b []byte) {
+	w := binrec.W{B: b}
+	w.U32(r.Magic)
+	w.U32(r.Size)
+}
+
+func (r *skippableRec) get(b []byte) {
+	g := binrec.R{B: b}
+	r.Magic = g.U32()
+	r.Size = g.U32()
+}
+
+// footerRec is the footer frame as stored (footerSize bytes): its skippable
+// header, then the payload.
+type footerRec struct {
+	Frame     skippableRec
+	Magic     [8]byte // imageMagic
+	Version   uint32
+	Flags     uint32
+	TOCOffset uint64
+	TOCLength uint64
+	TOCSHA256 [32]byte
+}
+
+func (r *footerRec) put(b []byte) {
+	r.Frame.put(b)
+	w := binrec.W{B: b[skippableHeaderSize:]}
+	w.Bytes(r.Magic[:])
+	w.U32(r.Version)
+	w.U32(r.Flags)
+	w.U64(r.TOCOffset)
+	w.U64(r.TOCLength)
+	w.Bytes(r.TOCSHA256[:])
+}
+
+func (r *footerRec) get(b []byte) {
+	r.Frame.get(b)
+	g := binrec.R{B: b[skippableHeaderSize:]}
+	g.Bytes(r.Magic[:])
+	r.Version = g.U32()
+	r.Flags = g.U32()
+	r.TOCOffset = g.U64()
+	r.TOCLength = g.U64()
+	g.Bytes(r.TOCSHA256[:])
+}
+
 func skippableHeader(magic uint32, size int) []byte {
 	b := make([]byte, skippableHeaderSize, skippableHeaderSize+size)
-	binary.LittleEndian.PutUint32(b[0:], magic)
-	binary.LittleEndian.PutUint32(b[4:], uint32(size))
+	h := skippableRec{Magic: magic, Size: uint32(size)}
+	h.put(b)
 	return b
 }
 
 func (f footer) marshal() []byte {
-	b := skippableHeader(footerFrameMagic, footerPayloadSize)
-	b = b[:footerSize]
-	p := b[skippableHeaderSize:]
-	copy(p[0:8], imageMagic)
-	binary.LittleEndian.PutUint32(p[8:], f.Version)
-	binary.LittleEndian.PutUint32(p[12:], f.Flags)
-	binary.LittleEndian.PutUint64(p[16:], uint64(f.TOCOffset))
-	binary.LittleEndian.PutUint64(p[24:], uint64(f.TOCLength))
-	copy(p[32:64], f.TOCSHA256[:])
+	r := footerRec{Frame: skippableRec{footerFrameMagic, footerPayloadSize}, Version: f.Version, Flags: f.Flags,
+		TOCOffset: uint64(f.TOCOffset), TOCLength: uint64(f.TOCLength), TOCSHA256: f.TOCSHA256}
+	copy(r.Magic[:], imageMagic)
+	b := make([]byte, footerSize)
+	r.put(b)
 	return b
 }
 
 // parseFooter checks the last footerSize bytes of an image of fileSize bytes.
 func parseFooter(b []byte, fileSize int64) (footer, error) {
 	var f footer
-	if len(b) != footerSize ||
-		binary.LittleEndian.Uint32(b[0:]) != footerFrameMagic ||
-		binary.LittleEndian.Uint32(b[4:]) != footerPayloadSize ||
-		string(b[8:16]) != imageMagic {
+	var r footerRec
+	if len(b) == footerSize {
+		r.get(b)
+	}
+	if len(b) != footerSize || r.Frame.Magic != footerFrameMagic || r.Frame.Size != footerPayloadSize ||
+		string(r.Magic[:]) != imageMagic {
 		return f, fmt.Errorf("not a dlbundle image (no %s footer in the last %d bytes; truncated or another file?)", imageMagic, footerSize)
 	}
-	p := b[skippableHeaderSize:]
-	f.Version = binary.LittleEndian.Uint32(p[8:])
-	f.Flags = binary.LittleEndian.Uint32(p[12:])
-	off, length := binary.LittleEndian.Uint64(p[16:]), binary.LittleEndian.Uint64(p[24:])
-	copy(f.TOCSHA256[:], p[32:64])
+	f.Version, f.Flags, f.TOCSHA256 = r.Version, r.Flags, r.TOCSHA256
+	off, length := r.TOCOffset, r.TOCLength
 	if f.Version == 1 {
 		// Version 1's JSON TOC cannot be bounded before it is parsed
 		// (docs/SPEC.md 4): refused rather than read by a second parser.

@@ -59,7 +59,7 @@ func FuzzOpen(f *testing.F) {
 	f.Add(img[:len(img)-1])
 	f.Add(setFooterVersion(img, 9))
 	f.Add([]byte{})
-	for _, h := range hostileStreams { // issue 10: stream and TOC disagree
+	for _, h := range hostileStreams { // stream and TOC disagree
 		f.Add(readHostile(f, h.file))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -96,7 +96,7 @@ func FuzzExtract(f *testing.F) {
 	f.Add(mutated(func(tc *toc) { entry(tc, "/fz/lib/a.py").Path = "/fz/../a.py" }))
 	f.Add(mutated(func(tc *toc) { entry(tc, "/fz/link").Target = "../../../../etc/passwd" }))
 	f.Add(mutated(func(tc *toc) { entry(tc, "/fz/lib/c.py").Path = "/fz/lib/a.py" }))                                 // duplicate path
-	f.Add(mutated(func(tc *toc) { entry(tc, "/fz/lib/b.so").Frames[0].Offset = 9223372036854775800 }))                // issue 10: Offset+CSize overflow
+	f.Add(mutated(func(tc *toc) { entry(tc, "/fz/lib/b.so").Frames[0].Offset = 9223372036854775800 }))                // Offset+CSize overflow
 	f.Add(mutated(func(tc *toc) { tc.Entries[1].Listing = append(tc.Entries[1].Listing, tc.Entries[1].Listing[0]) })) // a name listed twice
 	f.Add(mutated(func(tc *toc) { entry(tc, "/fz").Dots = []int{0, 4} }))                                             // ".." past the read's end
 	f.Fuzz(func(t *testing.T, raw []byte) {

@@ -3,7 +3,6 @@ package image
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -147,7 +146,9 @@ func OpenWith(r io.ReaderAt, size int64, opts OpenOptions) (*Image, error) {
 			return nil, fmt.Errorf("reading table of contents: %w", &ReadError{err})
 		}
 	}
-	if binary.LittleEndian.Uint32(frame) != tocFrameMagic || int64(binary.LittleEndian.Uint32(frame[4:])) != ft.TOCLength-skippableHeaderSize {
+	var fh skippableRec
+	fh.get(frame)
+	if fh.Magic != tocFrameMagic || int64(fh.Size) != ft.TOCLength-skippableHeaderSize {
 		return nil, fmt.Errorf("no table-of-contents frame at offset %d (corrupt image)", ft.TOCOffset)
 	}
 	payload := frame[skippableHeaderSize:]

@@ -16,7 +16,7 @@ import (
 
 var updateHostile = flag.Bool("update-hostile", false, "rewrite testdata/hostile/*.dlimg")
 
-// The hostile images of issue 10 (item 6): valid TOC, digests and frames,
+// The hostile stream images: valid TOC, digests and frames,
 // but a cpio stream that says more than, or other than, the TOC. Written by
 // TestHostileImagesUpToDate -update-hostile from fuzzImage; kept as files so
 // that the fuzz targets start from them too.

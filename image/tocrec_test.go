@@ -6,7 +6,7 @@ import (
 	"github.com/dlbundle/dlbundle/internal/binrec"
 )
 
-// Every TOC record's put and get move each field at the offset its struct
+// Every TOC record (and the footer and skippable frame headers)'s put and get move each field at the offset its struct
 // declares (encoding/binary's encoding of the struct, no padding), the
 // record is the size docs/SPEC.md gives, and get reads back what put wrote.
 func TestTOCRecordLayouts(t *testing.T) {
@@ -35,5 +35,11 @@ func TestTOCRecordLayouts(t *testing.T) {
 		var f tocFrameRec
 		binrec.Fill(&f, seed)
 		check(binrec.CheckLayout(f, frameRecSize, (*tocFrameRec).put, (*tocFrameRec).get))
+		var sk skippableRec
+		binrec.Fill(&sk, seed)
+		check(binrec.CheckLayout(sk, skippableHeaderSize, (*skippableRec).put, (*skippableRec).get))
+		var ft footerRec
+		binrec.Fill(&ft, seed)
+		check(binrec.CheckLayout(ft, footerSize, (*footerRec).put, (*footerRec).get))
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/dlbundle/dlbundle/internal/units"
 )
 
-// Staging is bounded by what the image declares (issue 10): before anything
+// Staging is bounded by what the image declares: before anything
 // is written, Materialize computes from the TOC what the stage will take
 // (content, lookup table, inodes) and refuses an image
 // whose stage would not fit in the stage directory's file system, or whose

@@ -18,7 +18,7 @@ import (
 
 var updateHostile = flag.Bool("update-hostile", false, "rewrite testdata/hostile/*.dlimg")
 
-// The hostile images of issue 10 item 2, written by TestHostileImagesUpToDate
+// The hostile images that bound staging, written by TestHostileImagesUpToDate
 // -update-hostile with the real writer and kept in testdata/hostile:
 //
 //   - listing-amplifier: 40,000 one- to four-byte names listed in a directory
@@ -113,7 +113,7 @@ func smallTmpfs(t *testing.T, opts string) string {
 }
 
 // Materialize refuses, before writing anything, an image whose lookup table
-// would be out of proportion to its TOC (the 11 KB image of issue 10 took
+// would be out of proportion to its TOC (an 11 KB image once took
 // 35 s and 1.18 GB to write a 160 MB table).
 func TestMaterializeRefusesTableAmplification(t *testing.T) {
 	im := openHostile(t, "listing-amplifier.dlimg")
@@ -199,7 +199,7 @@ func (c cancelAfterExtract) Extract(ctx context.Context, dir string, opts image.
 }
 
 // A signal after the extraction still ends staging: the steps after it look
-// at the context (issue 10: SIGTERM did not stop an image with 800,000
+// at the context (SIGTERM once did not stop an image with 800,000
 // listing placeholders, and the app started anyway). The table is built
 // beside the extraction; the shim, which would start the app, is not written.
 func TestMaterializeStopsWhenCancelledAfterExtract(t *testing.T) {

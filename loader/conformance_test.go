@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 // quoted finds the first string argument of an strace line.
@@ -155,25 +156,8 @@ func runProbe(t *testing.T, path string, argv, env []string) string {
 // diffLines reports the first differing lines of two outputs.
 func diffLines(t *testing.T, what, native, shim string) {
 	t.Helper()
-	if native == shim {
-		return
-	}
-	a, b := strings.Split(native, "\n"), strings.Split(shim, "\n")
-	n := 0
-	for i := 0; i < len(a) || i < len(b); i++ {
-		var x, y string
-		if i < len(a) {
-			x = a[i]
-		}
-		if i < len(b) {
-			y = b[i]
-		}
-		if x != y {
-			t.Errorf("%s line %d:\n  native: %s\n  shim:   %s", what, i+1, x, y)
-			if n++; n > 15 {
-				break
-			}
-		}
+	if d := clitest.LineDiff(native, shim, "native", "shim", 16); d != "" {
+		t.Errorf("%s differs under the shim:\n%s", what, d)
 	}
 }
 

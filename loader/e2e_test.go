@@ -208,7 +208,7 @@ func TestExecZeroOperationsOnBundledPaths(t *testing.T) {
 			runIn(t, dir, cleanEnv(dir), gen, filepath.Join(dir, "app"), "40")
 			return []string{filepath.Join(dir, "app/bin/demo-app")}
 		}, true},
-		// issue 9: a script named relative to the working directory with
+		// A script named relative to the working directory with
 		// ".." over it (the cwd is not in the image: only app/ is), a
 		// sys.path entry of the same form, realpath through a symlink.
 		{"python-dotdot-cwd", func(t *testing.T, dir string) []string {
@@ -236,7 +236,7 @@ func TestExecZeroOperationsOnBundledPaths(t *testing.T) {
 		{"python-numpy", func(t *testing.T, dir string) []string {
 			return []string{"/usr/bin/python3", "-c", "import numpy; print(numpy.arange(10).sum())"}
 		}, false},
-		// issue 19 item 2: writes that change nothing keep the image in use.
+		// Writes that change nothing keep the image in use.
 		// CPython's regrtest and pytest do os.makedirs('/tmp', exist_ok=True)
 		// (mkdir("/tmp") = EEXIST marked "/", then every lookup went to the
 		// file system); matplotlib makedirs its existing config directory;

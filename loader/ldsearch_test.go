@@ -253,7 +253,7 @@ func TestSearchOpensEachStagedLibraryOnce(t *testing.T) {
 
 // TestSearchRulesKeptPerNode: the first cold stage of a stage dir probes the
 // node's ld.so and keeps the rules in the stage dir; the next one reads them
-// (issue 21: the first rank of every job paid for ld.so runs). Kept rules
+// (the first rank of every job once paid for ld.so runs). Kept rules
 // that another user could have written, or under another key, are not used.
 func TestSearchRulesKeptPerNode(t *testing.T) {
 	stageDir := t.TempDir() // 0700, ours: as OpenStageDir makes a stage dir

@@ -1,7 +1,7 @@
 package loader
 
-// Directory listings under dlbundle exec (issue 19 item 5) and what a stage
-// creates (issue 21), on an image of `python3 -c 'import numpy'` built with
+// Directory listings under dlbundle exec and what a stage
+// creates, on an image of `python3 -c 'import numpy'` built with
 // the real CLI from Debian's numpy tree: every way C and Python read a
 // bundled directory gives, line by line, what it gives natively (order,
 // types, inode numbers, errors); the stage holds about what the image does.
@@ -130,7 +130,7 @@ func TestNumpyListingsAsNative(t *testing.T) {
 	}
 }
 
-// A stage creates about what the image holds (issue 21: at most 1.25x the
+// A stage creates about what the image holds (at most 1.25x the
 // objects `zstd -dc | cpio -idm` creates from it), not a placeholder per
 // listed name and a mirror of every listed directory.
 func TestNumpyStageObjects(t *testing.T) {

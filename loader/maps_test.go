@@ -37,7 +37,7 @@ int main(void)
 }
 `
 
-// TestMapsShowNoShimFiles (issue 19, item 3): /proc/self/maps under the
+// TestMapsShowNoShimFiles: /proc/self/maps under the
 // shim shows the files it shows natively, plus only the documented shim
 // objects and table. The audit object kept /etc/ld.so.cache mapped after
 // its search had read it (ld.so unmaps its own at the end of start-up and

@@ -63,8 +63,10 @@ func Materialize(ctx context.Context, src Source, dir string, opts MaterializeOp
 	if err := relativizeSymlinks(ctx, root, entries); err != nil {
 		return err
 	}
-	// The probe runs the image's ld.so if it bundles one: after
-	// relativizeSymlinks, which may still be rewriting the link to it.
+	// After relativizeSymlinks: writeSearchRules first marks the staged ELF
+	// objects (markNodeELF), opening them through the stage's own symlinks,
+	// which must point inside the stage by then. Its probe runs the node's
+	// ld.so, not one the image bundles.
 	if err := writeShim(filepath.Join(dir, stageShimDir)); err != nil {
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/dlbundle/dlbundle/image"
 )
 
-// TestChildOfAnotherUser (issue 19, item 6): a child that runs as another
+// TestChildOfAnotherUser: a child that runs as another
 // user (subprocess.run(user='nobody'), runuser) cannot read the 0700
 // stage. It runs the original files, without the shim, as natively: the
 // same output and exit status, no ld.so "cannot be preloaded" lines, and a

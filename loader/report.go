@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/dlbundle/dlbundle/internal/units"
 	"github.com/dlbundle/dlbundle/internal/untrusted"
 	"github.com/dlbundle/dlbundle/squash"
 )
@@ -484,23 +485,11 @@ func (s ReportSummary) writeFallbacks(w io.Writer, limit int) {
 		if f.Processes == 1 {
 			procs = "process"
 		}
-		fmt.Fprintf(w, "%s %s in %d %s went to the file system because %s.\n", thousands(f.Lookups), lookups, f.Processes, procs, fallbackWhy(f.Fallback))
+		fmt.Fprintf(w, "%s %s in %d %s went to the file system because %s.\n", units.Count(f.Lookups), lookups, f.Processes, procs, fallbackWhy(f.Fallback))
 	}
 	if len(s.Fallbacks) > 0 {
 		fmt.Fprintln(w)
 	}
-}
-
-// thousands writes n with commas: 3,421.
-func thousands(n int64) string {
-	d := fmt.Sprint(n)
-	if n < 0 {
-		return "-" + thousands(-n)
-	}
-	for i := len(d) - 3; i > 0; i -= 3 {
-		d = d[:i] + "," + d[i:]
-	}
-	return d
 }
 
 // writeCapped lists paths with their process counts under a header naming

@@ -153,7 +153,7 @@ func TestReportListsLibrariesFromOutside(t *testing.T) {
 	}
 }
 
-// TestReportListsDlclosedLibraries (issue 19, item 9): a library from
+// TestReportListsDlclosedLibraries: a library from
 // outside the image that the app dlclose'd before it ended is listed too
 // (on main 9f80a42 it was not: the report walks what is loaded at exit).
 func TestReportListsDlclosedLibraries(t *testing.T) {
@@ -217,7 +217,7 @@ func TestReportLeavesAppSignalsAlone(t *testing.T) {
 	}
 }
 
-// TestReportKeepsPythonSignalView (issue 19, item 8): under --report the
+// TestReportKeepsPythonSignalView: under --report the
 // shim's fatal-signal handler stands in for SIG_DFL, but the app reads
 // SIG_DFL: signal.getsignal(SIGTERM) is SIG_DFL and a save/restore of it
 // works. The four CPython tests that failed only under --report on main

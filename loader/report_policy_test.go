@@ -57,7 +57,7 @@ func TestSummaryTempDirsApartWithIncludeAdvice(t *testing.T) {
 
 // TestReportTextEscapesControlBytes: a report's paths come from the app's
 // processes; a newline or an escape sequence in one must not forge an output
-// line of `dlbundle report` or reach the terminal raw (issue 18 item 7).
+// line of `dlbundle report` or reach the terminal raw.
 func TestReportTextEscapesControlBytes(t *testing.T) {
 	forged := "/opt/app/x\n  answered from the stage   999999  (100.0%)"
 	s := Summarize([]ProcessReport{{PID: 1, Passed: 4,

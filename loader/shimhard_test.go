@@ -1,6 +1,6 @@
 package loader
 
-// The shim's C at its edges (issue 10): hostile paths in the report, more
+// The shim's C at its edges: hostile paths in the report, more
 // supplementary groups than a fixed array holds, over-long names, a huge
 // environment entry, async-signal safety of _exit. Each test compares with
 // what the kernel and libc do natively where there is a native answer.
@@ -357,7 +357,7 @@ func TestExecRefusesTooLongStageDir(t *testing.T) {
 	}
 }
 
-// TestExecBringsNoLibdl (issue 9): on glibc >= 2.34, where dlsym is in libc,
+// TestExecBringsNoLibdl: on glibc >= 2.34, where dlsym is in libc,
 // the shim must not make the app's processes load libdl.so.2: under dlbundle
 // exec, no open of it, and dl_iterate_phdr shows the app's own objects plus
 // exactly the shim's two.

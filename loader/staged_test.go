@@ -11,7 +11,7 @@ import (
 )
 
 // identityProbe prints what a program sees of a bundled file's identity
-// through the ways issue 19 item 7 and item 9 name: stat of /proc/self/fd/N,
+// through every way a program can reach it: stat of /proc/self/fd/N,
 // fstat of a dup and of an fd numbered 1024 or more, stat of
 // /proc/self/exe, the device and inode columns of /proc/self/maps for the
 // executable, and fstat of an fd inherited by a child (argv[1] = "child FD").
@@ -94,7 +94,7 @@ func entriesBelow(t *testing.T, tree string) []image.Entry {
 	return entries
 }
 
-// TestStagedCopyHidden (issue 19, items 7 and 9): the staged copy does not
+// TestStagedCopyHidden: the staged copy does not
 // show through: /proc/self/fd/N, /proc/self/exe, the maps columns, dups,
 // fds of 1024 and more and inherited fds show the original's device, inode
 // and times. On main 9f80a42 they showed the stage's.
@@ -120,7 +120,7 @@ func TestStagedCopyHidden(t *testing.T) {
 	diffLines(t, "identity probe", native, shim)
 }
 
-// TestPosixSpawnScript (issue 19, item 9): posix_spawn(p) of a bundled "#!"
+// TestPosixSpawnScript: posix_spawn(p) of a bundled "#!"
 // script starts its interpreter as the kernel would (the script's path as
 // given in argv), so the script is read through the shim from the stage, as
 // execve already did; on main 9f80a42 the kernel read it from the original

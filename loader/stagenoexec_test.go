@@ -14,7 +14,7 @@ import (
 	"github.com/dlbundle/dlbundle/image"
 )
 
-// TestStageRunsNothingFromImage (issue 18 item 1): staging must run nothing
+// TestStageRunsNothingFromImage: staging must run nothing
 // the image decides, as root (a Prolog) or as a user. The image's ld.so, its
 // libc and its python3 are the shell script testdata/hostile/payload.sh,
 // which leaves a mark when run; its /lib64 is a symlink to usr/lib64 (the

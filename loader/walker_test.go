@@ -1,6 +1,6 @@
 package loader
 
-// The differential walker test (issue 19, item 1): the same libc calls
+// The differential walker test: the same libc calls
 // (realpath, canonicalize_file_name, __realpath_chk, stat, lstat, statx,
 // readlink, open, fopen, opendir, access, openat/fstatat/readlinkat relative
 // to a dirfd, after chdir, mkdir) made natively and under the shim on random
@@ -30,12 +30,13 @@ import (
 	"time"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 // walkerTree builds the tree below root. "in" is bundled whole, "out" is
 // not (an external name in root's listing), except out/deep/b, bundled
 // without out and out/deep: a path walks through a prefix the image does
-// not hold into one it does (the look-ahead of issue 19's realpath bug).
+// not hold into one it does (the look-ahead that realpath once got wrong).
 func walkerTree(t testing.TB, root string) {
 	t.Helper()
 	dirs := map[string]os.FileMode{"in/a/sub": 0o755, "in/locked/inner": 0o755, "in/locked": 0o700, "in/w": 0o777, "in/empty": 0o755,
@@ -428,21 +429,8 @@ func (f *walkerFixture) check(t testing.TB, block string, nobody bool) {
 		if nobody {
 			who = "nobody"
 		}
-		a, b := strings.Split(native, "\n"), strings.Split(shim, "\n")
-		var d strings.Builder
-		for i := 0; i < len(a) || i < len(b); i++ {
-			var x, y string
-			if i < len(a) {
-				x = a[i]
-			}
-			if i < len(b) {
-				y = b[i]
-			}
-			if x != y {
-				fmt.Fprintf(&d, "  native: %s\n  shim:   %s\n", x, y)
-			}
-		}
-		t.Fatalf("as %s, the shim differs (tree %s):\n%sblock:\n%s", who, f.root, d.String(), block)
+		d := clitest.LineDiff(native, shim, "native", "shim", 0)
+		t.Fatalf("as %s, the shim differs (tree %s):\n%sblock:\n%s", who, f.root, d, block)
 	}
 	if s := f.snapshot(); s != f.snap {
 		f.snap = s
@@ -482,10 +470,10 @@ func (f *walkerFixture) steady(out string) string {
 	return strings.Join(lines, "\n")
 }
 
-// walkerProbes are issue 19's realpath probes and the cases written for
+// walkerProbes are the realpath probes of the bug report and the cases written for
 // each rule of docs/loader.md; they are also FuzzWalker's seeds.
 var walkerProbes = []string{
-	// issue 19: system files outside the image, the run directory, DIR/link/../top.txt
+	// the bug report's: system files outside the image, the run directory, DIR/link/../top.txt
 	"rp\t/usr/lib/python3.11/json/__init__.py\nrp\t/usr/share/doc/bash/copyright\nrpn\t/usr/share/doc/bash/copyright\n" +
 		"canon\t/usr/lib/python3.11/json/__init__.py\nrpchk\t/usr/share/doc/bash/copyright\n",
 	"rp\tROOT/out/file\nrp\tout/file\nrp\tout/d/../file\ncanon\tout/d/e\nrp\tROOT/in/a/f\nrp\tin/a/sub/h\n",
@@ -557,7 +545,7 @@ func FuzzWalker(f *testing.F) {
 	})
 }
 
-// TestTclNormalize: issue 19's Tcl reproduction: `file normalize` through a
+// TestTclNormalize: the Tcl reproduction of the realpath bug: `file normalize` through a
 // symlink calls libc's realpath; under the shim it gives the native answer.
 func TestTclNormalize(t *testing.T) {
 	tclsh, err := exec.LookPath("tclsh")

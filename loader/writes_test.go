@@ -1,6 +1,6 @@
 package loader
 
-// Writes mark only what they change (issue 19, item 2): a write that fails
+// Writes mark only what they change: a write that fails
 // marks nothing, one that succeeds marks the name it created, removed or
 // changed and its directory's listing, not the directory's whole subtree.
 // Counted with strace: the lookups that reach the file system.
@@ -182,7 +182,7 @@ print(os.path.exists(d + '/new.txt'), sorted(os.listdir(d)))
 	}
 }
 
-// TestReportFallbacks (issue 19, item 4): lookups passed through because
+// TestReportFallbacks: lookups passed through because
 // the process wrote (read-your-writes) or because the shim had no table are
 // counted by reason and directory, and `dlbundle report` says so first.
 // On main 9f80a42 the report had no such field and counted them as paths

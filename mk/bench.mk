@@ -1,4 +1,4 @@
-# Start-up at width (issue 5): slowfs, a contended shared file system in FUSE,
+# Start-up at width: slowfs, a contended shared file system in FUSE,
 # and the harness that starts 1..64 ranks natively, from tmpfs and through
 # dlbundle exec. Writes docs/bench/{results.csv,startup.svg,startup.md}.
 # Needs root (or fusermount3) for the FUSE mount; about 5-8 minutes on 2 cores.

@@ -1,4 +1,4 @@
-# dlbundle's own cost (issue 13 goals 1 and 4): exec's fixed cost on a warm
+# dlbundle's own cost: exec's fixed cost on a warm
 # stage against /bin/true and an empty Go program (split into dlbundle's own
 # process and the shim's share in the app), and what 100,000 arguments add to
 # exec and trace -> docs/bench/cli.md (the notes below its marker are kept).

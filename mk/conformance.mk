@@ -1,4 +1,4 @@
-# Conformance (issue 19): whole test corpora natively and under `dlbundle
+# Conformance: whole test corpora natively and under `dlbundle
 # exec` (cold, then warm), outcome per test compared; results in
 # docs/conformance.md, one summary line per corpus on stdout. NOT part of
 # `make test`: the full run takes more than an hour on 2 cores.

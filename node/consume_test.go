@@ -19,7 +19,7 @@ func pwnedImage(t *testing.T, dir, original string) string {
 	return img
 }
 
-// Issue 18 item 2: after `stage --consume` removed a job's node-local copy,
+// Regression: after `stage --consume` removed a job's node-local copy,
 // every later launch of the job opened whatever was at the freed name (the
 // record was consulted only on ENOENT). The record is now looked up first and
 // the path is never opened again inside the job: neither an image uid 1001

@@ -134,7 +134,7 @@ func TestGCWaitsForStager(t *testing.T) {
 	}
 }
 
-// Issue 22: gc said "0 aliases" after it had removed the aliases of the
+// Regression: gc said "0 aliases" after it had removed the aliases of the
 // stages it removed. Every alias it removes is counted, whatever the reason.
 func TestGCCountsAliasesOfRemovedStages(t *testing.T) {
 	dir, err := OpenStageDir(filepath.Join(t.TempDir(), "stages"))
@@ -159,7 +159,7 @@ func TestGCCountsAliasesOfRemovedStages(t *testing.T) {
 	}
 }
 
-// Issue 18 item 7: a directory in the stage dir whose name merely starts
+// Regression: a directory in the stage dir whose name merely starts
 // with sha256- (made by hand, or by anything else) is not a stage: ls and gc
 // leave it alone (ls panicked on "sha256-x").
 func TestListStagesIgnoresForeignNames(t *testing.T) {
@@ -185,7 +185,7 @@ func TestListStagesIgnoresForeignNames(t *testing.T) {
 	}
 }
 
-// Issue 18 item 7: gc's grace period protected a stage for a minute after
+// Regression: gc's grace period protected a stage for a minute after
 // its alias was WRITTEN (the launch's first rank), not after its last USE: a
 // rank of a later launch that found an old stage through its alias, and was
 // about to start the app from it, lost it to gc (with --grace 0s, 4 of 300

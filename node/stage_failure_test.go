@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// One pull per node (issue 10 item 4): when the staging rank fails, the
+// One pull per node: when the staging rank fails, the
 // ranks that waited for it get its error at once instead of each trying in
 // turn (a corrupt image was staged by every rank under the lock; a stalled
 // registry cost 4 ranks 90, 181, 272, 362 s).
@@ -203,7 +203,7 @@ func TestStageRestagesHalfRemovedStage(t *testing.T) {
 	}
 }
 
-// Issue 22: a missing or truncated image was opened by 3-4 of 4 ranks per
+// Regression: a missing or truncated image was opened by 3-4 of 4 ranks per
 // node: only the ranks that had waited on the lock took the staging rank's
 // error; those that came a moment after it had failed (and released the
 // lock) each opened the image again. A rank of the same launch now reuses a

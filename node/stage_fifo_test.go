@@ -53,7 +53,7 @@ func startCLI(t *testing.T, env []string, args ...string) func(d time.Duration) 
 	}
 }
 
-// Issue 18 item 5: a FIFO at the image path (a path a Prolog or a job script
+// Regression: a FIFO at the image path (a path a Prolog or a job script
 // names, in a directory others can write) hung the staging rank in open(2)
 // under the node's stage lock, every other rank behind it, and SIGTERM ended
 // none of them. The image is opened non-blocking and refused as not a
@@ -83,7 +83,7 @@ func TestExecFIFOImageNeverHangs(t *testing.T) {
 	}
 }
 
-// Issue 18 item 5: a FIFO at a shared --report path hung exec; another
+// Regression: a FIFO at a shared --report path hung exec; another
 // user's file there would get this user's reports. exec refuses both at once,
 // and so does the shim if the file changes after exec looked (here the app
 // itself replaces it before its processes exit): no process blocks at exit,
@@ -132,7 +132,7 @@ func TestReportPathFIFOOrOthersFileRefused(t *testing.T) {
 	}
 }
 
-// Issue 18 item 5, the debug log: with DLBUNDLE_DEBUG_DIR the shim appends
+// The debug log: with DLBUNDLE_DEBUG_DIR the shim appends
 // its decisions to DIR/<pid>.log. A FIFO there (here the app's shell puts
 // one at its own pid's name, then execs a program that logs under the same
 // pid) must not hang the app; another user's file there gets nothing.

@@ -12,7 +12,7 @@ import (
 )
 
 // SIGTERM at any moment of exec's staging either ends exec before the app
-// starts or reaches the app (issue 10 item 5: one that came during the last
+// starts or reaches the app (once, one that came during the last
 // steps was swallowed and the app started anyway). The app records that it
 // started and that it got SIGTERM; started without the signal is the bug.
 // The signal is sent at 24 points spread over the time one exec takes to

@@ -24,7 +24,7 @@ import (
 // A registry that accepts connections and never answers (a stalled blob
 // server): with exec --timeout, the staging rank gives up after its retries,
 // and the other ranks of the node get its error at once instead of each
-// trying in turn (issue 10 item 4: 4 ranks took 90, 181, 272, 362 s). With
+// trying in turn (4 ranks once took 90, 181, 272, 362 s). With
 // --fallback they run the app natively. Counted by requests, not by time.
 func TestExecStalledRegistryOnePullPerNode(t *testing.T) {
 	var requests atomic.Int32

@@ -11,7 +11,7 @@ import (
 // A stage dir below a directory that others can write into (and that is not
 // sticky), or below one owned by another user, is refused: they could swap
 // the stage dir's name between the check and ld.so loading the shim by path
-// (issue 10 item 1: a RENAME_EXCHANGE attacker got their preload.so loaded in
+// (a RENAME_EXCHANGE attacker once got their preload.so loaded in
 // 5 of 40 runs). Sticky directories (/tmp, /dev/shm) and symlinks into safe
 // places are fine; the path returned is the one checked.
 func TestOpenStageDirChecksAncestors(t *testing.T) {
@@ -71,7 +71,7 @@ func TestOpenStageDirChecksAncestors(t *testing.T) {
 }
 
 // The shim opens --report FILE with O_NOFOLLOW: a symlink planted at FILE
-// does not get the report appended to its target (issue 10: a victim's
+// does not get the report appended to its target (a victim's
 // ~/.profile).
 func TestExecReportDoesNotFollowSymlink(t *testing.T) {
 	p := newProbeImage(t)

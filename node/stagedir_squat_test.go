@@ -18,7 +18,7 @@ import (
 // with everything else on the machine).
 const envSquatChild = "DLBUNDLE_TEST_SQUAT_CHILD"
 
-// Issue 18 item 5: any user can mkdir /dev/shm/dlbundle-<uid> for any uid;
+// Regression: any user can mkdir /dev/shm/dlbundle-<uid> for any uid;
 // every exec of that user on the node then failed until reboot. Uid 1001
 // takes /dev/shm/dlbundle-1002 and plants decoys where a fallback could be
 // looked for (a directory of its own and a symlink to one it can write, both

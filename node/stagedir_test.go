@@ -114,7 +114,7 @@ func TestResolveStageDir(t *testing.T) {
 }
 
 // Without a chosen directory the advice is to choose one; with one, it is to
-// choose another (issue 12: refusals said "use --stage-dir" to users who had).
+// choose another (refusals once said "use --stage-dir" to users who had).
 func TestStageDirAdvice(t *testing.T) {
 	base := refuseStageDir("/dev/shm/dlbundle-1000", "is owned by uid 1001, not 1000")
 	if got := stageDirAdvice(base, "/dev/shm/dlbundle-1000", false).Error(); !strings.HasSuffix(got, "; use --stage-dir DIR (or DLBUNDLE_STAGE_DIR) to stage elsewhere") {

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// Issue 18 item 7: the parents of --stage-dir were created with MkdirAll,
+// Regression: the parents of --stage-dir were created with MkdirAll,
 // which follows whatever symlink another user planted on the way. Uid 1001
 // plants /tmp/a -> a directory only root may write; root's
 // `--stage-dir /tmp/a/b/stage` must refuse before creating anything there
@@ -50,7 +50,7 @@ func TestStageDirParentsDoNotFollowOthersSymlink(t *testing.T) {
 	}
 }
 
-// Issue 18 item 7: a 4,000-byte --stage-dir of 2,000 components was refused
+// Regression: a 4,000-byte --stage-dir of 2,000 components was refused
 // (too long for the shim) only after its parents were created one by one,
 // each mkdir and lstat walking the whole path again from / (O(n²) lookups:
 // 1,992 mkdirat and 5,980 newfstatat, 31 s on the red team's machine). It is

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A squatted stage dir (issue 18 item 5). In a shared sticky directory
+// A squatted stage dir. In a shared sticky directory
 // (/dev/shm, /tmp) anyone can create any name, so another user can take
 // /dev/shm/dlbundle-<uid> before its owner does; every exec of that user on
 // the node then had to refuse it (it is not theirs) and failed until reboot.

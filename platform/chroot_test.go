@@ -14,10 +14,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 // chrootSpec is one chroot of mk/chroot.sh and how to build for it.
@@ -333,46 +333,5 @@ func leaks(t *testing.T, log string, bundled map[string]bool, prog string) (n in
 	return n, report
 }
 
-var (
-	buildOnce sync.Map // GOARCH -> *builtCLI
-)
-
-type builtCLI struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// dlbundleFor builds the dlbundle CLI for linux/goarch once per test binary.
-func dlbundleFor(t *testing.T, goarch string) string {
-	v, _ := buildOnce.LoadOrStore(goarch, &builtCLI{})
-	b := v.(*builtCLI)
-	b.once.Do(func() {
-		dir, err := os.MkdirTemp("", "dlbundle-platform-cli-")
-		if err != nil {
-			b.err = err
-			return
-		}
-		b.path = filepath.Join(dir, "dlbundle-"+goarch)
-		cmd := exec.Command("go", "build", "-trimpath", "-o", b.path, "../cmd/dlbundle")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("go build ./cmd/dlbundle for %s: %v\n%s", goarch, err, out)
-		}
-	})
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	return b.path
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	buildOnce.Range(func(_, v any) bool {
-		if b := v.(*builtCLI); b.path != "" {
-			os.RemoveAll(filepath.Dir(b.path))
-		}
-		return true
-	})
-	os.Exit(code)
-}
+// dlbundleFor is the dlbundle CLI for linux/goarch, built once per test binary.
+func dlbundleFor(t *testing.T, goarch string) string { return clitest.CLIFor(t, goarch) }

@@ -1,8 +1,6 @@
 package squash
 
 import (
-	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/dirent"
 	"github.com/dlbundle/dlbundle/trace"
 )
 
@@ -545,20 +544,12 @@ func ReadListing(dir string) (listing []image.DirEntry, dots Dots, err error) {
 		if n <= 0 {
 			break
 		}
-		for off := 0; off+19 <= n; {
-			// struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name.
-			ino := binary.NativeEndian.Uint64(buf[off:])
-			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
-			if reclen < 19 || off+reclen > n {
-				return nil, dots, fmt.Errorf("getdents: bad record length %d", reclen)
+		for recs := buf[:n]; len(recs) > 0; {
+			var rec dirent.Record
+			if rec, recs, err = dirent.Next(recs); err != nil {
+				return nil, dots, err
 			}
-			dt := buf[off+18]
-			name := buf[off+19 : off+reclen]
-			if k := bytes.IndexByte(name, 0); k >= 0 {
-				name = name[:k]
-			}
-			off += reclen
-			nm := string(name)
+			ino, dt, nm := rec.Ino, rec.Type, string(rec.Name)
 			switch nm {
 			case ".":
 				dots.Dot = len(out) + seen

@@ -9,7 +9,7 @@ import (
 	"github.com/dlbundle/dlbundle/image"
 )
 
-// Confidentiality (issue 18 item 4). An image holds copies of its inputs;
+// Confidentiality. An image holds copies of its inputs;
 // whoever can read the image reads them all. So an image must be no more
 // readable than its least readable input: a 0600 ~/.netrc that the pilot
 // read must not become readable by every user from an image on shared

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 // TestDlbundleBinary runs the real `dlbundle trace` (built from cmd/dlbundle
@@ -14,12 +16,7 @@ import (
 // look like flags, exit statuses through kong, and --help.
 func TestDlbundleBinary(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "dlbundle")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/dlbundle")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := clitest.CLI(t)
 	run := func(args ...string) (int, string, string) {
 		cmd := exec.Command(bin, args...)
 		cmd.Dir = dir

@@ -1,9 +1,7 @@
 package trace
 
-import (
-	"encoding/binary"
-	"fmt"
-)
+// getdents: the test helper of this package is named dirent.
+import getdents "github.com/dlbundle/dlbundle/internal/dirent"
 
 // Linux d_type values (dirent.h).
 const (
@@ -13,32 +11,19 @@ const (
 	dtLnk     = 10
 )
 
-// parseDirents decodes a buffer filled by getdents64 (struct linux_dirent64:
-// u64 ino, s64 off, u16 reclen, u8 type, NUL-terminated name, padding) and
-// appends its names to out, leaving out "." and "..". The buffer comes from
-// another process, so every length is checked.
+// parseDirents decodes a buffer filled by getdents64 in the tracee
+// (internal/dirent checks every length: the buffer is the tracee's) and
+// appends its names to out, leaving out "." and "..".
 func parseDirents(buf []byte, out []DirEntry) ([]DirEntry, error) {
-	const hdr = 19 // ino + off + reclen + type
-	for off := 0; off < len(buf); {
-		if len(buf)-off < hdr {
-			return out, fmt.Errorf("dirent at %d: %d bytes left, header needs %d", off, len(buf)-off, hdr)
+	for len(buf) > 0 {
+		var rec getdents.Record
+		var err error
+		if rec, buf, err = getdents.Next(buf); err != nil {
+			return out, err
 		}
-		reclen := int(binary.LittleEndian.Uint16(buf[off+16:]))
-		if reclen < hdr+1 || reclen > len(buf)-off {
-			return out, fmt.Errorf("dirent at %d: bad record length %d", off, reclen)
+		if s := string(rec.Name); s != "." && s != ".." {
+			out = append(out, DirEntry{Name: s, Type: direntType(rec.Type)})
 		}
-		rec := buf[off : off+reclen]
-		name := rec[hdr:]
-		for i, c := range name {
-			if c == 0 {
-				name = name[:i]
-				break
-			}
-		}
-		if s := string(name); s != "." && s != ".." {
-			out = append(out, DirEntry{Name: s, Type: direntType(rec[18])})
-		}
-		off += reclen
 	}
 	return out, nil
 }

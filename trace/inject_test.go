@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 // TestInjectedFilterMatchesStub: the filter installed into the app at its
@@ -30,8 +32,8 @@ func TestInjectedFilterMatchesStub(t *testing.T) {
 				}
 				got[i] = normalize(tr, dir)
 			}
-			if strings.Join(got[0], "\n") != strings.Join(got[1], "\n") {
-				t.Errorf("traces differ (- stub, + injected):\n%s", lineDiff(got[0], got[1]))
+			if d := clitest.LineDiff(strings.Join(got[0], "\n"), strings.Join(got[1], "\n"), "stub", "injected", 0); d != "" {
+				t.Errorf("traces differ:\n%s", d)
 			}
 			if len(got[1]) < 3 || !strings.Contains(got[1][0], `"op":"exec"`) {
 				t.Errorf("the injected run's first record is not the app's exec:\n%s", strings.Join(got[1], "\n"))
@@ -40,7 +42,7 @@ func TestInjectedFilterMatchesStub(t *testing.T) {
 	}
 }
 
-// TestInjectWithManyArguments: 100,000 arguments (issue 13, goal 4) fill the
+// TestInjectWithManyArguments: 100,000 arguments fill the
 // stack the kernel maps at execve; the filter is written below it all the
 // same, and the header keeps every argument.
 func TestInjectWithManyArguments(t *testing.T) {

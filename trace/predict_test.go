@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 // TestPredictionMatchesExitStops: stats and failing opens answered at entry
@@ -52,8 +54,8 @@ func TestPredictionMatchesExitStops(t *testing.T) {
 				}
 				got[i] = normalize(tr, dir)
 			}
-			if strings.Join(got[0], "\n") != strings.Join(got[1], "\n") {
-				t.Errorf("traces differ (- exit stops, + predicted):\n%s", lineDiff(got[0], got[1]))
+			if d := clitest.LineDiff(strings.Join(got[0], "\n"), strings.Join(got[1], "\n"), "exit stops", "predicted", 0); d != "" {
+				t.Errorf("traces differ:\n%s", d)
 			}
 			if c.name == "drop root" {
 				want := `"path":"DIR/private/f","err":"EACCES"`
@@ -103,21 +105,4 @@ func normalize(tr *Trace, dir string) []string {
 		out = append(out, strings.ReplaceAll(string(b), dir, "DIR"))
 	}
 	return out
-}
-
-func lineDiff(a, b []string) string {
-	var s strings.Builder
-	for i := 0; i < len(a) || i < len(b); i++ {
-		var x, y string
-		if i < len(a) {
-			x = a[i]
-		}
-		if i < len(b) {
-			y = b[i]
-		}
-		if x != y {
-			s.WriteString("- " + x + "\n+ " + y + "\n")
-		}
-	}
-	return s.String()
 }

@@ -148,16 +148,7 @@ func kindClass(kind string) string {
 	return "k7"
 }
 
-func count(n int) string {
-	s := strconv.Itoa(n)
-	if n < 0 {
-		return "-" + count(-n)
-	}
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
-}
+func count(n int) string { return units.Count(n) }
 
 func ms(ns int64) string {
 	m := float64(ns) / 1e6

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dlbundle/dlbundle/internal/units"
 )
 
 // `make demo` is a quick configuration of this benchmark with a one-screen
@@ -180,20 +182,20 @@ func (r *Results) WriteDemoSummary(w io.Writer, svgPath string) {
 	p(".\n\n")
 
 	p("At %s nodes x %d ranks, start-up would keep the metadata server busy (projection, %s/op):\n",
-		thousands(projNodes), projRanksPerNode, serviceOf(r, service))
+		units.Count(projNodes), projRanksPerNode, serviceOf(r, service))
 	for _, c := range r.Calibrations {
 		pr, ok := r.Project(c.Scenario, c.Service)
 		if !ok || !pr.Dlbundle {
 			continue
 		}
 		p("  %-9s %s natively, %s with dlbundle (+ %s to read its %s image on each of the %s nodes, 1 GB/s in all)\n",
-			c.Scenario+":", human(pr.NativeMDS), human(pr.DlbundleMDS), human(pr.ImageReads), mib(uint64(c.ImageBytes)), thousands(projNodes))
+			c.Scenario+":", human(pr.NativeMDS), human(pr.DlbundleMDS), human(pr.ImageReads), mib(uint64(c.ImageBytes)), units.Count(projNodes))
 	}
 	p("Model: one metadata server serialises every operation, so it is busy for ranks x operations\n")
 	p("per rank x %s (the measured counts above; with dlbundle the first rank of a node makes the cold\n", serviceOf(r, service))
 	p("count, the others the warm one). Source: the linear growth measured on Lustre for the CLoadtest\n")
 	p("seed, 7.2 s at 1 task to 219.8 s at 8,192 (docs/benchmarks.md). The image reads assume 1 GB/s\n")
-	p("for the whole file system; one striped over many servers reads the %s copies faster.\n", thousands(projNodes))
+	p("for the whole file system; one striped over many servers reads the %s copies faster.\n", units.Count(projNodes))
 	// Times need the CPUs; operation counts do not.
 	if load, err := strconv.ParseFloat(r.Load[0], 64); err == nil && load > float64(numCPU()) {
 		p("\nNote: the machine was busy before the demo started (load average %s on %d CPUs): the times\n", r.Load[0], numCPU())
@@ -279,13 +281,6 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
-}
-
-func thousands(n int) string {
-	if n < 1000 {
-		return fmt.Sprint(n)
-	}
-	return fmt.Sprintf("%s,%03d", thousands(n/1000), n%1000)
 }
 
 func seconds(d time.Duration) string { return fmt.Sprintf("%.3f s", d.Seconds()) }

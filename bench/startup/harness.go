@@ -404,7 +404,7 @@ func (b *bench) bundle(ctx context.Context) error {
 // writeFloor measures what the first rank's stage cannot do without: putting
 // the image's decoded bytes into tmpfs. It extracts the image once (unmeasured)
 // and times cp -a of that tree into a fresh tmpfs directory: a stage of a
-// stored, uncompressed image could be no faster (issue 21's first-rank bound).
+// stored, uncompressed image could be no faster (the first-rank bound).
 func (b *bench) writeFloor(ctx context.Context, image string) error {
 	src := filepath.Join(b.shm, b.sc.name+"-raw")
 	defer os.RemoveAll(src)

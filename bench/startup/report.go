@@ -200,7 +200,7 @@ func (r *Results) writeGoals(w io.Writer) {
 	}
 }
 
-// writeFirstRank checks issue 21's bound on the first rank of a node (cold,
+// writeFirstRank checks the bound on the first rank of a node (cold,
 // N=1): ideal + image / 1 GB/s + 20 ms, beside the floor of any stage that
 // writes the image's files before the app starts: the image read at the
 // shared data path's rate, then its decoded files written into tmpfs.

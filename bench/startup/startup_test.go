@@ -8,13 +8,12 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dlbundle/dlbundle/examples/loadtest"
+	"github.com/dlbundle/dlbundle/internal/clitest"
 	"github.com/dlbundle/dlbundle/internal/slowfs"
 )
 
@@ -41,18 +40,7 @@ func skipWithoutFUSE(t *testing.T) {
 
 // buildDlbundle compiles the CLI as `make` does, so the smoke test runs the
 // dlbundle modes against the current source, not a stale bin/dlbundle.
-func buildDlbundle(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "dlbundle")
-	// -trimpath and CGO_ENABLED=0 as in the Makefile, so the packages `make`
-	// compiled come from the build cache.
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "github.com/dlbundle/dlbundle/cmd/dlbundle")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building dlbundle: %v\n%s", err, out)
-	}
-	return bin
-}
+func buildDlbundle(t *testing.T) string { return clitest.CLI(t) }
 
 // TestSmoke runs the whole harness in its quick mode (2 ranks, a tiny
 // loadtest, a small Python import) so that it cannot rot: every mode must

@@ -25,7 +25,7 @@ func publicTempDir(t *testing.T) string {
 	return d
 }
 
-// Issue 18 item 4: files the pilot read were bundled whatever their mode and
+// Regression: files the pilot read were bundled whatever their mode and
 // the image was chmod 0644 whatever the umask: a 0600 ~/.netrc the pilot read
 // was readable by every user from the image on shared storage. The image is
 // now no more readable than its least readable input (a file's mode, or a
@@ -83,7 +83,7 @@ func TestBuildImageNoMoreReadableThanInputs(t *testing.T) {
 	}
 }
 
-// Issue 18 item 4: as root, `build` of a user's trace bundled root-only
+// Regression: as root, `build` of a user's trace bundled root-only
 // files the trace named (a trace is a list of paths its writer chose). Root
 // now builds a user's traces as that user: uid 1001's trace naming a
 // root-only file fails to build, naming the file, and writes no image; its

@@ -106,7 +106,7 @@ func checkReportFile(path string) error {
 	switch {
 	case errors.Is(err, unix.ELOOP):
 		// A symlink planted at the path: the shim will not follow it
-		// (issue 10) and the app runs, but not in silence.
+		// and the app runs, but not in silence.
 		fmt.Fprintf(os.Stderr, "dlbundle exec: warning: --report %s is a symbolic link; the shim does not follow it: no report will be written\n", path)
 		return nil
 	case errors.Is(err, unix.ENXIO): // a FIFO without a reader

@@ -7,8 +7,8 @@ import (
 
 // A SIGTERM that arrives while exec stages is reported by stop even when
 // staging went on to succeed (it came after the last look at the context):
-// exec then dies by it instead of starting the app (issue 10 item 5:
-// signal.NotifyContext's stop cancels the context itself, so a signal could
+// exec then dies by it instead of starting the app (before the fix,
+// signal.NotifyContext's stop cancelled the context itself, so a signal could
 // not be told from no signal, and the app started anyway). The end-to-end
 // check is loader's TestExecSIGTERMDuringStagingNeverStartsApp.
 func TestNotifySignalsReportsLateSignal(t *testing.T) {

@@ -12,20 +12,12 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
-// buildCLI compiles dlbundle into a temp dir (the verbs exit with their own
-// status, so they are tested as a program).
-func buildCLI(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "dlbundle")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
+// buildCLI is the CLI built once per test binary (the verbs exit with their
+// own status, so they are tested as a program).
+func buildCLI(t *testing.T) string { return clitest.CLI(t) }
 
 // runCLI runs bin and returns stdout+stderr and the exit status.
 func runCLI(t *testing.T, bin string, args ...string) (string, int) {
@@ -161,7 +153,7 @@ func TestInspectVerifyExtractVerbs(t *testing.T) {
 	}
 }
 
-// Issue 18 item 7: inspect printed image-controlled strings raw, so a
+// Regression: inspect printed image-controlled strings raw, so a
 // newline in a path forged a line of output (and an escape sequence could
 // drive the terminal). Paths, symlink targets and the pilot's command line
 // now come out Go-quoted when they hold anything unprintable.

@@ -14,7 +14,7 @@ import (
 
 // inspect oci:// of an image whose table of contents was tampered with in the
 // registry says so; it used to say that the registry does not serve byte
-// ranges (issue 10 item 6). The registry is Debian's docker-registry.
+// ranges. The registry is Debian's docker-registry.
 func TestInspectRegistryTamperedTOC(t *testing.T) {
 	addr, storage := registrytest.StartDistribution(t)
 	dir := t.TempDir()

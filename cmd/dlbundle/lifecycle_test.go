@@ -59,7 +59,7 @@ func TestStageLsGcVerbs(t *testing.T) {
 	}
 }
 
-// Issue 18 item 7: `dlbundle ls` panicked on a directory named sha256-x in
+// Regression: `dlbundle ls` panicked on a directory named sha256-x in
 // the stage dir (it printed the first 16 bytes of every name).
 func TestLsIgnoresForeignStageName(t *testing.T) {
 	bin := buildCLI(t)

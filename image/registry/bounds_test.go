@@ -45,7 +45,7 @@ func blobGets(n *atomic.Int64, onGet func()) func(http.Handler) http.Handler {
 	}
 }
 
-// Issue 18 item 6: an oci:// layer streamed into the stage file system with
+// Regression: an oci:// layer streamed into the stage file system with
 // no size check first; a 2 GiB declaration filled the tmpfs and was reported
 // as "registry unreachable". The layer's declared size is now compared with
 // the free space before any download (ENOSPC, both figures named, not one
@@ -124,7 +124,7 @@ func TestPullChecksFreeSpaceFirst(t *testing.T) {
 	}
 }
 
-// Issue 18 item 6: a blob trickling a byte every 20 s kept every read under
+// Regression: a blob trickling a byte every 20 s kept every read under
 // the stall timeout and held the node's stage lock indefinitely. A download
 // must now average a minimum rate over every Timeout window.
 func TestPullRefusesTrickle(t *testing.T) {

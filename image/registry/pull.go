@@ -172,7 +172,7 @@ func (e *errWriter) Write(b []byte) (int, error) {
 // rateReader fails a transfer that moves fewer than min bytes a second on
 // average over a window: a registry trickling a byte every few seconds would
 // otherwise hold a node's stage lock for ever, the stall timeout never
-// firing (issue 18 item 6). Checked as reads return; a read that blocks is
+// firing. Checked as reads return; a read that blocks is
 // bounded by the connection's stall timeout.
 type rateReader struct {
 	r      io.Reader

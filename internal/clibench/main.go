@@ -1,5 +1,5 @@
 // Command clibench measures what the dlbundle command itself costs before
-// the app runs (`make bench-cli`, issue 13 goals 1 and 4, issue 21):
+// the app runs (`make bench-cli`), against the goals its report states:
 //
 //   - exec's fixed cost on a warm stage: `dlbundle exec IMG -- /bin/true`
 //     against `/bin/true`, with an empty static Go program as the floor any

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -15,41 +16,96 @@ import (
 	"github.com/dlbundle/dlbundle/image"
 )
 
-var (
-	cliOnce sync.Once
-	cliBin  string
-	cliErr  error
-)
+var builds sync.Map // GOARCH -> *build
 
-// CLI builds the CLI once per test binary with the flags make uses
-// (CGO_ENABLED=0, -trimpath), so that after make it only relinks. It goes to
-// one fixed place per user and source tree (replaced atomically by each
-// run), so test runs leave no pile of temp dirs behind, and runs from other
-// checkouts (git worktrees) do not replace it with their own build.
-func CLI(t testing.TB) string {
-	t.Helper()
-	cliOnce.Do(func() {
+type build struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// Build builds the CLI for linux/goarch ("" for this machine's) once per test
+// binary, with the flags make uses (CGO_ENABLED=0, -trimpath), so that after
+// make it only relinks. It goes to one fixed place per user, source tree and
+// architecture (replaced atomically by each run), so test runs leave no pile
+// of temp dirs behind, and runs from other checkouts (git worktrees) do not
+// replace it with their own build. It returns an error rather than failing a
+// test, for TestMain; tests call CLI or CLIFor.
+func Build(goarch string) (string, error) {
+	if goarch == "" {
+		goarch = runtime.GOARCH
+	}
+	v, _ := builds.LoadOrStore(goarch, &build{})
+	b := v.(*build)
+	b.once.Do(func() {
 		dir := filepath.Join(os.TempDir(), fmt.Sprintf("dlbundle-test-cli-%d", os.Getuid()))
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			cliErr = err
+			b.err = err
 			return
 		}
-		tmp := filepath.Join(dir, fmt.Sprintf("dlbundle.%d", os.Getpid()))
+		tmp := filepath.Join(dir, fmt.Sprintf("dlbundle-%s.%d", goarch, os.Getpid()))
 		cmd := exec.Command("go", "build", "-trimpath", "-o", tmp, "github.com/dlbundle/dlbundle/cmd/dlbundle")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			cliErr = fmt.Errorf("go build ./cmd/dlbundle: %v\n%s", err, out)
+			b.err = fmt.Errorf("go build ./cmd/dlbundle for linux/%s: %v\n%s", goarch, err, out)
 			return
 		}
 		wd, _ := os.Getwd()
 		sum := sha256.Sum256([]byte(wd))
-		cliBin = filepath.Join(dir, "dlbundle-"+hex.EncodeToString(sum[:6]))
-		cliErr = os.Rename(tmp, cliBin)
+		b.bin = filepath.Join(dir, "dlbundle-"+goarch+"-"+hex.EncodeToString(sum[:6]))
+		b.err = os.Rename(tmp, b.bin)
 	})
-	if cliErr != nil {
-		t.Fatal(cliErr)
+	return b.bin, b.err
+}
+
+// CLI is this machine's CLI (Build), or the test fails.
+func CLI(t testing.TB) string {
+	t.Helper()
+	return CLIFor(t, "")
+}
+
+// CLIFor is the CLI for linux/goarch (Build), or the test fails.
+func CLIFor(t testing.TB, goarch string) string {
+	t.Helper()
+	bin, err := Build(goarch)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return cliBin
+	return bin
+}
+
+// LineDiff lists the lines where a and b differ, line by line (no
+// alignment: the outputs compared have the same shape), each as its line
+// number and both versions under the names nameA and nameB; at most limit
+// lines (0: all), then how many more differ. "" when a == b.
+func LineDiff(a, b, nameA, nameB string, limit int) string {
+	if a == b {
+		return ""
+	}
+	la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
+	w := max(len(nameA), len(nameB))
+	var s strings.Builder
+	n := 0
+	for i := 0; i < len(la) || i < len(lb); i++ {
+		var x, y string
+		if i < len(la) {
+			x = la[i]
+		}
+		if i < len(lb) {
+			y = lb[i]
+		}
+		if x == y {
+			continue
+		}
+		if n++; limit > 0 && n > limit {
+			continue
+		}
+		fmt.Fprintf(&s, "line %d:\n  %-*s %s\n  %-*s %s\n", i+1, w+1, nameA+":", x, w+1, nameB+":", y)
+	}
+	if limit > 0 && n > limit {
+		fmt.Fprintf(&s, "... and %d more differing lines\n", n-limit)
+	}
+	return s.String()
 }
 
 // CleanEnv is the environment every program of these tests runs in: fixed,

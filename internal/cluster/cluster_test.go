@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dlbundle/dlbundle/internal/clitest"
 	"github.com/dlbundle/dlbundle/internal/slowfs"
 )
 
@@ -43,11 +44,14 @@ func run(m *testing.M) (int, error) {
 	}
 	defer os.RemoveAll(tools)
 	os.Chmod(tools, 0o755)
+	// A copy in tools: the CLI's own place is under this /tmp.
+	built, err := clitest.Build("")
+	if err != nil {
+		return 0, err
+	}
 	dlb = filepath.Join(tools, "dlbundle")
-	build := exec.Command("go", "build", "-trimpath", "-o", dlb, "../../cmd/dlbundle")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("go build ./cmd/dlbundle: %v\n%s", err, out)
+	if out, err := exec.Command("cp", built, dlb).CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("cp %s %s: %v\n%s", built, dlb, err, out)
 	}
 	opt, err := jobScripts()
 	if err != nil {

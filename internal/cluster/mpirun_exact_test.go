@@ -15,7 +15,7 @@ import (
 	"github.com/dlbundle/dlbundle/image"
 )
 
-// Open MPI under mpirun, rank by rank (issue 19): apps that load things
+// Open MPI under mpirun, rank by rank: apps that load things
 // AFTER MPI_Init — a C app that dlopens a plugin and reads a data file, and
 // Python doing `from mpi4py import MPI` then `import numpy` — run in a
 // 3-node batch job (4 and 2 ranks per node) natively and through `dlbundle exec`. Open MPI

@@ -18,7 +18,7 @@ func pwnedImage(t *testing.T, p *probe) string {
 	return img
 }
 
-// Issue 18 item 2, re-run as written: a root job follows the old sbcast
+// The sbcast attack, re-run as written: a root job follows the old sbcast
 // recipe (the node copy at /tmp/dlbundle-$SLURM_JOB_ID.dlimg, job ids are
 // public); user nobody (65534) plants its image at that name on every node
 // after `stage --consume` freed it. All 12 root ranks printed "PWNED:

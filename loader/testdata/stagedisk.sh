@@ -1,5 +1,5 @@
 #!/bin/sh
-# make bench-stage-disk (issue 21, first goal): a cold `dlbundle stage` of the
+# make bench-stage-disk: a cold `dlbundle stage` of the
 # `import numpy` image against `zstd -dc | cpio -idm` of the same image into
 # the same file system, on a loop-mounted ext4 made here (so that the figure
 # does not depend on what / is) and on a tmpfs mounted here: wall time of

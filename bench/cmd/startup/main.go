@@ -1,4 +1,4 @@
-// Command startup is the start-up-at-width benchmark (issue 5): it serves app
+// Command startup is the start-up-at-width benchmark: it serves app
 // trees from slowfs, a contended shared file system, starts 1..64 ranks at the
 // same instant natively, from tmpfs (ideal) and through dlbundle exec, and
 // writes results.csv, startup.svg and startup.md. Needs root (FUSE mount).
