@@ -63,6 +63,7 @@ static char env_buf[ENV_MAX_LEN]; /* dlbundle env's output: NAME=VALUE\0... */
 static size_t env_len;
 static int env_ready;
 static int env_failed;
+static char fallback_msg[MSG_MAX_LEN + 128]; /* said by the node's first task */
 
 static int opt_image_cb(int val, const char *optarg, int remote);
 static int opt_fallback_cb(int val, const char *optarg, int remote);
@@ -386,8 +387,12 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 		return 0;
 	}
 	if (opt_fallback) {
-		slurm_info("dlbundle: warning: %s; running the tasks natively (--dlbundle-fallback)",
-			   msg[0] ? msg : "dlbundle env failed");
+		/* slurm_info stays in slurmd's log; the user is told in
+		 * task_init, on the first task's stderr. */
+		snprintf(fallback_msg, sizeof fallback_msg,
+			 "dlbundle: warning: %s; running the tasks natively (--dlbundle-fallback)\n",
+			 msg[0] ? msg : "dlbundle env failed");
+		slurm_info("%s", fallback_msg);
 		return 0;
 	}
 	slurm_error("dlbundle: %s (--dlbundle-fallback runs the tasks natively instead)",
@@ -435,6 +440,11 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	(void)av;
 	if (env_failed)
 		return -1; /* the task exits 1 without starting the app: the message is user_init's */
+	int local = -1;
+	if (fallback_msg[0] && spank_get_item(sp, S_TASK_ID, &local) == ESPANK_SUCCESS && local == 0) {
+		ssize_t w = write(2, fallback_msg, strlen(fallback_msg));
+		(void)w;
+	}
 	if (!env_ready)
 		return 0;
 	const char *stage = NULL;
