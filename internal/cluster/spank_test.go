@@ -364,3 +364,40 @@ func TestSpankSiteDefault(t *testing.T) {
 		t.Errorf("the site's fallback with an image that cannot be staged: exit %d, want 3 native tasks and a warning naming it:\n%s", r.code, r.out)
 	}
 }
+
+// TestSpankAuto: srun --dlbundle=auto:DIR with no image yet runs the step
+// natively with its first task traced, and the image is built into DIR when
+// the step ends; the next step of the same command runs every task from it.
+func TestSpankAuto(t *testing.T) {
+	needSpank(t)
+	p := newProbe(t, "spankauto")
+	dir := filepath.Join(shared.Shared, fmt.Sprintf("auto-%d", time.Now().UnixNano()))
+	stage := "/dev/shm/t-spank-auto"
+	r := srunDlbundle(t, stage, "-N3", "--ntasks-per-node=1", "--dlbundle=auto:"+dir, p.native[1], "first")
+	if r.code != 0 || strings.Count(r.out, "staged=no") != 3 || strings.Count(r.out, "arg=first") != 3 {
+		t.Fatalf("first step with --dlbundle=auto: exit %d; want 3 native tasks, the traced one too:\n%s", r.code, r.out)
+	}
+	var imgs []string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if imgs, _ = filepath.Glob(filepath.Join(dir, "auto-*.dlimg")); len(imgs) > 0 {
+			break
+		}
+	}
+	if len(imgs) != 1 {
+		all, _ := filepath.Glob(filepath.Join(dir, "*"))
+		var b []byte
+		if logs, _ := filepath.Glob(filepath.Join(dir, "*.log")); len(logs) > 0 {
+			b, _ = os.ReadFile(logs[0])
+		}
+		t.Fatalf("no image built in %s after the first step (files: %v)\n%s\n%s", dir, all, b, shared.Logs())
+	}
+	r = srunDlbundle(t, stage, "-N3", "--ntasks-per-node=2", "--dlbundle=auto:"+dir, p.native[1], "second")
+	if r.code != 0 || strings.Count(r.out, "staged=yes") != 6 || strings.Count(r.out, "exe="+p.native[1]+" ") != 6 {
+		t.Errorf("second step: exit %d; want 6 tasks from the stage with their own /proc/self/exe:\n%s", r.code, r.out)
+	}
+	for _, n := range shared.Nodes {
+		if s := stagesOn(t, n, stage); len(s) != 1 {
+			t.Errorf("%s has stages %v, want one", n, s)
+		}
+	}
+}
