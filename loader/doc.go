@@ -2,8 +2,9 @@
 // the app is run from it. It lays out a stage (Materialize: the extracted
 // tree, the lookup table that the C preload shim maps, the shim objects and
 // the node's ld.so search rules), reads the table back (StagedPath,
-// StagedScript), builds the app's environment (ShimEnv) and reads the
-// shim's reports.
+// StagedScript), builds the app's environment (ShimEnv), turns a stage and
+// a command line into the program to start (Start: what exec execs and
+// what env's launchers start) and reads the shim's reports.
 //
 // Where a stage lives, who may stage it, the lock, aliases, publication and
 // gc are the node side's: package node, which calls Materialize. loader never

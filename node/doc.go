@@ -20,6 +20,7 @@
 //	stagealias.go     by-path aliases: later ranks find a stage without the image
 //	stage.go          staging: alias, lock, materialize in tmp.*, publish, failure markers
 //	stageimage.go     opening the image file under the trust rules, or pulling it
+//	ensure.go         Ensure: the one call exec, env, stage and the launcher plugins make
 //	consume.go        removing a node-local copy once staged (stage --consume)
 //	lifecycle.go      ls and gc: what is staged, and removing what no job uses
 //

@@ -322,3 +322,82 @@ func firstLine(out, s string) string {
 	}
 	return ""
 }
+
+// TestSpankSiteDefault: plugstack.conf's default=IMAGE and stage_dir=DIR
+// serve a step that names no image (srun and slurmstepd read the file
+// at each step, so the test rewrites it and puts it back);
+// --dlbundle=none turns the default off for a step; with the site's
+// fallback, an image that cannot be staged runs the tasks natively.
+func TestSpankSiteDefault(t *testing.T) {
+	needSpank(t)
+	p := newProbe(t, "spankdefault")
+	conf := filepath.Join(tools, "plugstack.conf")
+	orig, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.WriteFile(conf, orig, 0o644)
+	line := strings.TrimSpace(string(orig))
+	set := func(args string) {
+		if err := os.WriteFile(conf, []byte(line+" "+args+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("default=" + p.image[1] + " stage_dir=/dev/shm/t-spank-default")
+	r := runCmd(t, shared.Command("srun", "-N3", "--ntasks-per-node=1", p.original))
+	if r.code != 0 {
+		t.Fatalf("srun with the site's default image: exit %d\n%s", r.code, r.out)
+	}
+	ranks(t, r.out, 3, 1, p)
+	for _, n := range shared.Nodes {
+		if s := stagesOn(t, n, "/dev/shm/t-spank-default"); len(s) != 1 {
+			t.Errorf("%s has stages %v in the site's stage_dir, want one", n, s)
+		}
+	}
+	r = runCmd(t, shared.Command("srun", "-N3", "--ntasks-per-node=1", "--dlbundle=none", p.native[1]))
+	if r.code != 0 || strings.Count(r.out, "staged=no") != 3 {
+		t.Errorf("--dlbundle=none over the site's default: exit %d, want 3 native tasks:\n%s", r.code, r.out)
+	}
+	set("default=" + filepath.Join(shared.Shared, "no-such.dlimg") + " fallback")
+	r = runCmd(t, shared.Command("srun", "-N3", "--ntasks-per-node=1", p.native[1]))
+	if r.code != 0 || strings.Count(r.out, "staged=no") != 3 || !strings.Contains(r.out, "no-such.dlimg") {
+		t.Errorf("the site's fallback with an image that cannot be staged: exit %d, want 3 native tasks and a warning naming it:\n%s", r.code, r.out)
+	}
+}
+
+// TestSpankAuto: srun --dlbundle=auto:DIR with no image yet runs the step
+// natively with its first task traced, and the image is built into DIR when
+// the step ends; the next step of the same command runs every task from it.
+func TestSpankAuto(t *testing.T) {
+	needSpank(t)
+	p := newProbe(t, "spankauto")
+	dir := filepath.Join(shared.Shared, fmt.Sprintf("auto-%d", time.Now().UnixNano()))
+	stage := "/dev/shm/t-spank-auto"
+	r := srunDlbundle(t, stage, "-N3", "--ntasks-per-node=1", "--dlbundle=auto:"+dir, p.native[1], "first")
+	if r.code != 0 || strings.Count(r.out, "staged=no") != 3 || strings.Count(r.out, "arg=first") != 3 {
+		t.Fatalf("first step with --dlbundle=auto: exit %d; want 3 native tasks, the traced one too:\n%s", r.code, r.out)
+	}
+	var imgs []string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if imgs, _ = filepath.Glob(filepath.Join(dir, "auto-*.dlimg")); len(imgs) > 0 {
+			break
+		}
+	}
+	if len(imgs) != 1 {
+		all, _ := filepath.Glob(filepath.Join(dir, "*"))
+		var b []byte
+		if logs, _ := filepath.Glob(filepath.Join(dir, "*.log")); len(logs) > 0 {
+			b, _ = os.ReadFile(logs[0])
+		}
+		t.Fatalf("no image built in %s after the first step (files: %v)\n%s\n%s", dir, all, b, shared.Logs())
+	}
+	r = srunDlbundle(t, stage, "-N3", "--ntasks-per-node=2", "--dlbundle=auto:"+dir, p.native[1], "second")
+	if r.code != 0 || strings.Count(r.out, "staged=yes") != 6 || strings.Count(r.out, "exe="+p.native[1]+" ") != 6 {
+		t.Errorf("second step: exit %d; want 6 tasks from the stage with their own /proc/self/exe:\n%s", r.code, r.out)
+	}
+	for _, n := range shared.Nodes {
+		if s := stagesOn(t, n, stage); len(s) != 1 {
+			t.Errorf("%s has stages %v, want one", n, s)
+		}
+	}
+}

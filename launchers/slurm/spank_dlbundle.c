@@ -20,6 +20,8 @@
  *   default=IMAGE   the image of every step that names none
  *                   (--dlbundle=none turns it off for one step)
  *
+ * --dlbundle=auto[:DIR] needs no image: see auto_setup.
+ *
  * A stage that fails ends the step: user_init returns an error after
  * logging dlbundle's own message (slurmstepd sends it to srun's stderr).
  * Nothing is half-staged: dlbundle publishes a stage atomically or not.
@@ -35,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -63,6 +66,20 @@ static char env_buf[ENV_MAX_LEN]; /* dlbundle env's output: NAME=VALUE\0... */
 static size_t env_len;
 static int env_ready;
 static int env_failed;
+static char fallback_msg[MSG_MAX_LEN + 128]; /* said by the node's first task */
+
+/* --dlbundle=auto[:DIR]: the command's image is DIR/auto-<key>.dlimg (key:
+ * a hash of the command's absolute path; DIR defaults to
+ * $HOME/.dlbundle/auto). When it exists the step runs from it like any
+ * image; when not, the step's first task is traced (dlbundle in its place,
+ * told by DLBUNDLE_AUTO_* what to run: cmd/dlbundle/autotrace.go), the
+ * others run natively, and slurm_spank_task_exit builds the image from
+ * that trace when the traced task has ended. */
+static int auto_trace;                   /* this step traces its first task */
+static char auto_dir[ARG_MAX_LEN];
+static char auto_base[ARG_MAX_LEN + 64]; /* DIR/auto-<key> */
+static char auto_path[ARG_MAX_LEN + 96]; /* scratch: auto_base + suffix */
+static char dlbundle_path[ARG_MAX_LEN + ARG_MAX_LEN];
 
 static int opt_image_cb(int val, const char *optarg, int remote);
 static int opt_fallback_cb(int val, const char *optarg, int remote);
@@ -75,7 +92,8 @@ static struct spank_option options[] = {
 	{"dlbundle", "IMAGE",
 	 "Start every task from the node's stage of IMAGE (a .dlimg file or oci://REF), staged once "
 	 "per node and step by dlbundle: no call on the shared file system for what the image holds. "
-	 "--dlbundle=none: no image (over a site default).",
+	 "--dlbundle=none: no image (over a site default). --dlbundle=auto[:DIR]: the command's image in DIR "
+	 "(default ~/.dlbundle/auto), made from a trace of the first task of the first step that lacks it.",
 	 1, 0, opt_image_cb},
 	{"dlbundle-fallback", NULL,
 	 "If the image cannot be staged, warn and run the tasks natively instead of failing the step.", 0, 0,
@@ -358,6 +376,181 @@ static int run_env(spank_t sp, char *msg, size_t msgsize)
 	return WEXITSTATUS(status);
 }
 
+/* find_dlbundle puts the dlbundle binary's absolute path in dlbundle_path:
+ * plugstack.conf's, else the first in the job's PATH. 0 on success. */
+static int find_dlbundle(char **env)
+{
+	if (strchr(conf_dlbundle, '/')) {
+		snprintf(dlbundle_path, sizeof dlbundle_path, "%s", conf_dlbundle);
+		return 0;
+	}
+	const char *path = job_env_get(env, "PATH");
+	for (const char *d = path ? path : "/usr/local/bin:/usr/bin:/bin"; *d;) {
+		size_t len = strcspn(d, ":");
+		if (len && d[0] == '/' && len + 1 + strlen(conf_dlbundle) < sizeof dlbundle_path) {
+			snprintf(dlbundle_path, sizeof dlbundle_path, "%.*s/%s", (int)len, d, conf_dlbundle);
+			if (access(dlbundle_path, X_OK) == 0)
+				return 0;
+		}
+		d += len;
+		if (*d == ':')
+			d++;
+	}
+	return -1;
+}
+
+/* auto_setup resolves --dlbundle=auto[:DIR] for this step's command: the
+ * image when it exists (then opt_image names it), else auto_trace. */
+static int auto_setup(spank_t sp)
+{
+	int argc = 0;
+	char **argv = NULL, **env = NULL;
+	const char *dir = opt_image + 4; /* after "auto" */
+	if (*dir == ':')
+		dir++;
+	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv[0] || argv[0][0] != '/') {
+		slurm_error("dlbundle: --dlbundle=auto needs the command as an absolute path (srun makes one of a command it finds)");
+		return -1;
+	}
+	spank_get_item(sp, S_JOB_ENV, &env);
+	if (!*dir) {
+		const char *home = job_env_get(env, "HOME");
+		if (!home || snprintf(auto_dir, sizeof auto_dir, "%s/.dlbundle/auto", home) >= (int)sizeof auto_dir) {
+			slurm_error("dlbundle: --dlbundle=auto: no HOME in the job's environment; give a directory: --dlbundle=auto:DIR");
+			return -1;
+		}
+	} else if (snprintf(auto_dir, sizeof auto_dir, "%s", dir) >= (int)sizeof auto_dir || dir[0] != '/') {
+		slurm_error("dlbundle: --dlbundle=auto:%s: give an absolute directory", dir);
+		return -1;
+	}
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a: names a file in the user's own directory */
+	for (const char *c = argv[0]; *c; c++)
+		h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+	snprintf(auto_base, sizeof auto_base, "%s/auto-%016llx", auto_dir, (unsigned long long)h);
+	snprintf(auto_path, sizeof auto_path, "%s.dlimg", auto_base);
+	if (faccessat(AT_FDCWD, auto_path, R_OK, AT_EACCESS) == 0) { /* as the job's user: its effective ids */
+		strcpy(opt_image, auto_path);
+		return 0;
+	}
+	if (find_dlbundle(env) != 0) {
+		slurm_error("dlbundle: --dlbundle=auto: no dlbundle in the job's PATH (or dlbundle=PATH in plugstack.conf)");
+		return -1;
+	}
+	auto_trace = 1;
+	return 0;
+}
+
+/* auto_task points the step's first task at dlbundle, which traces the
+ * command (DLBUNDLE_AUTO_TRACE, DLBUNDLE_AUTO_ARGV0). */
+static int auto_task(spank_t sp)
+{
+	uint32_t gid = 1;
+	int argc = 0;
+	char **argv = NULL;
+	if (spank_get_item(sp, S_TASK_GLOBAL_ID, &gid) != ESPANK_SUCCESS || gid != 0)
+		return 0;
+	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1)
+		return -1;
+	char parent[ARG_MAX_LEN];
+	snprintf(parent, sizeof parent, "%s", auto_dir);
+	char *slash = strrchr(parent, '/');
+	if (slash && slash != parent) {
+		*slash = 0;
+		mkdir(parent, 0700);
+	}
+	if (mkdir(auto_dir, 0700) != 0 && errno != EEXIST) {
+		slurm_error("dlbundle: --dlbundle=auto: cannot create %s: %s", auto_dir, strerror(errno));
+		return -1;
+	}
+	snprintf(auto_path, sizeof auto_path, "%s.trace", auto_base);
+	if (spank_setenv(sp, "DLBUNDLE_AUTO_TRACE", auto_path, 1) != ESPANK_SUCCESS ||
+	    spank_setenv(sp, "DLBUNDLE_AUTO_ARGV0", argv[0], 1) != ESPANK_SUCCESS)
+		return -1;
+	argv[0] = dlbundle_path;
+	return 0;
+}
+
+/* auto_build builds DIR/auto-<key>.dlimg from the first task's trace, as
+ * the job's user, under a temporary name renamed when complete (a later
+ * step never sees half an image); the command's directory is bundled even
+ * where build's policy leaves such places out (/tmp, /var/tmp). */
+static void auto_build(spank_t sp)
+{
+	int argc = 0;
+	char **argv = NULL, **env = NULL;
+	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv[0])
+		return;
+	spank_get_item(sp, S_JOB_ENV, &env);
+	static char trace[ARG_MAX_LEN + 96], img[ARG_MAX_LEN + 96], tmp[ARG_MAX_LEN + 128], appdir[ARG_MAX_LEN];
+	snprintf(trace, sizeof trace, "%s.trace.0", auto_base);
+	snprintf(img, sizeof img, "%s.dlimg", auto_base);
+	snprintf(tmp, sizeof tmp, "%s.dlimg.tmp.%d", auto_base, (int)getpid());
+	/* argv[0] is dlbundle's path in the traced task only: the step's is the command */
+	snprintf(appdir, sizeof appdir, "%s", argv[0]);
+	char *slash = strrchr(appdir, '/');
+	if (slash && slash != appdir)
+		*slash = 0;
+	char *bargv[] = {dlbundle_path, "build", "--include", appdir, "-o", tmp, trace, NULL};
+	pid_t pid = fork();
+	if (pid < 0)
+		return;
+	if (pid == 0) {
+		if (become_user(sp) != 0 || access(trace, R_OK) != 0)
+			_exit(1);
+		int null = open("/dev/null", O_RDWR);
+		if (null >= 0)
+			dup2(null, 1);
+		/* build's messages, for the user: DIR/auto-<key>.log */
+		static char log[ARG_MAX_LEN + 96];
+		snprintf(log, sizeof log, "%s.log", auto_base);
+		int lfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (lfd >= 0)
+			dup2(lfd, 2);
+		pid_t b = fork();
+		if (b == 0) {
+			execve(dlbundle_path, bargv, env);
+			_exit(127);
+		}
+		int st = 0;
+		while (b > 0 && waitpid(b, &st, 0) < 0 && errno == EINTR)
+			;
+		if (b < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			dprintf(2, "dlbundle: --dlbundle=auto: %s build: %s %d\n", dlbundle_path,
+				b < 0 ? "cannot fork" : WIFSIGNALED(st) ? "killed by signal" : "exit status",
+				b < 0 ? 0 : WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+		else if (rename(tmp, img) != 0)
+			dprintf(2, "dlbundle: --dlbundle=auto: rename %s to %s: %s\n", tmp, img, strerror(errno));
+		else {
+			unlink(trace);
+			_exit(0);
+		}
+		unlink(tmp);
+		_exit(1);
+	}
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		slurm_error("dlbundle: --dlbundle=auto: building %s from %s failed (status %#x; its messages: %s.log); the next step traces again",
+			    img, trace, st, auto_base);
+	else
+		slurm_info("dlbundle: --dlbundle=auto: built %s; later steps of this command run from it", img);
+}
+
+/* slurm_spank_task_exit: in slurmstepd as each task's exit is collected.
+ * The build runs when the traced task has ended, inside this callback:
+ * at the step's end (slurm_spank_exit) slurmstepd has already sent
+ * SIGTERM to every process it started, and the build was one of them. */
+int slurm_spank_task_exit(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	uint32_t gid = 1;
+	if (auto_trace && spank_remote(sp) && spank_get_item(sp, S_TASK_GLOBAL_ID, &gid) == ESPANK_SUCCESS && gid == 0)
+		auto_build(sp);
+	return 0;
+}
+
 /* wanted says whether this step asked for an image: srun steps only (not
  * the batch script, whose bash would run under the shim, nor the extern
  * step). */
@@ -379,6 +572,12 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 	(void)av;
 	if (!wanted(sp))
 		return 0;
+	if (!strncmp(opt_image, "auto", 4) && (opt_image[4] == 0 || opt_image[4] == ':')) {
+		if (auto_setup(sp) != 0)
+			return -1;
+		if (auto_trace)
+			return 0; /* no image yet: natively, the first task traced */
+	}
 	char msg[MSG_MAX_LEN] = "";
 	int rc = run_env(sp, msg, sizeof msg);
 	if (rc == 0) {
@@ -386,8 +585,12 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 		return 0;
 	}
 	if (opt_fallback) {
-		slurm_info("dlbundle: warning: %s; running the tasks natively (--dlbundle-fallback)",
-			   msg[0] ? msg : "dlbundle env failed");
+		/* slurm_info stays in slurmd's log; the user is told in
+		 * task_init, on the first task's stderr. */
+		snprintf(fallback_msg, sizeof fallback_msg,
+			 "dlbundle: warning: %s; running the tasks natively (--dlbundle-fallback)\n",
+			 msg[0] ? msg : "dlbundle env failed");
+		slurm_info("%s", fallback_msg);
 		return 0;
 	}
 	slurm_error("dlbundle: %s (--dlbundle-fallback runs the tasks natively instead)",
@@ -435,6 +638,13 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	(void)av;
 	if (env_failed)
 		return -1; /* the task exits 1 without starting the app: the message is user_init's */
+	if (auto_trace)
+		return auto_task(sp);
+	int local = -1;
+	if (fallback_msg[0] && spank_get_item(sp, S_TASK_ID, &local) == ESPANK_SUCCESS && local == 0) {
+		ssize_t w = write(2, fallback_msg, strlen(fallback_msg));
+		(void)w;
+	}
 	if (!env_ready)
 		return 0;
 	const char *stage = NULL;
