@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"os/user"
@@ -405,5 +406,38 @@ func TestExecWarnsOnceBeforeStart(t *testing.T) {
 		`mount -t tmpfs -o ro tmpfs /dev/shm && exec "$0" exec app.dlimg -- /usr/bin/python3 -c "print('ok')"`, cli)
 	if !strings.Contains(out, "/dev/shm is not a writable tmpfs here") || !strings.Contains(out, filepath.Join(tmp, "dlbundle-")) {
 		t.Errorf("no warning that the stage went to %s:\n%s", tmp, out)
+	}
+}
+
+// A C program whose only file lookups are ld.so's library search (answered
+// by the audit module, which the preload never sees): the report counts the
+// libraries loaded from the stage as answered, not 0, and not the shim's
+// own objects.
+func TestReportCountsLibrariesTheAuditModuleFound(t *testing.T) {
+	cli := clitest.CLI(t)
+	dir := t.TempDir()
+	run := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(cli, args...)
+		cmd.Dir, cmd.Env = dir, clitest.CleanEnv(dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("dlbundle %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	run("trace", "-q", "--", "/bin/true")
+	run("build", "-o", "app.dlimg")
+	report := filepath.Join(dir, "run.report")
+	run("exec", "--stage-dir", filepath.Join(dir, "stage"), "--report", report, "app.dlimg", "--", "/bin/true")
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct{ Answered, Missing, Passed int }
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	// /bin/true needs libc.so.6 alone (Debian): one library from the stage
+	if r.Answered != 1 || r.Passed != 0 {
+		t.Errorf("report %s: want answered 1 (libc.so.6, found through the audit module), passed 0", b)
 	}
 }
