@@ -94,34 +94,6 @@ func shellWords(ss []string) []string {
 	return out
 }
 
-// perRunName returns the pattern of a temporary name that a run makes for
-// itself ("/tmp/ompi.*" for /tmp/ompi.node1.0/..., "/tmp/.java_pid*"), or
-// "": the component below the temporary directory decides, by the names
-// runtimes are known to make (JVM, Open MPI, PMIx, Python's
-// multiprocessing and tempfile, systemd, Slurm).
-func perRunName(p string) string {
-	for _, dir := range []string{"/tmp", "/var/tmp", "/run", "/dev/shm"} {
-		rest, ok := strings.CutPrefix(p, dir+"/")
-		if !ok {
-			continue
-		}
-		name, _, _ := strings.Cut(rest, "/")
-		for _, pre := range []string{"hsperfdata_", ".java_pid", "ompi.", "openmpi-sessions-", "prterun.", "pmix", "pymp-", "systemd-private-", "slurm"} {
-			if strings.HasPrefix(name, pre) {
-				return dir + "/" + pre + "*"
-			}
-		}
-		// Python's tempfile names: tmp + 8 random characters. (Not any name
-		// with digits in it: an app built under /tmp/build-12345 is the
-		// user's to --include.)
-		if len(name) == 11 && strings.HasPrefix(name, "tmp") {
-			return dir + "/tmp*"
-		}
-		return ""
-	}
-	return ""
-}
-
 // FallbackCount totals a reason and directory over the processes.
 type FallbackCount struct {
 	Fallback
@@ -282,7 +254,7 @@ func SummarizeWithRules(reports []ProcessReport, rules *squash.Rules) ReportSumm
 				continue
 			}
 			if v, _ := rules.Match(p); v == squash.Skip {
-				if pat := perRunName(p); pat != "" {
+				if pat := squash.PerRunName(p); pat != "" {
 					patterns[pat] = true
 					continue
 				}
