@@ -153,6 +153,11 @@ type ReportSummary struct {
 	// names with a pid in them), grouped by pattern ("/tmp/ompi.*"): they
 	// differ in every run, so no image can hold them and nothing is advised.
 	PerRun []PathCount `json:"per_run"`
+	// LeftOut are passed-through paths that the image holds as external
+	// entries: the pilot saw them, and a rule left them on the file system
+	// (only stat'd and larger than build's --stat-only-max). Set by
+	// SplitLeftOut; most-taken first.
+	LeftOut []PathCount `json:"left_out"`
 	// Runs are the launches the reports come from (DLBUNDLE_RUN), kept apart,
 	// in the order their first line appears.
 	Runs []RunCount `json:"runs"`
@@ -313,6 +318,21 @@ func SummarizeWithRules(reports []ProcessReport, rules *squash.Rules) ReportSumm
 	return s
 }
 
+// SplitLeftOut moves from Lacked to LeftOut the paths the image holds as
+// external entries (external reports whether it does), so that "a rule
+// left it out" is told from "the pilot never saw it".
+func (s *ReportSummary) SplitLeftOut(external func(string) bool) {
+	var lacked []PathCount
+	for _, p := range s.Lacked {
+		if external(p.Path) {
+			s.LeftOut = append(s.LeftOut, p)
+		} else {
+			lacked = append(lacked, p)
+		}
+	}
+	s.Lacked = lacked
+}
+
 // sortByProcesses puts the most-taken paths first, then by name.
 func sortByProcesses(l []PathCount) {
 	sort.Slice(l, func(i, j int) bool {
@@ -377,6 +397,15 @@ func (s ReportSummary) WriteText(w io.Writer, limit int) error {
 		writeCapped(bw, s.Outside, limit)
 		if len(s.Lacked) == 0 {
 			fmt.Fprintln(bw, "Fold them into the image (no new pilot needed; the next run loads them from the stage):")
+			fmt.Fprintln(bw, "  "+s.Fold.command())
+		}
+	}
+	if len(s.LeftOut) > 0 {
+		fmt.Fprintf(bw, "\n%d paths the pilot saw and a rule left on the file system (external entries: only\n"+
+			"stat'd and larger than build's --stat-only-max, 2 MiB by default):\n", len(s.LeftOut))
+		writeCapped(bw, s.LeftOut, limit)
+		fmt.Fprintln(bw, "Folding the reports in bundles them (a run named them); or rebuild with --stat-only-max BYTES.")
+		if len(s.Lacked) == 0 {
 			fmt.Fprintln(bw, "  "+s.Fold.command())
 		}
 	}

@@ -441,3 +441,55 @@ func TestReportCountsLibrariesTheAuditModuleFound(t *testing.T) {
 		t.Errorf("report %s: want answered 1 (libc.so.6, found through the audit module), passed 0", b)
 	}
 }
+
+// A data file the pilot only stat'd, larger than 2 MiB, is external: the
+// report tells it as left on the file system by a rule (not as unseen by
+// the pilot), with a way that exists to change it; folding the report in
+// bundles it, and so does --stat-only-max.
+func TestReportTellsRuleFromUnseen(t *testing.T) {
+	cli := clitest.CLI(t)
+	dir := t.TempDir()
+	app, err := os.MkdirTemp("/var/lib", "dlbundle-life-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(app) })
+	big := filepath.Join(app, "big.dat")
+	if err := os.WriteFile(big, make([]byte, 3<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(cli, args...)
+		cmd.Dir, cmd.Env = dir, clitest.CleanEnv(dir)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("dlbundle %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	run("trace", "-q", "--", "/usr/bin/python3", "-c", "import os; os.stat('"+big+"')")
+	out := run("build", "-o", "app.dlimg")
+	if !strings.Contains(out, "--stat-only-max") {
+		t.Errorf("build summary does not name --stat-only-max for the large stat'd file:\n%s", out)
+	}
+	run("exec", "--stage-dir", filepath.Join(dir, "stage"), "--report", filepath.Join(dir, "run.report"), "app.dlimg", "--",
+		"/usr/bin/python3", "-c", "print(len(open('"+big+"', 'rb').read()))")
+	text := run("report", "--image", "app.dlimg", "run.report")
+	rule, lacks := strings.Index(text, "a rule left on the file system"), strings.Index(text, "the image lacks")
+	if rule < 0 || !strings.Contains(text[rule:], big) || (lacks >= 0 && strings.Contains(text[lacks:], big)) {
+		t.Fatalf("report does not tell %s as left out by a rule:\n%s", big, text)
+	}
+	run("build", "-o", "folded.dlimg", "--from", "app.dlimg", "run.report")
+	run("build", "-o", "max.dlimg", "--stat-only-max", "4194304")
+	for _, name := range []string{"folded.dlimg", "max.dlimg"} {
+		im, err := image.OpenFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, ok := im.Lookup(big); !ok || e.Type != image.TypeRegular {
+			t.Errorf("%s does not bundle %s", name, big)
+		}
+		im.Close()
+	}
+}

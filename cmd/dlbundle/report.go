@@ -80,14 +80,36 @@ func (c *ReportCmd) Run() error {
 	if len(all) == 0 {
 		return fmt.Errorf("no process reports in %v; was the app run with 'dlbundle exec --report FILE'?", c.Files)
 	}
-	rules, err := c.rules()
+	// The image the runs used: --image, else the one exec noted beside the
+	// node's records. Its build rules tell what it left out by policy, its
+	// external entries what a rule left on the file system.
+	img := c.Image
+	if img == "" {
+		img = c.imageOfRuns()
+	}
+	var im *image.Image
+	if img != "" {
+		var err error
+		if im, err = image.OpenFile(img); err != nil {
+			if c.Image != "" {
+				return err
+			}
+			im = nil // the records' image is gone or moved: build's default rules
+		} else {
+			defer im.Close()
+		}
+	}
+	rules, err := rulesOf(im, img)
 	if err != nil {
 		return err
 	}
 	s := loader.SummarizeWithRules(all, rules)
-	s.Fold = &loader.FoldAdvice{Image: c.Image, Files: c.Files}
-	if c.Image == "" {
-		s.Fold.Image = c.imageOfRuns()
+	s.Fold = &loader.FoldAdvice{Image: img, Files: c.Files}
+	if im != nil {
+		s.SplitLeftOut(func(p string) bool {
+			e, ok := im.Lookup(p)
+			return ok && e.Type == image.TypeExternal
+		})
 	}
 	out := c.out
 	if out == nil {
@@ -161,19 +183,14 @@ func (c *ReportCmd) imageOfRuns() string {
 	return img
 }
 
-// rules are the build rules of --image, else build's defaults.
-func (c *ReportCmd) rules() (*squash.Rules, error) {
-	if c.Image == "" {
+// rulesOf are the build rules recorded in im, else build's defaults.
+func rulesOf(im *image.Image, name string) (*squash.Rules, error) {
+	if im == nil {
 		return squash.NewRules(nil, nil)
 	}
-	im, err := image.OpenFile(c.Image)
-	if err != nil {
-		return nil, err
-	}
-	defer im.Close()
 	rules, err := squash.RulesOfBuild(im.BuildInfo())
 	if err != nil {
-		return nil, fmt.Errorf("image %s records build rules this dlbundle cannot use: %v", c.Image, err)
+		return nil, fmt.Errorf("image %s records build rules this dlbundle cannot use: %v", name, err)
 	}
 	return rules, nil
 }
