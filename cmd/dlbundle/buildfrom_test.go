@@ -493,3 +493,42 @@ func TestReportTellsRuleFromUnseen(t *testing.T) {
 		im.Close()
 	}
 }
+
+// A run's record is bounded: past DLBUNDLE_RECORD_MAX bytes the shim
+// appends no more lines (a job of a million short processes cannot fill
+// the node's tmpfs); an explicit --report is not bounded.
+func TestNodeRecordIsBounded(t *testing.T) {
+	cli := clitest.CLI(t)
+	dir := t.TempDir()
+	env := append(clitest.CleanEnv(dir), "DLBUNDLE_RECORD_MAX=600", "DLBUNDLE_RUN=bounded")
+	run := func(env []string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(cli, args...)
+		cmd.Dir, cmd.Env = dir, env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("dlbundle %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	run(env, "trace", "-q", "--", "/bin/sh", "-c", "/bin/true")
+	run(env, "build", "-o", "app.dlimg")
+	stage := filepath.Join(dir, "stage")
+	// each exec: sh and its child true each append a line of ~200 bytes
+	for i := 0; i < 4; i++ {
+		run(env, "exec", "--stage-dir", stage, "app.dlimg", "--", "/bin/sh", "-c", "/bin/true; /bin/true")
+	}
+	b, err := os.ReadFile(filepath.Join(stage, "records", "bounded.report"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Count(string(b), "\n")
+	if lines < 2 || len(b) > 600+1024 {
+		t.Errorf("record of %d bytes, %d lines: want some lines and no line started past 600 bytes", len(b), lines)
+	}
+	report := filepath.Join(dir, "explicit.report")
+	for i := 0; i < 4; i++ {
+		run(env, "exec", "--stage-dir", stage, "--report", report, "app.dlimg", "--", "/bin/sh", "-c", "/bin/true; /bin/true")
+	}
+	if b, _ := os.ReadFile(report); strings.Count(string(b), "\n") != 12 {
+		t.Errorf("--report file has %d lines, want 12 (3 processes x 4 runs, unbounded)", strings.Count(string(b), "\n"))
+	}
+}

@@ -40,6 +40,10 @@ static size_t run_prefix_len;
  * objects from the stage leaves the shim out. */
 static const char *self_name;
 static size_t self_dir_len;
+/* DLBUNDLE_REPORT_MAX (bytes; dlbundle exec sets it for the node's records):
+ * a report file that has reached it gets no more lines, so that a job of a
+ * million short processes cannot fill a tmpfs. 0: no bound (--report). */
+static uint64_t report_max;
 static uint64_t counts[3];
 static uint64_t seen[SEEN_MAX]; /* open-addressing set of hashes of passed-through paths */
 static struct slot {
@@ -190,6 +194,9 @@ void report_init(void)
 		self_name = self.dli_fname;
 		self_dir_len = (size_t)(strrchr(self_name, '/') - self_name) + 1;
 	}
+	const char *max = getenv("DLBUNDLE_REPORT_MAX");
+	for (; max && *max >= '0' && *max <= '9' && report_max < (1ull << 60); max++)
+		report_max = report_max * 10 + (uint64_t)(*max - '0');
 	const char *run = getenv("DLBUNDLE_RUN");
 	size_t rl = run ? strlen(run) : 0;
 	int ok = rl > 0 && rl <= RUN_MAX;
@@ -419,7 +426,8 @@ __attribute__((destructor)) void report_write(void)
 			      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0644);
 	if (fd < 0) return;
 	struct stat st;
-	if (syscall(SYS_fstat, fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == (uid_t)syscall(SYS_geteuid))
+	if (syscall(SYS_fstat, fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == (uid_t)syscall(SYS_geteuid) &&
+	    (!report_max || (uint64_t)st.st_size < report_max))
 		syscall(SYS_write, fd, line, len);
 	syscall(SYS_close, fd);
 }
