@@ -28,23 +28,30 @@ type ReportCmd struct {
 
 // Help explains what the report shows.
 func (c *ReportCmd) Help() string {
-	return `Every process that runs under 'dlbundle exec' with a report file appends one line at
-exit (or when killed by SIGTERM, or on abort()): how many lookups the shim answered from
-the stage, answered as known missing, and passed through to the file system, with the
-passed-through paths and the libraries ld.so loaded from outside the image. This verb
-totals them and lists, most-taken first, node-local paths by policy (apart, nothing to
-do), paths in temporary or runtime directories (/tmp, /var/tmp, /run: build leaves them
-out unless --include names them; re-tracing cannot help), the libraries from outside the
-image, and the paths the image lacked (the app took a path the pilot run did not see), so
-you can decide whether to re-trace or rebuild. The count before each path is the number of
-processes that took it.
+	return `Every process that runs under 'dlbundle exec' appends one line at exit (or when
+killed by SIGTERM, or on abort()): how many lookups the shim answered from the stage,
+answered as known missing, and passed through to the file system, with the
+passed-through paths and the libraries ld.so loaded from outside the image. Without
+--report the lines go to the node's records (<stage dir>/records/<run>.report, one
+file per run: a job step, an mpirun); with no file, this verb reads them.
 
+It totals them (per run when there are several) and lists, most-taken first:
+node-local paths by policy (nothing to do); per-run temporary names (/tmp/ompi.*,
+/tmp/hsperfdata_*: each run makes its own, nothing to do); other paths in temporary
+directories (build leaves them out unless --include names them); the libraries from
+outside the image; paths the image holds as external (a rule left them on the file
+system: --stat-only-max); and the paths the image lacks (the pilot never saw them).
+It ends with the command that folds them into the image with no new pilot:
+
+  dlbundle report                                   # this node's records
+  dlbundle report --run slurm-77                    # only job 77's runs
   srun dlbundle exec --report /scratch/run1.report app.dlimg -- ./myapp
   dlbundle report /scratch/run1.report
-  dlbundle report --image app.dlimg /scratch/run1.report   # built with --include /tmp/...
+  dlbundle build -o app.dlimg --from app.dlimg /scratch/run1.report   # as it advises
 
-Give --image when the image was built with --include or --exclude: paths under an
---include'd /tmp prefix are then lacked (re-trace), not left out by policy.`
+The image decides what was left out by policy: give --image (the node's records
+name it themselves). A file that is not a report (a trace, an image) is refused with
+exit status 2.`
 }
 
 // Run reads the files and prints the summary.
