@@ -20,7 +20,7 @@ import (
 // without anyone having planned for it.
 const (
 	recordsDirName = "records"
-	// EnvRun names the run (one exec launch: a job step, an mpirun): the
+	// envRun names the run (one exec launch: a job step, an mpirun): the
 	// shim starts each report line with it, and the node's record file is
 	// named after it.
 	envRun = "DLBUNDLE_RUN"
