@@ -33,13 +33,14 @@ static char report_file[DLB_PATH_MAX];
 #define RUN_MAX 64
 static char run_prefix[RUN_MAX + 16];
 static size_t run_prefix_len;
-/* self_name: this preload's own l_name (set at init, where dladdr may take
- * its lock); self_dir_len: the length of its directory with the '/', the
- * shim's own directory in the stage (preload and audit.so, which the link
- * map walk meets in the audit namespace), so that outside_list's count of
- * objects from the stage leaves the shim out. */
-static const char *self_name;
-static size_t self_dir_len;
+/* stage_dir: DLBUNDLE_STAGE as it was at start. An object whose l_name is
+ * still below it is the shim's own (preload, and audit.so, which the link map
+ * walk meets in the audit namespace): la_objopen gives every object loaded
+ * from the stage's root its original name. outside_list's count of objects
+ * from the stage leaves the shim out by it. (Not dladdr: that would import
+ * dladdr@GLIBC_2.34 into the object built for older glibc.) */
+static char stage_dir[DLB_PATH_MAX];
+static size_t stage_dir_len;
 /* DLBUNDLE_REPORT_MAX (bytes; dlbundle exec sets it for the node's records):
  * a report file that has reached it gets no more lines, so that a job of a
  * million short processes cannot fill a tmpfs. 0: no bound (--report). */
@@ -189,10 +190,10 @@ void report_init(void)
 	const char *f = getenv("DLBUNDLE_REPORT");
 	if (!f || !f[0] || strlen(f) >= sizeof report_file) return;
 	strcpy(report_file, f);
-	Dl_info self;
-	if (dladdr((void *)report_init, &self) && self.dli_fname && self.dli_fname[0] == '/') {
-		self_name = self.dli_fname;
-		self_dir_len = (size_t)(strrchr(self_name, '/') - self_name) + 1;
+	const char *st = getenv("DLBUNDLE_STAGE");
+	if (st && st[0] == '/' && strlen(st) < sizeof stage_dir) {
+		strcpy(stage_dir, st);
+		stage_dir_len = strlen(st);
 	}
 	const char *max = getenv("DLBUNDLE_REPORT_MAX");
 	for (; max && *max >= '0' && *max <= '9' && report_max < (1ull << 60); max++)
@@ -270,7 +271,8 @@ static uint32_t outside_list(const char **ps, size_t *ls, uint32_t max, uint64_t
 		for (const struct link_map *l = d->r_map; l; l = l->l_next) {
 			if ((ldso && l->l_addr == ldso) || !l->l_name || l->l_name[0] != '/') continue;
 			if (!shim_from_outside(l->l_name)) {
-				if (!self_dir_len || strncmp(l->l_name, self_name, self_dir_len)) ++*from_stage;
+				if (!stage_dir_len || strncmp(l->l_name, stage_dir, stage_dir_len) || l->l_name[stage_dir_len] != '/')
+					++*from_stage;
 				continue;
 			}
 			int dup = 0;
