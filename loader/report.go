@@ -95,34 +95,6 @@ func shellWords(ss []string) []string {
 	return out
 }
 
-// perRunName returns the pattern of a temporary name that a run makes for
-// itself ("/tmp/ompi.*" for /tmp/ompi.node1.0/..., "/tmp/.java_pid*"), or
-// "": the component below the temporary directory decides, by the names
-// runtimes are known to make (JVM, Open MPI, PMIx, Python's
-// multiprocessing and tempfile, systemd, Slurm).
-func perRunName(p string) string {
-	for _, dir := range []string{"/tmp", "/var/tmp", "/run", "/dev/shm"} {
-		rest, ok := strings.CutPrefix(p, dir+"/")
-		if !ok {
-			continue
-		}
-		name, _, _ := strings.Cut(rest, "/")
-		for _, pre := range []string{"hsperfdata_", ".java_pid", "ompi.", "openmpi-sessions-", "prterun.", "pmix", "pymp-", "systemd-private-", "slurm"} {
-			if strings.HasPrefix(name, pre) {
-				return dir + "/" + pre + "*"
-			}
-		}
-		// Python's tempfile names: tmp + 8 random characters. (Not any name
-		// with digits in it: an app built under /tmp/build-12345 is the
-		// user's to --include.)
-		if len(name) == 11 && strings.HasPrefix(name, "tmp") {
-			return dir + "/tmp*"
-		}
-		return ""
-	}
-	return ""
-}
-
 // FallbackCount totals a reason and directory over the processes.
 type FallbackCount struct {
 	Fallback
@@ -182,6 +154,11 @@ type ReportSummary struct {
 	// names with a pid in them), grouped by pattern ("/tmp/ompi.*"): they
 	// differ in every run, so no image can hold them and nothing is advised.
 	PerRun []PathCount `json:"per_run"`
+	// LeftOut are passed-through paths that the image holds as external
+	// entries: the pilot saw them, and a rule left them on the file system
+	// (only stat'd and larger than build's --stat-only-max). Set by
+	// SplitLeftOut; most-taken first.
+	LeftOut []PathCount `json:"left_out"`
 	// Runs are the launches the reports come from (DLBUNDLE_RUN), kept apart,
 	// in the order their first line appears.
 	Runs []RunCount `json:"runs"`
@@ -283,7 +260,7 @@ func SummarizeWithRules(reports []ProcessReport, rules *squash.Rules) ReportSumm
 				continue
 			}
 			if v, _ := rules.Match(p); v == squash.Skip {
-				if pat := perRunName(p); pat != "" {
+				if pat := squash.PerRunName(p); pat != "" {
 					patterns[pat] = true
 					continue
 				}
@@ -340,6 +317,21 @@ func SummarizeWithRules(reports []ProcessReport, rules *squash.Rules) ReportSumm
 	}
 	s.Pseudo = len(pseudo)
 	return s
+}
+
+// SplitLeftOut moves from Lacked to LeftOut the paths the image holds as
+// external entries (external reports whether it does), so that "a rule
+// left it out" is told from "the pilot never saw it".
+func (s *ReportSummary) SplitLeftOut(external func(string) bool) {
+	var lacked []PathCount
+	for _, p := range s.Lacked {
+		if external(p.Path) {
+			s.LeftOut = append(s.LeftOut, p)
+		} else {
+			lacked = append(lacked, p)
+		}
+	}
+	s.Lacked = lacked
 }
 
 // sortByProcesses puts the most-taken paths first, then by name.
@@ -406,6 +398,15 @@ func (s ReportSummary) WriteText(w io.Writer, limit int) error {
 		writeCapped(bw, s.Outside, limit)
 		if len(s.Lacked) == 0 {
 			fmt.Fprintln(bw, "Fold them into the image (no new pilot needed; the next run loads them from the stage):")
+			fmt.Fprintln(bw, "  "+s.Fold.command())
+		}
+	}
+	if len(s.LeftOut) > 0 {
+		fmt.Fprintf(bw, "\n%d paths the pilot saw and a rule left on the file system (external entries: only\n"+
+			"stat'd and larger than build's --stat-only-max, 2 MiB by default):\n", len(s.LeftOut))
+		writeCapped(bw, s.LeftOut, limit)
+		fmt.Fprintln(bw, "Folding the reports in bundles them (a run named them); or rebuild with --stat-only-max BYTES.")
+		if len(s.Lacked) == 0 {
 			fmt.Fprintln(bw, "  "+s.Fold.command())
 		}
 	}

@@ -118,13 +118,13 @@ func TestExecStagingFailureAndFallback(t *testing.T) {
 }
 
 // The rank that stages reads the image; a later rank of the same job step
-// (same SLURM_JOB_ID and SLURM_STEP_ID) makes no system call at all on the
-// image path: strace -P lists exactly the calls that touch a path. (A batch
-// script calling exec directly, with no step, stats the image once: nothing
-// else tells it that the image was rebuilt since its last exec.)
+// (same SLURM_JOB_ID and SLURM_STEP_ID, as srun gives its ranks) makes no
+// system call at all on the image path: strace -P lists exactly the calls
+// that touch a path. (Without a step, exec runs in the batch script itself
+// and stats the image once: TestStageAliasKeys.)
 func TestExecLaterRankDoesNotTouchImage(t *testing.T) {
 	p := newProbeImage(t)
-	env := append(cleanEnv(p.work), "SLURM_JOB_ID=77", "SLURM_STEP_ID=0", "SLURM_PROCID=1")
+	env := append(cleanEnv(p.work), "SLURM_JOB_ID=77", "SLURM_STEP_ID=0")
 	args := []string{"exec", "--stage-dir", filepath.Join(p.work, "stage"), p.image, "--", p.original}
 	traced := func(name string) string {
 		log := filepath.Join(p.work, name)

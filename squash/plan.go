@@ -135,6 +135,10 @@ func (b *builder) skip(reason string) { b.plan.Report.skip(reason) }
 // skipByRule counts p as left out by a prefix rule, and under the prefix
 // that --include would take to bundle it (the summary names it).
 func (b *builder) skipByRule(reason, p string) {
+	if reason == ReasonTempDir && PerRunName(p) != "" {
+		b.plan.Report.skip(ReasonPerRun) // no --include to advise: the next run's name differs
+		return
+	}
 	b.plan.Report.skip(reason)
 	b.plan.Report.skipUnder(reason, IncludePrefix(p))
 }
@@ -150,10 +154,6 @@ func (b *builder) place(x *use) {
 	}
 	verdict, reason := b.rules.Match(x.path)
 	switch {
-	case verdict == Skip && x.reported && !x.pilot:
-		b.skipByRule(reason, x.path)
-		b.plan.Report.TempReported = append(b.plan.Report.TempReported, x.path)
-		return
 	case verdict == Skip:
 		b.skipByRule(reason, x.path)
 		return

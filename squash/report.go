@@ -22,6 +22,7 @@ const (
 	ReasonOtherError    = "failed lookup with an error other than ENOENT/ENOTDIR (not reproduced)"
 	ReasonUnreadable    = "cannot be read at build time"
 	ReasonStatOnlyLarge = "only stat'd by the pilot and larger than 2 MiB (external: stats go to the file system; --stat-only-max SIZE to bundle)"
+	ReasonPerRun        = "per-run temporary name (a JVM's, Open MPI's session files...: each run makes its own)"
 	ReasonNewer         = "named only by a run's reports and modified after the image or pilot (an output of the run; --allow-changed to bundle)"
 )
 
@@ -55,9 +56,6 @@ type Report struct {
 	PycCaches []string
 	// Newer lists the paths left out as ReasonNewer.
 	Newer []string
-	// TempReported lists the paths only a run's reports named that a
-	// default rule leaves out (per-run names in /tmp...).
-	TempReported []string
 	// Warnings repeats every message given to Options.Warn.
 	Warnings []string
 }
@@ -155,4 +153,32 @@ func RulesOfBuild(info map[string]string) (*Rules, error) {
 		return strings.Split(s, ":")
 	}
 	return NewRules(split(info["include"]), split(info["exclude"]))
+}
+
+// PerRunName returns the pattern of a temporary name that a run makes for
+// itself ("/tmp/ompi.*" for /tmp/ompi.node1.0/..., "/tmp/.java_pid*"), or
+// "": the component below the temporary directory decides, by the names
+// runtimes are known to make (JVM, Open MPI, PMIx, Python's
+// multiprocessing and tempfile, systemd, Slurm).
+func PerRunName(p string) string {
+	for _, dir := range []string{"/tmp", "/var/tmp", "/run", "/dev/shm"} {
+		rest, ok := strings.CutPrefix(p, dir+"/")
+		if !ok {
+			continue
+		}
+		name, _, _ := strings.Cut(rest, "/")
+		for _, pre := range []string{"hsperfdata_", ".java_pid", "ompi.", "openmpi-sessions-", "prterun.", "pmix", "pymp-", "systemd-private-", "slurm"} {
+			if strings.HasPrefix(name, pre) {
+				return dir + "/" + pre + "*"
+			}
+		}
+		// Python's tempfile names: tmp + 8 random characters. (Not any name
+		// with digits in it: an app built under /tmp/build-12345 is the
+		// user's to --include.)
+		if len(name) == 11 && strings.HasPrefix(name, "tmp") {
+			return dir + "/tmp*"
+		}
+		return ""
+	}
+	return ""
 }

@@ -44,12 +44,20 @@ type BuildCmd struct {
 
 // Help is shown by `dlbundle build --help` below the usage line.
 func (c *BuildCmd) Help() string {
-	return `Reads the traces of a pilot run, decides what to bundle, and writes one image:
+	return `Reads the traces of pilot runs, decides what to bundle, and writes one image:
 
-  dlbundle trace -- ./myapp        # pilot: writes ./dlbundle.trace
-  dlbundle build -o app.dlimg      # this command
+  dlbundle trace -- ./myapp        # pilot: writes ./dlbundle.trace (the next: ./dlbundle.2.trace)
+  dlbundle build -o app.dlimg      # this command: every pilot's trace in the directory
   dlbundle inspect app.dlimg       # what went in
   dlbundle build --dry-run --exclude /opt/site   # list the plan, write nothing
+
+Fold in what runs lacked, with no new pilot: --from takes an image's entries,
+and reports (what exec's processes passed to the file system: the node's
+records, or --report files) add the files, listings, failed lookups and
+libraries the runs went to the file system for. Traces may be mixed in.
+
+  dlbundle report                  # what the image lacked, and the command:
+  dlbundle build -o app.dlimg --from app.dlimg /dev/shm/dlbundle-$UID/records/*.report
 
 What goes in (see docs/squash.md):
   - regular files the pilot read or executed, in the order it first used them;

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"os/user"
@@ -405,5 +406,129 @@ func TestExecWarnsOnceBeforeStart(t *testing.T) {
 		`mount -t tmpfs -o ro tmpfs /dev/shm && exec "$0" exec app.dlimg -- /usr/bin/python3 -c "print('ok')"`, cli)
 	if !strings.Contains(out, "/dev/shm is not a writable tmpfs here") || !strings.Contains(out, filepath.Join(tmp, "dlbundle-")) {
 		t.Errorf("no warning that the stage went to %s:\n%s", tmp, out)
+	}
+}
+
+// A C program whose only file lookups are ld.so's library search (answered
+// by the audit module, which the preload never sees): the report counts the
+// libraries loaded from the stage as answered, not 0, and not the shim's
+// own objects.
+func TestReportCountsLibrariesTheAuditModuleFound(t *testing.T) {
+	cli := clitest.CLI(t)
+	dir := t.TempDir()
+	run := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(cli, args...)
+		cmd.Dir, cmd.Env = dir, clitest.CleanEnv(dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("dlbundle %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	run("trace", "-q", "--", "/bin/true")
+	run("build", "-o", "app.dlimg")
+	report := filepath.Join(dir, "run.report")
+	run("exec", "--stage-dir", filepath.Join(dir, "stage"), "--report", report, "app.dlimg", "--", "/bin/true")
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct{ Answered, Missing, Passed int }
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	// /bin/true needs libc.so.6 alone (Debian): one library from the stage
+	if r.Answered != 1 || r.Passed != 0 {
+		t.Errorf("report %s: want answered 1 (libc.so.6, found through the audit module), passed 0", b)
+	}
+}
+
+// A data file the pilot only stat'd, larger than 2 MiB, is external: the
+// report tells it as left on the file system by a rule (not as unseen by
+// the pilot), with a way that exists to change it; folding the report in
+// bundles it, and so does --stat-only-max.
+func TestReportTellsRuleFromUnseen(t *testing.T) {
+	cli := clitest.CLI(t)
+	dir := t.TempDir()
+	app, err := os.MkdirTemp("/var/lib", "dlbundle-life-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(app) })
+	big := filepath.Join(app, "big.dat")
+	if err := os.WriteFile(big, make([]byte, 3<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(cli, args...)
+		cmd.Dir, cmd.Env = dir, clitest.CleanEnv(dir)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("dlbundle %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	run("trace", "-q", "--", "/usr/bin/python3", "-c", "import os; os.stat('"+big+"')")
+	out := run("build", "-o", "app.dlimg")
+	if !strings.Contains(out, "--stat-only-max") {
+		t.Errorf("build summary does not name --stat-only-max for the large stat'd file:\n%s", out)
+	}
+	run("exec", "--stage-dir", filepath.Join(dir, "stage"), "--report", filepath.Join(dir, "run.report"), "app.dlimg", "--",
+		"/usr/bin/python3", "-c", "print(len(open('"+big+"', 'rb').read()))")
+	text := run("report", "--image", "app.dlimg", "run.report")
+	rule, lacks := strings.Index(text, "a rule left on the file system"), strings.Index(text, "the image lacks")
+	if rule < 0 || !strings.Contains(text[rule:], big) || (lacks >= 0 && strings.Contains(text[lacks:], big)) {
+		t.Fatalf("report does not tell %s as left out by a rule:\n%s", big, text)
+	}
+	run("build", "-o", "folded.dlimg", "--from", "app.dlimg", "run.report")
+	run("build", "-o", "max.dlimg", "--stat-only-max", "4194304")
+	for _, name := range []string{"folded.dlimg", "max.dlimg"} {
+		im, err := image.OpenFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, ok := im.Lookup(big); !ok || e.Type != image.TypeRegular {
+			t.Errorf("%s does not bundle %s", name, big)
+		}
+		im.Close()
+	}
+}
+
+// A run's record is bounded: past DLBUNDLE_RECORD_MAX bytes the shim
+// appends no more lines (a job of a million short processes cannot fill
+// the node's tmpfs); an explicit --report is not bounded.
+func TestNodeRecordIsBounded(t *testing.T) {
+	cli := clitest.CLI(t)
+	dir := t.TempDir()
+	env := append(clitest.CleanEnv(dir), "DLBUNDLE_RECORD_MAX=600", "DLBUNDLE_RUN=bounded")
+	run := func(env []string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(cli, args...)
+		cmd.Dir, cmd.Env = dir, env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("dlbundle %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	run(env, "trace", "-q", "--", "/bin/sh", "-c", "/bin/true")
+	run(env, "build", "-o", "app.dlimg")
+	stage := filepath.Join(dir, "stage")
+	// each exec: sh and its child true each append a line of ~200 bytes
+	for i := 0; i < 4; i++ {
+		run(env, "exec", "--stage-dir", stage, "app.dlimg", "--", "/bin/sh", "-c", "/bin/true; /bin/true")
+	}
+	b, err := os.ReadFile(filepath.Join(stage, "records", "bounded.report"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Count(string(b), "\n")
+	if lines < 2 || len(b) > 600+1024 {
+		t.Errorf("record of %d bytes, %d lines: want some lines and no line started past 600 bytes", len(b), lines)
+	}
+	report := filepath.Join(dir, "explicit.report")
+	for i := 0; i < 4; i++ {
+		run(env, "exec", "--stage-dir", stage, "--report", report, "app.dlimg", "--", "/bin/sh", "-c", "/bin/true; /bin/true")
+	}
+	if b, _ := os.ReadFile(report); strings.Count(string(b), "\n") != 12 {
+		t.Errorf("--report file has %d lines, want 12 (3 processes x 4 runs, unbounded)", strings.Count(string(b), "\n"))
 	}
 }

@@ -22,7 +22,7 @@ import (
 // with the app, the loader shim in its environment.
 type ExecCmd struct {
 	StageDir string        `name:"stage-dir" placeholder:"DIR" env:"DLBUNDLE_STAGE_DIR" help:"Node-local directory for staged images (default /dev/shm/dlbundle-<uid> if /dev/shm is a tmpfs you can write, else $${TMPDIR:-/tmp}/dlbundle-<uid>; patterns %u user, %U uid, %j job id, %n node, %h host, %t $${TMPDIR:-/tmp}, %% a %). Must be yours and not group/world-writable."`
-	Report   string        `placeholder:"FILE" help:"Every process of the app appends its lookup counts to FILE (sets DLBUNDLE_REPORT); summarise with 'dlbundle report FILE'."`
+	Report   string        `placeholder:"FILE" help:"Every process of the app appends its lookup counts to FILE (sets DLBUNDLE_REPORT); summarise with 'dlbundle report FILE'. Default: the node's records beside the stage, which 'dlbundle report' reads with no file (DLBUNDLE_RECORD=0: none)."`
 	Debug    bool          `help:"Log every lookup decision of the shim (sets DLBUNDLE_DEBUG=1)."`
 	Fallback bool          `help:"If the image cannot be staged (corrupt, no space, refused stage dir), warn and run the app natively instead of failing."`
 	Workers  int           `placeholder:"N" help:"Decompression workers for staging (default: all cores)."`

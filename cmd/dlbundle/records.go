@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,10 +20,15 @@ import (
 // without anyone having planned for it.
 const (
 	recordsDirName = "records"
-	// EnvRun names the run (one exec launch: a job step, an mpirun): the
+	// envRun names the run (one exec launch: a job step, an mpirun): the
 	// shim starts each report line with it, and the node's record file is
 	// named after it.
 	envRun = "DLBUNDLE_RUN"
+	// envReportMax bounds a record file: the shim appends no line to a
+	// file that has reached it.
+	envReportMax = "DLBUNDLE_REPORT_MAX"
+	// envRecordMax replaces maxRecordBytes.
+	envRecordMax = "DLBUNDLE_RECORD_MAX"
 	// envRecord=0 turns the node's records off.
 	envRecord = "DLBUNDLE_RECORD"
 	// maxRecordFiles and maxRecordBytes bound the records: the oldest runs'
@@ -91,6 +97,7 @@ func cleanRunID(s string) string {
 func reportTarget(report, stage, image string) string {
 	run := runID(os.Getenv)
 	os.Setenv(envRun, run)
+	os.Unsetenv(envReportMax) // --report: no bound (an outer exec's records: its own)
 	if report != "" || os.Getenv(envRecord) == "0" {
 		return report
 	}
@@ -98,6 +105,7 @@ func reportTarget(report, stage, image string) string {
 	if err != nil {
 		return ""
 	}
+	os.Setenv(envReportMax, strconv.FormatInt(recordMax(), 10)) // the shim stops appending there
 	if created {
 		if !strings.Contains(image, "://") {
 			if abs, err := filepath.Abs(image); err == nil {
@@ -148,10 +156,19 @@ func nodeRecord(stageDir, run string) (p string, created bool, err error) {
 	if !errors.Is(err, unix.EEXIST) {
 		return "", false, err
 	}
-	if err := unix.Lstat(p, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > maxRecordBytes {
+	if err := unix.Lstat(p, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size >= recordMax() {
 		return "", false, fmt.Errorf("%s is full or not a regular file", p)
 	}
 	return p, false, nil
+}
+
+// recordMax is the bound of one run's record file: DLBUNDLE_RECORD_MAX
+// (bytes; a site's choice) or maxRecordBytes.
+func recordMax() int64 {
+	if n, err := strconv.ParseInt(os.Getenv(envRecordMax), 10, 64); err == nil && n > 0 {
+		return n
+	}
+	return maxRecordBytes
 }
 
 // pruneRecords removes the oldest record files beyond maxRecordFiles,

@@ -28,23 +28,30 @@ type ReportCmd struct {
 
 // Help explains what the report shows.
 func (c *ReportCmd) Help() string {
-	return `Every process that runs under 'dlbundle exec' with a report file appends one line at
-exit (or when killed by SIGTERM, or on abort()): how many lookups the shim answered from
-the stage, answered as known missing, and passed through to the file system, with the
-passed-through paths and the libraries ld.so loaded from outside the image. This verb
-totals them and lists, most-taken first, node-local paths by policy (apart, nothing to
-do), paths in temporary or runtime directories (/tmp, /var/tmp, /run: build leaves them
-out unless --include names them; re-tracing cannot help), the libraries from outside the
-image, and the paths the image lacked (the app took a path the pilot run did not see), so
-you can decide whether to re-trace or rebuild. The count before each path is the number of
-processes that took it.
+	return `Every process that runs under 'dlbundle exec' appends one line at exit (or when
+killed by SIGTERM, or on abort()): how many lookups the shim answered from the stage,
+answered as known missing, and passed through to the file system, with the
+passed-through paths and the libraries ld.so loaded from outside the image. Without
+--report the lines go to the node's records (<stage dir>/records/<run>.report, one
+file per run: a job step, an mpirun); with no file, this verb reads them.
 
+It totals them (per run when there are several) and lists, most-taken first:
+node-local paths by policy (nothing to do); per-run temporary names (/tmp/ompi.*,
+/tmp/hsperfdata_*: each run makes its own, nothing to do); other paths in temporary
+directories (build leaves them out unless --include names them); the libraries from
+outside the image; paths the image holds as external (a rule left them on the file
+system: --stat-only-max); and the paths the image lacks (the pilot never saw them).
+It ends with the command that folds them into the image with no new pilot:
+
+  dlbundle report                                   # this node's records
+  dlbundle report --run slurm-77                    # only job 77's runs
   srun dlbundle exec --report /scratch/run1.report app.dlimg -- ./myapp
   dlbundle report /scratch/run1.report
-  dlbundle report --image app.dlimg /scratch/run1.report   # built with --include /tmp/...
+  dlbundle build -o app.dlimg --from app.dlimg /scratch/run1.report   # as it advises
 
-Give --image when the image was built with --include or --exclude: paths under an
---include'd /tmp prefix are then lacked (re-trace), not left out by policy.`
+The image decides what was left out by policy: give --image (the node's records
+name it themselves). A file that is not a report (a trace, an image) is refused with
+exit status 2.`
 }
 
 // Run reads the files and prints the summary.
@@ -80,14 +87,36 @@ func (c *ReportCmd) Run() error {
 	if len(all) == 0 {
 		return fmt.Errorf("no process reports in %v; was the app run with 'dlbundle exec --report FILE'?", c.Files)
 	}
-	rules, err := c.rules()
+	// The image the runs used: --image, else the one exec noted beside the
+	// node's records. Its build rules tell what it left out by policy, its
+	// external entries what a rule left on the file system.
+	img := c.Image
+	if img == "" {
+		img = c.imageOfRuns()
+	}
+	var im *image.Image
+	if img != "" {
+		var err error
+		if im, err = image.OpenFile(img); err != nil {
+			if c.Image != "" {
+				return err
+			}
+			im = nil // the records' image is gone or moved: build's default rules
+		} else {
+			defer im.Close()
+		}
+	}
+	rules, err := rulesOf(im, img)
 	if err != nil {
 		return err
 	}
 	s := loader.SummarizeWithRules(all, rules)
-	s.Fold = &loader.FoldAdvice{Image: c.Image, Files: c.Files}
-	if c.Image == "" {
-		s.Fold.Image = c.imageOfRuns()
+	s.Fold = &loader.FoldAdvice{Image: img, Files: c.Files}
+	if im != nil {
+		s.SplitLeftOut(func(p string) bool {
+			e, ok := im.Lookup(p)
+			return ok && e.Type == image.TypeExternal
+		})
 	}
 	out := c.out
 	if out == nil {
@@ -161,19 +190,14 @@ func (c *ReportCmd) imageOfRuns() string {
 	return img
 }
 
-// rules are the build rules of --image, else build's defaults.
-func (c *ReportCmd) rules() (*squash.Rules, error) {
-	if c.Image == "" {
+// rulesOf are the build rules recorded in im, else build's defaults.
+func rulesOf(im *image.Image, name string) (*squash.Rules, error) {
+	if im == nil {
 		return squash.NewRules(nil, nil)
 	}
-	im, err := image.OpenFile(c.Image)
-	if err != nil {
-		return nil, err
-	}
-	defer im.Close()
 	rules, err := squash.RulesOfBuild(im.BuildInfo())
 	if err != nil {
-		return nil, fmt.Errorf("image %s records build rules this dlbundle cannot use: %v", c.Image, err)
+		return nil, fmt.Errorf("image %s records build rules this dlbundle cannot use: %v", name, err)
 	}
 	return rules, nil
 }

@@ -33,6 +33,18 @@ static char report_file[DLB_PATH_MAX];
 #define RUN_MAX 64
 static char run_prefix[RUN_MAX + 16];
 static size_t run_prefix_len;
+/* stage_dir: DLBUNDLE_STAGE as it was at start. An object whose l_name is
+ * still below it is the shim's own (preload, and audit.so, which the link map
+ * walk meets in the audit namespace): la_objopen gives every object loaded
+ * from the stage's root its original name. outside_list's count of objects
+ * from the stage leaves the shim out by it. (Not dladdr: that would import
+ * dladdr@GLIBC_2.34 into the object built for older glibc.) */
+static char stage_dir[DLB_PATH_MAX];
+static size_t stage_dir_len;
+/* DLBUNDLE_REPORT_MAX (bytes; dlbundle exec sets it for the node's records):
+ * a report file that has reached it gets no more lines, so that a job of a
+ * million short processes cannot fill a tmpfs. 0: no bound (--report). */
+static uint64_t report_max;
 static uint64_t counts[3];
 static uint64_t seen[SEEN_MAX]; /* open-addressing set of hashes of passed-through paths */
 static struct slot {
@@ -178,6 +190,14 @@ void report_init(void)
 	const char *f = getenv("DLBUNDLE_REPORT");
 	if (!f || !f[0] || strlen(f) >= sizeof report_file) return;
 	strcpy(report_file, f);
+	const char *st = getenv("DLBUNDLE_STAGE");
+	if (st && st[0] == '/' && strlen(st) < sizeof stage_dir) {
+		strcpy(stage_dir, st);
+		stage_dir_len = strlen(st);
+	}
+	const char *max = getenv("DLBUNDLE_REPORT_MAX");
+	for (; max && *max >= '0' && *max <= '9' && report_max < (1ull << 60); max++)
+		report_max = report_max * 10 + (uint64_t)(*max - '0');
 	const char *run = getenv("DLBUNDLE_RUN");
 	size_t rl = run ? strlen(run) : 0;
 	int ok = rl > 0 && rl <= RUN_MAX;
@@ -237,15 +257,24 @@ void report_closing(const char *name)
 	__atomic_store_n(&closed[i], closed_arena + off, __ATOMIC_RELEASE);
 }
 
-static uint32_t outside_list(const char **ps, size_t *ls, uint32_t max, uint64_t *left)
+/* outside_list also counts in *from_stage the objects loaded from the stage:
+ * ld.so found each through a search the audit module answered from the
+ * table, which no lookup of the preload sees (the candidates it answered as
+ * missing on the way are not counted: the audit module, without libc and
+ * in its own namespace, keeps no counts). */
+static uint32_t outside_list(const char **ps, size_t *ls, uint32_t max, uint64_t *left, uint64_t *from_stage)
 {
 	uintptr_t ldso = (uintptr_t)getauxval(AT_BASE);
 	uint32_t n = 0;
 	const struct r_debug *d = &_r_debug;
 	for (int ns = 0; d && ns < 16; ns++) {
 		for (const struct link_map *l = d->r_map; l; l = l->l_next) {
-			if ((ldso && l->l_addr == ldso) || !l->l_name || l->l_name[0] != '/' || !shim_from_outside(l->l_name))
+			if ((ldso && l->l_addr == ldso) || !l->l_name || l->l_name[0] != '/') continue;
+			if (!shim_from_outside(l->l_name)) {
+				if (!stage_dir_len || strncmp(l->l_name, stage_dir, stage_dir_len) || l->l_name[stage_dir_len] != '/')
+					++*from_stage;
 				continue;
+			}
 			int dup = 0;
 			for (uint32_t k = 0; k < n && !dup; k++) dup = !strcmp(ps[k], l->l_name);
 			if (dup) continue;
@@ -369,7 +398,9 @@ __attribute__((destructor)) void report_write(void)
 	}
 	uint64_t c[3], left = __atomic_load_n(&dropped, __ATOMIC_RELAXED);
 	for (int i = 0; i < 3; i++) c[i] = __atomic_load_n(&counts[i], __ATOMIC_RELAXED);
-	uint32_t no = outside_list(os, ol, OUTSIDE_MAX, &left), nfb = 0;
+	uint64_t from_stage = 0;
+	uint32_t no = outside_list(os, ol, OUTSIDE_MAX, &left, &from_stage), nfb = 0;
+	c[REPORT_ANSWERED] += from_stage;
 	for (unsigned i = 0; i < FB_SLOTS; i++) {
 		if (!__atomic_load_n(&fbs[i].key, __ATOMIC_ACQUIRE)) continue;
 		uint32_t l1 = __atomic_load_n(&fbs[i].len1, __ATOMIC_ACQUIRE);
@@ -397,7 +428,8 @@ __attribute__((destructor)) void report_write(void)
 			      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0644);
 	if (fd < 0) return;
 	struct stat st;
-	if (syscall(SYS_fstat, fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == (uid_t)syscall(SYS_geteuid))
+	if (syscall(SYS_fstat, fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == (uid_t)syscall(SYS_geteuid) &&
+	    (!report_max || (uint64_t)st.st_size < report_max))
 		syscall(SYS_write, fd, line, len);
 	syscall(SYS_close, fd);
 }
