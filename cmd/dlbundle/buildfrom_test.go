@@ -615,3 +615,42 @@ func TestReportNamesEveryPathStraceSees(t *testing.T) {
 		}
 	}
 }
+
+// exec IMAGE -- NAME: PATH's directories that the image holds (the pilot's
+// own search went through them) answer the search; no stat of a candidate
+// reaches the file system.
+func TestExecBareNameResolvedFromImage(t *testing.T) {
+	cli := clitest.CLI(t)
+	dir := t.TempDir()
+	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/bin:/bin", "HOME=" + dir}
+	run := func(name string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	run(cli, "trace", "-q", "--", "python3", "-c", "pass")
+	run(cli, "build", "-o", "app.dlimg")
+	log := filepath.Join(dir, "strace.log")
+	run("strace", "-f", "-qq", "-e", "signal=none", "-e", "trace=%file", "-o", log,
+		cli, "exec", "--stage-dir", filepath.Join(dir, "stage"), "app.dlimg", "--", "python3", "-c", "print('ok')")
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls []string
+	for _, l := range strings.Split(string(b), "\n") {
+		for _, d := range []string{"/usr/local/sbin/", "/usr/local/bin/", "/usr/bin/", "/bin/"} {
+			if strings.Contains(l, `"`+d+`python3"`) {
+				calls = append(calls, l)
+			}
+		}
+	}
+	if len(calls) > 0 {
+		t.Errorf("exec's search for python3 made %d calls on the file system:\n%s", len(calls), strings.Join(calls, "\n"))
+	}
+}

@@ -292,6 +292,9 @@ func findCommand(stage, cmd string) (string, error) {
 		if _, _, ok := stagedScript(stage, cand); ok {
 			return cand, nil
 		}
+		if loader.ImageLacks(stage, cand) {
+			continue // the image's listing of dir says no: no stat on the file system
+		}
 		if isExecutable(cand) {
 			return cand, nil
 		}
