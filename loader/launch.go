@@ -110,6 +110,9 @@ func findCommand(stage, cmd, pathEnv string) (string, error) {
 		if _, _, ok := stagedScript(stage, cand); ok {
 			return cand, nil
 		}
+		if stage != "" && ImageLacks(stage, cand) {
+			continue // the image's listing of dir says no: no stat on the file system
+		}
 		if isExecutable(cand) {
 			return cand, nil
 		}

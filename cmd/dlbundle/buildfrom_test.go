@@ -532,3 +532,125 @@ func TestNodeRecordIsBounded(t *testing.T) {
 		t.Errorf("--report file has %d lines, want 12 (3 processes x 4 runs, unbounded)", strings.Count(string(b), "\n"))
 	}
 }
+
+// The report names every path the run took to the file system: strace (the
+// kernel's record) of the same run shows no path outside the stage that the
+// report lacks, but for what glibc and ld.so open internally, out of a
+// preload's reach (ld.so.cache, locale data, NSS files, the time zone), and
+// the report shows no path strace did not see.
+func TestReportNamesEveryPathStraceSees(t *testing.T) {
+	cli := clitest.CLI(t)
+	dir := t.TempDir()
+	env := clitest.CleanEnv(dir)
+	run := func(name string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir, cmd.Env = dir, env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+	}
+	run(cli, "trace", "-q", "--", "/usr/bin/python3", "-c", "import json")
+	run(cli, "build", "-o", "app.dlimg")
+	stage, report, log := filepath.Join(dir, "stage"), filepath.Join(dir, "run.report"), filepath.Join(dir, "strace.log")
+	run("strace", "-f", "-qq", "-e", "signal=none", "-e", "trace=%file", "-o", log,
+		cli, "exec", "--stage-dir", stage, "--report", report, "app.dlimg", "--", "/usr/bin/python3", "-c", "import json, decimal, fractions")
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reported := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r struct {
+			PassedPaths []string `json:"passed_paths"`
+			Outside     []string `json:"outside"`
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range append(r.PassedPaths, r.Outside...) {
+			reported[p] = true
+		}
+	}
+	st, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the app's calls: from the execve of the app on
+	lines := strings.Split(string(st), "\n")
+	for i, l := range lines {
+		if strings.Contains(l, `execve("`+stage) || strings.Contains(l, `execve("/usr/bin/python3"`) {
+			lines = lines[i:]
+			break
+		}
+	}
+	call := regexp.MustCompile(`^\d+\s+\w+\((?:AT_FDCWD, )?"([^"]+)"`)
+	internal := []string{"/etc/", "/usr/lib/locale/", "/usr/share/locale/locale.alias", "/usr/lib/x86_64-linux-gnu/gconv/", stage + "/", report}
+	seen := map[string]bool{}
+	var missing []string
+	for _, l := range lines {
+		m := call.FindStringSubmatch(l)
+		if m == nil || m[1] == "/" || strings.HasPrefix(m[1], "/proc/") || strings.HasPrefix(m[1], "/sys/") || strings.HasPrefix(m[1], "/dev/") {
+			continue
+		}
+		p := m[1]
+		seen[p] = true
+		ok := reported[p]
+		for _, pre := range internal {
+			ok = ok || strings.HasPrefix(p, pre) || p == pre
+		}
+		if !ok {
+			missing = append(missing, l)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("strace shows calls on paths the report does not name:\n%s", strings.Join(missing, "\n"))
+	}
+	if !reported["/usr/lib/python3.11/decimal.py"] {
+		t.Errorf("the report does not name decimal.py, which the image lacks: %v", reported)
+	}
+	for p := range reported {
+		if !seen[p] && !strings.HasPrefix(p, "/proc/") && !strings.HasPrefix(p, "/sys/") && !strings.HasPrefix(p, "/dev/") {
+			t.Errorf("the report names %s, on which strace saw no call", p)
+		}
+	}
+}
+
+// exec IMAGE -- NAME: PATH's directories that the image holds (the pilot's
+// own search went through them) answer the search; no stat of a candidate
+// reaches the file system.
+func TestExecBareNameResolvedFromImage(t *testing.T) {
+	cli := clitest.CLI(t)
+	dir := t.TempDir()
+	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/bin:/bin", "HOME=" + dir}
+	run := func(name string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	run(cli, "trace", "-q", "--", "python3", "-c", "pass")
+	run(cli, "build", "-o", "app.dlimg")
+	log := filepath.Join(dir, "strace.log")
+	run("strace", "-f", "-qq", "-e", "signal=none", "-e", "trace=%file", "-o", log,
+		cli, "exec", "--stage-dir", filepath.Join(dir, "stage"), "app.dlimg", "--", "python3", "-c", "print('ok')")
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls []string
+	for _, l := range strings.Split(string(b), "\n") {
+		for _, d := range []string{"/usr/local/sbin/", "/usr/local/bin/", "/usr/bin/", "/bin/"} {
+			if strings.Contains(l, `"`+d+`python3"`) {
+				calls = append(calls, l)
+			}
+		}
+	}
+	if len(calls) > 0 {
+		t.Errorf("exec's search for python3 made %d calls on the file system:\n%s", len(calls), strings.Join(calls, "\n"))
+	}
+}

@@ -1,0 +1,36 @@
+package loader
+
+import "path/filepath"
+
+// ImageLacks reports whether the stage's table decides that path p does not
+// exist: the directory it names a file in is bundled (its listing in the
+// image is complete) and the name is not in it. exec's search of a bare
+// command name along PATH skips such a candidate with no stat on the
+// original file system, as the shim would answer ENOENT for it (a PATH
+// directory the pilot's own search went through is in the image).
+func ImageLacks(stageDir, p string) bool {
+	abs, err := AbsPath(p)
+	if err != nil {
+		return false
+	}
+	tab, release, err := mapStageTable(stageDir)
+	if err != nil {
+		return false
+	}
+	defer release()
+	dir, name := filepath.Split(abs)
+	final, typ, ok := resolveEntry(tab, filepath.Clean(dir))
+	if !ok || typ != tabDir || name == "" {
+		return false
+	}
+	names, ok := tableListing(tab, final)
+	if !ok {
+		return false
+	}
+	for _, n := range names {
+		if n.name == name {
+			return false
+		}
+	}
+	return true
+}
