@@ -507,17 +507,6 @@ func writeCapped(w io.Writer, paths []PathCount, limit int) {
 	}
 }
 
-// quoteAll quotes each path for a terminal (untrusted.Quote): reports are
-// written by the app's processes, and a path with a newline or an escape
-// sequence must not forge or hide an output line.
-func quoteAll(paths []string) []string {
-	q := make([]string, len(paths))
-	for i, p := range paths {
-		q[i] = untrusted.Quote(p)
-	}
-	return q
-}
-
 // Lacks lists what the processes passed to the file system that an image
 // could hold, for build --from (squash.FromLacks): their passed-through
 // paths, less /proc, /sys and /dev, and the libraries ld.so loaded from
