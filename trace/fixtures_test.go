@@ -305,8 +305,9 @@ func TestDaemonDoesNotHang(t *testing.T) {
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	defer syscall.Kill(pid, syscall.SIGKILL)
 	// The user is told which process was left and what that means for it.
+	// (by its program, and with what to do: stop it, fold a run's report in)
 	if w := warnings.String(); !strings.Contains(w, "outlived the app") || !strings.Contains(w, strconv.Itoa(pid)) ||
-		!strings.Contains(w, "ENOSYS") {
+		!strings.Contains(w, "ENOSYS") || !strings.Contains(w, strconv.Itoa(pid)+" ("+exe+")") || !strings.Contains(w, "build --from") {
 		t.Errorf("warning about the survivor: %q", w)
 	}
 	// Right after the detach it may still be on its way into sleep().

@@ -179,8 +179,17 @@ func traceCommand(stub []string, path string, command []string, rec *recorder, s
 	survivors, left := t.detachSurvivors(2 * time.Second)
 	if len(survivors) > 0 {
 		// Their seccomp filter stays: without a tracer, filtered calls fail.
-		rec.warn("%d process(es) outlived the app and now run untraced (pids %v); their file system calls "+
-			"fail with ENOSYS from now on. Trace a run in which the app waits for its children.", len(survivors), survivors)
+		// Name each by its program: a user acts on "orted", not on a pid.
+		var named []string
+		for _, p := range survivors {
+			exe, _ := os.Readlink("/proc/" + strconv.Itoa(p) + "/exe")
+			named = append(named, fmt.Sprintf("%d (%s)", p, exe))
+		}
+		rec.warn("%d process(es) outlived the app and now run untraced: %s; their file system calls "+
+			"fail with ENOSYS from now on: stop them (kill %v). What they would load is not in the trace; if the "+
+			"job needs it, fold a run's report in (dlbundle report, then dlbundle build --from). An MPI daemon "+
+			"(orted, prted): trace under the launcher instead, mpirun -np 1 dlbundle trace -- APP.",
+			len(survivors), strings.Join(named, ", "), survivors)
 	}
 	if left > 0 {
 		rec.warn("%d task(s) that outlived the app could not be detached; they are killed", left)

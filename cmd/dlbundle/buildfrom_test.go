@@ -222,6 +222,20 @@ func TestExecLeavesNodeRecordsReportReadsThem(t *testing.T) {
 		t.Errorf("the folded image does not bundle %s", later)
 	}
 
+	// Traces and reports mixed, without --from: the pilot's files and what
+	// the runs lacked.
+	run(0, append([]string{"build", "-o", "mixed.dlimg", "dlbundle.trace"}, recs...)...)
+	mixed, err := image.OpenFile(filepath.Join(dir, "mixed.dlimg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mixed.Close()
+	for _, p := range []string{later, filepath.Join(app, "main.py")} {
+		if e, ok := mixed.Lookup(p); !ok || e.Type != image.TypeRegular {
+			t.Errorf("the image of a trace and reports does not bundle %s", p)
+		}
+	}
+
 	// A trace is not a report: exit 2, naming what it is.
 	if msg := run(2, "report", "dlbundle.trace"); !strings.Contains(msg, "is a pilot's trace") {
 		t.Errorf("report of a trace: %s", msg)

@@ -60,7 +60,8 @@ The exit status is the app's (128+N if a signal N killed it; 127 if CMD is
 not found, 126 if it is not executable). SIGINT and SIGTERM are passed to the
 app. Processes still running when the app's main process exits (daemons) are
 detached and left running, but their file system calls fail (ENOSYS) from
-then on: trace a run in which the app waits for its children.
+then on: trace names them by program, to be stopped; what they would load is
+not in the trace (fold a run's report in later: dlbundle build --from).
 Needs ptrace: not available where kernel.yama.ptrace_scope=3 or in
 containers without CAP_SYS_PTRACE.
 
