@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -153,7 +154,7 @@ func StageFor(ctx context.Context, req StageForRequest) (*Staged, error) {
 	// op: clean up. Bounded: it runs after a SIGTERM too.
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, cerr := child.run(cctx, nil, []string{"--remove", tmp}); cerr != nil {
+	if _, cerr := child.run(cctx, nil, []string{"--remove", "--tmp", tmp}); cerr != nil {
 		err = fmt.Errorf("%w (and removing %s: %v)", err, filepath.Join(dir, tmp), cerr)
 	}
 	return nil, fmt.Errorf("stage %s for uid %d into %s: %w", req.Image, u.Uid, dir, err)
@@ -403,27 +404,44 @@ func (c stageChild) run(ctx context.Context, img *os.File, args []string) (strin
 		ExtraFiles: []*os.File{img, c.dirf},
 		SysProcAttr: &syscall.SysProcAttr{
 			// setgroups, setgid, setuid (real, effective and saved) before
-			// exec; the child sets no_new_privs before it reads anything
-			// (Go's SysProcAttr has no field for it).
+			// exec; no_new_privs comes from the forking thread (below).
 			Credential: &syscall.Credential{Uid: uint32(c.user.Uid), Gid: uint32(c.user.Gid), Groups: groups},
-			Pdeathsig:  syscall.SIGKILL,
+			Pdeathsig:  syscall.SIGKILL, // root gone: so is the child
 		},
 	}
 	var out, errb capped
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("start the staging child as uid %d: %w", c.user.Uid, err)
-	}
-	done := make(chan struct{})
+	started := make(chan error, 1)
+	ended := make(chan error, 1)
 	go func() {
-		select {
-		case <-ctx.Done():
-			cmd.Process.Kill()
-		case <-done:
+		// no_new_privs before exec: prctl sets it on this thread, which
+		// forks the child (the flag is inherited through fork and exec).
+		// The thread stays locked and dies with this goroutine, after
+		// the child: Pdeathsig fires when the thread that forked the
+		// child exits, not the process, and no other goroutine may run
+		// with the flag by surprise.
+		runtime.LockOSThread()
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			started <- fmt.Errorf("set no_new_privs for the staging child: %w", err)
+			return
 		}
+		if err := cmd.Start(); err != nil {
+			started <- fmt.Errorf("start the staging child as uid %d: %w", c.user.Uid, err)
+			return
+		}
+		started <- nil
+		ended <- cmd.Wait()
 	}()
-	err := cmd.Wait()
-	close(done)
+	if err := <-started; err != nil {
+		return "", err
+	}
+	var err error
+	select {
+	case err = <-ended:
+	case <-ctx.Done():
+		cmd.Process.Kill()
+		err = <-ended
+	}
 	if err == nil {
 		return out.String(), nil
 	}
@@ -433,13 +451,13 @@ func (c stageChild) run(ctx context.Context, img *os.File, args []string) (strin
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return "", fmt.Errorf("the staging child (uid %d) was killed by %v", c.user.Uid, ws.Signal())
+			return "", fmt.Errorf("the staging child (uid %d) was killed by signal %d (%v)", c.user.Uid, ws.Signal(), ws.Signal())
 		}
 		msg := strings.TrimPrefix(strings.TrimSpace(errb.String()), "dlbundle "+StageChildVerb+": ")
 		if msg == "" {
 			return "", fmt.Errorf("the staging child (uid %d) failed: %v", c.user.Uid, err)
 		}
-		return "", errors.New(escapeLines(msg))
+		return "", errors.New(escapeLines(firstLines(msg, 20)))
 	}
 	return "", err
 }
@@ -452,6 +470,16 @@ func escapeLines(s string) string {
 		lines[i] = untrusted.Quote(l)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// firstLines keeps the first n lines of s (a Go panic's goroutine dump
+// would bury the reason).
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) <= n {
+		return s
+	}
+	return strings.Join(lines[:n], "\n") + "\n(more of the child's error left out)"
 }
 
 func devNull() *os.File {

@@ -1,0 +1,391 @@
+package node
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dlbundle/dlbundle/image"
+)
+
+// Root parses nothing: a Prolog's `dlbundle stage --user` (root, staging
+// uid 1002's image) makes the stage uid 1002's own `dlbundle stage` makes:
+// the same files, modes, contents and owners, the lock and the alias
+// included.
+func TestStageForUserMatchesUsersOwnStage(t *testing.T) {
+	needRoot(t)
+	p := newProbeImage(t)
+	makePublic(t, p.work)
+	top := publicDir(t)
+	cli := publicCLI(t, top)
+	home := userDir(t, top, "home", victimUID)
+	env := cleanEnv(home)
+	byUser := filepath.Join(home, "by-user")
+	byRoot := filepath.Join(home, "by-root")
+	if out, code := runAs(t, victimUID, env, cli, "stage", "--stage-dir", byUser, p.image); code != 0 {
+		t.Fatalf("stage as uid 1002: %s", out)
+	}
+	out, code := runAs(t, 0, env, cli, "stage", "--user", "1002:1002", "--stage-dir", byRoot, p.image)
+	if code != 0 || !strings.HasPrefix(out, "staged ") {
+		t.Fatalf("stage --user as root: exit %d: %s", code, out)
+	}
+	a, b := stageListing(t, byUser), stageListing(t, byRoot)
+	if a != b {
+		t.Fatalf("the stage root made for uid 1002 differs from uid 1002's own:\n%s", lineDiffs(a, b))
+	}
+	if !strings.Contains(a, "sha256-") || !strings.Contains(a, "uid=1002") {
+		t.Fatalf("the listing holds no stage of uid 1002's:\n%s", a)
+	}
+	if strings.Contains(b, "uid=0 ") {
+		t.Fatalf("root left a file of its own in uid 1002's stage dir:\n%s", b)
+	}
+	// The user's ranks use the stage root made (the alias) and can take
+	// the lock root created.
+	out, code = runAs(t, victimUID, env, cli, "stage", "--stage-dir", byRoot, p.image)
+	if code != 0 || !strings.HasPrefix(out, "already staged ") {
+		t.Fatalf("uid 1002 after root's stage --user: exit %d: %s", code, out)
+	}
+	out, code = runAs(t, victimUID, env, cli, "exec", "--stage-dir", byRoot, p.image, "--", p.original)
+	if code != 0 {
+		t.Fatalf("uid 1002's exec from root's stage: exit %d: %s", code, out)
+	}
+}
+
+// The parsing child runs as the job's user, with no_new_privs, without
+// capabilities or root's groups, with a clean environment and only the
+// image and the stage dir open; SIGCONT lets it finish and root publishes.
+func TestStageForChildRunsAsUserWithNoNewPrivs(t *testing.T) {
+	needRoot(t)
+	img, top, cli := slowImage(t)
+	stage := filepath.Join(userDir(t, top, "home", victimUID), "stage")
+	root, child := startStageFor(t, cli, stage, img)
+	status := procFile(t, child, "status")
+	for _, want := range []string{"Uid:\t1002\t1002\t1002\t1002", "Gid:\t1002\t1002\t1002\t1002", "NoNewPrivs:\t1", "CapEff:\t0000000000000000", "CapPrm:\t0000000000000000"} {
+		if !strings.Contains(status, want+"\n") {
+			t.Errorf("the parsing child's status lacks %q:\n%s", want, status)
+		}
+	}
+	if groups := strings.Fields(strings.TrimPrefix(grepLine(status, "Groups:"), "Groups:")); len(groups) != 0 {
+		t.Errorf("the parsing child kept supplementary groups:\n%s", grepLine(status, "Groups:"))
+	}
+	environ := strings.Split(strings.TrimRight(procFile(t, child, "environ"), "\x00"), "\x00")
+	sort.Strings(environ)
+	if strings.Join(environ, " ") != "LC_ALL=C PATH=/usr/sbin:/usr/bin:/sbin:/bin" {
+		t.Errorf("the parsing child's environment is not the clean one: %q", environ)
+	}
+	if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/3", child)); err != nil || l != img {
+		t.Errorf("fd 3 of the child is %q (%v), want the image %s", l, err, img)
+	}
+	syscall.Kill(child, syscall.SIGCONT)
+	out, code := root.wait(t)
+	if code != 0 || !strings.HasPrefix(out, "staged ") {
+		t.Fatalf("stage --user: exit %d: %s", code, out)
+	}
+	if got := stageNames(t, stage, "sha256-"); len(got) != 1 {
+		t.Fatalf("published stages: %v", got)
+	}
+}
+
+// A parser that crashes (the child killed by a signal, as a decoder bug
+// would) or hangs (stopped, then root's SIGTERM, as a Prolog's timeout)
+// leaves nothing half-staged: no stage, no temporary directory; root says
+// what happened to the child and fails.
+func TestStageForCrashedOrHungChildLeavesNothing(t *testing.T) {
+	needRoot(t)
+	img, top, cli := slowImage(t)
+	home := userDir(t, top, "home", victimUID)
+	for _, c := range []struct {
+		name string
+		do   func(root *rootStage, child int)
+		want string
+	}{
+		{"crash", func(_ *rootStage, child int) { syscall.Kill(child, syscall.SIGKILL) }, "was killed by signal 9"},
+		{"hang", func(root *rootStage, child int) { root.cmd.Process.Signal(syscall.SIGTERM) }, "context canceled"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			stage := filepath.Join(home, c.name)
+			root, child := startStageFor(t, cli, stage, img)
+			c.do(root, child)
+			start := time.Now()
+			out, code := root.wait(t)
+			if code == 0 || !strings.Contains(out, c.want) {
+				t.Fatalf("root: exit %d, want a failure saying %q: %s", code, c.want, out)
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("root took %v to give up", d)
+			}
+			if syscall.Kill(child, 0) == nil && procState(child) != "Z" {
+				t.Errorf("the child %d outlived root", child)
+			}
+			if left := append(stageNames(t, stage, "sha256-"), stageNames(t, stage, "tmp.")...); len(left) != 0 {
+				t.Fatalf("half-staged: %v left in %s; root said: %s", left, stage, out)
+			}
+		})
+	}
+}
+
+// A caller that is not root parses as itself, as before: no child.
+// `--user` naming another uid is refused; naming the caller is the
+// caller's own stage. As a check that strace sees the child at all,
+// root's stage --user under strace shows it.
+func TestStageAsUserForksNoChild(t *testing.T) {
+	needRoot(t)
+	if _, err := exec.LookPath("strace"); err != nil {
+		t.Fatal("strace is needed (make deps installs it)")
+	}
+	p := newProbeImage(t)
+	makePublic(t, p.work)
+	top := publicDir(t)
+	cli := publicCLI(t, top)
+	home := userDir(t, top, "home", victimUID)
+	env := cleanEnv(home)
+	traced := func(uid uint32, log string, args ...string) string {
+		out, code := runAs(t, uid, env, append([]string{"/usr/bin/strace", "-f", "-qq", "-e", "trace=execve", "-o", log, cli}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, out)
+		}
+		b, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, args := range [][]string{
+		{"stage", "--stage-dir", filepath.Join(home, "own"), p.image},
+		{"stage", "--user", "1002:1002", "--stage-dir", filepath.Join(home, "self"), p.image},
+	} {
+		log := traced(victimUID, filepath.Join(home, "strace.log"), args...)
+		if strings.Contains(log, StageChildVerb) {
+			t.Errorf("uid 1002's %v forked a parsing child:\n%s", args, grepLine(log, StageChildVerb))
+		}
+	}
+	out, code := runAs(t, victimUID, env, cli, "stage", "--user", "1001:1001", "--stage-dir", filepath.Join(home, "other"), p.image)
+	if code != 2 || !strings.Contains(out, "only root stages for another user") {
+		t.Errorf("uid 1002's stage --user 1001: exit %d: %s", code, out)
+	}
+	log := traced(0, filepath.Join(t.TempDir(), "root.log"), "stage", "--user", "1002:1002", "--stage-dir", filepath.Join(home, "root"), p.image)
+	if !strings.Contains(log, StageChildVerb) {
+		t.Fatalf("strace saw no parsing child in root's stage --user:\n%s", log)
+	}
+}
+
+// userDir is dir/name, a directory of uid's (mode 0755).
+func userDir(t *testing.T, dir, name string, uid int) string {
+	t.Helper()
+	d := filepath.Join(dir, name)
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(d, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// stageListing describes every file below dir: path, type, mode, owner,
+// size, link target and content digest, one line each.
+func stageListing(t *testing.T, dir string) string {
+	t.Helper()
+	var lines []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			return err
+		}
+		line := fmt.Sprintf("%s mode=%o uid=%d gid=%d", rel, st.Mode, st.Uid, st.Gid)
+		switch st.Mode & syscall.S_IFMT {
+		case syscall.S_IFREG:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			sum := sha256.Sum256(b)
+			line += fmt.Sprintf(" size=%d sha256=%s", st.Size, hex.EncodeToString(sum[:8]))
+		case syscall.S_IFLNK:
+			l, _ := os.Readlink(p)
+			line += " -> " + l
+		}
+		lines = append(lines, line)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func lineDiffs(a, b string) string {
+	in := map[string]bool{}
+	for _, l := range strings.Split(a, "\n") {
+		in[l] = true
+	}
+	var s []string
+	for _, l := range strings.Split(b, "\n") {
+		if !in[l] {
+			s = append(s, "root's only: "+l)
+		}
+		delete(in, l)
+	}
+	for l := range in {
+		s = append(s, "user's only: "+l)
+	}
+	sort.Strings(s)
+	return strings.Join(s, "\n")
+}
+
+// slowImage writes an image whose decoding takes long enough for a test to
+// catch the parsing child (64 MiB of one file), readable by every user.
+func slowImage(t *testing.T) (img, top, cli string) {
+	t.Helper()
+	top = publicDir(t)
+	cli = publicCLI(t, top)
+	src := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(src, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const size = 64 << 20
+	if err := os.Truncate(src, size); err != nil {
+		t.Fatal(err)
+	}
+	img = filepath.Join(top, "slow.dlimg")
+	f, err := os.Create(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := image.Write(f, []image.Entry{{Path: "/opt/dlbundle-privsep-test/big.dat", Type: image.TypeRegular, Mode: 0o100644,
+		Size: size, SourcePath: src}}, image.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return img, top, cli
+}
+
+type rootStage struct {
+	cmd      *exec.Cmd
+	out      strings.Builder
+	finished bool
+}
+
+func (r *rootStage) wait(t *testing.T) (string, int) {
+	t.Helper()
+	if !r.finished {
+		r.cmd.Wait()
+		r.finished = true
+	}
+	return r.out.String(), r.cmd.ProcessState.ExitCode()
+}
+
+// startStageFor starts root's `stage --user 1002` of img into stage and
+// returns it with its parsing child, caught and stopped (SIGSTOP).
+func startStageFor(t *testing.T, cli, stage, img string) (*rootStage, int) {
+	t.Helper()
+	r := &rootStage{cmd: exec.Command(cli, "stage", "--user", "1002:1002", "--workers", "1", "--stage-dir", stage, img)}
+	r.cmd.Env = cleanEnv(t.TempDir())
+	r.cmd.Stdout, r.cmd.Stderr = &r.out, &r.out
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.cmd.Process.Kill(); r.wait(t) })
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if child := stageChildOf(r.cmd.Process.Pid); child != 0 {
+			if err := syscall.Kill(child, syscall.SIGSTOP); err == nil {
+				waitStopped(t, child)
+				return r, child
+			}
+		}
+		if r.cmd.ProcessState != nil {
+			break
+		}
+		time.Sleep(500 * time.Microsecond)
+	}
+	r.cmd.Process.Kill()
+	out, _ := r.wait(t)
+	t.Fatalf("no parsing child of root's stage --user was seen: %s", out)
+	return nil, 0
+}
+
+// stageChildOf is the pid of the __stage-child process pid started, or 0.
+func stageChildOf(pid int) int {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, task := range tasks {
+		b, _ := os.ReadFile(task)
+		for _, f := range strings.Fields(string(b)) {
+			c, _ := strconv.Atoi(f)
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c))
+			if strings.Contains(string(cmdline), "\x00"+StageChildVerb+"\x00") && !strings.Contains(string(cmdline), "--remove") {
+				return c
+			}
+		}
+	}
+	return 0
+}
+
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	for i := 0; i < 2000 && procState(pid) != "T"; i++ {
+		time.Sleep(time.Millisecond)
+	}
+	if s := procState(pid); s != "T" {
+		t.Fatalf("child %d did not stop (state %q)", pid, s)
+	}
+}
+
+func procState(pid int) string {
+	return strings.TrimSpace(strings.Fields(grepLine(readProc(pid, "status"), "State:") + " ? ?")[1])
+}
+
+func readProc(pid int, name string) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, name))
+	return string(b)
+}
+
+func procFile(t *testing.T, pid int, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func grepLine(s, prefix string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}
+
+func stageNames(t *testing.T, dir, prefix string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), prefix) {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
