@@ -26,6 +26,10 @@ type StageChildRequest struct {
 	StageDir string // the stage dir root opened (fd 4)
 	Tmp      string // tmp.<random> in it: the stage to build (or to remove)
 	Remove   bool   // remove Tmp and do nothing else
+	// Ensure: stage Ref (an oci:// reference) as the user's own ranks do
+	// (Stage: locks, fetch, publish), under Alias; no Tmp.
+	Ensure   bool
+	Alias    string
 	Ref      string // the image as root resolved it (its bytes come from fd 3)
 	Workers  int
 	Insecure bool
@@ -54,6 +58,22 @@ func RunStageChild(ctx context.Context, req StageChildRequest, out io.Writer) er
 	if err := unix.Lstat(req.StageDir, &pst); err != nil || pst.Dev != dst.Dev || pst.Ino != dst.Ino {
 		return fmt.Errorf("stage dir %s is not the directory root opened", req.StageDir)
 	}
+	if req.Ensure {
+		if !registry.IsRef(req.Ref) {
+			return fmt.Errorf("--ensure is for oci:// references, not %s", req.Ref)
+		}
+		s, err := Stage(ctx, StageRequest{Dir: req.StageDir, Alias: req.Alias, Ref: req.Ref, MustHave: loader.StageEssentials,
+			Open: OpenImage(req.Ref, req.StageDir, loader.MaterializeOptions{Workers: req.Workers}, registry.Options{Insecure: req.Insecure})})
+		if err != nil {
+			return err
+		}
+		verb := "exists"
+		if s.Materialized {
+			verb = "staged"
+		}
+		_, err = fmt.Fprintf(out, "%s %s\n", verb, filepath.Base(s.Dir))
+		return err
+	}
 	if !isTempName(req.Tmp) {
 		return fmt.Errorf("%q is not a stage's temporary name", req.Tmp)
 	}
@@ -76,30 +96,18 @@ func stageChild1(ctx context.Context, req StageChildRequest, tmp string, out io.
 		return fmt.Errorf("the stage's temporary directory %s is missing", tmp)
 	}
 	opts := loader.MaterializeOptions{Workers: req.Workers}
-	var img StageImage
-	if registry.IsRef(req.Ref) {
-		// Fetched as the user, into the user's stage dir (one download per
-		// node through the fetch lock, as for the user's own ranks).
-		im, done, err := OpenImage(req.Ref, req.StageDir, opts, registry.Options{Insecure: req.Insecure})(ctx)
-		if err != nil {
-			return err
-		}
-		defer done()
-		img = im
-	} else {
-		f := os.NewFile(childImageFD, req.Ref)
-		defer f.Close()
-		var st unix.Stat_t
-		if err := unix.Fstat(childImageFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-			return fmt.Errorf("image %s: no regular file was handed over", req.Ref)
-		}
-		im, err := image.OpenWith(f, st.Size, image.OpenOptions{StageDir: req.StageDir})
-		if err != nil {
-			return fmt.Errorf("%s: %w", req.Ref, err)
-		}
-		defer im.Close()
-		img = imageStage{im: im, opts: opts}
+	f := os.NewFile(childImageFD, req.Ref)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(childImageFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fmt.Errorf("image %s: no regular file was handed over", req.Ref)
 	}
+	im, err := image.OpenWith(f, st.Size, image.OpenOptions{StageDir: req.StageDir})
+	if err != nil {
+		return fmt.Errorf("%s: %w", req.Ref, err)
+	}
+	defer im.Close()
+	img := imageStage{im: im, opts: opts}
 	name, err := digestDirName(img.Digest())
 	if err != nil {
 		return err

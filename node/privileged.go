@@ -42,7 +42,7 @@ var privilegedOps = []privilegedOp{
 		"the stage dir's parents may be root's (a site's --stage-dir)"},
 	{"take stage lock", "openat(stage dir, .lock, O_CREAT|O_NOFOLLOW), fchown to the user if root made it, flock",
 		"one stager per node, root's and the user's ranks alike"},
-	{"open image", "walk the image path by the Shared rule as the user (trustpath), openat O_RDONLY|O_NONBLOCK|O_NOFOLLOW, fstat: the regular file the walk checked; not a byte read",
+	{"open image", "(a file; an oci:// image is fetched and staged by the child, as the user's ranks do, root checking its answer as for publish) walk the image path by the Shared rule as the user (trustpath), openat O_RDONLY|O_NONBLOCK|O_NOFOLLOW, fstat: the regular file the walk checked; not a byte read",
 		"a file the job's user may not reach alone (a Prolog's copy)"},
 	{"make temp", "mkdirat(stage dir, tmp.<random>, 0700), fchown to the user",
 		"the child writes the stage there, as the user"},
@@ -118,30 +118,40 @@ func StageFor(ctx context.Context, req StageForRequest) (*Staged, error) {
 	if s := lookupAlias(dir, alias, loader.StageEssentials); s != nil {
 		return s, nil
 	}
-	// op: open image (an oci:// image is fetched by the child, as the user)
-	var img *os.File
-	if !registry.IsRef(ref) {
-		if _, consumed := consumedRecord(dir, ref, getenv); consumed {
-			return nil, fmt.Errorf("image %s was consumed earlier in this job (stage --consume); staging it as root for uid %d is not supported: run dlbundle exec or stage as the user", ref, u.Uid)
+	child := stageChild{exe: req.Exe, user: u, dir: dir, dirf: dirf}
+	if registry.IsRef(ref) {
+		// Root has nothing to open: the child stages it as the user's own
+		// ranks would, under the user's locks (the stage lock is let go
+		// while the registry is waited for), and root checks its answer.
+		lock.unlock()
+		args := []string{"--ensure", "--ref", ref, "--alias", alias, "--workers", strconv.Itoa(req.Workers)}
+		if req.Insecure {
+			args = append(args, "--insecure")
 		}
-		f, _, err := openImageFileAs(ref, uint32(u.Uid))
-		if err != nil {
-			return nil, err
+		answer, err := child.run(ctx, nil, args)
+		if err == nil {
+			var s *Staged
+			if s, err = publishAs(dirf, dir, "", answer, u); err == nil {
+				return s, nil
+			}
 		}
-		defer f.Close()
-		img = f
+		return nil, fmt.Errorf("stage %s for uid %d into %s: %w", req.Image, u.Uid, dir, err)
 	}
+	// op: open image
+	if _, consumed := consumedRecord(dir, ref, getenv); consumed {
+		return nil, fmt.Errorf("image %s was consumed earlier in this job (stage --consume); staging it as root for uid %d is not supported: run dlbundle exec or stage as the user", ref, u.Uid)
+	}
+	img, _, err := openImageFileAs(ref, uint32(u.Uid))
+	if err != nil {
+		return nil, err
+	}
+	defer img.Close()
 	// op: make temp
 	tmp, err := makeTempAs(dirf, u)
 	if err != nil {
 		return nil, fmt.Errorf("create stage in %s: %w", dir, err)
 	}
-	child := stageChild{exe: req.Exe, user: u, dir: dir, dirf: dirf}
-	args := []string{"--tmp", tmp, "--ref", ref, "--workers", strconv.Itoa(req.Workers)}
-	if req.Insecure {
-		args = append(args, "--insecure")
-	}
-	answer, err := child.run(ctx, img, args)
+	answer, err := child.run(ctx, img, []string{"--tmp", tmp, "--ref", ref, "--workers", strconv.Itoa(req.Workers)})
 	if err == nil {
 		// op: publish
 		var s *Staged
@@ -298,7 +308,9 @@ func makeTempAs(dirf *os.File, u Account) (string, error) {
 
 // publishAs checks the child's answer ("staged sha256-<hex>": tmp holds
 // the stage; "exists sha256-<hex>": another stager published it) by its
-// form and by fstatat on the stage dir, and renames tmp into place.
+// form and by fstatat on the stage dir, and renames tmp into place. With
+// no tmp (an oci:// image, which the child published as the user would),
+// both answers name a published stage.
 func publishAs(dirf *os.File, dir, tmp, answer string, u Account) (*Staged, error) {
 	verb, name, _ := strings.Cut(strings.TrimSuffix(answer, "\n"), " ")
 	hex, _ := strings.CutPrefix(name, "sha256-")
@@ -317,8 +329,12 @@ func publishAs(dirf *os.File, dir, tmp, answer string, u Account) (*Staged, erro
 		return nil
 	}
 	s := &Staged{Dir: filepath.Join(dir, name), Digest: "sha256:" + hex}
-	if verb == "exists" {
-		return s, isUsersDir(name)
+	if verb == "exists" || tmp == "" {
+		s.Materialized = verb == "staged"
+		if err := isUsersDir(name); err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	if err := isUsersDir(tmp); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/image/registry"
+	"github.com/dlbundle/dlbundle/image/registry/registrytest"
 )
 
 // Root parses nothing: a Prolog's `dlbundle stage --user` (root, staging
@@ -388,4 +391,35 @@ func stageNames(t *testing.T, dir, prefix string) []string {
 		}
 	}
 	return names
+}
+
+// An oci:// image staged by root for uid 1002: the manifest and the blob
+// are read by the child as uid 1002 (root has no file to open); the stage
+// is uid 1002's, with nothing of root's in the stage dir, and uid 1002's
+// exec in the same job finds it.
+func TestStageForOCIIsFetchedByTheUser(t *testing.T) {
+	needRoot(t)
+	addr, _ := registrytest.StartDistribution(t)
+	p := newProbeImage(t)
+	ref := "oci://" + addr + "/apps/privsep:v1"
+	if _, err := registry.Push(context.Background(), p.image, ref, registry.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	top := publicDir(t)
+	cli := publicCLI(t, top)
+	home := userDir(t, top, "home", victimUID)
+	env := append(cleanEnv(home), "SLURM_JOB_ID=94")
+	stage := filepath.Join(home, "stage")
+	out, code := runAs(t, 0, env, cli, "stage", "--user", "1002:1002", "--insecure", "--stage-dir", stage, ref)
+	if code != 0 || !strings.HasPrefix(out, "staged ") {
+		t.Fatalf("stage --user of %s: exit %d: %s", ref, code, out)
+	}
+	listing := stageListing(t, stage)
+	if !strings.Contains(listing, "sha256-") || strings.Contains(listing, "uid=0 ") {
+		t.Fatalf("root's stage of %s for uid 1002:\n%s", ref, listing)
+	}
+	out, code = runAs(t, victimUID, env, cli, "exec", "--insecure", "--stage-dir", stage, ref, "--", p.original)
+	if code != 0 || field(out, "argv0") != p.original {
+		t.Fatalf("uid 1002's exec of %s after root's stage: exit %d: %s", ref, code, out)
+	}
 }

@@ -14,8 +14,10 @@ import (
 // stage into the temporary directory root made; it is not for people.
 type StageChildCmd struct {
 	StageDir string `name:"stage-dir" required:""`
-	Tmp      string `required:""`
+	Tmp      string
 	Remove   bool
+	Ensure   bool
+	Alias    string
 	Ref      string
 	Workers  int
 	Insecure bool
@@ -25,6 +27,6 @@ type StageChildCmd struct {
 func (c *StageChildCmd) Run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return node.RunStageChild(ctx, node.StageChildRequest{StageDir: c.StageDir, Tmp: c.Tmp, Remove: c.Remove,
+	return node.RunStageChild(ctx, node.StageChildRequest{StageDir: c.StageDir, Tmp: c.Tmp, Remove: c.Remove, Ensure: c.Ensure, Alias: c.Alias,
 		Ref: c.Ref, Workers: c.Workers, Insecure: c.Insecure}, os.Stdout)
 }
