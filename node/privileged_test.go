@@ -423,3 +423,32 @@ func TestStageForOCIIsFetchedByTheUser(t *testing.T) {
 		t.Fatalf("uid 1002's exec of %s after root's stage: exit %d: %s", ref, code, out)
 	}
 }
+
+// The table of privileged requests in the code is the one docs/security.md
+// shows: each request of privilegedOps is a row of the table under "Root
+// parses nothing", and the table has no other rows.
+func TestPrivilegedOpsDocumented(t *testing.T) {
+	b, err := os.ReadFile("../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "## Root parses nothing")
+	if !ok {
+		t.Fatal("docs/security.md has no section \"Root parses nothing\"")
+	}
+	_, table, _ := strings.Cut(section, "| request | root does | why root |\n|---|---|---|\n")
+	table, _, _ = strings.Cut(table, "\n\n")
+	var rows []string
+	for _, l := range strings.Split(table, "\n") {
+		if name, _, ok := strings.Cut(strings.TrimPrefix(l, "| "), " |"); ok {
+			rows = append(rows, name)
+		}
+	}
+	var ops []string
+	for _, op := range privilegedOps {
+		ops = append(ops, op.Request)
+	}
+	if strings.Join(rows, ", ") != strings.Join(ops, ", ") {
+		t.Fatalf("docs/security.md lists the privileged requests\n  %s\nthe code (privilegedOps) serves\n  %s", strings.Join(rows, ", "), strings.Join(ops, ", "))
+	}
+}
