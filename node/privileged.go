@@ -106,7 +106,7 @@ func StageFor(ctx context.Context, req StageForRequest) (*Staged, error) {
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", req.Image, err)
 	}
-	if s := lookupAlias(dir, alias, loader.StageEssentials); s != nil {
+	if s := lookupAliasAs(dirf, dir, alias, u); s != nil {
 		return s, nil
 	}
 	// op: take stage lock
@@ -115,7 +115,7 @@ func StageFor(ctx context.Context, req StageForRequest) (*Staged, error) {
 		return nil, err
 	}
 	defer lock.unlock()
-	if s := lookupAlias(dir, alias, loader.StageEssentials); s != nil {
+	if s := lookupAliasAs(dirf, dir, alias, u); s != nil {
 		return s, nil
 	}
 	child := stageChild{exe: req.Exe, user: u, dir: dir, dirf: dirf}
@@ -137,9 +137,13 @@ func StageFor(ctx context.Context, req StageForRequest) (*Staged, error) {
 		}
 		return nil, fmt.Errorf("stage %s for uid %d into %s: %w", req.Image, u.Uid, dir, err)
 	}
-	// op: open image
-	if _, consumed := consumedRecord(dir, ref, getenv); consumed {
-		return nil, fmt.Errorf("image %s was consumed earlier in this job (stage --consume); staging it as root for uid %d is not supported: run dlbundle exec or stage as the user", ref, u.Uid)
+	// op: open image. Not a path this job consumed: its stage, or the
+	// refusal, as for the user (OpenImage).
+	if name, consumed := consumedRecord(dir, ref, getenv); consumed {
+		if s := stagedAs(dirf, dir, name, u); s != nil {
+			return s, nil
+		}
+		return nil, errConsumedGone(ref, name)
 	}
 	img, _, err := openImageFileAs(ref, uint32(u.Uid))
 	if err != nil {
@@ -168,6 +172,67 @@ func StageFor(ctx context.Context, req StageForRequest) (*Staged, error) {
 		err = fmt.Errorf("%w (and removing %s: %v)", err, filepath.Join(dir, tmp), cerr)
 	}
 	return nil, fmt.Errorf("stage %s for uid %d into %s: %w", req.Image, u.Uid, dir, err)
+}
+
+// lookupAliasAs is lookupAlias for root: the alias is read (a link of the
+// user's: its target must be ../sha256-<hex>) and the stage looked at by
+// fstatat on the stage dir's descriptor; root does not record a use (the
+// user's ranks do when they look it up).
+func lookupAliasAs(dirf *os.File, dir, alias string, u Account) *Staged {
+	if alias == "" {
+		return nil
+	}
+	target, err := readlinkat(int(dirf.Fd()), filepath.Join(aliasDirName, alias))
+	if err != nil {
+		return nil
+	}
+	name := filepath.Base(target)
+	if target != filepath.Join("..", name) || !isSHA256Digest(strings.Replace(name, "-", ":", 1)) {
+		return nil
+	}
+	return stagedAs(dirf, dir, name, u)
+}
+
+// stagedAs is the published stage name of the user's, complete, or nil.
+func stagedAs(dirf *os.File, dir, name string, u Account) *Staged {
+	var st unix.Stat_t
+	if unix.Fstatat(int(dirf.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != u.Uid {
+		return nil
+	}
+	for _, n := range loader.StageEssentials {
+		if !existsBeneath(int(dirf.Fd()), filepath.Join(name, n)) {
+			return nil
+		}
+	}
+	return &Staged{Dir: filepath.Join(dir, name)}
+}
+
+// existsBeneath reports whether name is below dirfd with no symbolic link
+// on the way (the user's stage may hold links anywhere: root follows none).
+func existsBeneath(dirfd int, name string) bool {
+	fd, err := unix.Openat2(dirfd, name, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+	if err == unix.ENOSYS { // before Linux 5.6: the last component unfollowed only
+		var st unix.Stat_t
+		return unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+	}
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
+}
+
+func readlinkat(dirfd int, name string) (string, error) {
+	buf := make([]byte, 256)
+	n, err := unix.Readlinkat(dirfd, name, buf)
+	if err != nil {
+		return "", err
+	}
+	if n == len(buf) {
+		return "", unix.ENAMETOOLONG
+	}
+	return string(buf[:n]), nil
 }
 
 // stageDirFor resolves the stage dir of uid as the user's own dlbundle
@@ -214,10 +279,11 @@ func openStageDirAs(asked string, u Account) (string, *os.File, error) {
 	defer pd.Close()
 	name := filepath.Base(abs)
 	abs = pd.Join(name)
-	if err := unix.Mkdirat(pd.FD, pd.Name(name), 0o700); err != nil && err != unix.EEXIST {
+	err = unix.Mkdirat(pd.FD, pd.Name(name), 0o700)
+	if err != nil && err != unix.EEXIST {
 		return "", nil, fmt.Errorf("create stage dir %s: %w", abs, err)
 	}
-	f, st, err := openDirGive(pd.FD, pd.Name(name), u)
+	f, st, err := openDirGive(pd.FD, pd.Name(name), u, err == nil)
 	if err != nil {
 		var lst unix.Stat_t
 		if unix.Fstatat(pd.FD, pd.Name(name), &lst, unix.AT_SYMLINK_NOFOLLOW) == nil && lst.Mode&unix.S_IFMT == unix.S_IFLNK {
@@ -241,8 +307,11 @@ func openStageDirAs(asked string, u Account) (string, *os.File, error) {
 }
 
 // openDirGive opens the directory name in dirfd (never through a symbolic
-// link) and, if it is root's (root just made it), gives it to u.
-func openDirGive(dirfd int, name string, u Account) (*os.File, *unix.Stat_t, error) {
+// link) and, when root just made it (made), gives it to u. Only a directory
+// root made is given away, and only while it is still root's and empty: an
+// existing directory of root's at the name (a --stage-dir of /root) stays
+// root's, and is then refused as not the user's.
+func openDirGive(dirfd int, name string, u Account, made bool) (*os.File, *unix.Stat_t, error) {
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, err
@@ -253,7 +322,7 @@ func openDirGive(dirfd int, name string, u Account) (*os.File, *unix.Stat_t, err
 		f.Close()
 		return nil, nil, err
 	}
-	if st.Uid == 0 {
+	if made && st.Uid == 0 && st.Nlink == 2 {
 		if err := unix.Fchown(fd, u.Uid, u.Gid); err != nil {
 			f.Close()
 			return nil, nil, err
@@ -266,22 +335,36 @@ func openDirGive(dirfd int, name string, u Account) (*os.File, *unix.Stat_t, err
 // lockStageAs takes the stage lock in the user's stage dir (dirf); the lock
 // file is the user's, as if the user had made it, so that the user's ranks
 // can take it after.
+//
+// Root gives away only the file it has just made (O_EXCL): an existing .lock
+// must already be the user's regular file with one link. (Else the user
+// could put a hard link to /etc/shadow at .lock and have root chown it.)
 func lockStageAs(ctx context.Context, dirf *os.File, dir string, u Account) (*stageLock, error) {
-	fd, err := unix.Openat(int(dirf.Fd()), stageLockName, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
+	path := filepath.Join(dir, stageLockName)
+	const flags = unix.O_RDWR | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC
+	fd, err := unix.Openat(int(dirf.Fd()), stageLockName, flags|unix.O_CREAT|unix.O_EXCL, 0o600)
+	made := err == nil
+	if err == unix.EEXIST {
+		fd, err = unix.Openat(int(dirf.Fd()), stageLockName, flags, 0)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("open stage lock %s: %w", filepath.Join(dir, stageLockName), err)
+		return nil, fmt.Errorf("open stage lock %s: %w", path, err)
 	}
-	f := os.NewFile(uintptr(fd), filepath.Join(dir, stageLockName))
+	f := os.NewFile(uintptr(fd), path)
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 {
 		f.Close()
-		return nil, fmt.Errorf("stage lock %s is not a regular file; remove it", f.Name())
+		return nil, fmt.Errorf("stage lock %s is not a regular file with one link; remove it", path)
 	}
-	if st.Uid == 0 {
+	switch {
+	case made:
 		if err := unix.Fchown(fd, u.Uid, u.Gid); err != nil {
 			f.Close()
-			return nil, fmt.Errorf("stage lock %s: %w", f.Name(), err)
+			return nil, fmt.Errorf("stage lock %s: %w", path, err)
 		}
+	case int(st.Uid) != u.Uid:
+		f.Close()
+		return nil, fmt.Errorf("stage lock %s is owned by uid %d, not %d; remove it", path, st.Uid, u.Uid)
 	}
 	if err := lockFile(ctx, f); err != nil {
 		if ctx.Err() != nil {
@@ -298,11 +381,14 @@ func makeTempAs(dirf *os.File, u Account) (string, error) {
 	if err := unix.Mkdirat(int(dirf.Fd()), name, 0o700); err != nil {
 		return "", err
 	}
-	f, _, err := openDirGive(int(dirf.Fd()), name, u)
+	f, st, err := openDirGive(int(dirf.Fd()), name, u, true)
 	if err != nil {
 		return "", err
 	}
 	f.Close()
+	if int(st.Uid) != u.Uid {
+		return "", fmt.Errorf("%s is not uid %d's", name, u.Uid)
+	}
 	return name, nil
 }
 
@@ -352,10 +438,11 @@ func writeAliasAs(dirf *os.File, alias, name string, u Account) error {
 	if alias == "" {
 		return nil
 	}
-	if err := unix.Mkdirat(int(dirf.Fd()), aliasDirName, 0o700); err != nil && err != unix.EEXIST {
+	err := unix.Mkdirat(int(dirf.Fd()), aliasDirName, 0o700)
+	if err != nil && err != unix.EEXIST {
 		return err
 	}
-	bf, st, err := openDirGive(int(dirf.Fd()), aliasDirName, u)
+	bf, st, err := openDirGive(int(dirf.Fd()), aliasDirName, u, err == nil)
 	if err != nil {
 		return err
 	}
@@ -368,7 +455,24 @@ func writeAliasAs(dirf *os.File, alias, name string, u Account) error {
 	if err := unix.Symlinkat(filepath.Join("..", name), bfd, tmp); err != nil {
 		return err
 	}
-	if err := unix.Fchownat(bfd, tmp, u.Uid, u.Gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	// The link is given to the user (its owner may set its times: a rank
+	// records its use there) through a descriptor of the link itself,
+	// checked to be the one-link symbolic link root made: by name, the
+	// user could have put a hard link to a file of root's there first.
+	lfd, err := unix.Openat(bfd, tmp, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	var lst unix.Stat_t
+	err = unix.Fstat(lfd, &lst)
+	if err == nil && (lst.Mode&unix.S_IFMT != unix.S_IFLNK || lst.Uid != 0 || lst.Nlink != 1) {
+		err = fmt.Errorf("%s/%s changed while it was written", aliasDirName, tmp)
+	}
+	if err == nil {
+		err = unix.Fchownat(lfd, "", u.Uid, u.Gid, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW)
+	}
+	unix.Close(lfd)
+	if err != nil {
 		unix.Unlinkat(bfd, tmp, 0)
 		return err
 	}

@@ -452,3 +452,47 @@ func TestPrivilegedOpsDocumented(t *testing.T) {
 		t.Fatalf("docs/security.md lists the privileged requests\n  %s\nthe code (privilegedOps) serves\n  %s", strings.Join(rows, ", "), strings.Join(ops, ", "))
 	}
 }
+
+// Root gives the user only what it has just made. A hard link to a file of
+// root's put at the user's .lock (fs.protected_hardlinks = 0 allows it) is
+// refused, not chowned; an existing directory of root's named as the stage
+// dir stays root's and is refused.
+func TestStageForGivesAwayOnlyWhatRootMade(t *testing.T) {
+	needRoot(t)
+	p := newProbeImage(t)
+	makePublic(t, p.work)
+	top := publicDir(t)
+	cli := publicCLI(t, top)
+	home := userDir(t, top, "home", victimUID)
+	secret := filepath.Join(home, "secret") // root's, as /etc/shadow
+	if err := os.WriteFile(secret, []byte("root's\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stage := userDir(t, home, "stage", victimUID)
+	if err := os.Chmod(stage, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(secret, filepath.Join(stage, ".lock")); err != nil {
+		t.Fatal(err)
+	}
+	rootDir := filepath.Join(home, "rootdir")
+	if err := os.Mkdir(rootDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	env := cleanEnv(home)
+	for _, c := range []struct{ dir, want string }{
+		{stage, "not a regular file with one link"},
+		{rootDir, "is owned by uid 0, not 1002"},
+	} {
+		out, code := runAs(t, 0, env, cli, "stage", "--user", "1002:1002", "--stage-dir", c.dir, p.image)
+		if code == 0 || !strings.Contains(out, c.want) {
+			t.Errorf("stage --user into %s: exit %d, want a refusal saying %q: %s", c.dir, code, c.want, out)
+		}
+	}
+	for _, f := range []string{secret, rootDir} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(f, &st); err != nil || st.Uid != 0 {
+			t.Errorf("%s: owner uid %d (%v), want root's still", f, st.Uid, err)
+		}
+	}
+}
