@@ -496,3 +496,76 @@ func TestStageForGivesAwayOnlyWhatRootMade(t *testing.T) {
 		}
 	}
 }
+
+// Root reads not a byte of the image: under strace -f, root's stage --user
+// makes no read, pread, readv or mmap of the image's descriptor in any
+// thread of root's, while its parsing child does (which shows that the
+// trace sees such reads at all).
+func TestStageForRootReadsNoImageByte(t *testing.T) {
+	needRoot(t)
+	p := newProbeImage(t)
+	makePublic(t, p.work)
+	top := publicDir(t)
+	cli := publicCLI(t, top)
+	home := userDir(t, top, "home", victimUID)
+	log := filepath.Join(t.TempDir(), "strace.log")
+	out, code := runAs(t, 0, cleanEnv(home), "/usr/bin/strace", "-f", "-qq", "-y", "-o", log,
+		"-e", "trace=execve,clone,clone3,fork,vfork,read,pread64,readv,preadv,preadv2,mmap",
+		cli, "stage", "--user", "1002:1002", "--stage-dir", filepath.Join(home, "stage"), p.image)
+	if code != 0 {
+		t.Fatalf("stage --user under strace: exit %d: %s", code, out)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := map[int]int{}
+	child := 0
+	type call struct {
+		tid  int
+		line string
+	}
+	var reads []call
+	for _, l := range strings.Split(string(b), "\n") {
+		tidText, rest, ok := strings.Cut(l, " ")
+		tid, err := strconv.Atoi(tidText)
+		if !ok || err != nil {
+			continue
+		}
+		switch {
+		case strings.Contains(rest, "execve(") && strings.Contains(rest, StageChildVerb) && !strings.Contains(rest, "--remove") && child == 0:
+			child = tid
+		case strings.Contains(rest, "clone") || strings.Contains(rest, "fork"):
+			if i := strings.LastIndex(rest, " = "); i > 0 {
+				if n, err := strconv.Atoi(strings.TrimSpace(rest[i+3:])); err == nil && n > 0 {
+					parent[n] = tid
+				}
+			}
+		case strings.Contains(rest, "<"+p.image+">"):
+			reads = append(reads, call{tid, l})
+		}
+	}
+	if child == 0 {
+		t.Fatalf("no parsing child in the trace:\n%s", b)
+	}
+	ofChild := func(tid int) bool {
+		for n := 0; tid != 0 && n < 1000; n++ {
+			if tid == child {
+				return true
+			}
+			tid = parent[tid]
+		}
+		return false
+	}
+	childReads := 0
+	for _, c := range reads {
+		if ofChild(c.tid) {
+			childReads++
+		} else {
+			t.Errorf("root read the image: %s", c.line)
+		}
+	}
+	if childReads == 0 {
+		t.Fatalf("the trace shows no read of the image by the child either: the test sees nothing\n%s", b)
+	}
+}
