@@ -569,3 +569,31 @@ func TestStageForRootReadsNoImageByte(t *testing.T) {
 		t.Fatalf("the trace shows no read of the image by the child either: the test sees nothing\n%s", b)
 	}
 }
+
+// A corrupt image (control bytes in it): the child's own error, the
+// decoder's, is root's message, without the child's verb and with no raw
+// control byte, and nothing is left in the stage dir but the lock root gave
+// the user.
+func TestStageForReportsTheChildsError(t *testing.T) {
+	needRoot(t)
+	top := publicDir(t)
+	cli := publicCLI(t, top)
+	home := userDir(t, top, "home", victimUID)
+	img := filepath.Join(top, "corrupt.dlimg")
+	if err := os.WriteFile(img, []byte(strings.Repeat("\x1b]0;pwned\x07 not an image\n", 8)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want, err := image.OpenFile(img)
+	if err == nil {
+		want.Close()
+		t.Fatal("the corrupt image opens")
+	}
+	stage := filepath.Join(home, "stage")
+	out, code := runAs(t, 0, cleanEnv(home), cli, "stage", "--user", "1002:1002", "--stage-dir", stage, img)
+	if code != 1 || !strings.Contains(out, err.Error()) || strings.Contains(out, StageChildVerb) || strings.ContainsAny(out, "\x1b\x07") {
+		t.Fatalf("stage --user of a corrupt image: exit %d, want 1 and the decoder's error %q: %q", code, err, out)
+	}
+	if names := stageNames(t, stage, ""); strings.Join(names, " ") != ".lock" {
+		t.Fatalf("left in the stage dir: %v", names)
+	}
+}
