@@ -124,7 +124,7 @@ func StageFor(ctx context.Context, req StageForRequest) (*Staged, error) {
 		// ranks would, under the user's locks (the stage lock is let go
 		// while the registry is waited for), and root checks its answer.
 		lock.unlock()
-		args := []string{"--ensure", "--ref", ref, "--alias", alias, "--workers", strconv.Itoa(req.Workers)}
+		args := []string{"--ensure", "--ref=" + ref, "--alias=" + alias, "--workers=" + strconv.Itoa(req.Workers)}
 		if req.Insecure {
 			args = append(args, "--insecure")
 		}
@@ -155,7 +155,7 @@ func StageFor(ctx context.Context, req StageForRequest) (*Staged, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create stage in %s: %w", dir, err)
 	}
-	answer, err := child.run(ctx, img, []string{"--tmp", tmp, "--ref", ref, "--workers", strconv.Itoa(req.Workers)})
+	answer, err := child.run(ctx, img, []string{"--tmp=" + tmp, "--ref=" + ref, "--workers=" + strconv.Itoa(req.Workers)})
 	if err == nil {
 		// op: publish
 		var s *Staged
@@ -168,7 +168,7 @@ func StageFor(ctx context.Context, req StageForRequest) (*Staged, error) {
 	// op: clean up. Bounded: it runs after a SIGTERM too.
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, cerr := child.run(cctx, nil, []string{"--remove", "--tmp", tmp}); cerr != nil {
+	if _, cerr := child.run(cctx, nil, []string{"--remove", "--tmp=" + tmp}); cerr != nil {
 		err = fmt.Errorf("%w (and removing %s: %v)", err, filepath.Join(dir, tmp), cerr)
 	}
 	return nil, fmt.Errorf("stage %s for uid %d into %s: %w", req.Image, u.Uid, dir, err)
@@ -516,7 +516,7 @@ func (c stageChild) run(ctx context.Context, img *os.File, args []string) (strin
 	}
 	cmd := &exec.Cmd{
 		Path: exe,
-		Args: append([]string{"dlbundle", StageChildVerb, "--stage-dir", c.dir}, args...),
+		Args: append([]string{"dlbundle", StageChildVerb, "--stage-dir=" + c.dir}, args...),
 		// A clean environment: nothing of root's (a Prolog's) reaches the
 		// code that reads the image.
 		Env:        []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"},
