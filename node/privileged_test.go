@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -595,5 +596,44 @@ func TestStageForReportsTheChildsError(t *testing.T) {
 	}
 	if names := stageNames(t, stage, ""); strings.Join(names, " ") != ".lock" {
 		t.Fatalf("left in the stage dir: %v", names)
+	}
+}
+
+// --user takes a name from the passwd database (its uid, group and groups);
+// an unknown name, or a bare uid without a passwd entry, is a usage error
+// that says what to give.
+func TestStageForUserByName(t *testing.T) {
+	needRoot(t)
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Fatalf("the test needs the nobody user: %v", err)
+	}
+	uid, _ := strconv.Atoi(nobody.Uid)
+	gid, _ := strconv.Atoi(nobody.Gid)
+	p := newProbeImage(t)
+	makePublic(t, p.work)
+	top := publicDir(t)
+	cli := publicCLI(t, top)
+	home := userDir(t, top, "nobody", uid)
+	stage := filepath.Join(home, "stage")
+	env := cleanEnv(home)
+	if out, code := runAs(t, 0, env, cli, "stage", "--user", "nobody", "--stage-dir", stage, p.image); code != 0 {
+		t.Fatalf("stage --user nobody: exit %d: %s", code, out)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(stage, &st); err != nil || int(st.Uid) != uid || int(st.Gid) != gid {
+		t.Fatalf("%s: uid %d gid %d (%v), want nobody's %d:%d", stage, st.Uid, st.Gid, err, uid, gid)
+	}
+	if got := stageNames(t, stage, "sha256-"); len(got) != 1 {
+		t.Fatalf("no stage for nobody: %v", got)
+	}
+	for _, c := range []struct{ user, want string }{
+		{"no-such-user-here", "give a name, or UID:GID"},
+		{"4242", "give a name, or UID:GID"},
+	} {
+		out, code := runAs(t, 0, env, cli, "stage", "--user", c.user, "--stage-dir", stage, p.image)
+		if code != 2 || !strings.Contains(out, c.want) {
+			t.Errorf("stage --user %s: exit %d, want 2 and %q: %s", c.user, code, c.want, out)
+		}
 	}
 }
