@@ -637,3 +637,39 @@ func TestStageForUserByName(t *testing.T) {
 		}
 	}
 }
+
+// Root's `dlbundle stage IMAGE` in a Slurm Prolog (slurmd sets
+// SLURM_SCRIPT_CONTEXT=prolog_slurmd, SLURM_JOB_UID and SLURM_JOB_GID)
+// stages for the job's user, in the user's stage dir (%U is the user's),
+// where the job's ranks find it; outside a Prolog root's stage is root's.
+func TestStageInPrologIsForTheJobsUser(t *testing.T) {
+	needRoot(t)
+	p := newProbeImage(t)
+	makePublic(t, p.work)
+	top := publicDir(t)
+	cli := publicCLI(t, top)
+	home := userDir(t, top, "home", victimUID)
+	job := append(cleanEnv(home), "SLURM_JOB_ID=95", "DLBUNDLE_STAGE_DIR="+filepath.Join(home, "prolog-%U"))
+	prolog := append(job, "SLURM_SCRIPT_CONTEXT=prolog_slurmd", "SLURM_JOB_UID=1002", "SLURM_JOB_GID=1002")
+	out, code := runAs(t, 0, prolog, cli, "stage", p.image)
+	stage := filepath.Join(home, "prolog-1002")
+	if code != 0 || !strings.Contains(out, "staged "+p.image+": "+stage+"/sha256-") {
+		t.Fatalf("root's stage in a Prolog: exit %d: %s", code, out)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(stage, &st); err != nil || st.Uid != victimUID {
+		t.Fatalf("%s: uid %d (%v), want the job's user 1002", stage, st.Uid, err)
+	}
+	rank := append(job, "SLURM_STEP_ID=0", "SLURM_PROCID=0")
+	out, code = runAs(t, victimUID, rank, cli, "exec", p.image, "--", p.original)
+	if code != 0 || field(out, "argv0") != p.original {
+		t.Fatalf("the job's rank after the Prolog: exit %d: %s", code, out)
+	}
+	if left := stageNames(t, stage, "sha256-"); len(left) != 1 {
+		t.Fatalf("the rank staged again: %v", left)
+	}
+	notProlog := append(cleanEnv(home), "SLURM_JOB_ID=95", "SLURM_JOB_UID=1002", "SLURM_JOB_GID=1002", "DLBUNDLE_STAGE_DIR="+filepath.Join(top, "root-%U"))
+	if out, code := runAs(t, 0, notProlog, cli, "stage", p.image); code != 0 || !strings.Contains(out, filepath.Join(top, "root-0")) {
+		t.Fatalf("root's stage outside a Prolog: exit %d, want root's own stage dir: %s", code, out)
+	}
+}

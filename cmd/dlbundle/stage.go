@@ -23,7 +23,7 @@ type StageCmd struct {
 	Workers  int    `placeholder:"N" help:"Decompression workers (default: all cores)."`
 	Insecure bool   `help:"With an oci:// image: plain http to the registry."`
 	Quiet    bool   `short:"q" help:"Print nothing on success."`
-	User     string `placeholder:"USER" help:"As root: stage for this user (a name, a uid, or UID:GID when the uid has no passwd entry), into the user's stage dir, the stage the user's own dlbundle stage would make. Root only opens the stage dir and the image and publishes; a child running as the user (no_new_privs, clean environment) reads the image."`
+	User     string `placeholder:"USER" help:"As root: stage for this user (a name, a uid, or UID:GID when the uid has no passwd entry), into the user's stage dir, the stage the user's own dlbundle stage would make. Root only opens the stage dir and the image and publishes; a child running as the user (no_new_privs, clean environment) reads the image. In a Slurm Prolog (SLURM_SCRIPT_CONTEXT=prolog_slurmd) the default is the job's user (SLURM_JOB_UID:SLURM_JOB_GID)."`
 
 	Image string `arg:"" name:"image" help:"The image: a file or an oci:// reference."`
 }
@@ -44,10 +44,12 @@ image read and decompression out of the job's start-up:
     srun --ntasks-per-node=1 dlbundle stage --consume $D/app.dlimg
     srun dlbundle exec $D/app.dlimg -- ./myapp
 
-As root in a Prolog, --user stages for the job's user without root reading
-a byte of the image:
+As root, --user stages for another user without root reading a byte of the
+image; in a Slurm Prolog (SLURM_SCRIPT_CONTEXT=prolog_slurmd) that user is
+the job's (SLURM_JOB_UID, SLURM_JOB_GID) unless --user says otherwise:
 
-  Prolog (root):                  dlbundle stage --user "$SLURM_JOB_UID:$SLURM_JOB_GID" /lustre/me/app.dlimg
+  Prolog (root):                  dlbundle stage /lustre/me/app.dlimg
+  root, for a user:               dlbundle stage --user alice /lustre/alice/app.dlimg
 
 Root opens the user's stage dir and the image (walked by the trust rule as
 the user) and hands both to a child that runs as the user with no_new_privs
@@ -74,7 +76,7 @@ func (c *StageCmd) Run() error {
 		return err
 	} else if as != nil {
 		if c.Consume {
-			return usageError{"--consume with --user: run 'dlbundle stage --consume' as the job's user (srun), which owns the record"}
+			return usageError{"--consume when root stages for another user (--user, or root in a Slurm Prolog): run 'dlbundle stage --consume' as the job's user (srun), who owns the record"}
 		}
 		s, err := node.StageFor(ctx, node.StageForRequest{User: *as, StageDir: c.StageDir, Image: c.Image,
 			Workers: c.Workers, Insecure: c.Insecure})
@@ -123,11 +125,22 @@ func (c *StageCmd) done(s *node.Staged) {
 
 // account is the user --user names when root stages for another user, or
 // nil when the stage is the caller's own (no --user, or the caller's uid).
+//
+// Without --user, root in a Slurm Prolog (SLURM_SCRIPT_CONTEXT=prolog_slurmd,
+// set by slurmd) stages for the job's user, SLURM_JOB_UID:SLURM_JOB_GID:
+// a stage of root's own there is one no rank of the job would look in.
 func (c *StageCmd) account() (*node.Account, error) {
-	if c.User == "" {
+	name := c.User
+	if name == "" && os.Geteuid() == 0 && os.Getenv("SLURM_SCRIPT_CONTEXT") == "prolog_slurmd" && os.Getenv("SLURM_JOB_UID") != "" {
+		name = os.Getenv("SLURM_JOB_UID")
+		if gid := os.Getenv("SLURM_JOB_GID"); gid != "" {
+			name += ":" + gid
+		}
+	}
+	if name == "" {
 		return nil, nil
 	}
-	a, err := lookupAccount(c.User)
+	a, err := lookupAccount(name)
 	if err != nil {
 		return nil, usageError{err.Error()}
 	}
@@ -135,7 +148,7 @@ func (c *StageCmd) account() (*node.Account, error) {
 	case a.Uid == os.Getuid() && a.Uid == os.Geteuid():
 		return nil, nil // the user's own stage, as without --user
 	case os.Geteuid() != 0:
-		return nil, usageError{fmt.Sprintf("--user %s: only root stages for another user; run dlbundle stage as uid %d", c.User, a.Uid)}
+		return nil, usageError{fmt.Sprintf("--user %s: only root stages for another user; run dlbundle stage as uid %d", name, a.Uid)}
 	case a.Uid == 0:
 		return nil, nil
 	}
