@@ -23,6 +23,9 @@
 //	ensure.go         Ensure: the one call exec, env, stage and the launcher plugins make
 //	consume.go        removing a node-local copy once staged (stage --consume)
 //	lifecycle.go      ls and gc: what is staged, and removing what no job uses
+//	privileged.go     stage --user: the one table of what root does for a
+//	                  job's user (open, lock, temp, publish, alias), nothing else
+//	privchild.go      the child, as the user, that reads the image for it
 //
 // What a stage holds (the tree, the lookup table, the shim objects, the
 // node's ld.so search rules) is the process side's and lives in package

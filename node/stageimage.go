@@ -157,37 +157,11 @@ func fetchImage(ctx context.Context, ref, stageDir string, opts loader.Materiali
 //   - with its TOC header checked against stageDir's free inodes and bytes
 //     before the TOC is read (image.OpenOptions).
 func openImageFile(path, stageDir string) (*image.Image, func() error, error) {
-	abs, err := loader.AbsPath(path)
+	f, size, err := openImageFileAs(path, uint32(os.Geteuid()))
 	if err != nil {
 		return nil, nil, err
 	}
-	last, err := trustpath.For(trustpath.Shared).Walk(abs)
-	if err != nil {
-		return nil, nil, imageTrustError(path, err)
-	}
-	defer last.Close()
-	if !last.Exists {
-		return nil, nil, &os.PathError{Op: "open", Path: path, Err: unix.ENOENT}
-	}
-	fd, err := unix.Openat(last.Dir.FD, last.Dir.Name(last.Name), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	f := os.NewFile(uintptr(fd), path)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		f.Close()
-		return nil, nil, &os.PathError{Op: "stat", Path: path, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		f.Close()
-		return nil, nil, fmt.Errorf("image %s is %s, not a regular file; refusing to read it", path, fileKind(st.Mode))
-	}
-	if st.Dev != last.Node.Dev || st.Ino != last.Node.Ino {
-		f.Close()
-		return nil, nil, fmt.Errorf("image %s changed while it was being opened; refusing to stage it", path)
-	}
-	im, err := image.OpenWith(f, st.Size, image.OpenOptions{StageDir: stageDir})
+	im, err := image.OpenWith(f, size, image.OpenOptions{StageDir: stageDir})
 	if err != nil {
 		f.Close()
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
@@ -195,14 +169,52 @@ func openImageFile(path, stageDir string) (*image.Image, func() error, error) {
 	return im, func() error { im.Close(); return f.Close() }, nil
 }
 
+// openImageFileAs opens the image file at path under the trust rule for
+// uid (the stager, or the job's user that root stages for) and returns it
+// with its size, without reading a byte of it: a regular file, the one
+// the walk checked.
+func openImageFileAs(path string, uid uint32) (*os.File, int64, error) {
+	abs, err := loader.AbsPath(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	last, err := (&trustpath.Walker{Rule: trustpath.Shared, Uid: uid}).Walk(abs)
+	if err != nil {
+		return nil, 0, imageTrustError(path, err, uid)
+	}
+	defer last.Close()
+	if !last.Exists {
+		return nil, 0, &os.PathError{Op: "open", Path: path, Err: unix.ENOENT}
+	}
+	fd, err := unix.Openat(last.Dir.FD, last.Dir.Name(last.Name), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, 0, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		f.Close()
+		return nil, 0, fmt.Errorf("image %s is %s, not a regular file; refusing to read it", path, fileKind(st.Mode))
+	}
+	if st.Dev != last.Node.Dev || st.Ino != last.Node.Ino {
+		f.Close()
+		return nil, 0, fmt.Errorf("image %s changed while it was being opened; refusing to stage it", path)
+	}
+	return f, st.Size, nil
+}
+
 // imageTrustError says why an image path is refused and what to do.
-func imageTrustError(path string, err error) error {
+func imageTrustError(path string, err error, uid uint32) error {
 	var refusal *trustpath.Error
 	if !errors.As(err, &refusal) {
 		return err
 	}
 	return fmt.Errorf("image %w; refusing to stage it as uid %d: copy the image into a directory you made yourself (mktemp -d), not to a predictable name in a directory every user can write",
-		err, os.Geteuid())
+		err, uid)
 }
 
 // fileKind names a file type for a message.

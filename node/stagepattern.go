@@ -20,6 +20,12 @@ import (
 // Any other %X is left as it is. Values from the environment cannot add a
 // path component: '/' in them becomes '_'.
 func ExpandStageDir(pattern string, getenv func(string) string) string {
+	return expandStageDirFor(pattern, getenv, os.Getuid())
+}
+
+// expandStageDirFor is ExpandStageDir for the user uid (root staging for a
+// job's user expands %u and %U to that user).
+func expandStageDirFor(pattern string, getenv func(string) string, uid int) string {
 	if !strings.Contains(pattern, "%") {
 		return pattern
 	}
@@ -35,13 +41,13 @@ func ExpandStageDir(pattern string, getenv func(string) string) string {
 		case '%':
 			b.WriteByte('%')
 		case 'u':
-			name := strconv.Itoa(os.Getuid())
+			name := strconv.Itoa(uid)
 			if u, err := user.LookupId(name); err == nil {
 				name = u.Username
 			}
 			b.WriteString(component(name))
 		case 'U':
-			b.WriteString(strconv.Itoa(os.Getuid()))
+			b.WriteString(strconv.Itoa(uid))
 		case 'j':
 			job := BatchJobID(getenv)
 			if job == "" {

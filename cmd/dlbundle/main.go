@@ -35,6 +35,8 @@ type CLI struct {
 
 	// Internal: the stub that installs the seccomp filter and execs the traced app.
 	TraceStub TraceStubCmd `cmd:"" name:"__trace-stub" hidden:""`
+	// Internal: the child that reads an image for root's stage --user, as the user.
+	StageChild StageChildCmd `cmd:"" name:"__stage-child" hidden:""`
 
 	// About dlbundle itself, last in --help.
 	VersionCmd VersionCmd    `cmd:"" name:"version" help:"Print the dlbundle version (as --version, -v)."`

@@ -9,6 +9,9 @@
 # staging runs as the job's user (the stage dir is theirs) in the default
 # stage dir (/dev/shm/dlbundle-<uid>), where exec looks. A failure must not
 # drain the node: the ranks then stage the image themselves.
+# (Root may also stage for the user itself, reading none of the image:
+#  "$DLBUNDLE" stage --quiet "$image" run as root in a Prolog stages for
+#  SLURM_JOB_UID:SLURM_JOB_GID; docs/security.md, "Root parses nothing".)
 DLBUNDLE=${DLBUNDLE:-/usr/local/bin/dlbundle}
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
 case ${SLURM_JOB_COMMENT:-} in
