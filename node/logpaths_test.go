@@ -12,8 +12,8 @@ import (
 // /tmp/reports would be); uid 1002's `exec --report /tmp/reports/r.jsonl`
 // and DLBUNDLE_DEBUG_DIR=/tmp/reports created its files there, where uid
 // 1001 can read them (the paths the app looked up) or swap them. Both are
-// refused before staging and the app does not run; the same paths in a
-// directory uid 1002 made there work.
+// refused before staging and the app does not run (by exec and by env);
+// the same paths in a directory uid 1002 made there work.
 func TestReportAndDebugPathsFollowTheRule(t *testing.T) {
 	needRoot(t)
 	p := newProbeImage(t)
@@ -52,6 +52,14 @@ func TestReportAndDebugPathsFollowTheRule(t *testing.T) {
 		}
 		if ents, _ := os.ReadDir(theirs); len(ents) != 0 {
 			t.Errorf("%s: uid 1002 wrote %d files in uid 1001's directory (%s)", c.name, len(ents), ents[0].Name())
+		}
+	}
+	// dlbundle env (launcher plugins) checks the same paths.
+	for _, c := range [][]string{{"--report", filepath.Join(theirs, "r.jsonl")}, {"--debug"}} {
+		args := append(append([]string{cli, "env", "--stage-dir", stage}, c...), p.image)
+		out, code := runAs(t, victimUID, append(cleanEnv(home), "DLBUNDLE_DEBUG_DIR="+theirs), args...)
+		if code == 0 || strings.Contains(out, "DLBUNDLE_STAGE") || !strings.Contains(out, "owned by uid 1001") {
+			t.Errorf("env %s with uid 1001's directory: exit %d; want a refusal and no variables:\n%s", c[0], code, out)
 		}
 	}
 	report := filepath.Join(mine, "r.jsonl")

@@ -76,6 +76,9 @@ func (c *EnvCmd) Run() error {
 		}
 		c.Report = resolved
 	}
+	if err := checkDebugDir(c.Debug); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	req := node.EnsureRequest{StageDir: c.StageDir, Image: c.Image, Workers: c.Workers,
