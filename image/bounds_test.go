@@ -137,6 +137,54 @@ func TestOpenRefusesHugeTOCInConstantMemory(t *testing.T) {
 	im.Close()
 }
 
+// Regression: a 2.2 MB image declaring 999,999 missing names took 825 MB
+// RSS in exec and left a 110 MB stage (the table's rows); 999,999
+// directories held the stage lock 48 s at 987 MB before being refused.
+// Both were within the 1,000,000 entries: entries of each kind but reg are
+// capped by what a stage could need, from the header, before the body is
+// read. At the cap an image still opens.
+func TestOpenCapsEntriesOfEachKind(t *testing.T) {
+	for _, typ := range []Type{TypeMissing, TypeDir} {
+		over := manyEntriesImage(t, maxOfKind+1, typ)
+		var err error
+		alloc := allocatedBy(func() { _, err = OpenFile(over) })
+		want := fmt.Sprintf("declares %d %s entries, more than the %d", maxOfKind+1, typ, maxOfKind)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("Open of %d %s entries: %v; want a refusal containing %q", maxOfKind+1, typ, err, want)
+		}
+		if alloc > 1<<20 {
+			t.Errorf("refusing %d %s entries allocated %d bytes; want at most 1 MiB (the file's tail)", maxOfKind+1, typ, alloc)
+		}
+		os.Remove(over)
+	}
+	at := manyEntriesImage(t, maxOfKind, TypeMissing)
+	im, err := OpenFile(at)
+	if err != nil {
+		t.Fatalf("%d missing entries are within the cap: %v", maxOfKind, err)
+	}
+	im.Close()
+}
+
+// A million empty directories fit a stage's inodes but not its blocks: the
+// header says so before the body is decoded (it once took 48 s under the
+// stage lock to find out).
+func TestOpenCountsDirectoryBlocksBeforeDecoding(t *testing.T) {
+	dirs := manyEntriesImage(t, 50_000, TypeDir) // 195 MiB of directory blocks
+	stage := t.TempDir()
+	if err := unix.Mount("tmpfs", stage, "tmpfs", 0, "size=64m"); err != nil {
+		t.Fatalf("mount a small tmpfs (needs root): %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(stage, unix.MNT_DETACH) })
+	var err error
+	alloc := allocatedBy(func() { _, err = OpenFileWith(dirs, OpenOptions{StageDir: stage}) })
+	if !errors.Is(err, unix.ENOSPC) || !strings.Contains(err.Error(), "of files, directories and paths") {
+		t.Fatalf("Open of 50,000 directories for a 64 MiB stage: %v; want ENOSPC counting the directories", err)
+	}
+	if alloc > 1<<20 {
+		t.Errorf("refusing allocated %d bytes; want at most 1 MiB", alloc)
+	}
+}
+
 // TestMain runs decodeHelper or swapAttacker when a test starts this
 // binary as one.
 func TestMain(m *testing.M) {

@@ -195,6 +195,10 @@ func decodeBody(comp []byte, size uint64) ([]byte, error) {
 	return body, nil
 }
 
+// dirBlock is what a staged directory takes at least (a page on tmpfs, a
+// block on ext4 and xfs), as loader's stage cost counts it.
+const dirBlock = 4096
+
 // checkCapacity refuses, from the TOC header alone, an image that cannot be
 // staged in dir: every reg, dir and symlink entry becomes an inode, the
 // stage holds every file's bytes, and its lookup table every path and name.
@@ -208,9 +212,12 @@ func checkCapacity(h *tocHeader, dir string) error {
 		return fmt.Errorf("no free inodes left for this image on %s: its table of contents declares %d files, directories and symlinks, %d inodes are free; refusing before reading it (%w); stage elsewhere with --stage-dir",
 			dir, inodes, st.Ffree, unix.ENOSPC)
 	}
-	need := h.FileBytes + uint64(h.StringsSize)
+	// A directory takes a block wherever it is staged (the loader's cost
+	// check counts it the same way after decoding): counted here, a
+	// million empty directories are refused before their records are.
+	need := h.FileBytes + uint64(h.StringsSize) + uint64(h.ByType[1])*dirBlock
 	if free := st.Bavail * uint64(st.Bsize); need > free {
-		return fmt.Errorf("no space left on %s: the image's table of contents declares %s of files and paths, %s are free; refusing before reading it (%w); free space there or stage elsewhere with --stage-dir",
+		return fmt.Errorf("no space left on %s: the image's table of contents declares %s of files, directories and paths, %s are free; refusing before reading it (%w); free space there or stage elsewhere with --stage-dir",
 			dir, units.Bytes(int64(min(need, math.MaxInt64))), units.Bytes(int64(min(free, math.MaxInt64))), unix.ENOSPC)
 	}
 	return nil

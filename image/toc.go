@@ -33,6 +33,14 @@ const (
 	maxNames    = 2_000_000
 	maxTOCBody  = 128 << 20
 	maxMetaSize = 1 << 20
+	// maxOfKind caps the entries of every type but reg, which carry no
+	// content and so cost the stage (an inode and a mkdir per directory, a
+	// table row per missing name) and the reader (a record's Go view) what
+	// a 2 MB image can declare by the million. What a stage could need: the
+	// largest pilots measured hold 60 directories and 5,566 missing names
+	// (spack); 262,144 is 40 times that, and bounds a hostile image's
+	// entries of these kinds to a quarter of maxEntries (docs/SPEC.md 3.2).
+	maxOfKind = 1 << 18
 	// maxTOCFrame bounds the TOC frame in the footer: the header and a
 	// compressed body (zstd stores incompressible data with ~0.4% overhead).
 	maxTOCFrame = skippableHeaderSize + tocHeaderSize + maxTOCBody + maxTOCBody/128 + 4096
@@ -365,6 +373,9 @@ func parseTOCHeader(b []byte, dataEnd int64) (tocHeader, error) {
 		return h, fmt.Errorf("table of contents says data ends at %d, the footer %d (corrupt image)", h.DataEnd, dataEnd)
 	case h.Entries > maxEntries:
 		return h, fmt.Errorf("table of contents declares %d entries, more than the %d this reader accepts (docs/SPEC.md 3.2); refusing before reading it (corrupt or hostile image)", h.Entries, maxEntries)
+	case maxOfKindExceeded(&h) >= 0:
+		k := maxOfKindExceeded(&h)
+		return h, fmt.Errorf("table of contents declares %d %s entries, more than the %d of each kind but reg this reader accepts (docs/SPEC.md 3.2); refusing before reading it (corrupt or hostile image)", h.ByType[k], codeTypes[k+1], maxOfKind)
 	case h.Names > maxNames:
 		return h, fmt.Errorf("table of contents declares %d listed names, more than the %d this reader accepts (docs/SPEC.md 3.2); refusing before reading it (corrupt or hostile image)", h.Names, maxNames)
 	case h.BodySize > maxTOCBody:
@@ -385,6 +396,17 @@ func parseTOCHeader(b []byte, dataEnd int64) (tocHeader, error) {
 		return h, fmt.Errorf("table-of-contents header declares %d content bytes for %d bytes of files in %d data bytes (corrupt or hostile image)", h.ContentBytes, h.FileBytes, h.DataEnd)
 	}
 	return h, nil
+}
+
+// maxOfKindExceeded is the index in ByType of the first kind (reg
+// excepted) declared more than maxOfKind times, or -1.
+func maxOfKindExceeded(h *tocHeader) int {
+	for k, n := range h.ByType {
+		if k > 0 && n > maxOfKind {
+			return k
+		}
+	}
+	return -1
 }
 
 // parseArch reads the NUL-padded arch field: 1..15 of [a-z0-9_-].

@@ -60,6 +60,10 @@ func Start(stageDir string, argv []string, environ []string, opts EnvOptions) (*
 	if err != nil {
 		return nil, &StartError{127, err}
 	}
+	if orig, ok := privilegedOriginal(stageDir, file); ok {
+		// setuid or setgid: its original, without the shim (privileged.go)
+		return &Program{Path: orig, Argv: argv, Env: environ}, nil
+	}
 	for depth := 0; ; depth++ {
 		interp, arg, ok := stagedScript(stageDir, file)
 		if !ok {

@@ -70,9 +70,14 @@ See docs/exec.md ("Which way when") and docs/loader.md.`
 // Run stages, then prints the variables.
 func (c *EnvCmd) Run() error {
 	if c.Report != "" {
-		if err := checkReportFile(c.Report); err != nil {
+		resolved, err := checkReportFile(c.Report)
+		if err != nil {
 			return err
 		}
+		c.Report = resolved
+	}
+	if err := checkDebugDir(c.Debug); err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

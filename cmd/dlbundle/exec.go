@@ -63,9 +63,14 @@ func (c *ExecCmd) Run() error {
 		return errors.New("no command to run: dlbundle exec IMAGE -- CMD [ARGS...]")
 	}
 	if c.Report != "" {
-		if err := checkReportFile(c.Report); err != nil {
+		resolved, err := checkReportFile(c.Report)
+		if err != nil {
 			return err
 		}
+		c.Report = resolved
+	}
+	if err := checkDebugDir(c.Debug); err != nil {
+		return err
 	}
 	ctx, stop := notifySignals(true)
 	staged, err := ensureStage(ctx, "exec", c.ensureRequest())
@@ -92,40 +97,6 @@ func (c *ExecCmd) ensureRequest() node.EnsureRequest {
 	return node.EnsureRequest{StageDir: c.StageDir, Image: c.Image, Workers: c.Workers,
 		Registry: registry.Options{Insecure: c.Insecure, Timeout: c.Timeout},
 		OnMiss:   oneproc.Restore} // staging decompresses on every core
-}
-
-// checkReportFile makes sure that the app's processes can append to --report
-// FILE (they do it at exit, where nobody could be told that it failed) and
-// that exec cannot hang on it: it opens FILE as the shim does (O_APPEND,
-// O_NOFOLLOW) but non-blocking, creating it if needed, and wants a regular
-// file of the user's own. A FIFO there (a shared path another user chose)
-// blocked exec for good; another user's file would get this user's
-// reports (what the app looked up) appended for them to read.
-func checkReportFile(path string) error {
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_APPEND|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0o644)
-	switch {
-	case errors.Is(err, unix.ELOOP):
-		// A symlink planted at the path: the shim will not follow it
-		// and the app runs, but not in silence.
-		fmt.Fprintf(os.Stderr, "dlbundle exec: warning: --report %s is a symbolic link; the shim does not follow it: no report will be written\n", path)
-		return nil
-	case errors.Is(err, unix.ENXIO): // a FIFO without a reader
-		return fmt.Errorf("--report %s is a FIFO; refusing (the app's processes would block on it): choose a regular file", path)
-	case err != nil:
-		return fmt.Errorf("--report %s: %w; the app's processes could not write their reports there: choose a writable path", path, err)
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("--report %s: %w", path, err)
-	}
-	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return fmt.Errorf("--report %s is not a regular file; refusing (the app's processes would block or fail on it): choose a regular file", path)
-	case int(st.Uid) != os.Geteuid():
-		return fmt.Errorf("--report %s belongs to uid %d, not to you; refusing to append your processes' reports to another user's file: choose a path of your own", path, st.Uid)
-	}
-	return nil
 }
 
 // ensureStage finds or makes the node's stage (node.Ensure) with what a

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -171,29 +173,67 @@ func TestLsCreatesNothing(t *testing.T) {
 	}
 }
 
-// pull renames its download over -o, so it cannot write to a device: -o
-// /dev/null is refused before anything is fetched, and the device stays.
-func TestPullRefusesDeviceOutput(t *testing.T) {
+// pull -o /dev/null (or a FIFO) once refused, since a download is renamed
+// over -o and a device cannot be: it now gets the verified image, copied
+// from a private temporary download, and stays a device; a FIFO's reader
+// gets the same bytes as a pull into a file; a FIFO no one reads is refused
+// before anything is fetched.
+func TestPullStreamsToDeviceOrFIFO(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("makes a device with mknod: run the tests as root")
 	}
-	null := filepath.Join(t.TempDir(), "null")
+	dir := t.TempDir()
+	null := filepath.Join(dir, "null")
 	if err := unix.Mknod(null, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
 		t.Fatal(err)
 	}
 	addr, _ := registrytest.StartDistribution(t)
-	t.Chdir(filepath.Dir(null))
+	t.Chdir(dir)
 	writeTestTrace(t, "app.trace", "/usr/bin/env")
 	ref := "oci://" + addr + "/apps/null:v1"
 	if err := (&BuildCmd{Output: "app.dlimg", Traces: []string{"app.trace"}, Push: ref, summary: io.Discard}).Run(); err != nil {
 		t.Fatal(err)
 	}
-	err := (&PullCmd{Ref: ref, Output: null}).Run()
-	if err == nil || !strings.Contains(err.Error(), "is a device or FIFO") {
-		t.Errorf("pull -o %s: %v; want a refusal before any download", null, err)
+	if err := (&PullCmd{Ref: ref, Output: null}).Run(); err != nil {
+		t.Errorf("pull -o %s (a copy of /dev/null): %v", null, err)
 	}
 	var st unix.Stat_t
 	if unix.Lstat(null, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
 		t.Errorf("pull replaced the device (mode %#o)", st.Mode)
+	}
+	if err := (&PullCmd{Ref: ref, Output: "file.dlimg"}).Run(); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.ReadFile("file.dlimg")
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&PullCmd{Ref: ref, Output: fifo}).Run(); err == nil || !strings.Contains(err.Error(), "no process reads") {
+		t.Errorf("pull -o a FIFO without a reader: %v; want a refusal", err)
+	}
+	got := make(chan []byte)
+	go func() {
+		f, err := os.Open(fifo) // blocks until pull opens it
+		if err != nil {
+			got <- nil
+			return
+		}
+		b, _ := io.ReadAll(f)
+		f.Close()
+		got <- b
+	}()
+	var err error
+	for range 100 { // until the reader has opened its end
+		if err = (&PullCmd{Ref: ref, Output: fifo}).Run(); err == nil || !strings.Contains(err.Error(), "no process reads") {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("pull -o a FIFO with a reader: %v", err)
+	}
+	if b := <-got; len(want) == 0 || !bytes.Equal(b, want) {
+		t.Errorf("the FIFO's reader got %d bytes, a pull into a file %d; want the same bytes", len(b), len(want))
 	}
 }

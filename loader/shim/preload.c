@@ -1267,21 +1267,45 @@ DIR *opendir(const char *path)
 
 /* ---- exec: a bundled ELF executable runs from the stage ---- */
 
+/* privileged_mode: a file of mode m gains privileges when executed
+ * (setuid; setgid with group execute, since setgid without it means
+ * mandatory locking, not privilege). m is the original's mode as the
+ * builder recorded it in the image (the table's), so that deciding costs
+ * no operation on the file system; an image that lies only makes the
+ * program run as it would without dlbundle (bit set) or without its
+ * privilege (bit cleared), never with more. */
+static int privileged_mode(uint32_t m)
+{
+	return ((m & S_ISUID) && (m & 0111)) || ((m & S_ISGID) && (m & S_IXGRP));
+}
+
 /* exec_target returns the staged copy of path when it is a bundled ELF file
  * or, when script is not NULL, a bundled "#!" script (*script = 1; the
  * caller runs its interpreter itself, see script_argv). Other scripts are not
  * redirected: their interpreter would see the staged path in argv. Stack
  * buffers only: this runs in vfork children. */
-static const char *exec_target(const char *fn, const char *path, char *sp, size_t spsz, int *err, int *script)
+static const char *exec_target(const char *fn, const char *path, char *sp, size_t spsz, int *err, int *script, int *priv)
 {
 	char canon[DLB_PATH_MAX];
 	struct dlb_res r;
 	const char *pp = path; /* not rewritten: the kernel hands the exec'd path to a script's interpreter */
 	*err = 0;
+	*priv = 0;
 	if (script) *script = 0;
 	switch (lookup(fn, AT_FDCWD, &pp, 1, canon, &r)) {
 	case DLB_BUNDLED:
-		if (r.ent->type != DLB_REG || staged(sp, spsz, canon, r.len) != 0) break;
+		if (r.ent->type != DLB_REG) break;
+		/* A setuid or setgid original: its staged copy has neither bit
+		 * (extraction drops them: an image must not create privileged
+		 * files), so `passwd -S` would run as the caller and answer
+		 * wrongly. The caller runs the original natively, without the
+		 * shim's variables (ld.so ignores them in a secure-execution
+		 * process anyway). */
+		if (privileged_mode(r.ent->mode)) {
+			*priv = 1;
+			return path;
+		}
+		if (staged(sp, spsz, canon, r.len) != 0) break;
 		if (!(r.ent->flags & DLB_FLAG_ELF_EXEC)) {
 			/* The image may not know the kind: check the magic of the staged copy. */
 			char m[4] = {0};
@@ -1344,11 +1368,32 @@ static int script_line(const char *sp, char *buf, size_t bufsz, char **interp, c
  * the shim's LD_PRELOAD and LD_AUDIT entries, the DLBUNDLE_* variables
  * dropped, and LD_LIBRARY_PATH as the app's own. Stack buffers only: this
  * runs in vfork children. */
+/* holds_caps: the process has a permitted, effective or inheritable
+ * capability (ambient ones are both permitted and inheritable). capget(2)
+ * by raw system call: libcap is not linked, and no allocation (vfork
+ * children run this). Version 3 fills two 32-bit words per set. */
+static int holds_caps(void)
+{
+	struct { uint32_t version; int pid; } hdr = {0x20080522 /* _LINUX_CAPABILITY_VERSION_3 */, 0};
+	struct { uint32_t eff, prm, inh; } d[2];
+	int saved = errno;
+	long rc = syscall(SYS_capget, &hdr, d);
+	errno = saved;
+	if (rc < 0) return 1; /* cannot tell: assume privileged, run natively */
+	return (d[0].eff | d[0].prm | d[0].inh | d[1].eff | d[1].prm | d[1].inh) != 0;
+}
+
 static int stage_readable(void)
 {
 	if (!stage_table[0]) return 1;
 	uid_t u = (uid_t)syscall(SYS_getuid), e = (uid_t)syscall(SYS_geteuid);
 	if (u == init_uid && e == init_euid) return 1;
+	/* Ids changed and capabilities kept (PR_SET_KEEPCAPS, as setpriv
+	 * --reuid does, or ambient ones): CAP_DAC_* would pass the check below
+	 * for a process whose exec'd child, once the kernel drops them, cannot
+	 * read the stage; and a child that keeps them (ambient) must not load
+	 * code from a stage its new uid may write. Either way: native. */
+	if (holds_caps()) return 0;
 	int saved = errno;
 	long rc = syscall(SYS_faccessat2, AT_FDCWD, stage_table, R_OK, AT_EACCESS);
 	if (rc < 0 && errno == ENOSYS) rc = syscall(SYS_faccessat, AT_FDCWD, stage_table, R_OK);
@@ -1446,10 +1491,11 @@ static void script_argv(char **v, char *interp, char *arg, const char *path, cha
 static int execve_depth(const char *path, char *const argv[], char *const envp[], int depth)
 {
 	char sp[DLB_PATH_MAX + 1024];
-	int err, script;
+	int err, script, priv;
 	if (!stage_readable()) return exec_native(path, argv, envp);
-	const char *t = exec_target("execve", path, sp, sizeof sp, &err, &script);
+	const char *t = exec_target("execve", path, sp, sizeof sp, &err, &script, &priv);
 	if (!t) return set_errno(err);
+	if (priv) return exec_native(path, argv, envp);
 	if (script) {
 		char line[256], *interp, *arg;
 		if (script_line(sp, line, sizeof line, &interp, &arg) == 0) {
@@ -1598,6 +1644,16 @@ char *dlerror(void)
 	return msg;
 }
 
+/* spawn_native: posix_spawn of path itself with the environment the app
+ * would pass natively (exec_native's). */
+static int spawn_native(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	size_t n, bytes = env_native_len(envp, &n);
+	char *v[n + 1], buf[bytes];
+	return real_posix_spawn(pid, path, fa, attr, argv, env_native(envp, v, n, buf));
+}
+
 /* spawn_depth: posix_spawn as execve_depth: a bundled ELF from the stage, a
  * bundled "#!" script through its interpreter as the kernel would start it
  * (at most 4 levels). */
@@ -1605,9 +1661,10 @@ static int spawn_depth(pid_t *pid, const char *path, const posix_spawn_file_acti
 		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[], int depth)
 {
 	char sp[DLB_PATH_MAX + 1024];
-	int err, script;
-	const char *t = exec_target("posix_spawn", path, sp, sizeof sp, &err, &script);
+	int err, script, priv;
+	const char *t = exec_target("posix_spawn", path, sp, sizeof sp, &err, &script, &priv);
 	if (!t) return err;
+	if (priv) return spawn_native(pid, path, fa, attr, argv, envp);
 	if (script) {
 		char line[256], *interp, *arg;
 		if (script_line(sp, line, sizeof line, &interp, &arg) == 0) {
@@ -1631,11 +1688,7 @@ static int spawn_depth(pid_t *pid, const char *path, const posix_spawn_file_acti
 int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 		const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	if (!stage_readable()) {
-		size_t n, bytes = env_native_len(envp, &n);
-		char *v[n + 1], buf[bytes];
-		return real_posix_spawn(pid, path, fa, attr, argv, env_native(envp, v, n, buf));
-	}
+	if (!stage_readable()) return spawn_native(pid, path, fa, attr, argv, envp);
 	return spawn_depth(pid, path, fa, attr, argv, envp, 0);
 }
 
@@ -1659,9 +1712,9 @@ static int spawnp_search(pid_t *pid, const char *file, const posix_spawn_file_ac
 		memcpy(cand, p, dl);
 		cand[dl] = '/';
 		memcpy(cand + dl + 1, file, fl + 1);
-		int err;
-		int script;
-		const char *t = exec_target("posix_spawnp", cand, sp, sizeof sp, &err, &script);
+		int err, script, priv;
+		const char *t = exec_target("posix_spawnp", cand, sp, sizeof sp, &err, &script, &priv);
+		if (priv) return spawn_native(pid, cand, fa, attr, argv, envp);
 		if (t == sp) return script ? spawn_depth(pid, cand, fa, attr, argv, envp, 0) : real_posix_spawn(pid, t, fa, attr, argv, envp);
 		if (t) break; /* undecided */
 		if (!e) break;
