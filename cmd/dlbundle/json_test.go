@@ -1,0 +1,86 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestJSONForScripts: verify, stage and ls print one JSON object on stdout
+// with --json (nothing else there), with the exit status of the text form.
+func TestJSONForScripts(t *testing.T) {
+	bin := buildCLI(t)
+	img, root := imageOfTree(t)
+	decode := func(args []string, wantCode int, v any) {
+		t.Helper()
+		stdout, stderr, code := runContract(t, bin, args)
+		dec := json.NewDecoder(strings.NewReader(stdout))
+		if code != wantCode {
+			t.Fatalf("dlbundle %q: exit %d, want %d: %s", args, code, wantCode, stderr)
+		}
+		if err := dec.Decode(v); err != nil {
+			t.Fatalf("dlbundle %q: stdout is not JSON: %v\n%s", args, err, stdout)
+		}
+		if dec.More() {
+			t.Fatalf("dlbundle %q: more than one JSON object on stdout:\n%s", args, stdout)
+		}
+	}
+
+	var v struct {
+		Result  string `json:"result"`
+		Entries int    `json:"entries"`
+		Digest  string `json:"toc_digest"`
+		Against bool   `json:"against_source"`
+		Stale   []struct{ Path, Group, Reason string }
+	}
+	decode([]string{"verify", "--json", "--against-source", img}, 0, &v)
+	if v.Result != "intact" || v.Entries < 5 || !strings.HasPrefix(v.Digest, "sha256:") || !v.Against || len(v.Stale) != 0 {
+		t.Errorf("verify --json of a fresh image: %+v", v)
+	}
+	// A library rewritten and a name added beside it: content first, then
+	// the listing, as the text lists them.
+	if err := os.WriteFile(root+"/lib/libz.so.1.2.13", []byte("not the library any more"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(root+"/lib/new.py", nil, 0o644)
+	v.Stale = nil
+	decode([]string{"verify", "--json", "--against-source", img}, verifyStale, &v)
+	if v.Result != "stale" || len(v.Stale) != 2 ||
+		v.Stale[0].Path != root+"/lib/libz.so.1.2.13" || v.Stale[0].Group != "content" ||
+		v.Stale[1].Path != root+"/lib" || v.Stale[1].Group != "listing" || !strings.Contains(v.Stale[1].Reason, "new.py") {
+		t.Errorf("verify --json of a stale image: %+v", v)
+	}
+
+	stages := filepath.Join(t.TempDir(), "stages")
+	var s struct {
+		Image, Stage, Digest string
+		Made                 bool
+	}
+	decode([]string{"stage", "--json", "--stage-dir", stages, img}, 0, &s)
+	if !s.Made || s.Image != img || !strings.HasPrefix(s.Digest, "sha256:") ||
+		s.Stage != filepath.Join(stages, strings.Replace(s.Digest, ":", "-", 1)) {
+		t.Errorf("first stage --json: %+v", s)
+	}
+	if fi, err := os.Stat(s.Stage); err != nil || !fi.IsDir() {
+		t.Errorf("stage --json names %s, which is no directory: %v", s.Stage, err)
+	}
+	first := s
+	decode([]string{"stage", "--json", "--stage-dir", stages, img}, 0, &s)
+	if s.Made || s.Stage != first.Stage || s.Digest != first.Digest {
+		t.Errorf("second stage --json: %+v, want the first's stage found (%+v)", s, first)
+	}
+
+	var l struct {
+		Stages []struct{ Name string }
+	}
+	decode([]string{"ls", "--json", "--stage-dir", filepath.Join(t.TempDir(), "none")}, 0, &l)
+	if l.Stages == nil || len(l.Stages) != 0 {
+		t.Errorf("ls --json of no stage dir: %+v", l)
+	}
+	decode([]string{"ls", "--json", "--stage-dir", stages}, 0, &l)
+	if len(l.Stages) != 1 || l.Stages[0].Name != filepath.Base(first.Stage) {
+		t.Errorf("ls --json after a stage: %+v", l)
+	}
+}
