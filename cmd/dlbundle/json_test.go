@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 // TestJSONForScripts: verify, stage and ls print one JSON object on stdout
@@ -82,5 +84,45 @@ func TestJSONForScripts(t *testing.T) {
 	decode([]string{"ls", "--json", "--stage-dir", stages}, 0, &l)
 	if len(l.Stages) != 1 || l.Stages[0].Name != filepath.Base(first.Stage) {
 		t.Errorf("ls --json after a stage: %+v", l)
+	}
+}
+
+// TestReportJSON: report --json is one object with the run's figures, every
+// list present ([] when empty), and the files it was made of.
+func TestReportJSON(t *testing.T) {
+	bin := buildCLI(t)
+	probe := clitest.NewProbeImage(t)
+	dir := t.TempDir()
+	rep := filepath.Join(dir, "run.report")
+	if _, stderr, code := runContract(t, bin, []string{"exec", "--stage-dir", filepath.Join(dir, "stages"),
+		"--report", rep, probe.Image, "--", probe.Original}); code != 0 {
+		t.Fatalf("exec: exit %d: %s", code, stderr)
+	}
+	stdout, stderr, code := runContract(t, bin, []string{"report", "--json", "--image", probe.Image, rep})
+	var r map[string]json.RawMessage
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	if err := dec.Decode(&r); code != 0 || err != nil || dec.More() {
+		t.Fatalf("report --json: exit %d, %v: %s\n%s", code, err, stderr, stdout)
+	}
+	// The probe is one process, and ld.so loads its libc from the node
+	// (the image bundles the program alone).
+	var procs int
+	var outside []struct{ Path string }
+	json.Unmarshal(r["processes"], &procs)
+	json.Unmarshal(r["outside"], &outside)
+	if procs != 1 || len(outside) != 1 || !strings.Contains(outside[0].Path, "libc.so") {
+		t.Errorf("report --json: processes %d, outside %v; want 1 process that loaded libc from outside the image\n%s", procs, outside, stdout)
+	}
+	for _, list := range []string{"lacked", "node_local", "temporary", "per_run", "left_out", "outside", "fallbacks", "runs", "include_prefixes"} {
+		if v, ok := r[list]; !ok || !strings.HasPrefix(string(v), "[") {
+			t.Errorf("report --json: %s is %s, want a list", list, v)
+		}
+	}
+	var img string
+	var reports []string
+	json.Unmarshal(r["image"], &img)
+	json.Unmarshal(r["reports"], &reports)
+	if img != probe.Image || len(reports) != 1 || reports[0] != rep {
+		t.Errorf("report --json names image %q and reports %q, want %s and [%s]", img, reports, probe.Image, rep)
 	}
 }
