@@ -26,7 +26,7 @@ import (
 // BuildCmd packs what one or more pilot traces loaded into an image.
 type BuildCmd struct {
 	Output       string   `short:"o" placeholder:"IMAGE" help:"Image file to write (e.g. app.dlimg). Written to a temporary file beside it and renamed when complete."`
-	Traces       []string `arg:"" optional:"" name:"trace" type:"path" help:"Trace files and report files, mixed (default: every trace in the directory: ./dlbundle.trace, ./dlbundle.N.trace, and the per-rank .RANK files)."`
+	Traces       []string `arg:"" optional:"" name:"trace" type:"path" help:"Trace files and report files, mixed (default: every trace in the directory: ./dlbundle.trace, ./dlbundle.N.trace, and the per-rank .RANK files). The name given to 'trace -o NAME' under a launcher means its per-rank files NAME.0, NAME.1..."`
 	From         string   `placeholder:"IMAGE" type:"existingfile" help:"Start from this image's entries (no traces needed) and fold in what the traces and reports add: dlbundle build -o new.dlimg --from app.dlimg run.report. The image's --include/--exclude are kept."`
 	StatOnlyMax  int64    `name:"stat-only-max" placeholder:"BYTES" default:"0" help:"Bundle files the pilot only stat'd up to this size (default 2097152, 2 MiB); larger ones stay on the file system as external entries."`
 	Level        int      `default:"3" help:"zstd level, 1 (fastest) to 19 (smallest)."`
@@ -95,6 +95,7 @@ func (c *BuildCmd) Run() error {
 			return err
 		}
 	}
+	c.Traces = withRankFiles(c.Traces)
 	in, err := c.sortInputs()
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -124,5 +125,54 @@ func TestReportJSON(t *testing.T) {
 	json.Unmarshal(r["reports"], &reports)
 	if img != probe.Image || len(reports) != 1 || reports[0] != rep {
 		t.Errorf("report --json names image %q and reports %q, want %s and [%s]", img, reports, probe.Image, rep)
+	}
+}
+
+// TestTraceRankFilesByName: under a launcher 'trace -o NAME' writes NAME.0,
+// NAME.1..., rank 0 says so, and build and inspect --trace take NAME for
+// them all.
+func TestTraceRankFilesByName(t *testing.T) {
+	bin := buildCLI(t)
+	dir := t.TempDir()
+	name := filepath.Join(dir, "capp.trace")
+	run := func(env []string, args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = dir
+		cmd.Env = append(clitest.CleanEnv(t.TempDir()), env...)
+		out, err := cmd.CombinedOutput()
+		if _, ok := err.(*exec.ExitError); err != nil && !ok {
+			t.Fatal(err)
+		}
+		return string(out), cmd.ProcessState.ExitCode()
+	}
+	// Ranks 2 and 10 too: rank order is numeric, not by name.
+	for _, rank := range []string{"0", "1", "2", "10"} {
+		out, code := run([]string{"OMPI_COMM_WORLD_RANK=" + rank, "OMPI_COMM_WORLD_SIZE=11"}, "trace", "-o", name, "--", "/bin/true")
+		if code != 0 || !strings.Contains(out, "wrote "+name+"."+rank+" ") {
+			t.Fatalf("rank %s: trace -o: exit %d, does not name %s.%s:\n%s", rank, code, name, rank, out)
+		}
+		if note := "build from them all with: dlbundle build -o app.dlimg " + name; strings.Contains(out, note) != (rank == "0") {
+			t.Errorf("rank %s: the note on rank files should appear on rank 0 only:\n%s", rank, out)
+		}
+	}
+	if _, err := os.Stat(name); err == nil {
+		t.Fatalf("%s itself was written: the ranks' files are its .RANK files", name)
+	}
+	if got, want := withRankFiles([]string{name}), []string{name + ".0", name + ".1", name + ".2", name + ".10"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("withRankFiles(%s) = %v, want %v", name, got, want)
+	}
+	img := filepath.Join(dir, "capp.dlimg")
+	out, code := run(nil, "build", "-o", img, name)
+	if code != 0 || !strings.Contains(out, "from 4 trace(s)") {
+		t.Fatalf("build NAME of 4 rank files: exit %d:\n%s", code, out)
+	}
+	out, code = run(nil, "inspect", "--html", filepath.Join(dir, "p.html"), "--trace", name, img)
+	if code != 0 {
+		t.Errorf("inspect --html --trace NAME: exit %d:\n%s", code, out)
+	}
+	out, code = run(nil, "inspect", "--html", filepath.Join(dir, "p.html"), "--trace", name+"x", img)
+	if code != 2 || !strings.Contains(out, "no trace "+name+"x") || strings.Count(out, "\n") != 1 {
+		t.Errorf("inspect --trace of no trace: exit %d, want 2 and one line:\n%s", code, out)
 	}
 }
