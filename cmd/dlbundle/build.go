@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"github.com/dlbundle/dlbundle/internal/units"
 	"github.com/dlbundle/dlbundle/internal/version"
 	"github.com/dlbundle/dlbundle/squash"
+	"github.com/dlbundle/dlbundle/trace"
 )
 
 // BuildCmd packs what one or more pilot traces loaded into an image.
@@ -146,7 +148,7 @@ func (c *BuildCmd) Run() error {
 		imageAccess(plan, nil).print(summary, "would be written", c.Push != "")
 		return nil
 	}
-	if err := checkSomethingToBundle(plan); err != nil {
+	if err := checkSomethingToBundle(plan, traces); err != nil {
 		return err
 	}
 	info, err := c.buildInfo(len(in.traces))
@@ -204,13 +206,87 @@ func (c *BuildCmd) push() error {
 }
 
 // checkSomethingToBundle refuses to write an image without content (an app
-// run from /tmp, say), saying why the files were left out.
-func checkSomethingToBundle(plan *squash.Plan) error {
+// run from /tmp, say), saying why the files were left out, or that the app
+// is a static program, for which no image helps.
+func checkSomethingToBundle(plan *squash.Plan, traces []*trace.Trace) error {
 	for _, e := range plan.Entries {
 		if e.Type == image.TypeRegular {
 			return nil
 		}
 	}
+	if static, others := staticPrograms(traces); len(static) > 0 {
+		msg := fmt.Sprintf("nothing to gain: %s is statically linked (no program interpreter, no shared libraries): "+
+			"it loads nothing at start-up that an image could serve, so run it as it is, without dlbundle", strings.Join(static, ", "))
+		if others == 0 {
+			return errors.New(msg)
+		}
+		// It read files too (an input deck in /tmp): those may matter,
+		// and what left them out is said below.
+		msg += fmt.Sprintf("; it also read %d other files, left out: ", others)
+		return errors.New(msg + strings.TrimPrefix(nothingToBundle(plan), "nothing to bundle: "))
+	}
+	return errors.New(nothingToBundle(plan))
+}
+
+// staticPrograms are the programs the traces exec'd when every one of them
+// is a static ELF executable (no PT_INTERP, no DT_NEEDED): dlbundle serves
+// ld.so's search and the files an app opens, and such a program has no
+// ld.so. others counts the regular files they opened besides themselves
+// (outside /proc, /sys, /dev). A script (its interpreter is dynamic) or a
+// program that cannot be read gives nil.
+func staticPrograms(traces []*trace.Trace) (static []string, others int) {
+	seen := map[string]bool{}
+	opened := map[string]bool{}
+	for _, t := range traces {
+		for _, ev := range t.Events {
+			switch {
+			case ev.Op == trace.OpExec && ev.Err == "" && ev.Path != "" && !seen[ev.Path]:
+				seen[ev.Path] = true
+				if !isStaticELF(ev.Path) {
+					return nil, 0
+				}
+				static = append(static, ev.Path)
+			case ev.Op == trace.OpOpen && ev.Err == "" && !ev.Dir && ev.Path != "" && !isPseudoFS(ev.Path):
+				opened[ev.Path] = true
+			}
+		}
+	}
+	for p := range opened {
+		if !seen[p] {
+			others++
+		}
+	}
+	return static, others
+}
+
+// isStaticELF reports whether path is an ELF executable that needs no
+// dynamic loader: no PT_INTERP program header and no DT_NEEDED entry.
+func isStaticELF(path string) bool {
+	f, err := elf.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return false
+		}
+	}
+	needed, err := f.ImportedLibraries()
+	return err == nil && len(needed) == 0
+}
+
+func isPseudoFS(p string) bool {
+	for _, pre := range []string{"/proc", "/sys", "/dev"} {
+		if p == pre || strings.HasPrefix(p, pre+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// nothingToBundle says why a plan holds no file: what left each out.
+func nothingToBundle(plan *squash.Plan) string {
 	var why []string
 	for _, r := range plan.Report.SkippedReasons() {
 		why = append(why, fmt.Sprintf("%d %s", plan.Report.Skipped[r], r))
@@ -225,7 +301,7 @@ func checkSomethingToBundle(plan *squash.Plan) error {
 	if inc := plan.Report.SkippedPrefixes(squash.ReasonTempDir); len(inc) > 0 {
 		msg += fmt.Sprintf("; if that is the app's own tree, build with --include %s", inc[0].Prefix)
 	}
-	return errors.New(msg)
+	return msg
 }
 
 // underPrefixes names, for a reason a default prefix rule gave, where the

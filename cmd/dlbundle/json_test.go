@@ -176,3 +176,55 @@ func TestTraceRankFilesByName(t *testing.T) {
 		t.Errorf("inspect --trace of no trace: exit %d, want 2 and one line:\n%s", code, out)
 	}
 }
+
+// TestStaticProgramNothingToGain: the build of a static program's pilot says
+// that it is static and dlbundle has nothing to gain for it, not "nothing to
+// bundle ... --include"; one that also read an input file in /tmp is told
+// both. The same program linked dynamically builds (its libc is bundled).
+func TestStaticProgramNothingToGain(t *testing.T) {
+	bin := buildCLI(t)
+	dir := t.TempDir() // under /tmp: build leaves it out, as it did for the user
+	src := filepath.Join(dir, "s.c")
+	os.WriteFile(src, []byte(`#include <stdio.h>
+int main(int argc, char **argv) {
+	if (argc > 1) { FILE *f = fopen(argv[1], "r"); if (f) fclose(f); }
+	return 0;
+}
+`), 0o644)
+	static, dynamic := filepath.Join(dir, "static"), filepath.Join(dir, "dynamic")
+	for _, c := range [][]string{{"-static", "-o", static, src}, {"-o", dynamic, src}} {
+		if out, err := exec.Command("cc", c...).CombinedOutput(); err != nil {
+			t.Fatalf("cc %v: %v\n%s (a static link needs libc6-dev's libc.a)", c, err, out)
+		}
+	}
+	if !isStaticELF(static) || isStaticELF(dynamic) || isStaticELF("/usr/bin/python3") {
+		t.Fatalf("isStaticELF: %s %v, %s %v, python3 %v", static, isStaticELF(static), dynamic, isStaticELF(dynamic), isStaticELF("/usr/bin/python3"))
+	}
+	input := filepath.Join(dir, "input.nml")
+	os.WriteFile(input, []byte("&x /\n"), 0o644)
+	build := func(name string, want int, app ...string) string {
+		t.Helper()
+		tr := filepath.Join(dir, name+".trace")
+		if out, code := runCLI(t, bin, append([]string{"trace", "-q", "-o", tr, "--"}, app...)...); code != 0 {
+			t.Fatalf("trace %v: exit %d\n%s", app, code, out)
+		}
+		stdout, stderr, code := runContract(t, bin, []string{"build", "-o", filepath.Join(dir, name+".dlimg"), tr})
+		if code != want || (want == 1 && (stdout != "" || strings.Count(stderr, "\n") != 1)) {
+			t.Fatalf("build of %v: exit %d, want %d (and one line on failure)\nstdout %q\nstderr %q", app, code, want, stdout, stderr)
+		}
+		return stdout + stderr
+	}
+	msg := build("alone", 1, static)
+	if !strings.Contains(msg, "nothing to gain: "+static+" is statically linked") || strings.Contains(msg, "--include") {
+		t.Errorf("build of a static program: %s", msg)
+	}
+	msg = build("input", 1, static, input)
+	if !strings.Contains(msg, static+" is statically linked") || !strings.Contains(msg, "also read 1 other files") ||
+		!strings.Contains(msg, "--include /tmp/") {
+		t.Errorf("build of a static program that read an input in %s: %s", dir, msg)
+	}
+	msg = build("dynamic", 0, dynamic)
+	if strings.Contains(msg, "statically") || !strings.Contains(msg, "elf-shared") {
+		t.Errorf("build of a dynamic program in %s: %s", dir, msg)
+	}
+}
