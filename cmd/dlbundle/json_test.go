@@ -75,6 +75,20 @@ func TestJSONForScripts(t *testing.T) {
 		t.Errorf("second stage --json: %+v, want the first's stage found (%+v)", s, first)
 	}
 
+	// env --json is --format=json: the variables that serve a process
+	// from the stage just made.
+	var e struct {
+		Set   map[string]string
+		Unset []string
+	}
+	decode([]string{"env", "--json", "--stage-dir", stages, img}, 0, &e)
+	if e.Set["DLBUNDLE_STAGE"] != first.Stage || e.Unset == nil {
+		t.Errorf("env --json: %+v, want DLBUNDLE_STAGE=%s", e, first.Stage)
+	}
+	if stdout, stderr, code := runContract(t, bin, []string{"env", "--json", "--format=env0", "--stage-dir", stages, img}); code != exitUsage || stdout != "" || !strings.Contains(stderr, "--json and --format=env0") {
+		t.Errorf("env --json --format=env0: exit %d, stdout %q, stderr %q; want a usage error", code, stdout, stderr)
+	}
+
 	var l struct {
 		Stages []struct{ Name string }
 	}
