@@ -56,6 +56,14 @@ func TestJSONForScripts(t *testing.T) {
 		t.Errorf("verify --json of a stale image: %+v", v)
 	}
 
+	// A corrupt image: nothing on stdout, one line on stderr, exit 1.
+	junk := filepath.Join(t.TempDir(), "junk.dlimg")
+	os.WriteFile(junk, []byte("not an image\n"), 0o644)
+	if stdout, stderr, code := runContract(t, bin, []string{"verify", "--json", junk}); code != verifyCorrupt || stdout != "" ||
+		strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "dlbundle verify: ") {
+		t.Errorf("verify --json of a corrupt image: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+
 	stages := filepath.Join(t.TempDir(), "stages")
 	var s struct {
 		Image, Stage, Digest string
