@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -21,12 +22,13 @@ import (
 	"github.com/dlbundle/dlbundle/internal/units"
 	"github.com/dlbundle/dlbundle/internal/version"
 	"github.com/dlbundle/dlbundle/squash"
+	"github.com/dlbundle/dlbundle/trace"
 )
 
 // BuildCmd packs what one or more pilot traces loaded into an image.
 type BuildCmd struct {
 	Output       string   `short:"o" placeholder:"IMAGE" help:"Image file to write (e.g. app.dlimg). Written to a temporary file beside it and renamed when complete."`
-	Traces       []string `arg:"" optional:"" name:"trace" type:"path" help:"Trace files and report files, mixed (default: every trace in the directory: ./dlbundle.trace, ./dlbundle.N.trace, and the per-rank .RANK files)."`
+	Traces       []string `arg:"" optional:"" name:"trace" type:"path" help:"Trace files and report files, mixed (default: every trace in the directory: ./dlbundle.trace, ./dlbundle.N.trace, and the per-rank .RANK files). The name given to 'trace -o NAME' under a launcher means its per-rank files NAME.0, NAME.1..."`
 	From         string   `placeholder:"IMAGE" type:"existingfile" help:"Start from this image's entries (no traces needed) and fold in what the traces and reports add: dlbundle build -o new.dlimg --from app.dlimg run.report. The image's --include/--exclude are kept."`
 	StatOnlyMax  int64    `name:"stat-only-max" placeholder:"BYTES" default:"0" help:"Bundle files the pilot only stat'd up to this size (default 2097152, 2 MiB); larger ones stay on the file system as external entries."`
 	Level        int      `default:"3" help:"zstd level, 1 (fastest) to 19 (smallest)."`
@@ -95,6 +97,7 @@ func (c *BuildCmd) Run() error {
 			return err
 		}
 	}
+	c.Traces = withRankFiles(c.Traces)
 	in, err := c.sortInputs()
 	if err != nil {
 		return err
@@ -145,7 +148,7 @@ func (c *BuildCmd) Run() error {
 		imageAccess(plan, nil).print(summary, "would be written", c.Push != "")
 		return nil
 	}
-	if err := checkSomethingToBundle(plan); err != nil {
+	if err := checkSomethingToBundle(plan, traces); err != nil {
 		return err
 	}
 	info, err := c.buildInfo(len(in.traces))
@@ -203,13 +206,87 @@ func (c *BuildCmd) push() error {
 }
 
 // checkSomethingToBundle refuses to write an image without content (an app
-// run from /tmp, say), saying why the files were left out.
-func checkSomethingToBundle(plan *squash.Plan) error {
+// run from /tmp, say), saying why the files were left out, or that the app
+// is a static program, for which no image helps.
+func checkSomethingToBundle(plan *squash.Plan, traces []*trace.Trace) error {
 	for _, e := range plan.Entries {
 		if e.Type == image.TypeRegular {
 			return nil
 		}
 	}
+	if static, others := staticPrograms(traces); len(static) > 0 {
+		msg := fmt.Sprintf("nothing to gain: %s is statically linked (no program interpreter, no shared libraries): "+
+			"it loads nothing at start-up that an image could serve, so run it as it is, without dlbundle", strings.Join(static, ", "))
+		if others == 0 {
+			return errors.New(msg)
+		}
+		// It read files too (an input deck in /tmp): those may matter,
+		// and what left them out is said below.
+		msg += fmt.Sprintf("; it also read %d other files, left out: ", others)
+		return errors.New(msg + strings.TrimPrefix(nothingToBundle(plan), "nothing to bundle: "))
+	}
+	return errors.New(nothingToBundle(plan))
+}
+
+// staticPrograms are the programs the traces exec'd when every one of them
+// is a static ELF executable (no PT_INTERP, no DT_NEEDED): dlbundle serves
+// ld.so's search and the files an app opens, and such a program has no
+// ld.so. others counts the regular files they opened besides themselves
+// (outside /proc, /sys, /dev). A script (its interpreter is dynamic) or a
+// program that cannot be read gives nil.
+func staticPrograms(traces []*trace.Trace) (static []string, others int) {
+	seen := map[string]bool{}
+	opened := map[string]bool{}
+	for _, t := range traces {
+		for _, ev := range t.Events {
+			switch {
+			case ev.Op == trace.OpExec && ev.Err == "" && ev.Path != "" && !seen[ev.Path]:
+				seen[ev.Path] = true
+				if !isStaticELF(ev.Path) {
+					return nil, 0
+				}
+				static = append(static, ev.Path)
+			case ev.Op == trace.OpOpen && ev.Err == "" && !ev.Dir && ev.Path != "" && !isPseudoFS(ev.Path):
+				opened[ev.Path] = true
+			}
+		}
+	}
+	for p := range opened {
+		if !seen[p] {
+			others++
+		}
+	}
+	return static, others
+}
+
+// isStaticELF reports whether path is an ELF executable that needs no
+// dynamic loader: no PT_INTERP program header and no DT_NEEDED entry.
+func isStaticELF(path string) bool {
+	f, err := elf.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return false
+		}
+	}
+	needed, err := f.ImportedLibraries()
+	return err == nil && len(needed) == 0
+}
+
+func isPseudoFS(p string) bool {
+	for _, pre := range []string{"/proc", "/sys", "/dev"} {
+		if p == pre || strings.HasPrefix(p, pre+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// nothingToBundle says why a plan holds no file: what left each out.
+func nothingToBundle(plan *squash.Plan) string {
 	var why []string
 	for _, r := range plan.Report.SkippedReasons() {
 		why = append(why, fmt.Sprintf("%d %s", plan.Report.Skipped[r], r))
@@ -224,7 +301,7 @@ func checkSomethingToBundle(plan *squash.Plan) error {
 	if inc := plan.Report.SkippedPrefixes(squash.ReasonTempDir); len(inc) > 0 {
 		msg += fmt.Sprintf("; if that is the app's own tree, build with --include %s", inc[0].Prefix)
 	}
-	return errors.New(msg)
+	return msg
 }
 
 // underPrefixes names, for a reason a default prefix rule gave, where the

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -128,10 +130,8 @@ func missingInput(s, argName string) error {
 	if _, err := os.Stat(s); !errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	if argName == "trace" {
-		if ranks, _ := filepath.Glob(s + ".[0-9]*"); len(ranks) > 0 {
-			return nil
-		}
+	if argName == "trace" && len(rankFiles(s)) > 0 {
+		return nil
 	}
 	return usageError{noSuchInput(s, argName)}
 }
@@ -217,4 +217,64 @@ func (c *HelpCmd) Run() error {
 		return usageError{err.Error()}
 	}
 	return nil
+}
+
+// withRankFiles replaces each name that does not exist but has per-rank
+// files name.0, name.1... (what 'trace -o name' writes under a launcher, one
+// file per rank) by those files, in rank order; other names stay as given
+// (a missing one is then reported by whoever opens it). So the name given
+// to trace -o is the name build and inspect --trace take.
+func withRankFiles(names []string) []string {
+	var out []string
+	for _, name := range names {
+		ranks := rankFiles(name)
+		if len(ranks) == 0 {
+			out = append(out, name)
+			continue
+		}
+		out = append(out, ranks...)
+	}
+	return out
+}
+
+// rankFiles are name's per-rank files name.N (N decimal), sorted by N, when
+// name itself does not exist; else nil.
+func rankFiles(name string) []string {
+	if name == "" || registry.IsRef(name) {
+		return nil
+	}
+	if _, err := os.Lstat(name); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	matches, _ := filepath.Glob(globEscape(name) + ".[0-9]*")
+	type ranked struct {
+		path string
+		rank int
+	}
+	var rs []ranked
+	for _, m := range matches {
+		n, err := strconv.Atoi(strings.TrimPrefix(m, name+"."))
+		if err != nil || n < 0 || !strings.HasPrefix(m, name+".") {
+			continue
+		}
+		rs = append(rs, ranked{m, n})
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].rank < rs[j].rank })
+	out := make([]string, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.path)
+	}
+	return out
+}
+
+// globEscape quotes the characters filepath.Match treats as patterns.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -28,6 +28,7 @@ type EnvCmd struct {
 	Workers  int           `placeholder:"N" help:"Decompression workers for staging (default: all cores)."`
 	Insecure bool          `help:"With an oci:// image: plain http to the registry."`
 	Timeout  time.Duration `default:"30s" placeholder:"DURATION" help:"With an oci:// image: give up on a registry connection that makes no progress for this long."`
+	JSON     bool          `name:"json" help:"Same as --format=json (the flag every verb a script parses has)."`
 	Format   string        `default:"sh" enum:"sh,json,env0" placeholder:"FORMAT" help:"sh: 'export NAME=VALUE' lines (shell-quoted) for eval or a Slurm TaskProlog; json: {\"set\":{NAME:VALUE},\"unset\":[NAME]}; env0: NAME=VALUE entries, each ended by a NUL byte, NAME alone to unset (for C and Lua plugins)."`
 
 	Image string `arg:"" name:"image" help:"The image: a file (app.dlimg) or oci://REGISTRY/REPO:TAG or oci://REGISTRY/REPO@sha256:DIGEST."`
@@ -69,6 +70,12 @@ See docs/exec.md ("Which way when") and docs/loader.md.`
 
 // Run stages, then prints the variables.
 func (c *EnvCmd) Run() error {
+	if c.JSON { // refused before staging, not after
+		if c.Format != "sh" && c.Format != "json" {
+			return usageError{fmt.Sprintf("--json and --format=%s: give one of them", c.Format)}
+		}
+		c.Format = "json"
+	}
 	if c.Report != "" {
 		resolved, err := checkReportFile(c.Report)
 		if err != nil {

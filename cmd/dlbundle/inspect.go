@@ -27,7 +27,7 @@ type InspectCmd struct {
 	JSON     bool          `help:"Print JSON instead of text (with --list: the entries too)."`
 	Top      int           `default:"10" help:"How many of the largest objects and missing paths to show."`
 	HTML     string        `name:"html" placeholder:"FILE" help:"Write a page (one self-contained HTML file) that draws where start-up goes: the image's bytes by prefix and, with --trace and --report, the pilot's lookups over time and by directory, what exec saves per rank, what the image lacked."`
-	Traces   []string      `name:"trace" placeholder:"TRACE" type:"existingfile" sep:"none" help:"With --html: the pilot's trace(s) the image was built from (repeatable)."`
+	Traces   []string      `name:"trace" placeholder:"TRACE" type:"path" sep:"none" help:"With --html: the pilot's trace(s) the image was built from (repeatable; the name given to 'trace -o' under a launcher means its per-rank files NAME.0, NAME.1...)."`
 	Reports  []string      `name:"report" placeholder:"FILE" type:"existingfile" sep:"none" help:"With --html: report file(s) of 'dlbundle exec --report' (repeatable)."`
 	Untraced time.Duration `placeholder:"DURATION" help:"With --html: the app's start-up measured without dlbundle (e.g. 'time ./app': 60ms); the page then uses it instead of estimating it from the pilot with ptrace's share taken out."`
 }
@@ -92,6 +92,12 @@ func (c *InspectCmd) Run() error {
 	}
 	defer im.Close()
 	if c.HTML != "" {
+		for _, t := range c.Traces {
+			if err := missingInput(t, "trace"); err != nil {
+				return err
+			}
+		}
+		c.Traces = withRankFiles(c.Traces)
 		return writePage(c.HTML, c.Traces, c.Image, im, c.Reports, c.Untraced)
 	}
 	if len(c.Traces) > 0 || len(c.Reports) > 0 || c.Untraced != 0 {

@@ -52,6 +52,10 @@ func (c *LsCmd) Run() error {
 	if squat != nil && squat.Fallback != "" {
 		fmt.Fprintf(os.Stderr, "dlbundle ls: warning: %s\n", squat.Warning())
 	}
+	if !found && c.JSON {
+		// A script parses an empty listing, not a sentence.
+		return c.printJSON(dir, []lsStage{}, 0)
+	}
 	if !found {
 		fmt.Printf("0 stages: no stage dir at %s yet (dlbundle exec or stage creates it)\n", dir)
 		return nil
@@ -68,14 +72,10 @@ func (c *LsCmd) Run() error {
 		total += s.Size
 	}
 	if c.JSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		return enc.Encode(struct {
-			Dir    string    `json:"stage_dir"`
-			Stages []lsStage `json:"stages"`
-			Bytes  int64     `json:"bytes"`
-		}{dir, out, total})
+		if out == nil {
+			out = []lsStage{}
+		}
+		return c.printJSON(dir, out, total)
 	}
 	fmt.Printf("%-19s %-20s %10s  %-19s  %-13s %s\n", "STAGE", "IMAGE", "SIZE", "LAST USE", "IN USE BY", "REF")
 	for _, s := range out {
@@ -88,6 +88,18 @@ func (c *LsCmd) Run() error {
 	}
 	fmt.Printf("%d stages, %s in %s\n", len(stages), units.Bytes(total), dir)
 	return nil
+}
+
+// printJSON prints the listing as ls --json does: one object.
+func (c *LsCmd) printJSON(dir string, out []lsStage, total int64) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(struct {
+		Dir    string    `json:"stage_dir"`
+		Stages []lsStage `json:"stages"`
+		Bytes  int64     `json:"bytes"`
+	}{dir, out, total})
 }
 
 // imageName is what a user calls the image of ref: the file's name, or the

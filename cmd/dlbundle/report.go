@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 
 	"github.com/dlbundle/dlbundle/image"
@@ -20,7 +21,7 @@ type ReportCmd struct {
 	StageDir string   `name:"stage-dir" placeholder:"DIR" env:"DLBUNDLE_STAGE_DIR" help:"With no file: read the records of this stage directory (default: exec's default)."`
 	RunID    string   `name:"run" placeholder:"ID" help:"With no file: only the records of this run and the runs it names the start of (slurm-77: every run of Slurm job 77; slurm-77.3: its step 3)."`
 	All      bool     `help:"List every path and library in each category (default: the 30 most taken)."`
-	JSON     bool     `name:"json" help:"Print the summary as JSON instead of text."`
+	JSON     bool     `name:"json" help:"Print the summary as one JSON object instead of text: the totals (processes, answered, missing, passed), each list of paths with how many processes took it (lacked, node_local, temporary, per_run, left_out, outside, fallbacks), the runs, and the image and report files it was made of. Lists are [] when empty."`
 	Image    string   `placeholder:"IMAGE" type:"existingfile" help:"The image the app ran from: the --include/--exclude it was built with decide which paths build left out by policy (default: build's default rules)."`
 
 	out io.Writer // where the summary goes; nil means stdout (tests)
@@ -48,6 +49,7 @@ It ends with the command that folds them into the image with no new pilot:
   srun dlbundle exec --report /scratch/run1.report app.dlimg -- ./myapp
   dlbundle report /scratch/run1.report
   dlbundle build -o app.dlimg --from app.dlimg /scratch/run1.report   # as it advises
+  dlbundle report --json | jq -r '.lacked[].path'    # for a script
 
 The image decides what was left out by policy: give --image (the node's records
 name it themselves). A file that is not a report (a trace, an image) is refused with
@@ -123,15 +125,35 @@ func (c *ReportCmd) Run() error {
 		out = os.Stdout
 	}
 	if c.JSON {
+		// What the summary was made of beside its figures, and every list
+		// as [] rather than null when empty: jq '.lacked[]' then needs
+		// no guard.
+		emptyListsNotNull(&s)
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(s)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(struct {
+			loader.ReportSummary
+			Image   string   `json:"image"`
+			Reports []string `json:"reports"`
+		}{s, img, c.Files})
 	}
 	limit := 30
 	if c.All {
 		limit = 0
 	}
 	return s.WriteText(out, limit)
+}
+
+// emptyListsNotNull sets every nil slice field of *v (a struct) to an empty
+// slice, so that JSON shows [] for an empty list.
+func emptyListsNotNull(v any) {
+	rv := reflect.ValueOf(v).Elem()
+	for i := range rv.NumField() {
+		if f := rv.Field(i); f.Kind() == reflect.Slice && f.IsNil() && f.CanSet() {
+			f.Set(reflect.MakeSlice(f.Type(), 0, 0))
+		}
+	}
 }
 
 // refuseNonReport ends with a usage error (exit 2) naming what a file that

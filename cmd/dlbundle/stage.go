@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
@@ -23,6 +24,7 @@ type StageCmd struct {
 	Workers  int    `placeholder:"N" help:"Decompression workers (default: all cores)."`
 	Insecure bool   `help:"With an oci:// image: plain http to the registry."`
 	Quiet    bool   `short:"q" help:"Print nothing on success."`
+	JSON     bool   `name:"json" help:"Print one JSON object on stdout instead of the line: the image, the stage dir (stage), the image's digest (digest, sha256:...) and whether this call made the stage or found it (made)."`
 	User     string `placeholder:"USER" help:"As root: stage for this user (a name, a uid, or UID:GID when the uid has no passwd entry), into the user's stage dir, the stage the user's own dlbundle stage would make. Root only opens the stage dir and the image and publishes; a child running as the user (no_new_privs, clean environment) reads the image. In a Slurm Prolog (SLURM_SCRIPT_CONTEXT=prolog_slurmd) the default is the job's user (SLURM_JOB_UID:SLURM_JOB_GID)."`
 
 	Image string `arg:"" name:"image" help:"The image: a file or an oci:// reference."`
@@ -65,6 +67,10 @@ a /tmp/jobs someone created first, whoever owns what is below it. Use a
 directory you made (mkdir -m 0700 with a random name, as above). Within a
 job, a path consumed by --consume is never read again.
 
+For a script, --json prints one object:
+
+  dlbundle stage --json app.dlimg | jq -r .stage    # e.g. /dev/shm/dlbundle-1000/sha256-4665...
+
 See examples/jobs, docs/exec.md and docs/security.md.`
 }
 
@@ -83,8 +89,7 @@ func (c *StageCmd) Run() error {
 		if err != nil {
 			return err
 		}
-		c.done(s)
-		return nil
+		return c.done(s)
 	}
 	if c.Consume { // refuse before staging, not after
 		if _, err := node.ConsumedKey(c.Image, os.Getenv); err != nil {
@@ -109,11 +114,29 @@ func (c *StageCmd) Run() error {
 			fmt.Fprintf(os.Stderr, "dlbundle stage: warning: %s was consumed earlier in this job: the file now at that path was not read (within a job a consumed path names the image it named then); give another image another path\n", c.Image)
 		}
 	}
-	c.done(s)
-	return nil
+	return c.done(s)
 }
 
-func (c *StageCmd) done(s *node.Staged) {
+func (c *StageCmd) done(s *node.Staged) error {
+	if c.JSON {
+		// A stage found through the job's alias was not read: its name is
+		// the digest of the image it holds.
+		digest := s.Digest
+		if digest == "" {
+			if hex, ok := strings.CutPrefix(filepath.Base(s.Dir), "sha256-"); ok {
+				digest = "sha256:" + hex
+			}
+		}
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		return enc.Encode(struct {
+			Image  string `json:"image"`
+			Stage  string `json:"stage"`
+			Digest string `json:"digest"`
+			Made   bool   `json:"made"`
+		}{c.Image, s.Dir, digest, s.Materialized})
+	}
 	if !c.Quiet {
 		how := "already staged"
 		if s.Materialized {
@@ -121,6 +144,7 @@ func (c *StageCmd) done(s *node.Staged) {
 		}
 		fmt.Printf("%s %s: %s\n", how, c.Image, s.Dir)
 	}
+	return nil
 }
 
 // account is the user --user names when root stages for another user, or

@@ -44,7 +44,9 @@ FILE and renamed when complete, so an earlier FILE is replaced only by a
 complete trace. Under a parallel launcher (OMPI_COMM_WORLD_RANK,
 PMIX_RANK, PMI_RANK, FLUX_TASK_RANK or SLURM_PROCID set; the first wins, so
 mpirun inside a Slurm job names its own ranks) ".RANK" is appended, so
-'srun -n 4 dlbundle trace -- ./app' writes dlbundle.trace.0 ... .3.
+'srun -n 4 dlbundle trace -- ./app' writes dlbundle.trace.0 ... .3, and
+'srun -n 4 dlbundle trace -o capp.trace -- ./app' capp.trace.0 ... .3;
+the name given stands for them all: 'dlbundle build -o capp.dlimg capp.trace'.
 Put the launcher outside: 'dlbundle trace -- srun ./app' would trace srun
 only (the ranks are started by slurmd) and is refused.
 
@@ -97,6 +99,9 @@ func (c *TraceCmd) Run() error {
 	if isolated && !c.Quiet {
 		noteMPISingleton(res.Output, argv)
 	}
+	if rank == "0" && !c.Quiet {
+		noteRankFiles(out)
+	}
 	if c.HTML != "" {
 		if err := writePage(c.HTML, []string{res.Output}, "", nil, nil); err != nil {
 			fmt.Fprintf(os.Stderr, "dlbundle trace: %s was written, but not the page: %v\n", res.Output, err)
@@ -105,6 +110,14 @@ func (c *TraceCmd) Run() error {
 	}
 	exitWith(res.Exit)
 	return nil
+}
+
+// noteRankFiles tells, once per launch (rank 0), that every rank wrote its
+// own file beside name and that build takes them by name: the user gave
+// capp.trace and finds capp.trace.0, capp.trace.1...
+func noteRankFiles(name string) {
+	fmt.Fprintf(os.Stderr, "dlbundle trace: under a launcher each rank writes its own file, %s.RANK (%s.0, %s.1...); build from them all with: dlbundle build -o app.dlimg %s\n",
+		name, name, name, name)
 }
 
 // exitWith ends dlbundle with the app's status. It exits here rather than

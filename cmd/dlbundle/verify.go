@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,26 @@ type VerifyCmd struct {
 	Image         string `arg:"" help:"Image file (.dlimg)."` // a missing file is a usage error, as for every verb (main's checkArgs)
 	AgainstSource bool   `help:"Also compare every bundled path with the file system now (type, size, mtime, content, symlink targets, directory listings, missing paths) and report what is stale: content and missing-file differences first."`
 	All           bool   `help:"With --against-source: list every mtime-only and listing difference (default: the first 20 of each)."`
+	JSON          bool   `name:"json" help:"Print one JSON object on stdout instead of text: the result (intact, stale), the entry count, the digest and, with --against-source, every difference by group. Errors stay one line on stderr; the exit status is the same."`
+}
+
+// verifyResult is what verify --json prints.
+type verifyResult struct {
+	Image   string `json:"image"`
+	Result  string `json:"result"` // "intact", or "stale" (--against-source)
+	Entries int    `json:"entries"`
+	Digest  string `json:"toc_digest"`
+	// Checked is whether the file system was compared (--against-source).
+	Checked bool `json:"against_source"`
+	// Stale are the differences, what matters first (content and missing
+	// files, then mtime only, then directory listings); never cut.
+	Stale []staleDiff `json:"stale"`
+}
+
+type staleDiff struct {
+	Path   string `json:"path"`
+	Group  string `json:"group"` // "content", "mtime", "listing"
+	Reason string `json:"reason"`
 }
 
 // Help is shown by `dlbundle verify --help`.
@@ -47,6 +68,11 @@ app's files). Rebuild the image then, from itself, with no pilot:
   dlbundle verify app.dlimg
   dlbundle verify --against-source app.dlimg ||
       dlbundle build -o app.dlimg --from app.dlimg --allow-changed
+
+For a script, --json prints one object (result, entries, toc_digest, and
+each stale path with its group: content, mtime or listing):
+
+  dlbundle verify --json --against-source app.dlimg | jq -r '.stale[].path'
 
 Exit status:
   0  the image is intact (and, with --against-source, up to date)
@@ -71,9 +97,13 @@ func (c *VerifyCmd) Run() error {
 		verifyExit(verifyCorrupt)
 		return nil
 	}
-	fmt.Printf("%s: intact (%d entries, %s)\n", c.Image, len(im.Entries()), im.TOCDigest())
+	res := verifyResult{Image: c.Image, Result: "intact", Entries: len(im.Entries()), Digest: im.TOCDigest(),
+		Checked: c.AgainstSource, Stale: []staleDiff{}}
+	if !c.JSON {
+		fmt.Printf("%s: intact (%d entries, %s)\n", c.Image, len(im.Entries()), im.TOCDigest())
+	}
 	if !c.AgainstSource {
-		return nil
+		return c.printJSON(res)
 	}
 	// What differs, by how much it matters: content and missing files
 	// change what the app reads; an mtime alone changes what Python's .pyc
@@ -94,8 +124,25 @@ func (c *VerifyCmd) Run() error {
 			g = 2
 		}
 		groups[g] = append(groups[g], fmt.Sprintf("stale: %s: %s", q(e.Path), why))
+		res.Stale = append(res.Stale, staleDiff{Path: e.Path, Group: [3]string{"content", "mtime", "listing"}[g], Reason: why})
 	}
 	stale := len(groups[0]) + len(groups[1]) + len(groups[2])
+	if c.JSON {
+		// Groups in the order the text lists them: what matters first.
+		sort.SliceStable(res.Stale, func(i, j int) bool {
+			return groupRank[res.Stale[i].Group] < groupRank[res.Stale[j].Group]
+		})
+		if stale > 0 {
+			res.Result = "stale"
+		}
+		if err := c.printJSON(res); err != nil {
+			return err
+		}
+		if stale > 0 {
+			verifyExit(verifyStale)
+		}
+		return nil
+	}
 	if stale > 0 {
 		for g, lines := range groups {
 			for i, l := range lines {
@@ -114,6 +161,19 @@ func (c *VerifyCmd) Run() error {
 	}
 	fmt.Printf("up to date with the file system (%d paths checked)\n", len(im.Entries()))
 	return nil
+}
+
+var groupRank = map[string]int{"content": 0, "mtime": 1, "listing": 2}
+
+// printJSON prints res with --json, else nothing.
+func (c *VerifyCmd) printJSON(res verifyResult) error {
+	if !c.JSON {
+		return nil
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(res)
 }
 
 // verifyExit ends dlbundle with a verify status. It exits here rather than
