@@ -135,6 +135,26 @@ func TestExecGettextCatalogsFromStage(t *testing.T) {
 		}
 	}
 
+	// glibc joins a LANGUAGE entry to the directory as it is, ".." too:
+	// share/other is not in the image (made after the build), so the shim
+	// leaves such a binding to glibc and the program finds that catalog as
+	// natively (from the stage it would not).
+	odir := filepath.Join(tree, "share", "other", "de", "LC_MESSAGES")
+	if err := os.MkdirAll(odir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "other.po"), []byte("msgid \"hello\"\nmsgstr \"Servus\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("msgfmt", "-o", filepath.Join(odir, "myapp.mo"), filepath.Join(dir, "other.po")).CombinedOutput(); err != nil {
+		t.Fatalf("msgfmt: %v\n%s", err, out)
+	}
+	dotdot := runIn(t, dir, envFor("../other/de"), cmd[0], cmd[1:]...)
+	dotdotExec := runIn(t, dir, envFor("../other/de"), execArgs[0], execArgs[1:]...)
+	if !strings.HasPrefix(dotdot, "Servus\n") || dotdotExec != dotdot {
+		t.Errorf("LANGUAGE=../other/de: native:\n%s\nexec:\n%s", dotdot, dotdotExec)
+	}
+
 	// A relative directory is joined to the cwd by glibc at lookup time:
 	// the shim passes it through, and the program sees what it sees natively.
 	rel := []string{app, "share/locale"}

@@ -3055,7 +3055,11 @@ char *bindtextdomain(const char *domain, const char *dirname)
 	char canon[DLB_PATH_MAX];
 	struct dlb_res r;
 	size_t dl = strlen(dirname);
-	int redirect = table && dirname[0] == '/' && dl < sizeof canon &&
+	/* glibc joins each LANGUAGE entry to the dirname as it is, ".." and "/"
+	 * included (2.36: LANGUAGE=../other/de opens DIR/../other/de/...), which
+	 * may reach what the listing does not decide: then no redirection. */
+	const char *language = getenv("LANGUAGE");
+	int redirect = table && dirname[0] == '/' && dl < sizeof canon && !(language && strchr(language, '/')) &&
 		       dlb_resolve(table, dirname, 1, canon, &r) == DLB_BUNDLED && r.ent->type == DLB_DIR &&
 		       catalogs_decided(canon, r.len, domain);
 	bind_enter();
