@@ -40,7 +40,23 @@ int main(int argc, char **argv)
 }
 `
 
-func TestExecGettextCatalogsFromStage(t *testing.T) {
+// gettextFixture is a gettext app's tree (catalogs and the program) in
+// dir/tree, traced in LANGUAGE=de_DE.UTF-8, built and staged (cold).
+type gettextFixture struct {
+	dir, tree, locale string
+	cmd               []string // the app and its catalog directory
+	execArgs          []string // dlbundle exec ... -- cmd
+	stage             string
+}
+
+// env: the tests' environment in C.UTF-8 with LANGUAGE=lang. LANGUAGE is
+// honoured when LC_MESSAGES is not "C" (glibc's guess_category_value
+// compares the name): C.UTF-8 is enough.
+func (f *gettextFixture) env(lang string) []string {
+	return append(cleanEnv(f.dir), "LC_ALL=C.UTF-8", "LANGUAGE="+lang)
+}
+
+func newGettextFixture(t *testing.T) *gettextFixture {
 	needTools(t, "gcc", "strace", "msgfmt")
 	bin := dlbundleCLI(t)
 	dir := t.TempDir()
@@ -84,12 +100,8 @@ func TestExecGettextCatalogsFromStage(t *testing.T) {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
 
-	// LANGUAGE is honoured when LC_MESSAGES is not "C" (glibc's
-	// guess_category_value compares the name): C.UTF-8 is enough.
-	envFor := func(lang string) []string {
-		return append(cleanEnv(dir), "LC_ALL=C.UTF-8", "LANGUAGE="+lang)
-	}
-	cmd := []string{app, locale}
+	f := &gettextFixture{dir: dir, tree: tree, locale: locale, cmd: []string{app, locale}}
+	envFor, cmd := f.env, f.cmd
 	// The pilot's language is a locale name: glibc probes its variants
 	// (de_DE.UTF-8, de_DE.utf8, de_DE, de.UTF-8, de.utf8) before de.
 	pilot := "de_DE.UTF-8"
@@ -97,6 +109,19 @@ func TestExecGettextCatalogsFromStage(t *testing.T) {
 	runIn(t, dir, envFor(pilot), bin, "build", "-o", "app.dlimg", "--include", tree)
 	execArgs := append([]string{bin, "exec", "--stage-dir", filepath.Join(dir, "stage"), filepath.Join(dir, "app.dlimg"), "--"}, cmd...)
 	runIn(t, dir, envFor(pilot), execArgs[0], execArgs[1:]...) // stage (cold)
+	f.execArgs = execArgs
+	stages, _ := filepath.Glob(filepath.Join(dir, "stage", "sha256-*"))
+	if len(stages) != 1 {
+		t.Fatalf("stages after the first exec: %v", stages)
+	}
+	f.stage = stages[0]
+	return f
+}
+
+func TestExecGettextCatalogsFromStage(t *testing.T) {
+	f := newGettextFixture(t)
+	dir, tree, locale, cmd, execArgs, envFor := f.dir, f.tree, f.locale, f.cmd, f.execArgs, f.env
+	pilot := "de_DE.UTF-8"
 
 	underLocale := func(name, lang string, args ...string) (out string, n int, report []string) {
 		log := filepath.Join(dir, name+"-"+lang+".strace")
@@ -157,10 +182,36 @@ func TestExecGettextCatalogsFromStage(t *testing.T) {
 
 	// A relative directory is joined to the cwd by glibc at lookup time:
 	// the shim passes it through, and the program sees what it sees natively.
-	rel := []string{app, "share/locale"}
+	rel := []string{cmd[0], "share/locale"}
 	relNative := runIn(t, tree, envFor("fr"), rel[0], rel[1:]...)
 	relExec := runIn(t, tree, envFor("fr"), execArgs[0], append(execArgs[1:len(execArgs)-2], rel...)...)
 	if !strings.Contains(relNative, "Bonjour\nbound=share/locale\nquery=share/locale\n") || relExec != relNative {
 		t.Errorf("relative dirname: native:\n%s\nexec:\n%s", relNative, relExec)
+	}
+}
+
+// testGettextSanitized runs the app with the sanitized shim objects in
+// the stage (ASan, UBSan): the same output as natively in the pilot's
+// language and in another, and the binding was served from the stage.
+func testGettextSanitized(t *testing.T, san *sanitizer) {
+	f := newGettextFixture(t)
+	san.install(t, f.stage)
+	for lang, want := range map[string]string{"de_DE.UTF-8": "Hallo", "it:fr": "Bonjour"} {
+		native := runIn(t, f.dir, san.env(f.env(lang)), f.cmd[0], f.cmd[1:]...)
+		env := append(ShimEnv(f.stage, f.env(lang), EnvOptions{}), "DLBUNDLE_DEBUG=1")
+		cmd := exec.Command(f.cmd[0], f.cmd[1:]...)
+		cmd.Dir, cmd.Env = f.dir, san.env(env)
+		var errb strings.Builder
+		cmd.Stderr = &errb
+		under, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("LANGUAGE=%s under the sanitized shim: %v\n%s%s", lang, err, under, errb.String())
+		}
+		if !strings.HasPrefix(native, want+"\n") || string(under) != native {
+			t.Errorf("LANGUAGE=%s: native:\n%s\nsanitized shim:\n%s", lang, native, under)
+		}
+		if !strings.Contains(errb.String(), "bindtextdomain bundled "+f.locale+" -> ") {
+			t.Errorf("LANGUAGE=%s: the sanitized shim did not point glibc at the stage:\n%s", lang, errb.String())
+		}
 	}
 }
