@@ -56,7 +56,8 @@ func (f *gettextFixture) env(lang string) []string {
 	return append(cleanEnv(f.dir), "LC_ALL=C.UTF-8", "LANGUAGE="+lang)
 }
 
-func newGettextFixture(t *testing.T) *gettextFixture {
+// newGettextFixture traces the app with LANGUAGE=pilot ("": none).
+func newGettextFixture(t *testing.T, pilot string) *gettextFixture {
 	needTools(t, "gcc", "strace", "msgfmt")
 	bin := dlbundleCLI(t)
 	dir := t.TempDir()
@@ -102,9 +103,6 @@ func newGettextFixture(t *testing.T) *gettextFixture {
 
 	f := &gettextFixture{dir: dir, tree: tree, locale: locale, cmd: []string{app, locale}}
 	envFor, cmd := f.env, f.cmd
-	// The pilot's language is a locale name: glibc probes its variants
-	// (de_DE.UTF-8, de_DE.utf8, de_DE, de.UTF-8, de.utf8) before de.
-	pilot := "de_DE.UTF-8"
 	runIn(t, dir, envFor(pilot), bin, append([]string{"trace", "--"}, cmd...)...)
 	runIn(t, dir, envFor(pilot), bin, "build", "-o", "app.dlimg", "--include", tree)
 	execArgs := append([]string{bin, "exec", "--stage-dir", filepath.Join(dir, "stage"), filepath.Join(dir, "app.dlimg"), "--"}, cmd...)
@@ -119,22 +117,14 @@ func newGettextFixture(t *testing.T) *gettextFixture {
 }
 
 func TestExecGettextCatalogsFromStage(t *testing.T) {
-	f := newGettextFixture(t)
-	dir, tree, locale, cmd, execArgs, envFor := f.dir, f.tree, f.locale, f.cmd, f.execArgs, f.env
+	// The pilot's language is a locale name: glibc probes its variants
+	// (de_DE.UTF-8, de_DE.utf8, de_DE, de.UTF-8, de.utf8) before de.
 	pilot := "de_DE.UTF-8"
+	f := newGettextFixture(t, pilot)
+	dir, tree, locale, cmd, execArgs, envFor := f.dir, f.tree, f.locale, f.cmd, f.execArgs, f.env
 
-	underLocale := func(name, lang string, args ...string) (out string, n int, report []string) {
-		log := filepath.Join(dir, name+"-"+lang+".strace")
-		out = runIn(t, dir, envFor(lang), "strace", append([]string{"-f", "-qq", "-y", "-s", "4096",
-			"-e", "trace=%file,getdents64", "-o", log}, args...)...)
-		for p, lines := range straceOps(t, log, dir) {
-			if p == locale || strings.HasPrefix(p, locale+"/") {
-				n += len(lines)
-				report = append(report, p+"\n        e.g. "+lines[0])
-			}
-		}
-		sort.Strings(report)
-		return out, n, report
+	underLocale := func(name, lang string, args ...string) (string, int, []string) {
+		return f.callsOnLocale(t, name, lang, args...)
 	}
 	// The pilot's language; languages the pilot never used (it:fr falls
 	// back to fr); it: none of the tree's (untranslated, every candidate
@@ -190,11 +180,46 @@ func TestExecGettextCatalogsFromStage(t *testing.T) {
 	}
 }
 
+// callsOnLocale runs args under strace with LANGUAGE=lang: the output, and
+// the system calls on the catalog tree (how many, and one line of each path).
+func (f *gettextFixture) callsOnLocale(t *testing.T, name, lang string, args ...string) (out string, n int, report []string) {
+	t.Helper()
+	log := filepath.Join(f.dir, name+"-"+lang+".strace")
+	out = runIn(t, f.dir, f.env(lang), "strace", append([]string{"-f", "-qq", "-y", "-s", "4096",
+		"-e", "trace=%file,getdents64", "-o", log}, args...)...)
+	for p, lines := range straceOps(t, log, f.dir) {
+		if p == f.locale || strings.HasPrefix(p, f.locale+"/") {
+			n += len(lines)
+			report = append(report, p+"\n        e.g. "+lines[0])
+		}
+	}
+	sort.Strings(report)
+	return out, n, report
+}
+
+// A pilot in C.UTF-8 without LANGUAGE probes DIR/C.UTF-8/..., DIR/C.utf8/...
+// and DIR/C/... (the locale's name is not "C"): that is enough for the build
+// to bundle every language, and a run in French reads nothing on the tree.
+func TestExecGettextPilotWithoutLanguage(t *testing.T) {
+	f := newGettextFixture(t, "")
+	native, nNative, _ := f.callsOnLocale(t, "native", "fr", f.cmd...)
+	if !strings.HasPrefix(native, "Bonjour\n") || nNative == 0 {
+		t.Fatalf("natively in French: %d calls on the tree, output:\n%s", nNative, native)
+	}
+	under, n, report := f.callsOnLocale(t, "exec", "fr", f.execArgs...)
+	if under != native {
+		t.Errorf("the program prints something else under exec:\nnative:\n%s\nexec:\n%s", native, under)
+	}
+	if n != 0 {
+		t.Errorf("under exec %d system calls still reached %s:\n%s", n, f.locale, strings.Join(report, "\n"))
+	}
+}
+
 // testGettextSanitized runs the app with the sanitized shim objects in
 // the stage (ASan, UBSan): the same output as natively in the pilot's
 // language and in another, and the binding was served from the stage.
 func testGettextSanitized(t *testing.T, san *sanitizer) {
-	f := newGettextFixture(t)
+	f := newGettextFixture(t, "de_DE.UTF-8")
 	san.install(t, f.stage)
 	for lang, want := range map[string]string{"de_DE.UTF-8": "Hallo", "it:fr": "Bonjour"} {
 		native := runIn(t, f.dir, san.env(f.env(lang)), f.cmd[0], f.cmd[1:]...)
