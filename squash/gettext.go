@@ -65,7 +65,11 @@ func (b *builder) addCatalogs() {
 		if err != nil {
 			continue // the pilot's own uses decide, as for any path
 		}
-		b.uses.get(dir, x.key).dirUse = true
+		// Keys after the record's own, in the listing's sorted order: the
+		// image's load order stays the same from build to build.
+		k := x.key
+		next := func() orderKey { k.sub++; return k }
+		b.uses.get(dir, next()).dirUse = true
 		var paths []string
 		for _, e := range ents {
 			lang := dir + "/" + e.Name()
@@ -83,7 +87,7 @@ func (b *builder) addCatalogs() {
 			if _, seen := b.uses.byPath[p]; seen {
 				continue // the pilot's own record of it wins
 			}
-			y := b.uses.get(p, x.key)
+			y := b.uses.get(p, next())
 			y.reported, y.pilot = x.reported, x.pilot
 			st, err := os.Stat(p)
 			switch {

@@ -38,6 +38,15 @@ func TestCatalogsOfEveryLanguage(t *testing.T) {
 	wantEntry(t, plan, loc+"/ja/LC_MESSAGES", image.TypeMissing)
 	wantEntry(t, plan, loc+"/README", image.TypeRegular) // README/LC_MESSAGES/app.mo is ENOTDIR
 	wantAbsent(t, plan, loc+"/fr/LC_MESSAGES/other.mo")  // another domain: only listed
+	// The same order in every build (reproducible images): the added
+	// paths come after the record that made them, in a fixed order.
+	tr := p.done()
+	for i := 0; i < 5; i++ {
+		again := build(t, root, Options{}, tr)
+		if a, b := order(plan), order(again); a != b {
+			t.Fatalf("two builds of the same trace order the entries differently:\n%s\n---\n%s", a, b)
+		}
+	}
 	if plan.Report.Paths != 2 {
 		t.Errorf("the report counts %d traced paths, want the 2 the trace names", plan.Report.Paths)
 	}
@@ -71,4 +80,12 @@ func TestSystemCatalogsNotExpanded(t *testing.T) {
 			t.Errorf("%s is in the plan: the system's catalogs were expanded", e.Path)
 		}
 	}
+}
+
+func order(plan *Plan) string {
+	var b strings.Builder
+	for _, e := range plan.Entries {
+		b.WriteString(e.Path + "\n")
+	}
+	return b.String()
 }
