@@ -454,4 +454,5 @@ func TestShimSanitized(t *testing.T) {
 	t.Run("names", func(t *testing.T) { testNameTooLong(t, san) })
 	t.Run("environ", func(t *testing.T) { testAuditHugeEnvironmentEntry(t, san) })
 	t.Run("listings", func(t *testing.T) { testTreeListings(t, san) })
+	t.Run("gettext", func(t *testing.T) { testGettextSanitized(t, san) })
 }

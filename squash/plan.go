@@ -96,6 +96,7 @@ func Build(traces []*trace.Trace, opts Options) (*Plan, error) {
 	b.uses = collect(traces)
 	rep.Events = b.uses.events
 	rep.Paths = len(b.uses.byPath)
+	b.addCatalogs() // after the count: the paths the traces name
 	for _, x := range b.uses.inOrder() {
 		b.place(x)
 	}

@@ -43,6 +43,7 @@ type openStat struct {
 type orderKey struct {
 	t            int64
 	trace, event int
+	sub          int // paths the build adds for one record (addCatalogs): their order after it
 }
 
 func (a orderKey) less(b orderKey) bool {
@@ -52,7 +53,10 @@ func (a orderKey) less(b orderKey) bool {
 	if a.trace != b.trace {
 		return a.trace < b.trace
 	}
-	return a.event < b.event
+	if a.event != b.event {
+		return a.event < b.event
+	}
+	return a.sub < b.sub
 }
 
 // uses collects per-path facts from all traces.
@@ -67,7 +71,7 @@ func collect(traces []*trace.Trace) *uses {
 		reported := t.Header.Format == FormatReport
 		for ei := range t.Events {
 			u.events++
-			if x := u.add(&t.Events[ei], orderKey{t.Events[ei].T, ti, ei}); x != nil {
+			if x := u.add(&t.Events[ei], orderKey{t: t.Events[ei].T, trace: ti, event: ei}); x != nil {
 				x.reported = x.reported || reported
 				x.pilot = x.pilot || !reported
 			}

@@ -118,7 +118,7 @@ static void report_fatal(int sig)
 	syscall(SYS_tgkill, syscall(SYS_getpid), syscall(SYS_gettid), sig);
 }
 
-/* The app's view (issue 19 item 8): sigaction, signal, sysv_signal and
+/* The app's view: sigaction, signal, sysv_signal and
  * bsd_signal are wrapped so that where report_fatal stands in for SIG_DFL
  * the app reads the disposition it would natively (the SIG_DFL action as it
  * was, flags and mask included): Python's signal.getsignal() and its
