@@ -110,7 +110,10 @@ func TestEnvZeroOperationsOnBundledPaths(t *testing.T) {
 func TestEnvFormatsAgree(t *testing.T) {
 	p := newProbeImage(t)
 	stage := filepath.Join(p.work, "stage")
-	env := append(cleanEnv(p.work), "LD_LIBRARY_PATH="+filepath.Dir(p.original)+":/usr/lib/nonexistent")
+	// One launch (a job step) for the three calls: the run id that names
+	// the node's record is the launch's, as for every rank of a step.
+	env := append(cleanEnv(p.work), "LD_LIBRARY_PATH="+filepath.Dir(p.original)+":/usr/lib/nonexistent",
+		"SLURM_JOB_ID=5", "SLURM_STEP_ID=0")
 	sh, stderr, _, state := runCLI(t, env, "env", "--stage-dir", stage, p.image)
 	if !state.Success() {
 		t.Fatalf("dlbundle env: %v\n%s", state, stderr)
@@ -159,6 +162,11 @@ func TestEnvFormatsAgree(t *testing.T) {
 		if (strings.HasPrefix(k, "LD_") || strings.HasPrefix(k, "DLBUNDLE_")) && after[k] != v {
 			t.Errorf("after eval %s=%q, want %q as exec sets it", k, after[k], v)
 		}
+	}
+	// With no --report, the processes record what they pass to the file
+	// system in the node's records, as under exec.
+	if r := fromJSON.Set["DLBUNDLE_REPORT"]; !strings.HasPrefix(r, stage+"/records/") || fromJSON.Set["DLBUNDLE_RUN"] == "" {
+		t.Errorf("DLBUNDLE_REPORT=%q DLBUNDLE_RUN=%q; want a record in %s/records named by the run", r, fromJSON.Set["DLBUNDLE_RUN"], stage)
 	}
 	if len(fromSh) < 4 {
 		t.Errorf("eval changed only %v; want the shim's variables", fromSh)

@@ -22,7 +22,7 @@ import (
 // starts the processes itself (a shell, mpirun -x, a Slurm or Flux plugin).
 type EnvCmd struct {
 	StageDir string        `name:"stage-dir" placeholder:"DIR" env:"DLBUNDLE_STAGE_DIR" help:"Node-local directory for staged images, as for exec (patterns %u %U %j %n %h %t)."`
-	Report   string        `placeholder:"FILE" help:"Every process started with the environment appends its lookup counts to FILE (DLBUNDLE_REPORT); summarise with 'dlbundle report FILE'."`
+	Report   string        `placeholder:"FILE" help:"Every process started with the environment appends its lookup counts to FILE (DLBUNDLE_REPORT); summarise with 'dlbundle report FILE'. Default: the node's records beside the stage, as under exec, which 'dlbundle report' reads with no file (DLBUNDLE_RECORD=0: none)."`
 	Debug    bool          `help:"The shim logs every lookup decision (DLBUNDLE_DEBUG=1)."`
 	Fallback bool          `help:"If the image cannot be staged, warn and print no variable (the processes then run natively) instead of failing."`
 	Workers  int           `placeholder:"N" help:"Decompression workers for staging (default: all cores)."`
@@ -96,13 +96,20 @@ func (c *EnvCmd) Run() error {
 	}
 	environ := os.Environ()
 	after := environ
+	if err == nil {
+		// As under exec: with no --report, the processes leave what they
+		// passed to the file system in the node's records (reportTarget
+		// names the run in this process's environment, so the diff below
+		// carries DLBUNDLE_RUN and the record's bound too).
+		c.Report = reportTarget(c.Report, staged.Dir, c.Image)
+	}
 	if err != nil {
 		if !c.Fallback {
 			return fmt.Errorf("%w (use --fallback to print no variable, so that the app runs natively, when staging fails)", err)
 		}
 		fmt.Fprintf(os.Stderr, "dlbundle env: warning: %v; printing no variable: the app runs natively (--fallback)\n", err)
 	} else {
-		after = loader.ShimEnv(staged.Dir, environ, loader.EnvOptions{Report: c.Report, Debug: c.Debug})
+		after = loader.ShimEnv(staged.Dir, os.Environ(), loader.EnvOptions{Report: c.Report, Debug: c.Debug})
 	}
 	set, unset := envDiff(environ, after)
 	out, err := formatEnv(c.Format, set, unset)
