@@ -54,7 +54,7 @@ static char arena[ARENA];
 static uint32_t nslots, nseen;
 static uint64_t arena_used;
 static uint64_t dropped;
-static pid_t report_pid; /* the process whose counts these are */
+static pid_t report_pid; /* the process whose counts these are; 0 in a fork child until it reports */
 
 /* Fallbacks (report.h): FB_SLOTS reason/directory pairs, claimed with a
  * compare-and-swap of their key; the directory text goes to fb_arena,
@@ -73,10 +73,14 @@ static uint64_t fb_plain[FB_NREASONS]; /* by reason alone */
 static char fb_arena[FB_ARENA];
 static uint32_t fb_used;
 
-/* After fork the child starts counting afresh (the parent reports its own). */
+/* After fork the child starts counting afresh (the parent reports its own).
+ * No system call here: a tracer that checks what a forked child does first
+ * (strace --seccomp-bpf's self-test, seccomp sandboxes) must see the same
+ * calls as natively; an extra getpid made strace run under the shim refuse
+ * its seccomp filter. The child's pid is taken when it reports. */
 static void report_child_reset(void)
 {
-	report_pid = (pid_t)syscall(SYS_getpid);
+	report_pid = 0;
 	memset(counts, 0, sizeof counts);
 	if (nseen) { /* (untouched .bss stays unwritten: no page faults per fork) */
 		memset(seen, 0, sizeof seen);
@@ -371,6 +375,20 @@ void report_fallback(int reason, const char *dir, size_t n)
 	__atomic_fetch_add(&fb_plain[reason], 1, __ATOMIC_RELAXED);
 }
 
+/* Whether this process counted any lookup or fallback since it started or
+ * forked. A fork child that counted nothing (a child that only execs, or
+ * only computes, or strace's self-test child, whose calls before _exit the
+ * tracer checks one by one) writes no line: its parent reports what was
+ * loaded, and the child's exit makes the same calls as natively. */
+static int counted_anything(void)
+{
+	for (int i = 0; i < 3; i++)
+		if (__atomic_load_n(&counts[i], __ATOMIC_RELAXED)) return 1;
+	for (int i = 0; i < FB_NREASONS; i++)
+		if (__atomic_load_n(&fb_plain[i], __ATOMIC_RELAXED)) return 1;
+	return __atomic_load_n(&nslots, __ATOMIC_ACQUIRE) != 0;
+}
+
 /* One JSON line per process (reportfmt.h), written by the destructor (exit),
  * by _exit (preload.c) or by report_fatal. Async-signal-safe: raw system calls and the
  * hand-written formatter only. A vfork child shares the parent's memory and
@@ -384,7 +402,14 @@ __attribute__((destructor)) void report_write(void)
 	static struct dlb_fallback fb[FB_SLOTS + FB_NREASONS];
 	static size_t ls[MAX_PATHS], ol[OUTSIDE_MAX];
 	static int reported;
-	if (!report_file[0] || (pid_t)syscall(SYS_getpid) != report_pid) return;
+	if (!report_file[0]) return;
+	if (report_pid == 0 && !counted_anything())
+		return; /* a fork child that looked nothing up: nothing to say, and no call at its exit */
+	pid_t me = (pid_t)syscall(SYS_getpid);
+	if (report_pid == 0) /* a fork child, first to report: itself, or a vfork child of it that failed to exec */
+		report_pid = me;
+	else if (me != report_pid)
+		return;
 	if (__atomic_exchange_n(&reported, 1, __ATOMIC_ACQ_REL)) return;
 	long en = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, sizeof exe - 1);
 	if (en < 0) en = 0;
