@@ -114,6 +114,9 @@ cp "$dir/inside.sh" "$root/root/inside.sh"
 inchroot() {
 	unshare -m --propagation private sh -c '
 		r=$1; shift
+		# Make the chroot root a mount point, as on a machine: unshare
+		# --propagation private (the tests use it) refuses a root that is not.
+		mount --bind "$r" "$r"
 		mount --rbind /proc "$r/proc"
 		mount --rbind /sys "$r/sys"
 		mount --rbind /dev "$r/dev"

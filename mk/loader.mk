@@ -11,6 +11,9 @@ APT_PACKAGES  += gcc python3 python3-numpy dash strace hyperfine libasan8 libubs
 # loader/stack_e2e_test.go: torch, a venv, the Spack-style tree's Python extension
 APT_PACKAGES  += python3-torch python3-venv python3-dev bash
 APT_PACKAGES  += zstd cpio e2fsprogs
+# msgfmt compiles the gettext test's catalogs; tclsh (Debian's tcl, not only
+# tcl8.6) runs the walker's Tcl differential test.
+APT_PACKAGES  += gettext tcl
 BENCH_TARGETS += bench-loader bench-stage-disk
 
 .PHONY: shim bench-loader bench-stage-disk
