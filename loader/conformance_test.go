@@ -25,6 +25,7 @@ import (
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/internal/clitest"
+	"github.com/dlbundle/dlbundle/report"
 )
 
 // quoted finds the first string argument of an strace line.
@@ -162,12 +163,12 @@ func diffLines(t *testing.T, what, native, shim string) {
 }
 
 type reportLine struct {
-	Exe         string     `json:"exe"`
-	Answered    int        `json:"answered"`
-	Missing     int        `json:"missing"`
-	Passed      int        `json:"passed"`
-	PassedPaths []string   `json:"passed_paths"`
-	Fallbacks   []Fallback `json:"fallbacks"`
+	Exe         string            `json:"exe"`
+	Answered    int               `json:"answered"`
+	Missing     int               `json:"missing"`
+	Passed      int               `json:"passed"`
+	PassedPaths []string          `json:"passed_paths"`
+	Fallbacks   []report.Fallback `json:"fallbacks"`
 }
 
 func readReport(t *testing.T, p string) []reportLine {

@@ -4,7 +4,7 @@
 // the node's ld.so search rules), reads the table back (StagedPath,
 // StagedScript), builds the app's environment (ShimEnv), turns a stage and
 // a command line into the program to start (Start: what exec execs and
-// what env's launchers start) and reads the shim's reports.
+// what env's launchers start). The shim's reports are read by package report.
 //
 // Where a stage lives, who may stage it, the lock, aliases, publication and
 // gc are the node side's: package node, which calls Materialize. loader never

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/report"
 )
 
 // reportProbe: a program that dlopens the paths it is given and ends as told
@@ -97,18 +98,18 @@ func newReportFixture(t *testing.T) *reportFixture {
 
 // exec runs the probe under 'dlbundle exec --report' and returns the
 // report's lines and how the app ended; the report file is f.report.
-func (f *reportFixture) exec(t *testing.T, args ...string) ([]ProcessReport, syscall.WaitStatus, string) {
+func (f *reportFixture) exec(t *testing.T, args ...string) ([]report.ProcessReport, syscall.WaitStatus, string) {
 	t.Helper()
-	report := filepath.Join(t.TempDir(), "report.jsonl")
-	f.report = report
-	cli := append([]string{"exec", "--stage-dir", filepath.Join(f.work, "stage"), "--report", report, f.image, "--", f.probe}, args...)
+	file := filepath.Join(t.TempDir(), "report.jsonl")
+	f.report = file
+	cli := append([]string{"exec", "--stage-dir", filepath.Join(f.work, "stage"), "--report", file, f.image, "--", f.probe}, args...)
 	_, stderr, _, state := runCLI(t, cleanEnv(f.work), cli...)
 	ws, _ := state.Sys().(syscall.WaitStatus)
-	b, err := os.ReadFile(report)
+	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatalf("report: %v (app: %v, stderr %q)", err, state, stderr)
 	}
-	rs, bad, err := ReadReports(bytes.NewReader(b))
+	rs, bad, err := report.ReadReports(bytes.NewReader(b))
 	if err != nil || bad != 0 {
 		t.Fatalf("report %q: %d bad lines, %v", b, bad, err)
 	}
@@ -145,7 +146,7 @@ func TestReportListsLibrariesFromOutside(t *testing.T) {
 		!strings.Contains(text, "--from") {
 		t.Errorf("dlbundle report (%v, stderr %q) does not list %s with advice:\n%s", state, stderr, f.outsideLib, text)
 	}
-	s := Summarize(rs)
+	s := report.Summarize(rs)
 	for _, p := range s.Lacked {
 		if p.Path == f.outsideLib {
 			t.Errorf("%s is listed as a looked-up path too (it is a library from outside)", p.Path)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dlbundle/dlbundle/report"
 	"github.com/dlbundle/dlbundle/squash"
 )
 
@@ -33,8 +34,8 @@ func TestReportFromShim(t *testing.T) {
 	if err := os.WriteFile(outside, []byte("y\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	report := filepath.Join(root, "report.jsonl")
-	env := ShimEnv(stage, []string{"PATH=/usr/bin:/bin"}, EnvOptions{Report: report})
+	reportFile := filepath.Join(root, "report.jsonl")
+	env := ShimEnv(stage, []string{"PATH=/usr/bin:/bin"}, EnvOptions{Report: reportFile})
 	for i := 0; i < 3; i++ {
 		cmd := exec.Command("/bin/cat", filepath.Join(tree, "etc", "conf"), outside)
 		cmd.Env = env
@@ -48,12 +49,12 @@ func TestReportFromShim(t *testing.T) {
 	if out, err := dash.CombinedOutput(); err != nil {
 		t.Fatalf("dash under the shim: %v %q", err, out)
 	}
-	f, err := os.Open(report)
+	f, err := os.Open(reportFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	rs, bad, err := ReadReports(f)
+	rs, bad, err := report.ReadReports(f)
 	if err != nil || bad != 0 || len(rs) != 4 {
 		t.Fatalf("ReadReports: %d reports, %d bad, %v; want 4 (3 cat, 1 dash), 0", len(rs), bad, err)
 	}
@@ -67,7 +68,7 @@ func TestReportFromShim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := SummarizeWithRules(rs, rules)
+	s := report.SummarizeWithRules(rs, rules)
 	if s.Answered < 3 {
 		t.Errorf("answered %d, want >= 3 (one open of etc/conf per process)", s.Answered)
 	}
@@ -90,52 +91,4 @@ func TestReportFromShim(t *testing.T) {
 	if !strings.Contains(buf.String(), outside) || !strings.Contains(buf.String(), "dlbundle build -o app.dlimg --from app.dlimg RUN.report") {
 		t.Errorf("summary text does not name the path and the build --from that folds it in:\n%s", buf.String())
 	}
-}
-
-// Node-local paths by policy are listed apart, without advice to re-trace.
-func TestSummaryNodeLocalApart(t *testing.T) {
-	s := Summarize([]ProcessReport{
-		{PID: 1, Passed: 3, PassedPaths: []string{"/etc/hosts", "/usr/lib/locale/C.utf8/LC_CTYPE", "/opt/app/lib/x.so"}},
-		{PID: 2, Passed: 1, PassedPaths: []string{"/etc/hosts"}},
-	})
-	if len(s.Lacked) != 1 || s.Lacked[0].Path != "/opt/app/lib/x.so" {
-		t.Errorf("lacked %+v, want only /opt/app/lib/x.so", s.Lacked)
-	}
-	if len(s.NodeLocal) != 2 || s.NodeLocal[0] != (PathCount{"/etc/hosts", 2}) {
-		t.Errorf("node-local %+v, want /etc/hosts (2 processes) first, then the locale file", s.NodeLocal)
-	}
-	var buf bytes.Buffer
-	if err := s.WriteText(&buf, 0); err != nil {
-		t.Fatal(err)
-	}
-	text := buf.String()
-	nl := strings.Index(text, "node-local paths passed through by policy")
-	lacks := strings.Index(text, "paths the image lacks")
-	if nl < 0 || lacks < 0 || !strings.Contains(text[nl:lacks], "/etc/hosts") || strings.Contains(text[lacks:], "/etc/hosts") {
-		t.Errorf("node-local paths not listed apart from the lacked ones:\n%s", text)
-	}
-	only := Summarize([]ProcessReport{{PID: 1, Passed: 1, PassedPaths: []string{"/etc/hosts"}}})
-	buf.Reset()
-	if err := only.WriteText(&buf, 0); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(buf.String(), "dlbundle trace") {
-		t.Errorf("node-local paths alone got advice to re-trace:\n%s", buf.String())
-	}
-}
-
-func FuzzReadReports(f *testing.F) {
-	f.Add([]byte(`{"pid":1,"exe":"/bin/x","answered":3,"missing":1,"passed":2,"passed_paths":["/a","/proc/self/fd"],"dropped":0}` + "\n"))
-	f.Add([]byte("not json\n{\"pid\":0}\n"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		rs, _, _ := ReadReports(bytes.NewReader(b))
-		s := Summarize(rs)
-		if s.Processes != len(rs) {
-			t.Fatalf("processes %d != reports %d", s.Processes, len(rs))
-		}
-		var buf bytes.Buffer
-		if err := s.WriteText(&buf, 3); err != nil {
-			t.Fatal(err)
-		}
-	})
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/report"
 )
 
 // hardTree builds a tree with the hard probe (testdata/hard.c) and stages it
@@ -97,12 +98,12 @@ func TestReportHostilePaths(t *testing.T) { testReportHostilePaths(t, nil) }
 
 func testReportHostilePaths(t *testing.T, san *sanitizer) {
 	f := newHardFixture(t, san)
-	report := filepath.Join(f.root, "report.jsonl")
-	env := ShimEnv(f.stage, probeEnv(f.root), EnvOptions{Report: report})
+	reportFile := filepath.Join(f.root, "report.jsonl")
+	env := ShimEnv(f.stage, probeEnv(f.root), EnvOptions{Report: reportFile})
 	const n = 600
 	dir := filepath.Join(f.root, "outside-the-image")
 	f.run(t, env, nil, "pass", dir, fmt.Sprint(n))
-	b, err := os.ReadFile(report)
+	b, err := os.ReadFile(reportFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func testReportHostilePaths(t *testing.T, san *sanitizer) {
 	if !json.Valid([]byte(lines[0])) {
 		t.Fatalf("report line is not valid JSON:\n%.3000s", lines[0])
 	}
-	var r ProcessReport
+	var r report.ProcessReport
 	if err := json.Unmarshal([]byte(lines[0]), &r); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/report"
 )
 
 // openToAll gives others r-x on every directory of the stage and on dir's
@@ -190,7 +191,7 @@ print(os.path.exists(d + '/new.txt'), sorted(os.listdir(d)))
 func TestReportFallbacks(t *testing.T) {
 	root, tree, stage := writesTree(t, map[string]string{"d/a.txt": "a\n", "d/sub/x": "x\n"})
 	base := []string{"PATH=/usr/bin:/bin", "HOME=/", "LANG=C.UTF-8"}
-	report := filepath.Join(root, "report.jsonl")
+	reportFile := filepath.Join(root, "report.jsonl")
 	code := `import os, sys
 d = sys.argv[1] + '/d'
 open(d + '/new.txt', 'w').close()
@@ -200,7 +201,7 @@ os.listdir(d)
 os.stat(d + '/a.txt')
 os.unlink(d + '/new.txt')
 `
-	runProbe(t, "", []string{"/usr/bin/python3", "-I", "-B", "-c", code, tree}, ShimEnv(stage, base, EnvOptions{Report: report}))
+	runProbe(t, "", []string{"/usr/bin/python3", "-I", "-B", "-c", code, tree}, ShimEnv(stage, base, EnvOptions{Report: reportFile}))
 	// A stage without its table: the shim is inactive in every process.
 	broken := filepath.Join(root, "broken")
 	if err := os.MkdirAll(filepath.Join(broken, stageShimDir), 0o755); err != nil {
@@ -212,21 +213,21 @@ os.unlink(d + '/new.txt')
 		}
 	}
 	runProbe(t, "", []string{"/usr/bin/python3", "-I", "-B", "-c", "import os; os.stat('/')"},
-		ShimEnv(broken, base, EnvOptions{Report: report}))
+		ShimEnv(broken, base, EnvOptions{Report: reportFile}))
 
-	f, err := os.Open(report)
+	f, err := os.Open(reportFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	rs, bad, err := ReadReports(f)
+	rs, bad, err := report.ReadReports(f)
 	if err != nil || bad != 0 || len(rs) != 2 {
 		t.Fatalf("report: %d lines, %d bad, %v", len(rs), bad, err)
 	}
-	got := map[Fallback]bool{}
+	got := map[report.Fallback]bool{}
 	for _, r := range rs {
 		for _, fb := range r.Fallbacks {
-			got[Fallback{Reason: fb.Reason, Dir: fb.Dir}] = true
+			got[report.Fallback{Reason: fb.Reason, Dir: fb.Dir}] = true
 			if fb.Reason == "written" && fb.Dir == tree+"/d/new.txt" && fb.Lookups < 3 {
 				t.Errorf("%d lookups of the created file counted, want >= 3", fb.Lookups)
 			}
@@ -237,14 +238,14 @@ os.unlink(d + '/new.txt')
 			}
 		}
 	}
-	for _, want := range []Fallback{{Reason: "written", Dir: tree + "/d/new.txt"}, {Reason: "written", Dir: tree + "/d"},
+	for _, want := range []report.Fallback{{Reason: "written", Dir: tree + "/d/new.txt"}, {Reason: "written", Dir: tree + "/d"},
 		{Reason: "no-table", Dir: broken}} {
 		if !got[want] {
 			t.Errorf("report lacks fallback %+v; it has %v", want, got)
 		}
 	}
 	var text strings.Builder
-	s := Summarize(rs)
+	s := report.Summarize(rs)
 	if err := s.WriteText(&text, 30); err != nil {
 		t.Fatal(err)
 	}

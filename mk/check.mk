@@ -22,7 +22,7 @@ STATICCHECK := bin/staticcheck-$(STATICCHECK_VERSION)
 # -race needs cgo, so a C compiler (gcc, from make deps). Packages whose tests
 # run real ptrace, setuid children, chroots or Slurm (loader, node, trace,
 # squash, platform, cmd/dlbundle, internal/cluster) stay with make test.
-RACE_PACKAGES := ./image/ ./image/registry/ ./view/ ./internal/units/ ./internal/untrusted/ \
+RACE_PACKAGES := ./image/ ./image/registry/ ./view/ ./report/ ./internal/units/ ./internal/untrusted/ \
 	./internal/testsum/ ./internal/version/ ./internal/oneproc/ ./internal/slowfs/ ./internal/dirent/ ./internal/clitest/
 
 .PHONY: check check-fmt check-vet check-staticcheck check-tidy check-race

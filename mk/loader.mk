@@ -30,7 +30,7 @@ bench-stage-disk: build
 TEST_AFTER += fuzz-loader
 .PHONY: fuzz-loader
 fuzz-loader:
-	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzReadReports$$' -fuzztime 10s ./loader/
+	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzReadReports$$' -fuzztime 10s ./report/
 	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzTable$$' -fuzztime 10s ./loader/
 
 # The shim's C readers (table.h, reportfmt.h) through cgo, under

@@ -4,7 +4,7 @@
 // exec saves per rank, and the misses of exec reports.
 //
 // It reads its inputs through their packages (trace.Trace, image.Image,
-// loader.ProcessReport) and never parses a format itself. model.go reduces
+// report.ProcessReport) and never parses a format itself. model.go reduces
 // them to the figures the page shows; page.go lays the charts out and
 // writes the page with html/template, which escapes every path and command
 // (they come from traces and images, which anyone may have written).

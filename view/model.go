@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/dlbundle/dlbundle/image"
-	"github.com/dlbundle/dlbundle/loader"
+	"github.com/dlbundle/dlbundle/report"
 	"github.com/dlbundle/dlbundle/squash"
 	"github.com/dlbundle/dlbundle/trace"
 )
@@ -20,7 +20,7 @@ type Input struct {
 	TraceNames []string // file names, in the order of Traces
 	Image      *image.Image
 	ImageName  string
-	Reports    []loader.ProcessReport
+	Reports    []report.ProcessReport
 	// ReportNames are the report files the reports were read from.
 	ReportNames []string
 	Version     string // dlbundle version, for the footer
@@ -62,7 +62,7 @@ type Figures struct {
 	Savings *Savings
 
 	// From the reports.
-	Report *loader.ReportSummary
+	Report *report.Summary
 
 	// Start-up per rank in seconds, measured and modelled (nil without a trace).
 	Seconds *Seconds
@@ -182,7 +182,7 @@ func Compute(in Input) (*Figures, error) {
 		f.Savings = savings(in.Traces, in.Image, rules)
 	}
 	if len(in.Reports) > 0 {
-		s := loader.SummarizeWithRules(in.Reports, rules)
+		s := report.SummarizeWithRules(in.Reports, rules)
 		f.Report = &s
 		if f.Savings == nil {
 			f.Savings = &Savings{}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dlbundle/dlbundle/image"
-	"github.com/dlbundle/dlbundle/loader"
+	"github.com/dlbundle/dlbundle/report"
 	"github.com/dlbundle/dlbundle/trace"
 )
 
@@ -93,7 +93,7 @@ func newFixture(t *testing.T) *fixture {
 		},
 		End: &trace.End{Rec: "end", Exit: 0, Events: 7, WallNS: int64(10 * time.Millisecond)},
 	}
-	reports := []loader.ProcessReport{
+	reports := []report.ProcessReport{
 		{PID: 10, Exe: "/opt/app/bin/app", Answered: 4, Missing: 1, Passed: 3,
 			PassedPaths: []string{"/usr/share/zoneinfo/UTC", "/etc/hosts", "/tmp/job42/input.nml"}},
 	}

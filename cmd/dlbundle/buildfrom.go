@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dlbundle/dlbundle/image"
-	"github.com/dlbundle/dlbundle/loader"
+	"github.com/dlbundle/dlbundle/report"
 	"github.com/dlbundle/dlbundle/squash"
 	"github.com/dlbundle/dlbundle/trace"
 )
@@ -171,7 +171,7 @@ func (in *buildInputs) load(opts *squash.Options) ([]*trace.Trace, error) {
 		events = max(events, int64(len(entries)))
 	}
 	if len(in.reports) > 0 {
-		var all []loader.ProcessReport
+		var all []report.ProcessReport
 		for _, name := range in.reports {
 			rs, err := readReportFile(name)
 			if err != nil {
@@ -179,7 +179,7 @@ func (in *buildInputs) load(opts *squash.Options) ([]*trace.Trace, error) {
 			}
 			all = append(all, rs...)
 		}
-		traces = append(traces, squash.FromLacks(loader.Lacks(all), in.reports[0], events+1))
+		traces = append(traces, squash.FromLacks(report.Lacks(all), in.reports[0], events+1))
 		if !since.IsZero() && !opts.AllowChanged {
 			opts.Since = since.UnixNano()
 		}
@@ -200,13 +200,13 @@ func splitRules(s string) []string {
 
 // readReportFile reads one file of process reports, refusing one that holds
 // none.
-func readReportFile(name string) ([]loader.ProcessReport, error) {
+func readReportFile(name string) ([]report.ProcessReport, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	rs, bad, err := loader.ReadReports(f)
+	rs, bad, err := report.ReadReports(f)
 	if err != nil {
 		return nil, fmt.Errorf("read report %s: %w", name, err)
 	}

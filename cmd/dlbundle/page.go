@@ -9,7 +9,7 @@ import (
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/internal/outfile"
 	"github.com/dlbundle/dlbundle/internal/version"
-	"github.com/dlbundle/dlbundle/loader"
+	"github.com/dlbundle/dlbundle/report"
 	"github.com/dlbundle/dlbundle/squash"
 	"github.com/dlbundle/dlbundle/view"
 )
@@ -35,7 +35,7 @@ func writePage(out string, traceFiles []string, imageName string, im *image.Imag
 		if err != nil {
 			return err
 		}
-		rs, _, err := loader.ReadReports(f)
+		rs, _, err := report.ReadReports(f)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("read report %s: %w", name, err)

@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/dlbundle/dlbundle/image"
-	"github.com/dlbundle/dlbundle/loader"
 	"github.com/dlbundle/dlbundle/node"
+	"github.com/dlbundle/dlbundle/report"
 	"github.com/dlbundle/dlbundle/squash"
 )
 
@@ -68,14 +68,14 @@ func (c *ReportCmd) Run() error {
 			return err
 		}
 	}
-	var all []loader.ProcessReport
+	var all []report.ProcessReport
 	bad := 0
 	for _, name := range c.Files {
 		f, err := os.Open(name)
 		if err != nil {
 			return err
 		}
-		rs, b, err := loader.ReadReports(f)
+		rs, b, err := report.ReadReports(f)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("read report %s: %w", name, err)
@@ -112,8 +112,8 @@ func (c *ReportCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	s := loader.SummarizeWithRules(all, rules)
-	s.Fold = &loader.FoldAdvice{Image: img, Files: c.Files}
+	s := report.SummarizeWithRules(all, rules)
+	s.Fold = &report.FoldAdvice{Image: img, Files: c.Files}
 	if im != nil {
 		s.SplitLeftOut(func(p string) bool {
 			e, ok := im.Lookup(p)
@@ -133,7 +133,7 @@ func (c *ReportCmd) Run() error {
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false)
 		return enc.Encode(struct {
-			loader.ReportSummary
+			report.Summary
 			Image   string   `json:"image"`
 			Reports []string `json:"reports"`
 		}{s, img, c.Files})

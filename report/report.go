@@ -1,4 +1,4 @@
-package loader
+package report
 
 import (
 	"bufio"
@@ -128,8 +128,8 @@ type PathCount struct {
 	Processes int    `json:"processes"`
 }
 
-// ReportSummary totals the reports of a run.
-type ReportSummary struct {
+// Summary totals the reports of a run.
+type Summary struct {
 	Processes int   `json:"processes"`
 	Answered  int64 `json:"answered"`
 	Missing   int64 `json:"missing"`
@@ -176,7 +176,7 @@ type ReportSummary struct {
 
 // Summarize totals reports, classifying passed-through paths by build's
 // default rules (SummarizeWithRules: an image built with --include/--exclude).
-func Summarize(reports []ProcessReport) ReportSummary {
+func Summarize(reports []ProcessReport) Summary {
 	return SummarizeWithRules(reports, defaultRules())
 }
 
@@ -206,8 +206,8 @@ func isPseudoPath(p string) bool {
 // directories (Skip: a job's per-run files, or an app tree that --include
 // PREFIX would bundle; re-tracing cannot), and lacked (the pilot did not
 // take them). /proc, /sys and /dev are counted apart.
-func SummarizeWithRules(reports []ProcessReport, rules *squash.Rules) ReportSummary {
-	var s ReportSummary
+func SummarizeWithRules(reports []ProcessReport, rules *squash.Rules) Summary {
+	var s Summary
 	count := map[string]int{}
 	pseudo := map[string]bool{}
 	outside := map[string]int{}
@@ -322,7 +322,7 @@ func SummarizeWithRules(reports []ProcessReport, rules *squash.Rules) ReportSumm
 // SplitLeftOut moves from Lacked to LeftOut the paths the image holds as
 // external entries (external reports whether it does), so that "a rule
 // left it out" is told from "the pilot never saw it".
-func (s *ReportSummary) SplitLeftOut(external func(string) bool) {
+func (s *Summary) SplitLeftOut(external func(string) bool) {
 	var lacked []PathCount
 	for _, p := range s.Lacked {
 		if external(p.Path) {
@@ -345,7 +345,7 @@ func sortByProcesses(l []PathCount) {
 }
 
 // WriteText prints the summary for people; limit caps the listed paths (0: all).
-func (s ReportSummary) WriteText(w io.Writer, limit int) error {
+func (s Summary) WriteText(w io.Writer, limit int) error {
 	bw := bufio.NewWriter(w)
 	total := s.Answered + s.Missing + s.Passed
 	pct := func(n int64) float64 {
@@ -427,7 +427,7 @@ func (s ReportSummary) WriteText(w io.Writer, limit int) error {
 }
 
 // writeRuns lists the runs when the reports hold more than one.
-func (s ReportSummary) writeRuns(w io.Writer, limit int) {
+func (s Summary) writeRuns(w io.Writer, limit int) {
 	if len(s.Runs) < 2 {
 		return
 	}
@@ -473,7 +473,7 @@ func fallbackWhy(f Fallback) string {
 }
 
 // writeFallbacks puts first what made the shim stop answering.
-func (s ReportSummary) writeFallbacks(w io.Writer, limit int) {
+func (s Summary) writeFallbacks(w io.Writer, limit int) {
 	for i, f := range s.Fallbacks {
 		if limit > 0 && i == limit {
 			fmt.Fprintf(w, "... and %d more reasons (--all lists them)\n", len(s.Fallbacks)-limit)
