@@ -9,10 +9,11 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/node/materialize"
 )
 
 type archImage struct {
-	Source
+	materialize.Source
 	arch string
 }
 
@@ -46,7 +47,7 @@ func TestMaterializeRefusesForeignArch(t *testing.T) {
 		if err := os.Mkdir(stage, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		err := Materialize(context.Background(), archImage{im, arch}, stage, MaterializeOptions{})
+		err := materialize.Materialize(context.Background(), archImage{im, arch}, stage, materialize.Options{})
 		if ok != (err == nil) {
 			t.Errorf("image for %q on %s: %v", arch, runtime.GOARCH, err)
 		}

@@ -14,6 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
+	"github.com/dlbundle/dlbundle/node/materialize"
 )
 
 var updateHostile = flag.Bool("update-hostile", false, "rewrite testdata/hostile/*.dlimg")
@@ -112,26 +114,26 @@ func smallTmpfs(t *testing.T, opts string) string {
 	return dir
 }
 
-// Materialize refuses, before writing anything, an image whose lookup table
+// materialize.Materialize refuses, before writing anything, an image whose lookup table
 // would be out of proportion to its TOC (an 11 KB image once took
 // 35 s and 1.18 GB to write a 160 MB table).
 func TestMaterializeRefusesTableAmplification(t *testing.T) {
 	im := openHostile(t, "listing-amplifier.dlimg")
 	defer im.Close()
-	if n := tableSize(im.Entries()); n < 100<<20 {
+	if n := stagefmt.TableSize(im.Entries()); n < 100<<20 {
 		t.Fatalf("the hostile image's table would be %d bytes; the test needs one over 100 MB", n)
 	}
 	dir := t.TempDir()
-	err := Materialize(context.Background(), im, dir, MaterializeOptions{})
+	err := materialize.Materialize(context.Background(), im, dir, materialize.Options{})
 	if err == nil || !strings.Contains(err.Error(), "lookup table would take") {
 		t.Fatalf("Materialize: %v, want a refusal naming the table", err)
 	}
 	if names, _ := os.ReadDir(dir); len(names) != 0 {
-		t.Errorf("refused Materialize wrote %d entries first", len(names))
+		t.Errorf("refused materialize.Materialize wrote %d entries first", len(names))
 	}
 }
 
-// Materialize refuses an image whose declared content does not fit in the
+// materialize.Materialize refuses an image whose declared content does not fit in the
 // stage's file system, before writing anything (a 10 KB image of 64 MiB of
 // zeros into an 8 MiB tmpfs), and one whose files need more inodes than are
 // free.
@@ -142,46 +144,46 @@ func TestMaterializeRefusesWhatDoesNotFit(t *testing.T) {
 	} {
 		im := openHostile(t, c.image)
 		dir := smallTmpfs(t, c.mount)
-		err := Materialize(context.Background(), im, dir, MaterializeOptions{})
+		err := materialize.Materialize(context.Background(), im, dir, materialize.Options{})
 		im.Close()
 		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, unix.ENOSPC) {
-			t.Errorf("%s in a %s tmpfs: Materialize: %v, want an ENOSPC refusal mentioning %q", c.image, c.mount, err, c.want)
+			t.Errorf("%s in a %s tmpfs: materialize.Materialize: %v, want an ENOSPC refusal mentioning %q", c.image, c.mount, err, c.want)
 		}
 		if names, _ := os.ReadDir(dir); len(names) != 0 {
-			t.Errorf("%s: refused Materialize wrote %d entries first", c.image, len(names))
+			t.Errorf("%s: refused materialize.Materialize wrote %d entries first", c.image, len(names))
 		}
 	}
 	// Where it fits, the same images stage.
 	for _, name := range []string{"zeros-64m.dlimg", "files-20k.dlimg"} {
 		im := openHostile(t, name)
-		if err := Materialize(context.Background(), im, smallTmpfs(t, "size=96m"), MaterializeOptions{}); err != nil {
+		if err := materialize.Materialize(context.Background(), im, smallTmpfs(t, "size=96m"), materialize.Options{}); err != nil {
 			t.Errorf("%s in a 96 MiB tmpfs: %v", name, err)
 		}
 		im.Close()
 	}
 }
 
-// tableSize is exactly what encodeTable writes.
+// stagefmt.TableSize is exactly what stagefmt.EncodeTable writes.
 func TestTableSizeMatchesEncodeTable(t *testing.T) {
 	for _, name := range []string{"files-20k.dlimg", "zeros-64m.dlimg"} {
 		im := openHostile(t, name)
 		es := im.Entries()
-		tab, err := encodeTable(es)
+		tab, err := stagefmt.EncodeTable(es)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := tableSize(es); n != uint64(len(tab)) {
-			t.Errorf("%s: tableSize %d, encodeTable wrote %d", name, n, len(tab))
+		if n := stagefmt.TableSize(es); n != uint64(len(tab)) {
+			t.Errorf("%s: stagefmt.TableSize %d, stagefmt.EncodeTable wrote %d", name, n, len(tab))
 		}
 		im.Close()
 	}
 	es := treeEntries(t, "/usr/lib/python3.11/json")
-	tab, err := encodeTable(es)
+	tab, err := stagefmt.EncodeTable(es)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := tableSize(es); n != uint64(len(tab)) {
-		t.Errorf("python json tree: tableSize %d, encodeTable wrote %d", n, len(tab))
+	if n := stagefmt.TableSize(es); n != uint64(len(tab)) {
+		t.Errorf("python json tree: stagefmt.TableSize %d, stagefmt.EncodeTable wrote %d", n, len(tab))
 	}
 }
 
@@ -208,11 +210,11 @@ func TestMaterializeStopsWhenCancelledAfterExtract(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dir := t.TempDir()
-	err := Materialize(ctx, cancelAfterExtract{im, cancel}, dir, MaterializeOptions{})
+	err := materialize.Materialize(ctx, cancelAfterExtract{im, cancel}, dir, materialize.Options{})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Materialize after a cancel: %v, want context.Canceled", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, stageShimDir)); err == nil {
-		t.Errorf("cancelled Materialize went on to write the shim")
+	if _, err := os.Stat(filepath.Join(dir, stagefmt.ShimDir)); err == nil {
+		t.Errorf("cancelled materialize.Materialize went on to write the shim")
 	}
 }

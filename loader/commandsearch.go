@@ -1,6 +1,11 @@
 package loader
 
-import "path/filepath"
+import (
+	"path/filepath"
+
+	"github.com/dlbundle/dlbundle/internal/abspath"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
+)
 
 // ImageLacks reports whether the stage's table decides that path p does not
 // exist: the directory it names a file in is bundled (its listing in the
@@ -9,26 +14,26 @@ import "path/filepath"
 // original file system, as the shim would answer ENOENT for it (a PATH
 // directory the pilot's own search went through is in the image).
 func ImageLacks(stageDir, p string) bool {
-	abs, err := AbsPath(p)
+	abs, err := abspath.Abs(p)
 	if err != nil {
 		return false
 	}
-	tab, release, err := mapStageTable(stageDir)
+	tab, release, err := stagefmt.MapTable(stageDir)
 	if err != nil {
 		return false
 	}
 	defer release()
 	dir, name := filepath.Split(abs)
-	final, typ, ok := resolveEntry(tab, filepath.Clean(dir))
-	if !ok || typ != tabDir || name == "" {
+	final, typ, ok := stagefmt.Resolve(tab, filepath.Clean(dir))
+	if !ok || typ != stagefmt.TabDir || name == "" {
 		return false
 	}
-	names, ok := tableListing(tab, final)
+	names, ok := stagefmt.Listing(tab, final)
 	if !ok {
 		return false
 	}
 	for _, n := range names {
-		if n.name == name {
+		if n.Name == name {
 			return false
 		}
 	}

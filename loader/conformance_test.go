@@ -25,6 +25,7 @@ import (
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/internal/clitest"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
 	"github.com/dlbundle/dlbundle/report"
 )
 
@@ -225,12 +226,12 @@ func sanitizedShim(t *testing.T) *sanitizer {
 // install replaces the stage's shim objects with the sanitized ones.
 func (s *sanitizer) install(t *testing.T, stage string) {
 	t.Helper()
-	for name := range shimObjects {
+	for name := range stagefmt.ShimObjects {
 		b, err := os.ReadFile(filepath.Join(s.dir, name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		dst := filepath.Join(stage, stageShimDir, name)
+		dst := filepath.Join(stage, stagefmt.ShimDir, name)
 		if err := os.Remove(dst); err != nil {
 			t.Fatal(err)
 		}
@@ -315,7 +316,7 @@ func runConformance(t *testing.T, san *sanitizer) {
 	t.Run("C-preload.so", func(t *testing.T) {
 		env := make([]string, len(shimEnv))
 		for i, kv := range shimEnv {
-			env[i] = strings.Replace(kv, "/"+shimPreload234, "/"+shimPreload, 1)
+			env[i] = strings.Replace(kv, "/"+stagefmt.Preload234Object, "/"+stagefmt.PreloadObject, 1)
 		}
 		native := runProbe(t, "", []string{probe, "full", T}, nativeEnv)
 		diffLines(t, "C probe with preload.so", native, runProbe(t, staged, []string{probe, "full", T}, env))

@@ -17,6 +17,8 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/clitest"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
 func runIn(t *testing.T, dir string, env []string, name string, args ...string) string {
@@ -135,12 +137,12 @@ func straceOps(t *testing.T, log, cwd string) map[string][]string {
 }
 
 // ldsoProbeTouches are the paths the stager looks up for the node's search
-// rules (ldsearch.go): the node's ld.so, which it opens (node-local, once per
+// rules (node/materialize/ldsearch.go): the node's ld.so, which it opens (node-local, once per
 // cold stage; the kernel maps it for every dynamically linked program
 // anyway). With --help (glibc >= 2.33, as here) ld.so itself looks up
 // nothing outside the stage.
 func ldsoProbeTouches() map[string]bool {
-	return map[string]bool{interpreter: true}
+	return map[string]bool{stagefmt.DynamicLinker(): true}
 }
 
 // leaks counts the operations on bundled paths and describes them, one line
@@ -189,6 +191,18 @@ type e2eApp struct {
 	include bool
 }
 
+// cRunpathDlopen is examples/demo's C app: 40 libraries through RUNPATH,
+// plugins it dlopens by name, a data file (exec's and env's zero-operation
+// tests both run it).
+var cRunpathDlopen = e2eApp{"c-runpath-dlopen", func(t *testing.T, dir string) []string {
+	gen, err := filepath.Abs("../examples/demo/make-fixture.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runIn(t, dir, clitest.CleanEnv(dir), gen, filepath.Join(dir, "app"), "40")
+	return []string{filepath.Join(dir, "app/bin/demo-app")}
+}, true}
+
 func TestExecZeroOperationsOnBundledPaths(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Fatal("dlbundle runs on Linux")
@@ -198,16 +212,9 @@ func TestExecZeroOperationsOnBundledPaths(t *testing.T) {
 			t.Fatalf("%s is needed (make deps installs it): %v", tool, err)
 		}
 	}
-	bin := dlbundleCLI(t)
+	bin := clitest.CLI(t)
 	apps := []e2eApp{
-		{"c-runpath-dlopen", func(t *testing.T, dir string) []string {
-			gen, err := filepath.Abs("../examples/demo/make-fixture.sh")
-			if err != nil {
-				t.Fatal(err)
-			}
-			runIn(t, dir, cleanEnv(dir), gen, filepath.Join(dir, "app"), "40")
-			return []string{filepath.Join(dir, "app/bin/demo-app")}
-		}, true},
+		cRunpathDlopen,
 		// A script named relative to the working directory with
 		// ".." over it (the cwd is not in the image: only app/ is), a
 		// sys.path entry of the same form, realpath through a symlink.
@@ -260,7 +267,7 @@ func TestExecZeroOperationsOnBundledPaths(t *testing.T) {
 		t.Run(app.name, func(t *testing.T) {
 			dir := t.TempDir()
 			cmd := app.setup(t, dir)
-			env := cleanEnv(dir)
+			env := clitest.CleanEnv(dir)
 			runIn(t, dir, env, bin, append([]string{"trace", "--"}, cmd...)...)
 			build := []string{"build", "-o", "app.dlimg"}
 			if app.include {
@@ -285,7 +292,7 @@ func TestExecZeroOperationsOnBundledPaths(t *testing.T) {
 			// The first rank on the node stages (reads the image, writes the
 			// stage): that must not touch the bundled originals either.
 			// Except the node's own ld.so, which it opens for the node's
-			// search rules (ldsearch.go).
+			// search rules (node/materialize/ldsearch.go).
 			cold := strace("exec-cold", append([]string{bin}, execArgs...)...)
 			for p := range ldsoProbeTouches() {
 				delete(cold, p)

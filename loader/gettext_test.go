@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 const gettextProgram = `#include <errno.h>
@@ -53,13 +55,13 @@ type gettextFixture struct {
 // honoured when LC_MESSAGES is not "C" (glibc's guess_category_value
 // compares the name): C.UTF-8 is enough.
 func (f *gettextFixture) env(lang string) []string {
-	return append(cleanEnv(f.dir), "LC_ALL=C.UTF-8", "LANGUAGE="+lang)
+	return append(clitest.CleanEnv(f.dir), "LC_ALL=C.UTF-8", "LANGUAGE="+lang)
 }
 
 // newGettextFixture traces the app with LANGUAGE=pilot ("": none).
 func newGettextFixture(t *testing.T, pilot string) *gettextFixture {
 	needTools(t, "gcc", "strace", "msgfmt")
-	bin := dlbundleCLI(t)
+	bin := clitest.CLI(t)
 	dir := t.TempDir()
 	tree := filepath.Join(dir, "tree")
 	locale := filepath.Join(tree, "share", "locale")

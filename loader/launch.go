@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dlbundle/dlbundle/internal/abspath"
 )
 
 // Program is a process to start from a stage: the file the kernel executes,
@@ -125,9 +127,9 @@ func findCommand(stage, cmd, pathEnv string) (string, error) {
 }
 
 // stagedPath asks the stage about a command path made absolute without a
-// file-system lookup (see AbsPath).
+// file-system lookup (see abspath.Abs).
 func stagedPath(stage, cmd string) (string, bool) {
-	abs, err := AbsPath(cmd)
+	abs, err := abspath.Abs(cmd)
 	if err != nil {
 		return "", false
 	}
@@ -136,7 +138,7 @@ func stagedPath(stage, cmd string) (string, bool) {
 
 // stagedScript asks the stage whether cmd is a bundled "#!" script.
 func stagedScript(stage, cmd string) (interp, arg string, ok bool) {
-	abs, err := AbsPath(cmd)
+	abs, err := abspath.Abs(cmd)
 	if err != nil {
 		return "", "", false
 	}

@@ -15,6 +15,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 func TestEnvZeroOperationsOnBundledPaths(t *testing.T) {
@@ -23,16 +25,9 @@ func TestEnvZeroOperationsOnBundledPaths(t *testing.T) {
 			t.Fatalf("%s is needed (make deps installs it): %v", tool, err)
 		}
 	}
-	bin := dlbundleCLI(t)
+	bin := clitest.CLI(t)
 	apps := []e2eApp{
-		{"c-runpath-dlopen", func(t *testing.T, dir string) []string {
-			gen, err := filepath.Abs("../examples/demo/make-fixture.sh")
-			if err != nil {
-				t.Fatal(err)
-			}
-			runIn(t, dir, cleanEnv(dir), gen, filepath.Join(dir, "app"), "40")
-			return []string{filepath.Join(dir, "app/bin/demo-app")}
-		}, true},
+		cRunpathDlopen,
 		{"python-numpy", func(t *testing.T, dir string) []string {
 			return []string{"/usr/bin/python3", "-c", "import numpy, sys; print(numpy.arange(10).sum(), sys.executable, sys.argv[0])"}
 		}, false},
@@ -41,7 +36,7 @@ func TestEnvZeroOperationsOnBundledPaths(t *testing.T) {
 		t.Run(app.name, func(t *testing.T) {
 			dir := t.TempDir()
 			cmd := app.setup(t, dir)
-			env := cleanEnv(dir)
+			env := clitest.CleanEnv(dir)
 			runIn(t, dir, env, bin, append([]string{"trace", "--"}, cmd...)...)
 			build := []string{"build", "-o", "app.dlimg"}
 			if app.include {
@@ -108,21 +103,21 @@ func TestEnvZeroOperationsOnBundledPaths(t *testing.T) {
 // The three formats say the same, and the sh one, evaluated, gives what
 // exec sets (ShimEnv), the app's LD_LIBRARY_PATH included.
 func TestEnvFormatsAgree(t *testing.T) {
-	p := newProbeImage(t)
-	stage := filepath.Join(p.work, "stage")
+	p := clitest.NewProbeImage(t)
+	stage := filepath.Join(p.Work, "stage")
 	// One launch (a job step) for the three calls: the run id that names
 	// the node's record is the launch's, as for every rank of a step.
-	env := append(cleanEnv(p.work), "LD_LIBRARY_PATH="+filepath.Dir(p.original)+":/usr/lib/nonexistent",
+	env := append(clitest.CleanEnv(p.Work), "LD_LIBRARY_PATH="+filepath.Dir(p.Original)+":/usr/lib/nonexistent",
 		"SLURM_JOB_ID=5", "SLURM_STEP_ID=0")
-	sh, stderr, _, state := runCLI(t, env, "env", "--stage-dir", stage, p.image)
+	sh, stderr, _, state := clitest.RunCLI(t, env, "env", "--stage-dir", stage, p.Image)
 	if !state.Success() {
 		t.Fatalf("dlbundle env: %v\n%s", state, stderr)
 	}
-	js, _, _, _ := runCLI(t, env, "env", "--format=json", "--stage-dir", stage, p.image)
-	env0, _, _, _ := runCLI(t, env, "env", "--format", "env0", "--stage-dir", stage, p.image)
+	js, _, _, _ := clitest.RunCLI(t, env, "env", "--format=json", "--stage-dir", stage, p.Image)
+	env0, _, _, _ := clitest.RunCLI(t, env, "env", "--format", "env0", "--stage-dir", stage, p.Image)
 
 	// sh: evaluated by a real shell, which prints the result.
-	evaluated := runIn(t, p.work, env, "sh", "-c", sh+"\nenv", "sh")
+	evaluated := runIn(t, p.Work, env, "sh", "-c", sh+"\nenv", "sh")
 	before := map[string]string{}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -178,14 +173,14 @@ func TestEnvFormatsAgree(t *testing.T) {
 // verb); with --fallback, a warning and
 // still nothing on stdout, exit 0 (the app runs natively).
 func TestEnvFailureAndFallback(t *testing.T) {
-	p := newProbeImage(t)
-	stage := filepath.Join(p.work, "stage")
-	missing := filepath.Join(p.work, "no-such.dlimg")
-	out, stderr, _, state := runCLI(t, cleanEnv(p.work), "env", "--stage-dir", stage, missing)
+	p := clitest.NewProbeImage(t)
+	stage := filepath.Join(p.Work, "stage")
+	missing := filepath.Join(p.Work, "no-such.dlimg")
+	out, stderr, _, state := clitest.RunCLI(t, clitest.CleanEnv(p.Work), "env", "--stage-dir", stage, missing)
 	if state.ExitCode() != 2 || out != "" || !strings.Contains(stderr, missing) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
 		t.Errorf("missing image: exit %d, stdout %q, stderr %q; want 2, nothing, one line naming the image", state.ExitCode(), out, stderr)
 	}
-	out, stderr, _, state = runCLI(t, cleanEnv(p.work), "env", "--fallback", "--stage-dir", stage, missing)
+	out, stderr, _, state = clitest.RunCLI(t, clitest.CleanEnv(p.Work), "env", "--fallback", "--stage-dir", stage, missing)
 	if state.ExitCode() != 0 || out != "" || !strings.Contains(stderr, "natively") {
 		t.Errorf("--fallback: exit %d, stdout %q, stderr %q; want 0, nothing, a warning", state.ExitCode(), out, stderr)
 	}
@@ -207,13 +202,13 @@ func sorted(m map[string]string) []string {
 // staged path without the shim's variables sees the staged path (the
 // check can fail).
 func TestStagedProgramByPathSeesOriginalArgv0(t *testing.T) {
-	p := newProbeImage(t)
-	stage := filepath.Join(p.work, "stage")
-	env0, stderr, _, state := runCLI(t, cleanEnv(p.work), "env", "--format=env0", "--stage-dir", stage, p.image)
+	p := clitest.NewProbeImage(t)
+	stage := filepath.Join(p.Work, "stage")
+	env0, stderr, _, state := clitest.RunCLI(t, clitest.CleanEnv(p.Work), "env", "--format=env0", "--stage-dir", stage, p.Image)
 	if !state.Success() {
 		t.Fatalf("dlbundle env: %v\n%s", state, stderr)
 	}
-	env := cleanEnv(p.work)
+	env := clitest.CleanEnv(p.Work)
 	stageDir := ""
 	for _, kv := range strings.Split(strings.TrimSuffix(env0, "\x00"), "\x00") {
 		env = append(env, kv)
@@ -221,19 +216,19 @@ func TestStagedProgramByPathSeesOriginalArgv0(t *testing.T) {
 			stageDir = v
 		}
 	}
-	staged := filepath.Join(stageDir, "root") + p.original
-	out := runIn(t, p.work, env, staged, "arg1")
-	if got := field(out, "argv0"); got != p.original {
-		t.Errorf("argv[0] = %q, want the original %q", got, p.original)
+	staged := filepath.Join(stageDir, "root") + p.Original
+	out := runIn(t, p.Work, env, staged, "arg1")
+	if got := clitest.Field(out, "argv0"); got != p.Original {
+		t.Errorf("argv[0] = %q, want the original %q", got, p.Original)
 	}
-	if got := field(out, "exe"); got != p.original {
-		t.Errorf("/proc/self/exe = %q, want the original %q", got, p.original)
+	if got := clitest.Field(out, "exe"); got != p.Original {
+		t.Errorf("/proc/self/exe = %q, want the original %q", got, p.Original)
 	}
 	if !strings.Contains(out, "arg=arg1") {
 		t.Errorf("arguments not passed: %q", out)
 	}
-	native := runIn(t, p.work, cleanEnv(p.work), staged)
-	if got := field(native, "argv0"); got != staged {
+	native := runIn(t, p.Work, clitest.CleanEnv(p.Work), staged)
+	if got := clitest.Field(native, "argv0"); got != staged {
 		t.Fatalf("without the shim argv[0] = %q, want the staged path %q: the check cannot fail", got, staged)
 	}
 }

@@ -16,6 +16,9 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/dlbundle/dlbundle/internal/clitest"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
 const ldpathProgram = `#define _GNU_SOURCE
@@ -72,7 +75,7 @@ func TestExecLibraryPathZeroOperationsOnTree(t *testing.T) {
 			t.Fatalf("%s is needed (make deps installs it): %v", tool, err)
 		}
 	}
-	bin := dlbundleCLI(t)
+	bin := clitest.CLI(t)
 	dir := t.TempDir()
 	tree := filepath.Join(dir, "tree")
 	libdir := filepath.Join(tree, "lib", "x86_64-linux-gnu")
@@ -109,7 +112,7 @@ func TestExecLibraryPathZeroOperationsOnTree(t *testing.T) {
 	app := filepath.Join(tree, "bin", "app")
 	gcc("-o", app, filepath.Join(dir, "app.c"), "-L"+libdir, "-lfoo", "-ldl")
 
-	env := append(cleanEnv(dir), "LD_LIBRARY_PATH="+libdir)
+	env := append(clitest.CleanEnv(dir), "LD_LIBRARY_PATH="+libdir)
 	cmd := []string{app, "parent"}
 	runIn(t, dir, env, bin, append([]string{"trace", "--"}, cmd...)...)
 	runIn(t, dir, env, bin, "build", "-o", "app.dlimg", "--include", tree)
@@ -148,11 +151,11 @@ func TestExecLibraryPathZeroOperationsOnTree(t *testing.T) {
 	for _, l := range strings.Split(native, "\n") {
 		nativeLines[l] = true
 	}
-	legacy := strings.Contains(warm, "/shim/"+shimPreload+"\n")
+	legacy := strings.Contains(warm, "/shim/"+stagefmt.PreloadObject+"\n")
 	withoutShim := func(out string) []string {
 		var keep []string
 		for _, l := range strings.Split(out, "\n") {
-			if strings.HasSuffix(l, "/shim/"+shimPreload) || strings.HasSuffix(l, "/shim/"+shimPreload234) ||
+			if strings.HasSuffix(l, "/shim/"+stagefmt.PreloadObject) || strings.HasSuffix(l, "/shim/"+stagefmt.Preload234Object) ||
 				legacy && strings.HasSuffix(l, "/libdl.so.2") && !nativeLines[l] {
 				continue
 			}

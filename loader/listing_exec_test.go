@@ -19,6 +19,8 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/clitest"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
 const numpyTree = "/usr/lib/python3/dist-packages/numpy"
@@ -32,8 +34,8 @@ func numpyStage(t *testing.T, dir, stageDir string) (img string, execArgs []stri
 	if _, err := os.Stat(numpyTree); err != nil {
 		t.Fatalf("Debian's python3-numpy is needed (make deps): %v", err)
 	}
-	bin := dlbundleCLI(t)
-	env := cleanEnv(dir)
+	bin := clitest.CLI(t)
+	env := clitest.CleanEnv(dir)
 	runIn(t, dir, env, bin, "trace", "-q", "-o", "numpy.trace", "--", "/usr/bin/python3", "-c", "import numpy")
 	runIn(t, dir, env, bin, "build", "-o", "numpy.dlimg", "numpy.trace")
 	img = filepath.Join(dir, "numpy.dlimg")
@@ -92,8 +94,8 @@ func TestNumpyListingsAsNative(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := cleanEnv(dir)
-	many := append(cleanEnv(dir), "LISTPROBE_MANY=1") // also 130 streams at once
+	env := clitest.CleanEnv(dir)
+	many := append(clitest.CleanEnv(dir), "LISTPROBE_MANY=1") // also 130 streams at once
 	for name, c := range map[string][]string{
 		"listprobe.c":  append([]string{probe}, probeDirs...),
 		"listprobe.py": append([]string{"/usr/bin/python3", pyProbe}, probeDirs...),
@@ -159,7 +161,7 @@ func TestNumpyStageObjects(t *testing.T) {
 		return n
 	}
 	stage, cpio := objects(stages[0]), objects(cp)
-	t.Logf("objects: stage %d (tree %d), zstd|cpio %d", stage, objects(filepath.Join(stages[0], stageRootDir)), cpio)
+	t.Logf("objects: stage %d (tree %d), zstd|cpio %d", stage, objects(filepath.Join(stages[0], stagefmt.RootDir)), cpio)
 	if cpio < 300 {
 		t.Fatalf("zstd|cpio made %d objects: the image is not the numpy image", cpio)
 	}
@@ -223,10 +225,10 @@ func TestMirroredProbeDirKeepsLaterSearches(t *testing.T) {
 	}
 	app := filepath.Join(dir, "tree", "app")
 	gcc("-o", app, src, "-ldl")
-	bin := dlbundleCLI(t)
-	runIn(t, dir, append(cleanEnv(dir), "LD_LIBRARY_PATH="+lib), bin, "trace", "-q", "--", app, "liba.so", "@"+more+"/conf")
-	runIn(t, dir, cleanEnv(dir), bin, "build", "-o", "app.dlimg", "--include", filepath.Join(dir, "tree"))
-	env := append(cleanEnv(dir), "LD_LIBRARY_PATH="+more+":"+lib)
+	bin := clitest.CLI(t)
+	runIn(t, dir, append(clitest.CleanEnv(dir), "LD_LIBRARY_PATH="+lib), bin, "trace", "-q", "--", app, "liba.so", "@"+more+"/conf")
+	runIn(t, dir, clitest.CleanEnv(dir), bin, "build", "-o", "app.dlimg", "--include", filepath.Join(dir, "tree"))
+	env := append(clitest.CleanEnv(dir), "LD_LIBRARY_PATH="+more+":"+lib)
 	args := []string{app, "liba.so", "libnone.so", "liblate.so"}
 	native := runIn(t, dir, env, app, args[1:]...)
 	if native != "liba.so loaded\nlibnone.so not found\nliblate.so loaded\n" {
@@ -286,8 +288,8 @@ func testTreeListings(t *testing.T, san *sanitizer) {
 	if out, err := exec.Command("gcc", "-O1", "-Wall", "-o", probe, "testdata/listprobe.c").CombinedOutput(); err != nil {
 		t.Fatalf("gcc listprobe.c: %v\n%s", err, out)
 	}
-	bin := dlbundleCLI(t)
-	env := cleanEnv(dir)
+	bin := clitest.CLI(t)
+	env := clitest.CleanEnv(dir)
 	runIn(t, dir, env, bin, "trace", "-q", "--", probe, tree, sub)
 	runIn(t, dir, env, bin, "build", "-o", "tree.dlimg", "--include", tree, "--exclude", filepath.Join(tree, "unbundled"))
 	img := filepath.Join(dir, "tree.dlimg")

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
 // mapsProbe prints the files mapped into the process after start-up and
@@ -80,7 +81,7 @@ func TestMapsShowNoShimFiles(t *testing.T) {
 		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 			if stage != "" && strings.Contains(l, stage+"/") {
 				// documented: the shim objects and the table
-				if strings.Contains(l, stage+"/"+stageShimDir+"/") || strings.HasSuffix(l, stage+"/table") {
+				if strings.Contains(l, stage+"/"+stagefmt.ShimDir+"/") || strings.HasSuffix(l, stage+"/table") {
 					continue
 				}
 			}

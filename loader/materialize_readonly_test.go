@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
+	"github.com/dlbundle/dlbundle/node/materialize"
 )
 
 // envMaterializeChild makes the test binary a stager run as another user: it
@@ -34,7 +36,7 @@ func TestMaterializeReadOnlyDirAsUnprivilegedUser(t *testing.T) {
 		if err := os.Mkdir(stage, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := Materialize(context.Background(), im, stage, MaterializeOptions{}); err != nil {
+		if err := materialize.Materialize(context.Background(), im, stage, materialize.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -91,7 +93,7 @@ func TestMaterializeReadOnlyDirAsUnprivilegedUser(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("staging as uid 65534: %v\n%s", err, out)
 	}
-	staged := filepath.Join(work, "stage", stageRootDir, ro)
+	staged := filepath.Join(work, "stage", stagefmt.RootDir, ro)
 	if st, err := os.Stat(filepath.Join(staged, "tls")); err != nil || !st.IsDir() {
 		t.Errorf("the unbundled subdirectory tls/ of the listing is not mirrored: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
 // TestMaterializeLayout checks the stage layout of docs/loader.md on a real
@@ -60,32 +61,32 @@ func TestMaterializeLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]uint8{tree: tabDir, tree + "/a": tabDir, tree + "/a/b/f": tabReg, tree + "/a/abs": tabSymlink,
-		tree + "/other": tabExternal, "/": tabDir}
+	want := map[string]uint8{tree: stagefmt.TabDir, tree + "/a": stagefmt.TabDir, tree + "/a/b/f": stagefmt.TabReg, tree + "/a/abs": stagefmt.TabSymlink,
+		tree + "/other": stagefmt.TabExternal, "/": stagefmt.TabDir}
 	for p, typ := range want {
-		if got, _, ok := tableLookup(tab, p); !ok || got != typ {
+		if got, _, ok := stagefmt.Lookup(tab, p); !ok || got != typ {
 			t.Errorf("table lookup %s = type %d (found %v), want %d", p, got, ok, typ)
 		}
 	}
-	if _, _, ok := tableLookup(tab, tree+"/nope"); ok {
+	if _, _, ok := stagefmt.Lookup(tab, tree+"/nope"); ok {
 		t.Errorf("table has %s/nope", tree)
 	}
 	// tree's listing: its names, "." and ".." included, in the order the
 	// directory read returns them, with their types.
-	types := map[string]uint8{"a": dtDir, "other": dtDir, ".": dtDir, "..": dtDir}
+	types := map[string]uint8{"a": stagefmt.DTDir, "other": stagefmt.DTDir, ".": stagefmt.DTDir, "..": stagefmt.DTDir}
 	wantList := getdentsNames(t, tree)
-	listed, ok := tableListing(tab, tree)
+	listed, ok := stagefmt.Listing(tab, tree)
 	var gotList []string
 	for _, g := range listed {
-		gotList = append(gotList, g.name)
-		if g.dtype != types[g.name] {
-			t.Errorf("listing of %s: %s has d_type %d, want %d", tree, g.name, g.dtype, types[g.name])
+		gotList = append(gotList, g.Name)
+		if g.DType != types[g.Name] {
+			t.Errorf("listing of %s: %s has d_type %d, want %d", tree, g.Name, g.DType, types[g.Name])
 		}
 	}
 	if !ok || !slices.Equal(gotList, wantList) {
 		t.Errorf("listing of %s in the table = %q, want %q", tree, gotList, wantList)
 	}
-	if tgt, ok := tableTarget(tab, tree+"/a/abs"); !ok || tgt != filepath.Join(tree, "a/b/f") {
+	if tgt, ok := stagefmt.Target(tab, tree+"/a/abs"); !ok || tgt != filepath.Join(tree, "a/b/f") {
 		t.Errorf("symlink target in the table = %q, want the original text", tgt)
 	}
 	for _, obj := range []string{"shim/audit.so", "shim/preload.so"} {
@@ -118,7 +119,7 @@ func TestShimEnv(t *testing.T) {
 // TestTableRejectsBadPaths: the table only holds clean absolute paths.
 func TestTableRejectsBadPaths(t *testing.T) {
 	for _, p := range []string{"rel", "/a/../b", "/a/"} {
-		if _, err := encodeTable([]image.Entry{{Path: p, Type: image.TypeRegular}}); err == nil {
+		if _, err := stagefmt.EncodeTable([]image.Entry{{Path: p, Type: image.TypeRegular}}); err == nil {
 			t.Errorf("encodeTable accepted %q", p)
 		}
 	}

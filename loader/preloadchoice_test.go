@@ -4,6 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/dlbundle/dlbundle/internal/clitest"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
 // The preload build is chosen once, at staging, and recorded in the stage
@@ -11,18 +14,18 @@ import (
 // without it (written by an older dlbundle), or with a record that names
 // no shim object, gets the build detected from the libc, as before.
 func TestExecUsesPreloadRecordedAtStaging(t *testing.T) {
-	p := newProbeImage(t)
-	stageDir := filepath.Join(p.work, "stage")
-	env := cleanEnv(p.work)
+	p := clitest.NewProbeImage(t)
+	stageDir := filepath.Join(p.Work, "stage")
+	env := clitest.CleanEnv(p.Work)
 	// /usr/bin/env is not bundled: it runs natively, with the shim, and
 	// shows the environment exec gave it.
 	ldPreload := func() string {
 		t.Helper()
-		out, stderr, _, state := runCLI(t, env, "exec", "--stage-dir", stageDir, p.image, "--", "/usr/bin/env")
+		out, stderr, _, state := clitest.RunCLI(t, env, "exec", "--stage-dir", stageDir, p.Image, "--", "/usr/bin/env")
 		if !state.Success() {
 			t.Fatalf("dlbundle exec -- env: %v\n%s%s", state, out, stderr)
 		}
-		return field(out, "LD_PRELOAD")
+		return clitest.Field(out, "LD_PRELOAD")
 	}
 	got := ldPreload() // stages
 	stages, _ := filepath.Glob(filepath.Join(stageDir, "sha256-*"))
@@ -30,23 +33,23 @@ func TestExecUsesPreloadRecordedAtStaging(t *testing.T) {
 		t.Fatalf("stages in %s: %v, want one", stageDir, stages)
 	}
 	stage := stages[0]
-	record := filepath.Join(stage, stageShimDir, shimPreloadChoice)
+	record := filepath.Join(stage, stagefmt.ShimDir, stagefmt.PreloadChoice)
 	recorded, err := os.Readlink(record)
 	if err != nil {
 		t.Fatalf("staging recorded no preload build: %v", err)
 	}
-	if want := detectPreload(stage); recorded != want {
+	if want := stagefmt.DetectPreload(stage); recorded != want {
 		t.Errorf("recorded preload build %q, detected %q", recorded, want)
 	}
-	if want := filepath.Join(stage, stageShimDir, recorded); got != want {
+	if want := filepath.Join(stage, stagefmt.ShimDir, recorded); got != want {
 		t.Errorf("LD_PRELOAD=%s, want the recorded build %s", got, want)
 	}
 
 	// The record is what a warm exec uses: point it at the other build
 	// (both load on glibc 2.34 and later) and exec follows it.
-	other := shimPreload
-	if recorded == shimPreload {
-		other = shimPreload234
+	other := stagefmt.PreloadObject
+	if recorded == stagefmt.PreloadObject {
+		other = stagefmt.Preload234Object
 	}
 	replace := func(target string) {
 		t.Helper()
@@ -60,33 +63,33 @@ func TestExecUsesPreloadRecordedAtStaging(t *testing.T) {
 		}
 	}
 	replace(other)
-	if got, want := ldPreload(), filepath.Join(stage, stageShimDir, other); got != want {
+	if got, want := ldPreload(), filepath.Join(stage, stagefmt.ShimDir, other); got != want {
 		t.Errorf("with the record naming %s: LD_PRELOAD=%s, want %s", other, got, want)
 	}
 	// The app runs from the stage with the other build too.
-	out, stderr, _, state := runCLI(t, env, "exec", "--stage-dir", stageDir, p.image, "--", p.original, "exit7")
-	if state.ExitCode() != 7 || field(out, "exe") != p.original {
+	out, stderr, _, state := clitest.RunCLI(t, env, "exec", "--stage-dir", stageDir, p.Image, "--", p.Original, "exit7")
+	if state.ExitCode() != 7 || clitest.Field(out, "exe") != p.Original {
 		t.Errorf("probe with %s: status %v\nstdout: %s\nstderr: %s", other, state, out, stderr)
 	}
 
 	// A stage of an older dlbundle: no record; and a record that names
 	// anything but a preload build is not followed.
-	for _, target := range []string{"", "../../../../tmp/evil.so", "/usr/lib/x86_64-linux-gnu/libc.so.6", shimAuditName} {
+	for _, target := range []string{"", "../../../../tmp/evil.so", "/usr/lib/x86_64-linux-gnu/libc.so.6", stagefmt.AuditObject} {
 		replace(target)
-		if got, want := ldPreload(), filepath.Join(stage, stageShimDir, recorded); got != want {
+		if got, want := ldPreload(), filepath.Join(stage, stagefmt.ShimDir, recorded); got != want {
 			t.Errorf("record %q: LD_PRELOAD=%s, want the detected build %s", target, got, want)
 		}
 	}
 	replace("")
-	out, stderr, _, state = runCLI(t, env, "exec", "--stage-dir", stageDir, p.image, "--", p.original, "exit7")
-	if state.ExitCode() != 7 || field(out, "exe") != p.original {
+	out, stderr, _, state = clitest.RunCLI(t, env, "exec", "--stage-dir", stageDir, p.Image, "--", p.Original, "exit7")
+	if state.ExitCode() != 7 || clitest.Field(out, "exe") != p.Original {
 		t.Errorf("probe on a stage without the record: status %v\nstdout: %s\nstderr: %s", state, out, stderr)
 	}
 	// An older stage may lack preload-2.34.so too.
-	if err := os.Remove(filepath.Join(stage, stageShimDir, shimPreload234)); err != nil {
+	if err := os.Remove(filepath.Join(stage, stagefmt.ShimDir, stagefmt.Preload234Object)); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := ldPreload(), filepath.Join(stage, stageShimDir, shimPreload); got != want {
+	if got, want := ldPreload(), filepath.Join(stage, stagefmt.ShimDir, stagefmt.PreloadObject); got != want {
 		t.Errorf("stage with preload.so only and no record: LD_PRELOAD=%s, want %s", got, want)
 	}
 }

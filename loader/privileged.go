@@ -3,6 +3,8 @@ package loader
 import (
 	"path/filepath"
 	"strings"
+
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
 // privilegedMode tells whether a file of mode m gains privileges when
@@ -22,19 +24,19 @@ func privilegedMode(m uint32) bool {
 // An image that lies about the bits only makes the program run as without
 // dlbundle, or without its privilege, never with more.
 func privilegedOriginal(stageDir, file string) (string, bool) {
-	orig, ok := strings.CutPrefix(file, filepath.Join(stageDir, stageRootDir))
+	orig, ok := strings.CutPrefix(file, filepath.Join(stageDir, stagefmt.RootDir))
 	if !ok || !strings.HasPrefix(orig, "/") {
 		return "", false
 	}
-	tab, release, err := mapStageTable(stageDir)
+	tab, release, err := stagefmt.MapTable(stageDir)
 	if err != nil {
 		return "", false
 	}
 	defer release()
-	final, ok := resolveInTable(tab, orig)
+	final, ok := stagefmt.ResolveFile(tab, orig)
 	if !ok {
 		return "", false
 	}
-	ent, ok := tableFind(tab, final)
+	ent, ok := stagefmt.Find(tab, final)
 	return orig, ok && privilegedMode(ent.Mode)
 }

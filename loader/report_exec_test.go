@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/clitest"
 	"github.com/dlbundle/dlbundle/report"
 )
 
@@ -103,7 +104,7 @@ func (f *reportFixture) exec(t *testing.T, args ...string) ([]report.ProcessRepo
 	file := filepath.Join(t.TempDir(), "report.jsonl")
 	f.report = file
 	cli := append([]string{"exec", "--stage-dir", filepath.Join(f.work, "stage"), "--report", file, f.image, "--", f.probe}, args...)
-	_, stderr, _, state := runCLI(t, cleanEnv(f.work), cli...)
+	_, stderr, _, state := clitest.RunCLI(t, clitest.CleanEnv(f.work), cli...)
 	ws, _ := state.Sys().(syscall.WaitStatus)
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -141,7 +142,7 @@ func TestReportListsLibrariesFromOutside(t *testing.T) {
 	if !got[f.outsideLib] || !libc || got[f.lib] {
 		t.Errorf("outside = %q; want %s and libc.so.6, not the bundled %s", rs[0].Outside, f.outsideLib, f.lib)
 	}
-	text, stderr, _, state := runCLI(t, cleanEnv(f.work), "report", f.report)
+	text, stderr, _, state := clitest.RunCLI(t, clitest.CleanEnv(f.work), "report", f.report)
 	if !state.Success() || !strings.Contains(text, "from outside the image") || !strings.Contains(text, f.outsideLib) ||
 		!strings.Contains(text, "--from") {
 		t.Errorf("dlbundle report (%v, stderr %q) does not list %s with advice:\n%s", state, stderr, f.outsideLib, text)
@@ -201,9 +202,9 @@ func TestReportAfterFatalSignal(t *testing.T) {
 func TestReportLeavesAppSignalsAlone(t *testing.T) {
 	f := newReportFixture(t)
 	report := filepath.Join(t.TempDir(), "report.jsonl")
-	sh := exec.Command("/bin/sh", "-c", `trap "" HUP; exec "$@"`, "sh", dlbundleCLI(t), "exec", "--stage-dir",
+	sh := exec.Command("/bin/sh", "-c", `trap "" HUP; exec "$@"`, "sh", clitest.CLI(t), "exec", "--stage-dir",
 		filepath.Join(f.work, "stage"), "--report", report, f.image, "--", f.probe, "hup")
-	sh.Env = cleanEnv(f.work)
+	sh.Env = clitest.CleanEnv(f.work)
 	if out, err := sh.CombinedOutput(); err != nil {
 		t.Errorf("probe with SIGHUP ignored raised it and ended %v; want exit 0 (output %q)", err, out)
 	}
@@ -211,7 +212,7 @@ func TestReportLeavesAppSignalsAlone(t *testing.T) {
 		t.Errorf("report after the ignored SIGHUP: %q, %v; want 1 line", b, err)
 	}
 	py := `import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)`
-	out, stderr, _, state := runCLI(t, cleanEnv(f.work), "exec", "--stage-dir", filepath.Join(f.work, "stage"),
+	out, stderr, _, state := clitest.RunCLI(t, clitest.CleanEnv(f.work), "exec", "--stage-dir", filepath.Join(f.work, "stage"),
 		"--report", report, f.image, "--", "/usr/bin/python3", "-c", py)
 	if !state.Success() || strings.TrimSpace(out) != "True" {
 		t.Errorf("python3 under exec --report: SIGINT handler is Python's: %q (%v, stderr %q); want True", out, state, stderr)

@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
 // shimSources are hashed into shim/sources.sha256 by shim/build.sh, in this order.
@@ -36,7 +38,7 @@ func TestShimObjectsUpToDate(t *testing.T) {
 		t.Fatalf("loader/shim sources changed since the objects were built (sha256 %s, objects built from %s); run `go generate ./loader/` and commit the objects",
 			got, strings.TrimSpace(string(want)))
 	}
-	for obj, want := range shimObjects {
+	for obj, want := range stagefmt.ShimObjects {
 		b, err := os.ReadFile(filepath.Join("shim", runtime.GOARCH, obj))
 		if err != nil {
 			t.Fatal(err)
@@ -47,7 +49,7 @@ func TestShimObjectsUpToDate(t *testing.T) {
 	}
 	// Both architectures' objects are committed, each of its machine.
 	for arch, machine := range shimMachines {
-		for obj := range shimObjects {
+		for obj := range stagefmt.ShimObjects {
 			f, err := elf.Open(filepath.Join("shim", arch, obj))
 			if err != nil {
 				t.Fatal(err)
@@ -77,7 +79,7 @@ func shimObject(t *testing.T, arch, name string) []byte {
 // makes ld.so load (and search for) a second libc in every process.
 func TestAuditObjectIsFreestanding(t *testing.T) {
 	for arch := range shimMachines {
-		t.Run(arch, func(t *testing.T) { testAuditObjectIsFreestanding(t, shimObject(t, arch, shimAuditName)) })
+		t.Run(arch, func(t *testing.T) { testAuditObjectIsFreestanding(t, shimObject(t, arch, stagefmt.AuditObject)) })
 	}
 }
 
@@ -116,7 +118,7 @@ func testAuditObjectIsFreestanding(t *testing.T, obj []byte) {
 // (linked naively on a new host, dlsym would need GLIBC_2.34).
 func TestPreloadNeedsOnlyOldGlibc(t *testing.T) {
 	for arch := range shimMachines {
-		t.Run(arch, func(t *testing.T) { testPreloadNeedsOnlyOldGlibc(t, shimObject(t, arch, shimPreload)) })
+		t.Run(arch, func(t *testing.T) { testPreloadNeedsOnlyOldGlibc(t, shimObject(t, arch, stagefmt.PreloadObject)) })
 	}
 }
 
@@ -150,7 +152,7 @@ func testPreloadNeedsOnlyOldGlibc(t *testing.T, obj []byte) {
 // than 2.34.
 func TestPreload234NeedsNoLibdl(t *testing.T) {
 	for arch := range shimMachines {
-		t.Run(arch, func(t *testing.T) { testPreload234NeedsNoLibdl(t, shimObject(t, arch, shimPreload234)) })
+		t.Run(arch, func(t *testing.T) { testPreload234NeedsNoLibdl(t, shimObject(t, arch, stagefmt.Preload234Object)) })
 	}
 }
 
@@ -194,7 +196,7 @@ func testPreload234NeedsNoLibdl(t *testing.T, obj []byte) {
 // DLBUNDLE_STAGE (or whose stage is gone) runs natively, without a word.
 func TestShimWithoutStage(t *testing.T) {
 	dir := t.TempDir()
-	if err := writeShim(filepath.Join(dir, "shim")); err != nil {
+	if err := stagefmt.WriteShim(filepath.Join(dir, "shim")); err != nil {
 		t.Fatal(err)
 	}
 	f := filepath.Join(dir, "f")
@@ -202,8 +204,8 @@ func TestShimWithoutStage(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, stage := range []string{"", filepath.Join(dir, "gone")} {
-		env := []string{"PATH=/usr/bin:/bin", "LD_AUDIT=" + filepath.Join(dir, "shim", shimAuditName),
-			"LD_PRELOAD=" + filepath.Join(dir, "shim", shimPreload)}
+		env := []string{"PATH=/usr/bin:/bin", "LD_AUDIT=" + filepath.Join(dir, "shim", stagefmt.AuditObject),
+			"LD_PRELOAD=" + filepath.Join(dir, "shim", stagefmt.PreloadObject)}
 		if stage != "" {
 			env = append(env, EnvStage+"="+stage)
 		}

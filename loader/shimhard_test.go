@@ -17,6 +17,8 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/clitest"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
 	"github.com/dlbundle/dlbundle/report"
 )
 
@@ -320,12 +322,12 @@ func TestShimExitIsAsyncSignalSafe(t *testing.T) {
 // the original files). exec refuses such a stage dir before the app starts;
 // a process given such a DLBUNDLE_STAGE directly says so on stderr.
 func TestExecRefusesTooLongStageDir(t *testing.T) {
-	p := newProbeImage(t)
-	long := p.work
-	for len(long) <= stageDirMax {
+	p := clitest.NewProbeImage(t)
+	long := p.Work
+	for len(long) <= stagefmt.StageDirMax {
 		long = filepath.Join(long, strings.Repeat("s", 200))
 	}
-	out, stderr, _, state := runCLI(t, cleanEnv(p.work), "exec", "--stage-dir", long, p.image, "--", p.original)
+	out, stderr, _, state := clitest.RunCLI(t, clitest.CleanEnv(p.Work), "exec", "--stage-dir", long, p.Image, "--", p.Original)
 	if state.Success() || strings.Contains(out, "argv0=") {
 		t.Fatalf("exec with a %d-byte stage dir ran the app:\nstdout: %s\nstderr: %s", len(long), out, stderr)
 	}
@@ -333,15 +335,15 @@ func TestExecRefusesTooLongStageDir(t *testing.T) {
 		t.Errorf("the error does not say what to do:\n%s", stderr)
 	}
 	// The longest accepted stage dir works, with the shim active.
-	ok := p.work
-	for len(ok) < stageDirMax {
-		ok = filepath.Join(ok, strings.Repeat("s", min(200, stageDirMax-len(ok)-1)))
+	ok := p.Work
+	for len(ok) < stagefmt.StageDirMax {
+		ok = filepath.Join(ok, strings.Repeat("s", min(200, stagefmt.StageDirMax-len(ok)-1)))
 	}
-	if len(ok) != stageDirMax {
-		t.Fatalf("built a %d-byte stage dir, want %d", len(ok), stageDirMax)
+	if len(ok) != stagefmt.StageDirMax {
+		t.Fatalf("built a %d-byte stage dir, want %d", len(ok), stagefmt.StageDirMax)
 	}
-	out, stderr, _, state = runCLI(t, cleanEnv(p.work), "exec", "--stage-dir", ok, p.image, "--", p.original)
-	if !state.Success() || field(out, "exe") != p.original {
+	out, stderr, _, state = clitest.RunCLI(t, clitest.CleanEnv(p.Work), "exec", "--stage-dir", ok, p.Image, "--", p.Original)
+	if !state.Success() || clitest.Field(out, "exe") != p.Original {
 		t.Fatalf("exec with a %d-byte stage dir: %v\nstdout: %s\nstderr: %s", len(ok), state, out, stderr)
 	}
 
@@ -374,8 +376,8 @@ func TestExecBringsNoLibdl(t *testing.T) {
 	if major == 2 && minor < 34 {
 		t.Skipf("glibc %d.%d has dlsym in libdl only", major, minor)
 	}
-	if libc := nodeLibc(); !libcDefines(libc, "GLIBC_2.34") {
-		t.Fatalf("glibc %d.%d, but %s (beside %s) does not define GLIBC_2.34", major, minor, libc, dynamicLinker())
+	if libc := stagefmt.NodeLibc(); !stagefmt.LibcDefines(libc, "GLIBC_2.34") {
+		t.Fatalf("glibc %d.%d, but %s (beside %s) does not define GLIBC_2.34", major, minor, libc, stagefmt.DynamicLinker())
 	}
 	f := newHardFixture(t, nil)
 	orig := "/opt/dlbundle-test-nolibdl-" + filepath.Base(f.root) + "/bin/hard"
@@ -395,12 +397,12 @@ func TestExecBringsNoLibdl(t *testing.T) {
 	w.Close()
 	stageDir := filepath.Join(f.root, "stages")
 	args := []string{"exec", "--stage-dir", stageDir, img, "--", orig, "objects"}
-	if o, e, _, state := runCLI(t, cleanEnv(f.root), args...); !state.Success() {
+	if o, e, _, state := clitest.RunCLI(t, clitest.CleanEnv(f.root), args...); !state.Success() {
 		t.Fatalf("dlbundle exec: %v\n%s%s", state, o, e)
 	}
 	log := filepath.Join(f.root, "strace.log")
-	cmd := exec.Command("strace", append([]string{"-f", "-qq", "-e", "trace=%file", "-o", log, dlbundleCLI(t)}, args...)...)
-	cmd.Env = cleanEnv(f.root)
+	cmd := exec.Command("strace", append([]string{"-f", "-qq", "-e", "trace=%file", "-o", log, clitest.CLI(t)}, args...)...)
+	cmd.Env = clitest.CleanEnv(f.root)
 	shim, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("strace dlbundle exec: %v", err)
@@ -412,7 +414,7 @@ func TestExecBringsNoLibdl(t *testing.T) {
 	if strings.Contains(string(trace), "libdl.so") {
 		t.Errorf("a process under exec opened libdl:\n%s", grepLines(string(trace), "libdl.so"))
 	}
-	native := runIn(t, "/", cleanEnv(f.root), f.probe, "objects")
+	native := runIn(t, "/", clitest.CleanEnv(f.root), f.probe, "objects")
 	var own, rest []string
 	for _, l := range strings.Split(strings.TrimSuffix(string(shim), "\n"), "\n") {
 		if strings.HasPrefix(l, stageDir+"/") && strings.Contains(l, "/shim/") {
@@ -423,8 +425,8 @@ func TestExecBringsNoLibdl(t *testing.T) {
 	}
 	// audit.so lives in a link namespace of its own, which glibc 2.36's
 	// dl_iterate_phdr does not list; a glibc that lists it is accepted.
-	if got := strings.Join(own, " "); got != shimPreload234 && got != shimPreload234+" "+shimAuditName {
-		t.Errorf("the shim's objects in dl_iterate_phdr: %q, want %s (and %s)", got, shimPreload234, shimAuditName)
+	if got := strings.Join(own, " "); got != stagefmt.Preload234Object && got != stagefmt.Preload234Object+" "+stagefmt.AuditObject {
+		t.Errorf("the shim's objects in dl_iterate_phdr: %q, want %s (and %s)", got, stagefmt.Preload234Object, stagefmt.AuditObject)
 	}
 	if got := strings.Join(rest, "\n") + "\n"; got != native {
 		t.Errorf("dl_iterate_phdr under exec minus the shim's objects:\n%s\nnatively:\n%s", got, native)

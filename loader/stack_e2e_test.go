@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/clitest"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
 // decidedPaths maps each image entry to whether lookups below it are the
@@ -89,10 +91,10 @@ type stackApp struct {
 // last command, run under exec cold (staging) and warm, prints what it prints
 // natively and makes no system call on the trees or decided paths.
 func runStackApp(t *testing.T, app stackApp) {
-	bin := dlbundleCLI(t)
+	bin := clitest.CLI(t)
 	dir := t.TempDir()
 	cmds, trees := app.setup(t, dir)
-	env := cleanEnv(dir)
+	env := clitest.CleanEnv(dir)
 	var traces []string
 	for i, c := range cmds {
 		tr := filepath.Join(dir, "t"+strconv.Itoa(i)+".trace")
@@ -148,8 +150,8 @@ func runStackApp(t *testing.T, app stackApp) {
 			skipRun = func(p string) bool { return skip(p) || ldsoProbeTouches()[p] }
 		}
 		n, report := opsOn(strace(run, execArgs...), trees, m, skipRun)
-		if rules, _ := filepath.Glob(filepath.Join(stage, "sha256-*", stageSearch)); len(rules) != 1 {
-			t.Errorf("%s: the stage has no %s (ld.so's search rules): the probe failed:\n%s", run, stageSearch, stderr.String())
+		if rules, _ := filepath.Glob(filepath.Join(stage, "sha256-*", stagefmt.SearchFile)); len(rules) != 1 {
+			t.Errorf("%s: the stage has no %s (ld.so's search rules): the probe failed:\n%s", run, stagefmt.SearchFile, stderr.String())
 		}
 		t.Logf("%s: native %d system calls on the tree and decided paths, %s %d", app.name, nNative, run, n)
 		if n != 0 {
@@ -178,7 +180,7 @@ func spackTree(t *testing.T, dir string, n int) (app, py string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := strings.Fields(runIn(t, dir, cleanEnv(dir), gen, filepath.Join(dir, "tree"), strconv.Itoa(n)))
+	out := strings.Fields(runIn(t, dir, clitest.CleanEnv(dir), gen, filepath.Join(dir, "tree"), strconv.Itoa(n)))
 	if len(out) != 2 {
 		t.Fatalf("make-tree.sh printed %q, want the two commands", out)
 	}
@@ -241,7 +243,7 @@ func TestExecZeroOpsInterpreters(t *testing.T) {
 	show := `import os, sys; print(sys.argv, os.readlink("/proc/self/exe"), sys.executable, sys.prefix, sys.base_prefix)`
 	setup := func(t *testing.T, dir string) (venv, app string) {
 		venv, app = filepath.Join(dir, "venv"), filepath.Join(dir, "app")
-		runIn(t, dir, cleanEnv(dir), "/usr/bin/python3", "-m", "venv", "--without-pip", "--system-site-packages", venv)
+		runIn(t, dir, clitest.CleanEnv(dir), "/usr/bin/python3", "-m", "venv", "--without-pip", "--system-site-packages", venv)
 		if err := os.MkdirAll(app, 0o755); err != nil {
 			t.Fatal(err)
 		}

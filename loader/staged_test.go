@@ -164,3 +164,37 @@ os.waitpid(pid, 0)
 		t.Errorf("%d system calls on the bundled tree:\n%s", len(calls), strings.Join(calls, "\n"))
 	}
 }
+
+func TestParseShebang(t *testing.T) {
+	for in, want := range map[string][2]string{
+		"#!/bin/sh\necho":                   {"/bin/sh", ""},
+		"#! /usr/bin/env  python3 \n":       {"/usr/bin/env", "python3"},
+		"#!/usr/bin/awk -f -v x=1\t\nBEGIN": {"/usr/bin/awk", "-f -v x=1"},
+		"#!/bin/bash\t-e\n":                 {"/bin/bash", "-e"},
+	} {
+		interp, arg, ok := parseShebang([]byte(in))
+		if !ok || interp != want[0] || arg != want[1] {
+			t.Errorf("%q: got %q %q %v, want %q %q", in, interp, arg, ok, want[0], want[1])
+		}
+	}
+	for _, in := range []string{"#!/bin/sh", "\x7fELF", "#!\n", "#!   \n", "echo\n"} {
+		if _, _, ok := parseShebang([]byte(in)); ok {
+			t.Errorf("%q: accepted", in)
+		}
+	}
+}
+
+func FuzzParseShebang(f *testing.F) {
+	f.Add([]byte("#!/usr/bin/env python3\n"))
+	f.Add([]byte("#!\t/bin/sh -e \t\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		interp, arg, ok := parseShebang(b)
+		if !ok {
+			return
+		}
+		if interp == "" || strings.ContainsAny(interp, " \t\n\x00") || strings.ContainsRune(arg, '\n') ||
+			strings.TrimSpace(arg) != arg && strings.Trim(arg, " \t") != arg {
+			t.Fatalf("%q: interp %q arg %q", b, interp, arg)
+		}
+	})
+}

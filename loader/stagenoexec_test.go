@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/clitest"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
 // TestStageRunsNothingFromImage: staging must run nothing
@@ -25,10 +27,10 @@ func TestStageRunsNothingFromImage(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root: stages as root and as uid 1001") // make test runs as root (CI too)
 	}
-	if interpreter == "" {
+	if stagefmt.DynamicLinker() == "" {
 		t.Skip("no ld.so known for this architecture")
 	}
-	bin := dlbundleCLI(t)
+	bin := clitest.CLI(t)
 	top := t.TempDir()
 	for _, d := range []string{filepath.Dir(top), top} { // testing's temp dirs are private to root
 		if err := os.Chmod(d, 0o755); err != nil {
@@ -54,8 +56,8 @@ func TestStageRunsNothingFromImage(t *testing.T) {
 		"usr/lib/x86_64-linux-gnu/libc.so.6": image.KindELFShared,
 		"usr/bin/python3":                    image.KindELFExec,
 	}
-	if interpreter != "/lib64/ld-linux-x86-64.so.2" { // e.g. arm64: its own ld.so name
-		hostile["usr/lib"+interpreter[len("/lib"):]] = image.KindELFShared
+	if ld := stagefmt.DynamicLinker(); ld != "/lib64/ld-linux-x86-64.so.2" { // e.g. arm64: its own ld.so name
+		hostile["usr/lib"+ld[len("/lib"):]] = image.KindELFShared
 	}
 	for rel := range hostile {
 		p := filepath.Join(fake, rel)
@@ -111,7 +113,7 @@ func TestStageRunsNothingFromImage(t *testing.T) {
 		}
 		stageDir := filepath.Join(home, "stage")
 		cmd := exec.Command(bin, "stage", "--stage-dir", stageDir, img)
-		cmd.Env = cleanEnv(home)
+		cmd.Env = clitest.CleanEnv(home)
 		cmd.Dir = home
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
 		out, err := cmd.CombinedOutput()
@@ -126,11 +128,11 @@ func TestStageRunsNothingFromImage(t *testing.T) {
 		}
 		// The stage has the node's rules (from the node's ld.so: the image's
 		// would have printed nothing usable).
-		rules, _ := filepath.Glob(filepath.Join(stageDir, "sha256-*", stageSearch))
+		rules, _ := filepath.Glob(filepath.Join(stageDir, "sha256-*", stagefmt.SearchFile))
 		if len(rules) != 1 {
-			t.Fatalf("stage as uid %d: no %s in the stage:\n%s", uid, stageSearch, out)
+			t.Fatalf("stage as uid %d: no %s in the stage:\n%s", uid, stagefmt.SearchFile, out)
 		}
-		if b, err := os.ReadFile(rules[0]); err != nil || checkRules(b) != nil {
+		if b, err := os.ReadFile(rules[0]); err != nil || stagefmt.CheckSearchRules(b) != nil {
 			t.Errorf("stage as uid %d: %s: %q, %v", uid, rules[0], b, err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/node/materialize"
 	"github.com/dlbundle/dlbundle/squash"
 )
 
@@ -103,7 +104,7 @@ func stageEntries(t testing.TB, dir string, entries []image.Entry) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Materialize(context.Background(), im, tmp, MaterializeOptions{}); err != nil {
+	if err := materialize.Materialize(context.Background(), im, tmp, materialize.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	final := filepath.Join(dir, "stage")

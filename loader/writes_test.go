@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
 	"github.com/dlbundle/dlbundle/report"
 )
 
@@ -204,11 +205,11 @@ os.unlink(d + '/new.txt')
 	runProbe(t, "", []string{"/usr/bin/python3", "-I", "-B", "-c", code, tree}, ShimEnv(stage, base, EnvOptions{Report: reportFile}))
 	// A stage without its table: the shim is inactive in every process.
 	broken := filepath.Join(root, "broken")
-	if err := os.MkdirAll(filepath.Join(broken, stageShimDir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(broken, stagefmt.ShimDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, obj := range shimObjects {
-		if err := os.WriteFile(filepath.Join(broken, stageShimDir, name), obj, 0o555); err != nil {
+	for name, obj := range stagefmt.ShimObjects {
+		if err := os.WriteFile(filepath.Join(broken, stagefmt.ShimDir, name), obj, 0o555); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -31,7 +31,7 @@ TEST_AFTER += fuzz-loader
 .PHONY: fuzz-loader
 fuzz-loader:
 	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzReadReports$$' -fuzztime 10s ./report/
-	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzTable$$' -fuzztime 10s ./loader/
+	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzTable$$' -fuzztime 10s ./loader/stagefmt/
 
 # The shim's C readers (table.h, reportfmt.h) through cgo, under
 # AddressSanitizer (-asan; the Makefile's CGO_ENABLED=0 is overridden here):

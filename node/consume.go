@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dlbundle/dlbundle/internal/abspath"
 	"github.com/dlbundle/dlbundle/internal/trustpath"
-	"github.com/dlbundle/dlbundle/loader"
 )
 
 // A node-local copy of the image (sbcast, srun --bcast-like copies, a
@@ -69,7 +69,7 @@ func ConsumeImage(stageDir, ref string, s *Staged, getenv func(string) string) (
 // reaches (the walk that opened it), never by a path resolved again from /:
 // a Prolog runs this as root. Only a regular file is removed.
 func removeConsumed(ref string) error {
-	abs, err := loader.AbsPath(ref)
+	abs, err := abspath.Abs(ref)
 	if err != nil {
 		return err
 	}

@@ -29,12 +29,12 @@ func pwnedImage(t *testing.T, dir, original string) string {
 // alone and says so.
 func TestConsumedPathNeverReopenedInItsJob(t *testing.T) {
 	needRoot(t)
-	p := newProbeImage(t)
-	makePublic(t, p.work)
+	p := clitest.NewProbeImage(t)
+	makePublic(t, p.Work)
 	top := publicDir(t)
 	cli := publicCLI(t, top)
 	tmp := stickyDir(t, top, "tmp")
-	pwned := pwnedImage(t, top, p.original)
+	pwned := pwnedImage(t, top, p.Original)
 	victimDir := filepath.Join(top, "victim")
 	if err := os.Mkdir(victimDir, 0o700); err != nil {
 		t.Fatal(err)
@@ -44,14 +44,14 @@ func TestConsumedPathNeverReopenedInItsJob(t *testing.T) {
 	}
 	victimOther := filepath.Join(victimDir, "other.dlimg")
 	local := filepath.Join(tmp, "dlbundle-42.dlimg")
-	for _, argv := range [][]string{{"/bin/cp", p.image, local}, {"/bin/cp", pwned, victimOther}} {
+	for _, argv := range [][]string{{"/bin/cp", p.Image, local}, {"/bin/cp", pwned, victimOther}} {
 		if out, code := runAs(t, victimUID, nil, argv...); code != 0 {
 			t.Fatalf("%v: %s", argv, out)
 		}
 	}
 	stage := filepath.Join(victimDir, "stage")
 	env := func(step string) []string {
-		return append(cleanEnv(victimDir), "SLURM_JOB_ID=42", "SLURM_STEP_ID="+step)
+		return append(clitest.CleanEnv(victimDir), "SLURM_JOB_ID=42", "SLURM_STEP_ID="+step)
 	}
 	if out, code := runAs(t, victimUID, env("0"), cli, "stage", "--consume", "--stage-dir", stage, local); code != 0 {
 		t.Fatalf("stage --consume: exit %d\n%s", code, out)
@@ -64,8 +64,8 @@ func TestConsumedPathNeverReopenedInItsJob(t *testing.T) {
 		if out, code := runAs(t, attackerUID, nil, plant...); code != 0 {
 			t.Fatalf("%v as uid 1001: %s", plant, out)
 		}
-		out, code := runAs(t, victimUID, env(string(rune('1'+i))), cli, "exec", "--stage-dir", stage, local, "--", p.original)
-		if code != 0 || strings.Contains(out, "PWNED") || !strings.Contains(out, "exe="+p.original) {
+		out, code := runAs(t, victimUID, env(string(rune('1'+i))), cli, "exec", "--stage-dir", stage, local, "--", p.Original)
+		if code != 0 || strings.Contains(out, "PWNED") || !strings.Contains(out, "exe="+p.Original) {
 			t.Errorf("after %v: exit %d; want the consumed image run, not the file now at the path:\n%s", plant, code, out)
 		}
 	}
@@ -84,11 +84,11 @@ func TestConsumedPathNeverReopenedInItsJob(t *testing.T) {
 // stage. The epilog also removes the job's failure markers.
 func TestConsumedRecordOutlivesGCWhileItsJobRuns(t *testing.T) {
 	needRoot(t)
-	p := newProbeImage(t)
-	makePublic(t, p.work)
+	p := clitest.NewProbeImage(t)
+	makePublic(t, p.Work)
 	top := publicDir(t)
 	cli := publicCLI(t, top)
-	pwned := pwnedImage(t, top, p.original)
+	pwned := pwnedImage(t, top, p.Original)
 	victimDir := filepath.Join(top, "victim")
 	if err := os.Mkdir(victimDir, 0o755); err != nil {
 		t.Fatal(err)
@@ -102,18 +102,18 @@ func TestConsumedRecordOutlivesGCWhileItsJobRuns(t *testing.T) {
 	os.Chown(copies, victimUID, attackerUID)
 	os.Chmod(copies, 0o770)
 	local := filepath.Join(copies, "app.dlimg")
-	if out, code := runAs(t, victimUID, nil, "/bin/cp", p.image, local); code != 0 {
+	if out, code := runAs(t, victimUID, nil, "/bin/cp", p.Image, local); code != 0 {
 		t.Fatalf("cp: %s", out)
 	}
 	stage := filepath.Join(victimDir, "stage")
 	job := func(id, step string) []string {
-		return append(cleanEnv(victimDir), "SLURM_JOB_ID="+id, "SLURM_STEP_ID="+step)
+		return append(clitest.CleanEnv(victimDir), "SLURM_JOB_ID="+id, "SLURM_STEP_ID="+step)
 	}
 	if out, code := runAs(t, victimUID, job("90", "0"), cli, "stage", "--consume", "--stage-dir", stage, local); code != 0 {
 		t.Fatalf("stage --consume: exit %d\n%s", code, out)
 	}
 	// A failure of job 90 leaves a marker (a missing image).
-	runAs(t, victimUID, job("90", "1"), cli, "exec", "--stage-dir", stage, filepath.Join(victimDir, "missing.dlimg"), "--", p.original)
+	runAs(t, victimUID, job("90", "1"), cli, "exec", "--stage-dir", stage, filepath.Join(victimDir, "missing.dlimg"), "--", p.Original)
 	if m, _ := filepath.Glob(filepath.Join(stage, "failed.*")); len(m) == 0 {
 		t.Fatal("no failure marker was written: the test cannot check gc --job removes it")
 	}
@@ -124,8 +124,8 @@ func TestConsumedRecordOutlivesGCWhileItsJobRuns(t *testing.T) {
 	if out, code := runAs(t, attackerUID, nil, "/bin/cp", pwned, local); code != 0 {
 		t.Fatalf("the attacker's cp: %s", out)
 	}
-	out, code := runAs(t, victimUID, job("90", "2"), cli, "exec", "--stage-dir", stage, local, "--", p.original)
-	if code != 0 || strings.Contains(out, "PWNED") || !strings.Contains(out, "exe="+p.original) {
+	out, code := runAs(t, victimUID, job("90", "2"), cli, "exec", "--stage-dir", stage, local, "--", p.Original)
+	if code != 0 || strings.Contains(out, "PWNED") || !strings.Contains(out, "exe="+p.Original) {
 		t.Errorf("job 90's step after another job's gc: exit %d; want the consumed image run:\n%s", code, out)
 	}
 	if out, code := runAs(t, victimUID, job("90", "3"), cli, "gc", "--stage-dir", stage, "--job", "90", "--keep", "0", "--grace", "0s"); code != 0 {

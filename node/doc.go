@@ -28,9 +28,9 @@
 //	privchild.go      the child, as the user, that reads the image for it
 //
 // What a stage holds (the tree, the lookup table, the shim objects, the
-// node's ld.so search rules) is the process side's and lives in package
-// loader: Stage calls loader.Materialize to lay it out, so loader's
-// materialize.go, table.go (the encoder), ldsearch.go, shim.go,
-// stagedtree.go, bounds.go and arch.go run here too, as the stager. node
-// imports loader; loader never imports node.
+// node's ld.so search rules) is written by package node/materialize, which
+// Stage calls as the stage's user (in the first rank, or in privchild.go's
+// child as the job's user); its format is package loader/stagefmt's.
+// Neither imports node, and node does not import loader (the code that runs
+// in every rank).
 package node

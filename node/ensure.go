@@ -6,7 +6,8 @@ import (
 	"os"
 
 	"github.com/dlbundle/dlbundle/image/registry"
-	"github.com/dlbundle/dlbundle/loader"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
+	"github.com/dlbundle/dlbundle/node/materialize"
 )
 
 // EnsureRequest says which image a process wants staged on this node, as
@@ -62,8 +63,8 @@ func Ensure(ctx context.Context, req EnsureRequest) (*Staged, error) {
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", req.Image, err)
 	}
-	opts := loader.MaterializeOptions{Workers: req.Workers, Progress: req.Progress}
-	sreq := StageRequest{Dir: dir, Alias: alias, Ref: ref, MustHave: loader.StageEssentials,
+	opts := materialize.Options{Workers: req.Workers, Progress: req.Progress}
+	sreq := StageRequest{Dir: dir, Alias: alias, Ref: ref, MustHave: stagefmt.Essentials,
 		Open: OpenImage(ref, dir, opts, req.Registry), OnMiss: req.OnMiss}
 	if req.OnWait != nil {
 		sreq.OnWait = func() { req.OnWait(dir) }

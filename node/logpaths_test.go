@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 // The report and debug-log paths exec hands the shim go through the one
@@ -16,8 +18,8 @@ import (
 // the same paths in a directory uid 1002 made there work.
 func TestReportAndDebugPathsFollowTheRule(t *testing.T) {
 	needRoot(t)
-	p := newProbeImage(t)
-	makePublic(t, p.work)
+	p := clitest.NewProbeImage(t)
+	makePublic(t, p.Work)
 	top := publicDir(t)
 	cli := publicCLI(t, top)
 	tmp := stickyDir(t, top, "tmp")
@@ -44,8 +46,8 @@ func TestReportAndDebugPathsFollowTheRule(t *testing.T) {
 		{"--report", nil, []string{"--report", filepath.Join(theirs, "r.jsonl")}, filepath.Join(theirs, "r.jsonl")},
 		{"DLBUNDLE_DEBUG_DIR", []string{"DLBUNDLE_DEBUG_DIR=" + theirs}, []string{"--debug"}, theirs},
 	} {
-		args := append(append([]string{cli, "exec", "--stage-dir", stage}, c.args...), p.image, "--", p.original)
-		out, code := runAs(t, victimUID, append(cleanEnv(home), c.env...), args...)
+		args := append(append([]string{cli, "exec", "--stage-dir", stage}, c.args...), p.Image, "--", p.Original)
+		out, code := runAs(t, victimUID, append(clitest.CleanEnv(home), c.env...), args...)
 		if code == 0 || strings.Contains(out, "exe=") || !strings.Contains(out, "owned by uid 1001") ||
 			!strings.Contains(out, "choose a directory of yours") {
 			t.Errorf("%s in uid 1001's directory in a sticky one: exit %d; want a refusal naming uid 1001's directory, and the app not run:\n%s", c.name, code, out)
@@ -56,14 +58,14 @@ func TestReportAndDebugPathsFollowTheRule(t *testing.T) {
 	}
 	// dlbundle env (launcher plugins) checks the same paths.
 	for _, c := range [][]string{{"--report", filepath.Join(theirs, "r.jsonl")}, {"--debug"}} {
-		args := append(append([]string{cli, "env", "--stage-dir", stage}, c...), p.image)
-		out, code := runAs(t, victimUID, append(cleanEnv(home), "DLBUNDLE_DEBUG_DIR="+theirs), args...)
+		args := append(append([]string{cli, "env", "--stage-dir", stage}, c...), p.Image)
+		out, code := runAs(t, victimUID, append(clitest.CleanEnv(home), "DLBUNDLE_DEBUG_DIR="+theirs), args...)
 		if code == 0 || strings.Contains(out, "DLBUNDLE_STAGE") || !strings.Contains(out, "owned by uid 1001") {
 			t.Errorf("env %s with uid 1001's directory: exit %d; want a refusal and no variables:\n%s", c[0], code, out)
 		}
 	}
 	report := filepath.Join(mine, "r.jsonl")
-	out, code := runAs(t, victimUID, append(cleanEnv(home), "DLBUNDLE_DEBUG_DIR="+mine), cli, "exec", "--stage-dir", stage, "--debug", "--report", report, p.image, "--",
+	out, code := runAs(t, victimUID, append(clitest.CleanEnv(home), "DLBUNDLE_DEBUG_DIR="+mine), cli, "exec", "--stage-dir", stage, "--debug", "--report", report, p.Image, "--",
 		"/bin/sh", "-c", "ls / >/dev/null && echo ran")
 	if code != 0 || !strings.Contains(out, "ran") {
 		t.Fatalf("--report and DLBUNDLE_DEBUG_DIR in uid 1002's own directory: exit %d:\n%s", code, out)

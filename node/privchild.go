@@ -13,7 +13,8 @@ import (
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/image/registry"
-	"github.com/dlbundle/dlbundle/loader"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
+	"github.com/dlbundle/dlbundle/node/materialize"
 )
 
 // The parsing child of StageFor (privileged.go): it runs as the job's user
@@ -62,8 +63,8 @@ func RunStageChild(ctx context.Context, req StageChildRequest, out io.Writer) er
 		if !registry.IsRef(req.Ref) {
 			return fmt.Errorf("--ensure is for oci:// references, not %s", req.Ref)
 		}
-		s, err := Stage(ctx, StageRequest{Dir: req.StageDir, Alias: req.Alias, Ref: req.Ref, MustHave: loader.StageEssentials,
-			Open: OpenImage(req.Ref, req.StageDir, loader.MaterializeOptions{Workers: req.Workers}, registry.Options{Insecure: req.Insecure})})
+		s, err := Stage(ctx, StageRequest{Dir: req.StageDir, Alias: req.Alias, Ref: req.Ref, MustHave: stagefmt.Essentials,
+			Open: OpenImage(req.Ref, req.StageDir, materialize.Options{Workers: req.Workers}, registry.Options{Insecure: req.Insecure})})
 		if err != nil {
 			return err
 		}
@@ -95,7 +96,7 @@ func stageChild1(ctx context.Context, req StageChildRequest, tmp string, out io.
 	if st, err := os.Lstat(tmp); err != nil || !st.IsDir() {
 		return fmt.Errorf("the stage's temporary directory %s is missing", tmp)
 	}
-	opts := loader.MaterializeOptions{Workers: req.Workers}
+	opts := materialize.Options{Workers: req.Workers}
 	f := os.NewFile(childImageFD, req.Ref)
 	defer f.Close()
 	var st unix.Stat_t
@@ -113,7 +114,7 @@ func stageChild1(ctx context.Context, req StageChildRequest, tmp string, out io.
 		return err
 	}
 	final := filepath.Join(req.StageDir, name)
-	if isDir(final) && !hasAll(final, loader.StageEssentials) {
+	if isDir(final) && !hasAll(final, stagefmt.Essentials) {
 		// Half removed (as Stage does): out of the way, staged again.
 		aside := filepath.Join(req.StageDir, "tmp.removed-"+randomName())
 		if err := os.Rename(final, aside); err != nil {

@@ -18,9 +18,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dlbundle/dlbundle/image/registry"
+	"github.com/dlbundle/dlbundle/internal/abspath"
 	"github.com/dlbundle/dlbundle/internal/trustpath"
 	"github.com/dlbundle/dlbundle/internal/untrusted"
-	"github.com/dlbundle/dlbundle/loader"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
 // Root parses nothing. When root stages for a job's user (a Prolog's
@@ -199,7 +200,7 @@ func stagedAs(dirf *os.File, dir, name string, u Account) *Staged {
 	if unix.Fstatat(int(dirf.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != u.Uid {
 		return nil
 	}
-	for _, n := range loader.StageEssentials {
+	for _, n := range stagefmt.Essentials {
 		if !existsBeneath(int(dirf.Fd()), filepath.Join(name, n)) {
 			return nil
 		}
@@ -257,11 +258,11 @@ func stageDirFor(flag string, uid int, getenv func(string) string) string {
 // user's. A name another user squatted is refused (the fallback lives in
 // the user's keyring: the user's ranks find their own).
 func openStageDirAs(asked string, u Account) (string, *os.File, error) {
-	abs, err := loader.AbsPath(asked)
+	abs, err := abspath.Abs(asked)
 	if err != nil {
 		return "", nil, err
 	}
-	if err := loader.CheckStagePath(abs); err != nil {
+	if err := stagefmt.CheckStagePath(abs); err != nil {
 		return "", nil, err
 	}
 	if err := checkLoaderSplit(abs); err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/image/registry"
 	"github.com/dlbundle/dlbundle/image/registry/registrytest"
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 // Root parses nothing: a Prolog's `dlbundle stage --user` (root, staging
@@ -28,18 +29,18 @@ import (
 // included.
 func TestStageForUserMatchesUsersOwnStage(t *testing.T) {
 	needRoot(t)
-	p := newProbeImage(t)
-	makePublic(t, p.work)
+	p := clitest.NewProbeImage(t)
+	makePublic(t, p.Work)
 	top := publicDir(t)
 	cli := publicCLI(t, top)
 	home := userDir(t, top, "home", victimUID)
-	env := cleanEnv(home)
+	env := clitest.CleanEnv(home)
 	byUser := filepath.Join(home, "by-user")
 	byRoot := filepath.Join(home, "by-root")
-	if out, code := runAs(t, victimUID, env, cli, "stage", "--stage-dir", byUser, p.image); code != 0 {
+	if out, code := runAs(t, victimUID, env, cli, "stage", "--stage-dir", byUser, p.Image); code != 0 {
 		t.Fatalf("stage as uid 1002: %s", out)
 	}
-	out, code := runAs(t, 0, env, cli, "stage", "--user", "1002:1002", "--stage-dir", byRoot, p.image)
+	out, code := runAs(t, 0, env, cli, "stage", "--user", "1002:1002", "--stage-dir", byRoot, p.Image)
 	if code != 0 || !strings.HasPrefix(out, "staged ") {
 		t.Fatalf("stage --user as root: exit %d: %s", code, out)
 	}
@@ -55,11 +56,11 @@ func TestStageForUserMatchesUsersOwnStage(t *testing.T) {
 	}
 	// The user's ranks use the stage root made (the alias) and can take
 	// the lock root created.
-	out, code = runAs(t, victimUID, env, cli, "stage", "--stage-dir", byRoot, p.image)
+	out, code = runAs(t, victimUID, env, cli, "stage", "--stage-dir", byRoot, p.Image)
 	if code != 0 || !strings.HasPrefix(out, "already staged ") {
 		t.Fatalf("uid 1002 after root's stage --user: exit %d: %s", code, out)
 	}
-	out, code = runAs(t, victimUID, env, cli, "exec", "--stage-dir", byRoot, p.image, "--", p.original)
+	out, code = runAs(t, victimUID, env, cli, "exec", "--stage-dir", byRoot, p.Image, "--", p.Original)
 	if code != 0 {
 		t.Fatalf("uid 1002's exec from root's stage: exit %d: %s", code, out)
 	}
@@ -147,12 +148,12 @@ func TestStageAsUserForksNoChild(t *testing.T) {
 	if _, err := exec.LookPath("strace"); err != nil {
 		t.Fatal("strace is needed (make deps installs it)")
 	}
-	p := newProbeImage(t)
-	makePublic(t, p.work)
+	p := clitest.NewProbeImage(t)
+	makePublic(t, p.Work)
 	top := publicDir(t)
 	cli := publicCLI(t, top)
 	home := userDir(t, top, "home", victimUID)
-	env := cleanEnv(home)
+	env := clitest.CleanEnv(home)
 	traced := func(uid uint32, log string, args ...string) string {
 		out, code := runAs(t, uid, env, append([]string{"/usr/bin/strace", "-f", "-qq", "-e", "trace=execve", "-o", log, cli}, args...)...)
 		if code != 0 {
@@ -165,19 +166,19 @@ func TestStageAsUserForksNoChild(t *testing.T) {
 		return string(b)
 	}
 	for _, args := range [][]string{
-		{"stage", "--stage-dir", filepath.Join(home, "own"), p.image},
-		{"stage", "--user", "1002:1002", "--stage-dir", filepath.Join(home, "self"), p.image},
+		{"stage", "--stage-dir", filepath.Join(home, "own"), p.Image},
+		{"stage", "--user", "1002:1002", "--stage-dir", filepath.Join(home, "self"), p.Image},
 	} {
 		log := traced(victimUID, filepath.Join(home, "strace.log"), args...)
 		if strings.Contains(log, StageChildVerb) {
 			t.Errorf("uid 1002's %v forked a parsing child:\n%s", args, grepLine(log, StageChildVerb))
 		}
 	}
-	out, code := runAs(t, victimUID, env, cli, "stage", "--user", "1001:1001", "--stage-dir", filepath.Join(home, "other"), p.image)
+	out, code := runAs(t, victimUID, env, cli, "stage", "--user", "1001:1001", "--stage-dir", filepath.Join(home, "other"), p.Image)
 	if code != 2 || !strings.Contains(out, "only root stages for another user") {
 		t.Errorf("uid 1002's stage --user 1001: exit %d: %s", code, out)
 	}
-	log := traced(0, filepath.Join(t.TempDir(), "root.log"), "stage", "--user", "1002:1002", "--stage-dir", filepath.Join(home, "root"), p.image)
+	log := traced(0, filepath.Join(t.TempDir(), "root.log"), "stage", "--user", "1002:1002", "--stage-dir", filepath.Join(home, "root"), p.Image)
 	if !strings.Contains(log, StageChildVerb) {
 		t.Fatalf("strace saw no parsing child in root's stage --user:\n%s", log)
 	}
@@ -301,7 +302,7 @@ func (r *rootStage) wait(t *testing.T) (string, int) {
 func startStageFor(t *testing.T, cli, stage, img string) (*rootStage, int) {
 	t.Helper()
 	r := &rootStage{cmd: exec.Command(cli, "stage", "--user", "1002:1002", "--workers", "1", "--stage-dir", stage, img)}
-	r.cmd.Env = cleanEnv(t.TempDir())
+	r.cmd.Env = clitest.CleanEnv(t.TempDir())
 	r.cmd.Stdout, r.cmd.Stderr = &r.out, &r.out
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -401,15 +402,15 @@ func stageNames(t *testing.T, dir, prefix string) []string {
 func TestStageForOCIIsFetchedByTheUser(t *testing.T) {
 	needRoot(t)
 	addr, _ := registrytest.StartDistribution(t)
-	p := newProbeImage(t)
+	p := clitest.NewProbeImage(t)
 	ref := "oci://" + addr + "/apps/privsep:v1"
-	if _, err := registry.Push(context.Background(), p.image, ref, registry.Options{}); err != nil {
+	if _, err := registry.Push(context.Background(), p.Image, ref, registry.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	top := publicDir(t)
 	cli := publicCLI(t, top)
 	home := userDir(t, top, "home", victimUID)
-	env := append(cleanEnv(home), "SLURM_JOB_ID=94")
+	env := append(clitest.CleanEnv(home), "SLURM_JOB_ID=94")
 	stage := filepath.Join(home, "stage")
 	out, code := runAs(t, 0, env, cli, "stage", "--user", "1002:1002", "--insecure", "--stage-dir", stage, ref)
 	if code != 0 || !strings.HasPrefix(out, "staged ") {
@@ -419,8 +420,8 @@ func TestStageForOCIIsFetchedByTheUser(t *testing.T) {
 	if !strings.Contains(listing, "sha256-") || strings.Contains(listing, "uid=0 ") {
 		t.Fatalf("root's stage of %s for uid 1002:\n%s", ref, listing)
 	}
-	out, code = runAs(t, victimUID, env, cli, "exec", "--insecure", "--stage-dir", stage, ref, "--", p.original)
-	if code != 0 || field(out, "argv0") != p.original {
+	out, code = runAs(t, victimUID, env, cli, "exec", "--insecure", "--stage-dir", stage, ref, "--", p.Original)
+	if code != 0 || clitest.Field(out, "argv0") != p.Original {
 		t.Fatalf("uid 1002's exec of %s after root's stage: exit %d: %s", ref, code, out)
 	}
 }
@@ -460,8 +461,8 @@ func TestPrivilegedOpsDocumented(t *testing.T) {
 // dir stays root's and is refused.
 func TestStageForGivesAwayOnlyWhatRootMade(t *testing.T) {
 	needRoot(t)
-	p := newProbeImage(t)
-	makePublic(t, p.work)
+	p := clitest.NewProbeImage(t)
+	makePublic(t, p.Work)
 	top := publicDir(t)
 	cli := publicCLI(t, top)
 	home := userDir(t, top, "home", victimUID)
@@ -480,12 +481,12 @@ func TestStageForGivesAwayOnlyWhatRootMade(t *testing.T) {
 	if err := os.Mkdir(rootDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	env := cleanEnv(home)
+	env := clitest.CleanEnv(home)
 	for _, c := range []struct{ dir, want string }{
 		{stage, "not a regular file with one link"},
 		{rootDir, "is owned by uid 0, not 1002"},
 	} {
-		out, code := runAs(t, 0, env, cli, "stage", "--user", "1002:1002", "--stage-dir", c.dir, p.image)
+		out, code := runAs(t, 0, env, cli, "stage", "--user", "1002:1002", "--stage-dir", c.dir, p.Image)
 		if code == 0 || !strings.Contains(out, c.want) {
 			t.Errorf("stage --user into %s: exit %d, want a refusal saying %q: %s", c.dir, code, c.want, out)
 		}
@@ -504,15 +505,15 @@ func TestStageForGivesAwayOnlyWhatRootMade(t *testing.T) {
 // trace sees such reads at all).
 func TestStageForRootReadsNoImageByte(t *testing.T) {
 	needRoot(t)
-	p := newProbeImage(t)
-	makePublic(t, p.work)
+	p := clitest.NewProbeImage(t)
+	makePublic(t, p.Work)
 	top := publicDir(t)
 	cli := publicCLI(t, top)
 	home := userDir(t, top, "home", victimUID)
 	log := filepath.Join(t.TempDir(), "strace.log")
-	out, code := runAs(t, 0, cleanEnv(home), "/usr/bin/strace", "-f", "-qq", "-y", "-o", log,
+	out, code := runAs(t, 0, clitest.CleanEnv(home), "/usr/bin/strace", "-f", "-qq", "-y", "-o", log,
 		"-e", "trace=execve,clone,clone3,fork,vfork,read,pread64,readv,preadv,preadv2,mmap",
-		cli, "stage", "--user", "1002:1002", "--stage-dir", filepath.Join(home, "stage"), p.image)
+		cli, "stage", "--user", "1002:1002", "--stage-dir", filepath.Join(home, "stage"), p.Image)
 	if code != 0 {
 		t.Fatalf("stage --user under strace: exit %d: %s", code, out)
 	}
@@ -542,7 +543,7 @@ func TestStageForRootReadsNoImageByte(t *testing.T) {
 					parent[n] = tid
 				}
 			}
-		case strings.Contains(rest, "<"+p.image+">"):
+		case strings.Contains(rest, "<"+p.Image+">"):
 			reads = append(reads, call{tid, l})
 		}
 	}
@@ -590,7 +591,7 @@ func TestStageForReportsTheChildsError(t *testing.T) {
 		t.Fatal("the corrupt image opens")
 	}
 	stage := filepath.Join(home, "stage")
-	out, code := runAs(t, 0, cleanEnv(home), cli, "stage", "--user", "1002:1002", "--stage-dir", stage, img)
+	out, code := runAs(t, 0, clitest.CleanEnv(home), cli, "stage", "--user", "1002:1002", "--stage-dir", stage, img)
 	if code != 1 || !strings.Contains(out, err.Error()) || strings.Contains(out, StageChildVerb) || strings.ContainsAny(out, "\x1b\x07") {
 		t.Fatalf("stage --user of a corrupt image: exit %d, want 1 and the decoder's error %q: %q", code, err, out)
 	}
@@ -610,14 +611,14 @@ func TestStageForUserByName(t *testing.T) {
 	}
 	uid, _ := strconv.Atoi(nobody.Uid)
 	gid, _ := strconv.Atoi(nobody.Gid)
-	p := newProbeImage(t)
-	makePublic(t, p.work)
+	p := clitest.NewProbeImage(t)
+	makePublic(t, p.Work)
 	top := publicDir(t)
 	cli := publicCLI(t, top)
 	home := userDir(t, top, "nobody", uid)
 	stage := filepath.Join(home, "stage")
-	env := cleanEnv(home)
-	if out, code := runAs(t, 0, env, cli, "stage", "--user", "nobody", "--stage-dir", stage, p.image); code != 0 {
+	env := clitest.CleanEnv(home)
+	if out, code := runAs(t, 0, env, cli, "stage", "--user", "nobody", "--stage-dir", stage, p.Image); code != 0 {
 		t.Fatalf("stage --user nobody: exit %d: %s", code, out)
 	}
 	var st syscall.Stat_t
@@ -631,7 +632,7 @@ func TestStageForUserByName(t *testing.T) {
 		{"no-such-user-here", "give a name, or UID:GID"},
 		{"4242", "give a name, or UID:GID"},
 	} {
-		out, code := runAs(t, 0, env, cli, "stage", "--user", c.user, "--stage-dir", stage, p.image)
+		out, code := runAs(t, 0, env, cli, "stage", "--user", c.user, "--stage-dir", stage, p.Image)
 		if code != 2 || !strings.Contains(out, c.want) {
 			t.Errorf("stage --user %s: exit %d, want 2 and %q: %s", c.user, code, c.want, out)
 		}
@@ -644,16 +645,16 @@ func TestStageForUserByName(t *testing.T) {
 // where the job's ranks find it; outside a Prolog root's stage is root's.
 func TestStageInPrologIsForTheJobsUser(t *testing.T) {
 	needRoot(t)
-	p := newProbeImage(t)
-	makePublic(t, p.work)
+	p := clitest.NewProbeImage(t)
+	makePublic(t, p.Work)
 	top := publicDir(t)
 	cli := publicCLI(t, top)
 	home := userDir(t, top, "home", victimUID)
-	job := append(cleanEnv(home), "SLURM_JOB_ID=95", "DLBUNDLE_STAGE_DIR="+filepath.Join(home, "prolog-%U"))
+	job := append(clitest.CleanEnv(home), "SLURM_JOB_ID=95", "DLBUNDLE_STAGE_DIR="+filepath.Join(home, "prolog-%U"))
 	prolog := append(job, "SLURM_SCRIPT_CONTEXT=prolog_slurmd", "SLURM_JOB_UID=1002", "SLURM_JOB_GID=1002")
-	out, code := runAs(t, 0, prolog, cli, "stage", p.image)
+	out, code := runAs(t, 0, prolog, cli, "stage", p.Image)
 	stage := filepath.Join(home, "prolog-1002")
-	if code != 0 || !strings.Contains(out, "staged "+p.image+": "+stage+"/sha256-") {
+	if code != 0 || !strings.Contains(out, "staged "+p.Image+": "+stage+"/sha256-") {
 		t.Fatalf("root's stage in a Prolog: exit %d: %s", code, out)
 	}
 	var st syscall.Stat_t
@@ -661,15 +662,15 @@ func TestStageInPrologIsForTheJobsUser(t *testing.T) {
 		t.Fatalf("%s: uid %d (%v), want the job's user 1002", stage, st.Uid, err)
 	}
 	rank := append(job, "SLURM_STEP_ID=0", "SLURM_PROCID=0")
-	out, code = runAs(t, victimUID, rank, cli, "exec", p.image, "--", p.original)
-	if code != 0 || field(out, "argv0") != p.original {
+	out, code = runAs(t, victimUID, rank, cli, "exec", p.Image, "--", p.Original)
+	if code != 0 || clitest.Field(out, "argv0") != p.Original {
 		t.Fatalf("the job's rank after the Prolog: exit %d: %s", code, out)
 	}
 	if left := stageNames(t, stage, "sha256-"); len(left) != 1 {
 		t.Fatalf("the rank staged again: %v", left)
 	}
-	notProlog := append(cleanEnv(home), "SLURM_JOB_ID=95", "SLURM_JOB_UID=1002", "SLURM_JOB_GID=1002", "DLBUNDLE_STAGE_DIR="+filepath.Join(top, "root-%U"))
-	if out, code := runAs(t, 0, notProlog, cli, "stage", p.image); code != 0 || !strings.Contains(out, filepath.Join(top, "root-0")) {
+	notProlog := append(clitest.CleanEnv(home), "SLURM_JOB_ID=95", "SLURM_JOB_UID=1002", "SLURM_JOB_GID=1002", "DLBUNDLE_STAGE_DIR="+filepath.Join(top, "root-%U"))
+	if out, code := runAs(t, 0, notProlog, cli, "stage", p.Image); code != 0 || !strings.Contains(out, filepath.Join(top, "root-0")) {
 		t.Fatalf("root's stage outside a Prolog: exit %d, want root's own stage dir: %s", code, out)
 	}
 }

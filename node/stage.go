@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dlbundle/dlbundle/loader"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
 // Layout of a stage directory (one per user and node):
@@ -119,7 +119,7 @@ func isSHA256Digest(d string) bool {
 // so SIGKILL at any point leaves at most a temp dir that the next exec
 // removes.
 func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
-	if err := loader.CheckStagePath(req.Dir); err != nil {
+	if err := stagefmt.CheckStagePath(req.Dir); err != nil {
 		return nil, err
 	}
 	if err := checkLoaderSplit(req.Dir); err != nil {

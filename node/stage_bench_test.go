@@ -38,7 +38,8 @@ import (
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/image/registry"
-	"github.com/dlbundle/dlbundle/loader"
+	"github.com/dlbundle/dlbundle/internal/clitest"
+	"github.com/dlbundle/dlbundle/node/materialize"
 )
 
 var (
@@ -82,14 +83,14 @@ func benchImage(b *testing.B) (string, int64) {
 // libtorch_cpu.so) with the CLI, as a user would; false when torch is not
 // installed.
 func torchImage(b *testing.B, dir, out string) bool {
-	env := cleanEnv(dir)
+	env := clitest.CleanEnv(dir)
 	probe := exec.Command("/usr/bin/python3", "-c", "import torch")
 	probe.Env = env
 	if probe.Run() != nil {
 		b.Log("python3-torch not installed: benchmarking an image of shared libraries instead")
 		return false
 	}
-	bin := dlbundleCLI(b)
+	bin := clitest.CLI(b)
 	for _, args := range [][]string{{"trace", "-q", "-o", "torch.trace", "--", "/usr/bin/python3", "-c", "import torch"},
 		{"build", "-o", out, "torch.trace"}} {
 		cmd := exec.Command(bin, args...)
@@ -147,7 +148,7 @@ func BenchmarkStageCold(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		if _, err := Stage(context.Background(), StageRequest{Dir: dir, Open: OpenImage(img, dir, loader.MaterializeOptions{}, registry.Options{})}); err != nil {
+		if _, err := Stage(context.Background(), StageRequest{Dir: dir, Open: OpenImage(img, dir, materialize.Options{}, registry.Options{})}); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()
@@ -221,7 +222,7 @@ func BenchmarkStageVsDecodeAll(b *testing.B) {
 			b.Fatal(err)
 		}
 		t0, c0, r0 := time.Now(), cpuNS(), rusage()
-		if _, err := Stage(context.Background(), StageRequest{Dir: dir, Open: OpenImage(img, dir, loader.MaterializeOptions{}, registry.Options{})}); err != nil {
+		if _, err := Stage(context.Background(), StageRequest{Dir: dir, Open: OpenImage(img, dir, materialize.Options{}, registry.Options{})}); err != nil {
 			b.Fatal(err)
 		}
 		t1, c1, r1 := time.Now(), cpuNS(), rusage()
@@ -405,9 +406,9 @@ func decodeAll(b *testing.B, img string, frames []image.Frame) {
 // the proportional share (PSS) per rank falls as N grows while RSS does not.
 // Reported per rank, in KiB, for N=1 and N=8.
 func BenchmarkStageMemory(b *testing.B) {
-	bin := dlbundleCLI(b)
+	bin := clitest.CLI(b)
 	dir := b.TempDir()
-	env := cleanEnv(dir)
+	env := clitest.CleanEnv(dir)
 	app := []string{"/usr/bin/python3", "-c", "import numpy, sys, time; print('ready', flush=True); sys.stdin.read()"}
 	for _, args := range [][]string{append([]string{"trace", "-q", "--"}, app...), {"build", "-o", "app.dlimg"}} {
 		cmd := exec.Command(bin, args...)

@@ -27,39 +27,40 @@ import (
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/image/registry"
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 // A bundled executable runs from the stage, as the very process that ran
 // dlbundle (no supervisor), with argv[0] and its arguments (even -h) unchanged,
 // and its own exit status.
 func TestExecRunsBundledExecutableFromStage(t *testing.T) {
-	p := newProbeImage(t)
-	stage := filepath.Join(p.work, "stage")
-	env := cleanEnv(p.work)
-	out, stderr, pid, state := runCLI(t, env, "exec", "--stage-dir", stage, p.image, "--", p.original, "exit7", "-h")
+	p := clitest.NewProbeImage(t)
+	stage := filepath.Join(p.Work, "stage")
+	env := clitest.CleanEnv(p.Work)
+	out, stderr, pid, state := clitest.RunCLI(t, env, "exec", "--stage-dir", stage, p.Image, "--", p.Original, "exit7", "-h")
 	if state.ExitCode() != 7 {
 		t.Fatalf("exit status %d, want the app's 7\nstdout: %s\nstderr: %s", state.ExitCode(), out, stderr)
 	}
-	if got := field(out, "argv0"); got != p.original {
-		t.Errorf("argv[0] = %q, want %q unchanged", got, p.original)
+	if got := clitest.Field(out, "argv0"); got != p.Original {
+		t.Errorf("argv[0] = %q, want %q unchanged", got, p.Original)
 	}
-	if got := field(out, "pid"); got != strconv.Itoa(pid) {
+	if got := clitest.Field(out, "pid"); got != strconv.Itoa(pid) {
 		t.Errorf("app ran as pid %s, dlbundle was pid %d: a supervisor process stayed behind", got, pid)
 	}
 	if !strings.Contains(out, "arg=exit7\narg=-h\n") {
 		t.Errorf("app's arguments not passed through unchanged: %q", out)
 	}
-	if got := field(out, "exe"); got != p.original {
-		t.Errorf("/proc/self/exe reads %q, want the original path %q", got, p.original)
+	if got := clitest.Field(out, "exe"); got != p.Original {
+		t.Errorf("/proc/self/exe reads %q, want the original path %q", got, p.Original)
 	}
 }
 
 // Found through PATH: the stage is asked before the file system.
 func TestExecFindsBundledCommandInPATH(t *testing.T) {
-	p := newProbeImage(t)
-	env := append(cleanEnv(p.work)[1:], "PATH=/nonexistent:"+filepath.Dir(p.original)+":/usr/bin:/bin")
-	out, stderr, _, state := runCLI(t, env, "exec", "--stage-dir", filepath.Join(p.work, "stage"), p.image, "--", "probe")
-	if !state.Success() || field(out, "argv0") != "probe" {
+	p := clitest.NewProbeImage(t)
+	env := append(clitest.CleanEnv(p.Work)[1:], "PATH=/nonexistent:"+filepath.Dir(p.Original)+":/usr/bin:/bin")
+	out, stderr, _, state := clitest.RunCLI(t, env, "exec", "--stage-dir", filepath.Join(p.Work, "stage"), p.Image, "--", "probe")
+	if !state.Success() || clitest.Field(out, "argv0") != "probe" {
 		t.Fatalf("exec of a bundled command by name: status %v, stdout %q, stderr %q", state, out, stderr)
 	}
 }
@@ -67,8 +68,8 @@ func TestExecFindsBundledCommandInPATH(t *testing.T) {
 // Signals are the app's own: the app kills itself with SIGTERM and the
 // parent sees exactly that.
 func TestExecSignalIsTheApps(t *testing.T) {
-	p := newProbeImage(t)
-	_, stderr, _, state := runCLI(t, cleanEnv(p.work), "exec", "--stage-dir", filepath.Join(p.work, "stage"), p.image, "--", p.original, "kill")
+	p := clitest.NewProbeImage(t)
+	_, stderr, _, state := clitest.RunCLI(t, clitest.CleanEnv(p.Work), "exec", "--stage-dir", filepath.Join(p.Work, "stage"), p.Image, "--", p.Original, "kill")
 	ws, ok := state.Sys().(syscall.WaitStatus)
 	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
 		t.Fatalf("app killed by SIGTERM, but the parent saw %v (stderr %q)", state, stderr)
@@ -78,16 +79,16 @@ func TestExecSignalIsTheApps(t *testing.T) {
 // When staging fails, exec fails with a message that names the cause and the
 // way out; with --fallback the app runs natively after a warning.
 func TestExecStagingFailureAndFallback(t *testing.T) {
-	p := newProbeImage(t)
-	corrupt := filepath.Join(p.work, "corrupt.dlimg")
-	b, err := os.ReadFile(p.image)
+	p := clitest.NewProbeImage(t)
+	corrupt := filepath.Join(p.Work, "corrupt.dlimg")
+	b, err := os.ReadFile(p.Image)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(corrupt, b[:len(b)/2], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	hostile := filepath.Join(p.work, "hostile")
+	hostile := filepath.Join(p.Work, "hostile")
 	if err := os.Mkdir(hostile, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -97,19 +98,19 @@ func TestExecStagingFailureAndFallback(t *testing.T) {
 	cases := []struct {
 		name, stageDir, image, want string
 	}{
-		{"corrupt image", filepath.Join(p.work, "stage"), corrupt, corrupt},
-		{"refused stage dir", hostile, p.image, "refusing"},
+		{"corrupt image", filepath.Join(p.Work, "stage"), corrupt, corrupt},
+		{"refused stage dir", hostile, p.Image, "refusing"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			env := cleanEnv(p.work)
-			out, stderr, _, state := runCLI(t, env, "exec", "--stage-dir", c.stageDir, c.image, "--", p.native, "exit7")
+			env := clitest.CleanEnv(p.Work)
+			out, stderr, _, state := clitest.RunCLI(t, env, "exec", "--stage-dir", c.stageDir, c.image, "--", p.Native, "exit7")
 			if state.ExitCode() != 1 || out != "" || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, "--fallback") {
 				t.Fatalf("without --fallback: status %d, stdout %q, stderr %q; want status 1 and an error naming %q and --fallback",
 					state.ExitCode(), out, stderr, c.want)
 			}
-			out, stderr, _, state = runCLI(t, env, "exec", "--fallback", "--stage-dir", c.stageDir, c.image, "--", p.native, "exit7")
-			if state.ExitCode() != 7 || field(out, "exe") != p.native || !strings.Contains(stderr, "warning") {
+			out, stderr, _, state = clitest.RunCLI(t, env, "exec", "--fallback", "--stage-dir", c.stageDir, c.image, "--", p.Native, "exit7")
+			if state.ExitCode() != 7 || clitest.Field(out, "exe") != p.Native || !strings.Contains(stderr, "warning") {
 				t.Fatalf("with --fallback: status %d, stdout %q, stderr %q; want the app run natively (7) after a warning",
 					state.ExitCode(), out, stderr)
 			}
@@ -123,12 +124,12 @@ func TestExecStagingFailureAndFallback(t *testing.T) {
 // that touch a path. (Without a step, exec runs in the batch script itself
 // and stats the image once: TestStageAliasKeys.)
 func TestExecLaterRankDoesNotTouchImage(t *testing.T) {
-	p := newProbeImage(t)
-	env := append(cleanEnv(p.work), "SLURM_JOB_ID=77", "SLURM_STEP_ID=0")
-	args := []string{"exec", "--stage-dir", filepath.Join(p.work, "stage"), p.image, "--", p.original}
+	p := clitest.NewProbeImage(t)
+	env := append(clitest.CleanEnv(p.Work), "SLURM_JOB_ID=77", "SLURM_STEP_ID=0")
+	args := []string{"exec", "--stage-dir", filepath.Join(p.Work, "stage"), p.Image, "--", p.Original}
 	traced := func(name string) string {
-		log := filepath.Join(p.work, name)
-		cmd := exec.Command("strace", append([]string{"-f", "-qq", "-e", "signal=none", "-P", p.image, "-o", log, dlbundleCLI(t)}, args...)...)
+		log := filepath.Join(p.Work, name)
+		cmd := exec.Command("strace", append([]string{"-f", "-qq", "-e", "signal=none", "-P", p.Image, "-o", log, clitest.CLI(t)}, args...)...)
 		cmd.Env = env
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v\n%s", name, err, out)
@@ -162,18 +163,18 @@ func TestExecLaterRankDoesNotTouchImage(t *testing.T) {
 // exec oci://...: only the staging rank pulls the image (from a real
 // registry, in process), into the stage dir, and deletes the download.
 func TestExecOCIReference(t *testing.T) {
-	p := newProbeImage(t)
+	p := clitest.NewProbeImage(t)
 	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
 	ref := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/apps/probe:v1"
-	if _, err := registry.Push(context.Background(), p.image, ref, registry.Options{}); err != nil {
+	if _, err := registry.Push(context.Background(), p.Image, ref, registry.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	stage := filepath.Join(p.work, "stage")
-	env := append(cleanEnv(p.work), "SLURM_JOB_ID=78")
+	stage := filepath.Join(p.Work, "stage")
+	env := append(clitest.CleanEnv(p.Work), "SLURM_JOB_ID=78")
 	for rank := range 2 {
-		out, stderr, _, state := runCLI(t, env, "exec", "--stage-dir", stage, ref, "--", p.original, "exit7")
-		if state.ExitCode() != 7 || field(out, "argv0") != p.original {
+		out, stderr, _, state := clitest.RunCLI(t, env, "exec", "--stage-dir", stage, ref, "--", p.Original, "exit7")
+		if state.ExitCode() != 7 || clitest.Field(out, "argv0") != p.Original {
 			t.Fatalf("rank %d: exec %s: status %d, stdout %q, stderr %q", rank, ref, state.ExitCode(), out, stderr)
 		}
 		if rank == 0 {
@@ -188,9 +189,9 @@ func TestExecOCIReference(t *testing.T) {
 // 32 ranks of a job exec at once on a cold node: all run the app, one stage
 // is published, nothing temporary is left.
 func TestExecConcurrentRanksOneStage(t *testing.T) {
-	p := newProbeImage(t)
-	stage := filepath.Join(p.work, "stage")
-	env := append(cleanEnv(p.work), "SLURM_JOB_ID=79")
+	p := clitest.NewProbeImage(t)
+	stage := filepath.Join(p.Work, "stage")
+	env := append(clitest.CleanEnv(p.Work), "SLURM_JOB_ID=79")
 	const ranks = 32
 	var wg sync.WaitGroup
 	errs := make(chan string, ranks)
@@ -198,7 +199,7 @@ func TestExecConcurrentRanksOneStage(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd := exec.Command(dlbundleCLI(t), "exec", "--stage-dir", stage, p.image, "--", p.original, strconv.Itoa(i))
+			cmd := exec.Command(clitest.CLI(t), "exec", "--stage-dir", stage, p.Image, "--", p.Original, strconv.Itoa(i))
 			cmd.Env = env
 			out, err := cmd.CombinedOutput()
 			if err != nil || !strings.Contains(string(out), "arg="+strconv.Itoa(i)+"\n") {
@@ -220,11 +221,11 @@ func TestExecConcurrentRanksOneStage(t *testing.T) {
 
 // --report, --debug and the shim reach the app's environment.
 func TestExecSetsShimEnvironment(t *testing.T) {
-	p := newProbeImage(t)
-	stage := filepath.Join(p.work, "stage")
-	report := filepath.Join(p.work, "report")
-	out, stderr, _, state := runCLI(t, cleanEnv(p.work), "exec", "--stage-dir", stage, "--report", report, "--debug",
-		p.image, "--", "/usr/bin/env")
+	p := clitest.NewProbeImage(t)
+	stage := filepath.Join(p.Work, "stage")
+	report := filepath.Join(p.Work, "report")
+	out, stderr, _, state := clitest.RunCLI(t, clitest.CleanEnv(p.Work), "exec", "--stage-dir", stage, "--report", report, "--debug",
+		p.Image, "--", "/usr/bin/env")
 	if !state.Success() {
 		t.Fatalf("exec env: %v: %s", state, stderr)
 	}
@@ -242,13 +243,13 @@ func TestExecSetsShimEnvironment(t *testing.T) {
 
 // A command that cannot be run gets a shell's exit status and a message.
 func TestExecCommandNotFoundOrNotExecutable(t *testing.T) {
-	p := newProbeImage(t)
-	notExec := filepath.Join(p.work, "probe.c") // exists, mode 0644
+	p := clitest.NewProbeImage(t)
+	notExec := filepath.Join(p.Work, "probe.c") // exists, mode 0644
 	for _, c := range []struct {
 		cmd    string
 		status int
-	}{{"no-such-command-dlbundle", 127}, {filepath.Join(p.work, "absent"), 127}, {notExec, 126}} {
-		_, stderr, _, state := runCLI(t, cleanEnv(p.work), "exec", "--stage-dir", filepath.Join(p.work, "stage"), p.image, "--", c.cmd)
+	}{{"no-such-command-dlbundle", 127}, {filepath.Join(p.Work, "absent"), 127}, {notExec, 126}} {
+		_, stderr, _, state := clitest.RunCLI(t, clitest.CleanEnv(p.Work), "exec", "--stage-dir", filepath.Join(p.Work, "stage"), p.Image, "--", c.cmd)
 		if state.ExitCode() != c.status || !strings.Contains(stderr, filepath.Base(c.cmd)) {
 			t.Errorf("exec %s: status %d, stderr %q; want %d and a message naming it", c.cmd, state.ExitCode(), stderr, c.status)
 		}
@@ -292,11 +293,11 @@ func TestExecSIGKILLWhileStaging(t *testing.T) {
 	want := im.Entries()
 	im.Close()
 
-	env := append(cleanEnv(work), "SLURM_JOB_ID=80")
+	env := append(clitest.CleanEnv(work), "SLURM_JOB_ID=80")
 	for round := range 5 {
 		stage := filepath.Join(work, fmt.Sprintf("stage%d", round))
 		args := []string{"exec", "--stage-dir", stage, img, "--", "/bin/true"}
-		cmd := exec.Command(dlbundleCLI(t), args...)
+		cmd := exec.Command(clitest.CLI(t), args...)
 		cmd.Env = env
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -308,7 +309,7 @@ func TestExecSIGKILLWhileStaging(t *testing.T) {
 		left, _ := filepath.Glob(filepath.Join(stage, "tmp.*"))
 		t.Logf("round %d: killed: %d published, %d temp dirs left", round, published, len(left))
 
-		if _, stderr, _, state := runCLI(t, env, args...); !state.Success() {
+		if _, stderr, _, state := clitest.RunCLI(t, env, args...); !state.Success() {
 			t.Fatalf("round %d: exec after the kill: %v: %s", round, state, stderr)
 		}
 		stages := checkStagesMatch(t, stage, want)
@@ -345,12 +346,12 @@ func checkStagesMatch(t *testing.T, stage string, want []image.Entry) int {
 // DLBUNDLE_STAGE_DIR chooses the stage dir as --stage-dir does; the image may
 // be given relative to the working directory.
 func TestExecStageDirFromEnvironment(t *testing.T) {
-	p := newProbeImage(t)
-	stage := filepath.Join(p.work, "envstage")
-	cmd := exec.Command(dlbundleCLI(t), "exec", filepath.Base(p.image), "--", p.original)
-	cmd.Dir, cmd.Env = p.work, append(cleanEnv(p.work), "DLBUNDLE_STAGE_DIR="+stage)
+	p := clitest.NewProbeImage(t)
+	stage := filepath.Join(p.Work, "envstage")
+	cmd := exec.Command(clitest.CLI(t), "exec", filepath.Base(p.Image), "--", p.Original)
+	cmd.Dir, cmd.Env = p.Work, append(clitest.CleanEnv(p.Work), "DLBUNDLE_STAGE_DIR="+stage)
 	out, err := cmd.CombinedOutput()
-	if err != nil || field(string(out), "argv0") != p.original {
+	if err != nil || clitest.Field(string(out), "argv0") != p.Original {
 		t.Fatalf("exec with DLBUNDLE_STAGE_DIR: %v\n%s", err, out)
 	}
 	if stages, _ := filepath.Glob(filepath.Join(stage, "sha256-*")); len(stages) != 1 {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 // One pull per node: when the staging rank fails, the
@@ -212,28 +214,28 @@ func TestStageRestagesHalfRemovedStage(t *testing.T) {
 // logs every open; the image is opened from its directory's descriptor
 // (package trustpath's walk), so its name is what is looked for.
 func TestExecBadImageOpenedOncePerNode(t *testing.T) {
-	p := newProbeImage(t)
-	data, err := os.ReadFile(p.image)
+	p := clitest.NewProbeImage(t)
+	data, err := os.ReadFile(p.Image)
 	if err != nil {
 		t.Fatal(err)
 	}
-	truncated := filepath.Join(p.work, "truncated.dlimg")
+	truncated := filepath.Join(p.Work, "truncated.dlimg")
 	if err := os.WriteFile(truncated, data[:len(data)/2], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for i, img := range []string{filepath.Join(p.work, "missing.dlimg"), truncated} {
-		stage := filepath.Join(p.work, fmt.Sprintf("stage%d", i))
+	for i, img := range []string{filepath.Join(p.Work, "missing.dlimg"), truncated} {
+		stage := filepath.Join(p.Work, fmt.Sprintf("stage%d", i))
 		var wg sync.WaitGroup
 		logs := make([]string, 4)
 		outs := make([]string, 4)
 		for r := range 4 {
-			logs[r] = filepath.Join(p.work, fmt.Sprintf("rank%d-%d.strace", i, r))
+			logs[r] = filepath.Join(p.Work, fmt.Sprintf("rank%d-%d.strace", i, r))
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				cmd := exec.Command("strace", "-f", "-qq", "-e", "trace=open,openat,openat2", "-e", "signal=none", "-o", logs[r],
-					dlbundleCLI(t), "exec", "--stage-dir", stage, img, "--", p.original)
-				cmd.Env = append(cleanEnv(p.work), "SLURM_JOB_ID=88", "SLURM_STEP_ID=0")
+					clitest.CLI(t), "exec", "--stage-dir", stage, img, "--", p.Original)
+				cmd.Env = append(clitest.CleanEnv(p.Work), "SLURM_JOB_ID=88", "SLURM_STEP_ID=0")
 				b, _ := cmd.CombinedOutput()
 				outs[r] = string(b)
 			}()

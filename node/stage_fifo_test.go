@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 // hangLimit is how long a run may take before it counts as hung (blocked on
@@ -22,7 +24,7 @@ const hangLimit = 60 * time.Second
 // reports that it hung (and whether SIGTERM ended it).
 func startCLI(t *testing.T, env []string, args ...string) func(d time.Duration) (out string, state *os.ProcessState, hung, termEnded bool) {
 	t.Helper()
-	cmd := exec.Command(dlbundleCLI(t), args...)
+	cmd := exec.Command(clitest.CLI(t), args...)
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = time.Second // a child left blocked must not hold Wait on the pipe
@@ -59,16 +61,16 @@ func startCLI(t *testing.T, env []string, args ...string) func(d time.Duration) 
 // none of them. The image is opened non-blocking and refused as not a
 // regular file: both ranks fail at once, with the reason.
 func TestExecFIFOImageNeverHangs(t *testing.T) {
-	p := newProbeImage(t)
-	fifo := filepath.Join(p.work, "app.dlimg")
+	p := clitest.NewProbeImage(t)
+	fifo := filepath.Join(p.Work, "app.dlimg")
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := append(cleanEnv(p.work), "SLURM_JOB_ID=9")
-	stage := filepath.Join(p.work, "stage")
+	env := append(clitest.CleanEnv(p.Work), "SLURM_JOB_ID=9")
+	stage := filepath.Join(p.Work, "stage")
 	var waits []func(time.Duration) (string, *os.ProcessState, bool, bool)
 	for range 2 {
-		waits = append(waits, startCLI(t, env, "exec", "--stage-dir", stage, fifo, "--", p.original))
+		waits = append(waits, startCLI(t, env, "exec", "--stage-dir", stage, fifo, "--", p.Original))
 	}
 	for i, wait := range waits {
 		out, state, hung, termEnded := wait(hangLimit)
@@ -90,14 +92,14 @@ func TestExecFIFOImageNeverHangs(t *testing.T) {
 // no line lands in another user's file.
 func TestReportPathFIFOOrOthersFileRefused(t *testing.T) {
 	needRoot(t)
-	p := newProbeImage(t)
-	stage := filepath.Join(p.work, "stage")
-	env := cleanEnv(p.work)
-	fifo := filepath.Join(p.work, "fifo.jsonl")
+	p := clitest.NewProbeImage(t)
+	stage := filepath.Join(p.Work, "stage")
+	env := clitest.CleanEnv(p.Work)
+	fifo := filepath.Join(p.Work, "fifo.jsonl")
 	if err := syscall.Mkfifo(fifo, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	theirs := filepath.Join(p.work, "theirs.jsonl")
+	theirs := filepath.Join(p.Work, "theirs.jsonl")
 	if err := os.WriteFile(theirs, nil, 0o666); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +107,7 @@ func TestReportPathFIFOOrOthersFileRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ path, want string }{{fifo, "is a FIFO"}, {theirs, "belongs to uid 1001"}} {
-		out, state, hung, _ := startCLI(t, env, "exec", "--stage-dir", stage, "--report", c.path, p.image, "--", p.original)(hangLimit)
+		out, state, hung, _ := startCLI(t, env, "exec", "--stage-dir", stage, "--report", c.path, p.Image, "--", p.Original)(hangLimit)
 		if hung || state.ExitCode() != 1 || !strings.Contains(out, c.want) {
 			t.Errorf("--report %s: hung %v, exit %d; want a refusal saying %q:\n%s", c.path, hung, state.ExitCode(), c.want, out)
 		}
@@ -114,13 +116,13 @@ func TestReportPathFIFOOrOthersFileRefused(t *testing.T) {
 	// file swapped for a FIFO, then for uid 1001's file (by commands run
 	// without the report, which would otherwise write it first), and runs a
 	// program that exits; then the shell itself exits.
-	report := filepath.Join(p.work, "report.jsonl")
+	report := filepath.Join(p.Work, "report.jsonl")
 	for _, c := range []struct{ name, swap string }{
 		{"FIFO", `rm -f "$R" && mkfifo "$R"`},
 		{"uid 1001's file", `rm -f "$R" && : > "$R" && chown 1001 "$R"`},
 	} {
 		os.Remove(report)
-		out, state, hung, _ := startCLI(t, append(env, "R="+report), "exec", "--stage-dir", stage, "--report", report, p.image, "--",
+		out, state, hung, _ := startCLI(t, append(env, "R="+report), "exec", "--stage-dir", stage, "--report", report, p.Image, "--",
 			"/bin/sh", "-c", `env -u DLBUNDLE_REPORT /bin/sh -c '`+c.swap+`' && /bin/true && echo swapped`)(hangLimit)
 		if hung || !state.Success() || !strings.Contains(out, "swapped") {
 			t.Errorf("%s at the report path after exec's check: hung %v, %v:\n%s", c.name, hung, state, out)
@@ -138,9 +140,9 @@ func TestReportPathFIFOOrOthersFileRefused(t *testing.T) {
 // pid) must not hang the app; another user's file there gets nothing.
 func TestDebugLogFIFOOrOthersFileNeverWritten(t *testing.T) {
 	needRoot(t)
-	p := newProbeImage(t)
-	stage := filepath.Join(p.work, "stage")
-	logs := filepath.Join(p.work, "debug")
+	p := clitest.NewProbeImage(t)
+	stage := filepath.Join(p.Work, "stage")
+	logs := filepath.Join(p.Work, "debug")
 	if err := os.Mkdir(logs, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -148,8 +150,8 @@ func TestDebugLogFIFOOrOthersFileNeverWritten(t *testing.T) {
 		{"FIFO", `rm -f "$L/$0.log" && mkfifo "$L/$0.log"`},
 		{"uid 1001's file", `rm -f "$L/$0.log" && : > "$L/$0.log" && chown 1001 "$L/$0.log"`},
 	} {
-		env := append(cleanEnv(p.work), "DLBUNDLE_DEBUG_DIR="+logs, "L="+logs)
-		out, state, hung, _ := startCLI(t, env, "exec", "--debug", "--stage-dir", stage, p.image, "--",
+		env := append(clitest.CleanEnv(p.Work), "DLBUNDLE_DEBUG_DIR="+logs, "L="+logs)
+		out, state, hung, _ := startCLI(t, env, "exec", "--debug", "--stage-dir", stage, p.Image, "--",
 			"/bin/sh", "-c", `env -u DLBUNDLE_DEBUG /bin/sh -c '`+c.swap+`' "$$" && echo swapped && exec /bin/true`)(hangLimit)
 		if hung || !state.Success() || !strings.Contains(out, "swapped") {
 			t.Errorf("%s at the debug log's path: hung %v, %v:\n%s", c.name, hung, state, out)

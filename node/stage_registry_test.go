@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlbundle/dlbundle/image/registry"
 	"github.com/dlbundle/dlbundle/image/registry/registrytest"
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 // exec oci:// against a real registry server (Debian's docker-registry):
@@ -19,26 +20,26 @@ import (
 // clear "not found".
 func TestExecOCIRealRegistry(t *testing.T) {
 	addr, storage := registrytest.StartDistribution(t)
-	p := newProbeImage(t)
+	p := clitest.NewProbeImage(t)
 	ctx := context.Background()
 
 	good := "oci://" + addr + "/apps/probe:v1"
-	if _, err := registry.Push(ctx, p.image, good, registry.Options{}); err != nil {
+	if _, err := registry.Push(ctx, p.Image, good, registry.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	stage := filepath.Join(p.work, "stage")
-	out, stderr, _, state := runCLI(t, append(cleanEnv(p.work), "SLURM_JOB_ID=91"), "exec", "--stage-dir", stage, good, "--", p.original, "exit7")
-	if state.ExitCode() != 7 || field(out, "argv0") != p.original {
+	stage := filepath.Join(p.Work, "stage")
+	out, stderr, _, state := clitest.RunCLI(t, append(clitest.CleanEnv(p.Work), "SLURM_JOB_ID=91"), "exec", "--stage-dir", stage, good, "--", p.Original, "exit7")
+	if state.ExitCode() != 7 || clitest.Field(out, "argv0") != p.Original {
 		t.Fatalf("exec %s: status %d, stdout %q, stderr %q", good, state.ExitCode(), out, stderr)
 	}
 
 	// Tamper: push the same image under another tag, then flip a byte of the
 	// stored blob. A fresh stage dir forces a download.
 	bad := "oci://" + addr + "/apps/tampered:v1"
-	if _, err := registry.Push(ctx, p.image, bad, registry.Options{}); err != nil {
+	if _, err := registry.Push(ctx, p.Image, bad, registry.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(p.image)
+	data, err := os.ReadFile(p.Image)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,8 +53,8 @@ func TestExecOCIRealRegistry(t *testing.T) {
 	if err := os.WriteFile(blob, stored, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stage2 := filepath.Join(p.work, "stage2")
-	_, stderr, _, state = runCLI(t, append(cleanEnv(p.work), "SLURM_JOB_ID=92"), "exec", "--stage-dir", stage2, bad, "--", p.original, "exit7")
+	stage2 := filepath.Join(p.Work, "stage2")
+	_, stderr, _, state = clitest.RunCLI(t, append(clitest.CleanEnv(p.Work), "SLURM_JOB_ID=92"), "exec", "--stage-dir", stage2, bad, "--", p.Original, "exit7")
 	if state.ExitCode() == 7 || state.ExitCode() == 0 {
 		t.Fatalf("exec of a tampered blob ran the app (status %d)", state.ExitCode())
 	}
@@ -67,7 +68,7 @@ func TestExecOCIRealRegistry(t *testing.T) {
 	}
 
 	// Unknown tag: a clear not-found error, app not run.
-	_, stderr, _, state = runCLI(t, append(cleanEnv(p.work), "SLURM_JOB_ID=93"), "exec", "--stage-dir", stage2, "oci://"+addr+"/apps/probe:nosuchtag", "--", p.original, "exit7")
+	_, stderr, _, state = clitest.RunCLI(t, append(clitest.CleanEnv(p.Work), "SLURM_JOB_ID=93"), "exec", "--stage-dir", stage2, "oci://"+addr+"/apps/probe:nosuchtag", "--", p.Original, "exit7")
 	if state.ExitCode() == 7 || !strings.Contains(stderr, "not found") {
 		t.Errorf("unknown tag: status %d, stderr %q", state.ExitCode(), stderr)
 	}

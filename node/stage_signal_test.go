@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 // SIGTERM at any moment of exec's staging either ends exec before the app
@@ -18,14 +20,14 @@ import (
 // The signal is sent at 24 points spread over the time one exec takes to
 // start the app (bounded: about 24 short runs).
 func TestExecSIGTERMDuringStagingNeverStartsApp(t *testing.T) {
-	p := newProbeImage(t)
-	cli := dlbundleCLI(t)
+	p := clitest.NewProbeImage(t)
+	cli := clitest.CLI(t)
 	script := `trap 'echo got >> "$0"; exit 0' TERM; echo started >> "$0"; sleep 2 & wait`
 	run := func(i int, delay time.Duration) (started, got bool, state *os.ProcessState) {
-		log := filepath.Join(p.work, fmt.Sprintf("app-%d.log", i))
-		stage := filepath.Join(p.work, fmt.Sprintf("stage-%d", i)) // a fresh one: every run stages
-		cmd := exec.Command(cli, "exec", "--stage-dir", stage, p.image, "--", "/bin/sh", "-c", script, log)
-		cmd.Env = cleanEnv(p.work)
+		log := filepath.Join(p.Work, fmt.Sprintf("app-%d.log", i))
+		stage := filepath.Join(p.Work, fmt.Sprintf("stage-%d", i)) // a fresh one: every run stages
+		cmd := exec.Command(cli, "exec", "--stage-dir", stage, p.Image, "--", "/bin/sh", "-c", script, log)
+		cmd.Env = clitest.CleanEnv(p.Work)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

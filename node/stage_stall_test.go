@@ -19,6 +19,7 @@ import (
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/dlbundle/dlbundle/image/registry"
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 // A registry that accepts connections and never answers (a stalled blob
@@ -50,8 +51,8 @@ func TestExecStalledRegistryOnePullPerNode(t *testing.T) {
 		if fallback {
 			args = append(args, "--fallback")
 		}
-		cmd := exec.Command(dlbundleCLI(t), append(args, ref, "--", "/bin/sh", "-c", "exit 3")...)
-		cmd.Env = append(cleanEnv(home), "SLURM_JOB_ID="+job)
+		cmd := exec.Command(clitest.CLI(t), append(args, ref, "--", "/bin/sh", "-c", "exit 3")...)
+		cmd.Env = append(clitest.CleanEnv(home), "SLURM_JOB_ID="+job)
 		var eb strings.Builder
 		cmd.Stderr = &eb
 		err := cmd.Run()
@@ -113,7 +114,7 @@ func TestExecStalledRegistryOnePullPerNode(t *testing.T) {
 // dir; then A's download completes and A runs too, and nothing of the
 // download is left.
 func TestFetchDoesNotBlockAnotherImage(t *testing.T) {
-	p := newProbeImage(t)
+	p := clitest.NewProbeImage(t)
 	release := make(chan struct{})
 	var blobAsked atomic.Bool
 	reg := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
@@ -130,14 +131,14 @@ func TestFetchDoesNotBlockAnotherImage(t *testing.T) {
 	}))
 	defer srv.Close()
 	ref := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/apps/slow:v1"
-	if _, err := registry.Push(context.Background(), p.image, ref, registry.Options{}); err != nil {
+	if _, err := registry.Push(context.Background(), p.Image, ref, registry.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	blobAsked.Store(false)
-	stage := filepath.Join(p.work, "stage")
+	stage := filepath.Join(p.Work, "stage")
 	aDone := make(chan string, 1)
 	go func() {
-		out, stderr, _, state := runCLI(t, append(cleanEnv(p.work), "SLURM_JOB_ID=51"), "exec", "--stage-dir", stage, "--timeout", "30s", ref, "--", p.original)
+		out, stderr, _, state := clitest.RunCLI(t, append(clitest.CleanEnv(p.Work), "SLURM_JOB_ID=51"), "exec", "--stage-dir", stage, "--timeout", "30s", ref, "--", p.Original)
 		aDone <- fmt.Sprintf("status %d\n%s%s", state.ExitCode(), out, stderr)
 	}()
 	for deadline := time.Now().Add(20 * time.Second); !blobAsked.Load(); time.Sleep(10 * time.Millisecond) {
@@ -147,19 +148,19 @@ func TestFetchDoesNotBlockAnotherImage(t *testing.T) {
 	}
 	bDone := make(chan string, 1)
 	go func() {
-		out, stderr, _, state := runCLI(t, append(cleanEnv(p.work), "SLURM_JOB_ID=52"), "exec", "--stage-dir", stage, p.image, "--", p.original)
+		out, stderr, _, state := clitest.RunCLI(t, append(clitest.CleanEnv(p.Work), "SLURM_JOB_ID=52"), "exec", "--stage-dir", stage, p.Image, "--", p.Original)
 		bDone <- fmt.Sprintf("status %d\n%s%s", state.ExitCode(), out, stderr)
 	}()
 	select {
 	case b := <-bDone:
-		if !strings.HasPrefix(b, "status 0") || field(b, "exe") != p.original {
+		if !strings.HasPrefix(b, "status 0") || clitest.Field(b, "exe") != p.Original {
 			t.Errorf("B's exec of a local image: %s", b)
 		}
 	case <-time.After(15 * time.Second):
 		t.Error("B's exec of a local image waited for A's download (the stage lock is held across the network)")
 	}
 	close(release)
-	if a := <-aDone; !strings.HasPrefix(a, "status 0") || field(a, "exe") != p.original {
+	if a := <-aDone; !strings.HasPrefix(a, "status 0") || clitest.Field(a, "exe") != p.Original {
 		t.Errorf("A's exec of %s: %s", ref, a)
 	}
 	if left, _ := filepath.Glob(filepath.Join(stage, "fetch-*.dlimg*")); len(left) != 0 {
@@ -171,7 +172,7 @@ func TestFetchDoesNotBlockAnotherImage(t *testing.T) {
 // registry holds the blob back a moment: one download for the node (the
 // others wait on its fetch lock and find the stage), and all run.
 func TestFetchOnePullPerNodeConcurrent(t *testing.T) {
-	p := newProbeImage(t)
+	p := clitest.NewProbeImage(t)
 	var blobGets atomic.Int32
 	reg := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -183,24 +184,24 @@ func TestFetchOnePullPerNodeConcurrent(t *testing.T) {
 	}))
 	defer srv.Close()
 	ref := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/apps/shared:v1"
-	if _, err := registry.Push(context.Background(), p.image, ref, registry.Options{}); err != nil {
+	if _, err := registry.Push(context.Background(), p.Image, ref, registry.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	blobGets.Store(0)
-	stage := filepath.Join(p.work, "stage")
+	stage := filepath.Join(p.Work, "stage")
 	var wg sync.WaitGroup
 	outs := make([]string, 4)
 	for i := range outs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out, stderr, _, state := runCLI(t, append(cleanEnv(p.work), "SLURM_JOB_ID=53", "SLURM_STEP_ID=0"), "exec", "--stage-dir", stage, ref, "--", p.original)
+			out, stderr, _, state := clitest.RunCLI(t, append(clitest.CleanEnv(p.Work), "SLURM_JOB_ID=53", "SLURM_STEP_ID=0"), "exec", "--stage-dir", stage, ref, "--", p.Original)
 			outs[i] = fmt.Sprintf("status %d\n%s%s", state.ExitCode(), out, stderr)
 		}()
 	}
 	wg.Wait()
 	for i, o := range outs {
-		if !strings.HasPrefix(o, "status 0") || field(o, "exe") != p.original {
+		if !strings.HasPrefix(o, "status 0") || clitest.Field(o, "exe") != p.Original {
 			t.Errorf("rank %d: %s", i, o)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 // No other user's file is ever staged or run: an image path is walked by
@@ -20,8 +22,8 @@ import (
 // shared directory, are staged.
 func TestStageRefusesImagePlantedByOtherUser(t *testing.T) {
 	needRoot(t)
-	p := newProbeImage(t)
-	makePublic(t, p.work)
+	p := clitest.NewProbeImage(t)
+	makePublic(t, p.Work)
 	top := publicDir(t)
 	cli := publicCLI(t, top)
 	tmp := stickyDir(t, top, "tmp")
@@ -46,13 +48,13 @@ func TestStageRefusesImagePlantedByOtherUser(t *testing.T) {
 		uid  uint32
 		argv []string
 	}{
-		{attackerUID, []string{"/bin/cp", p.image, planted}},
-		{attackerUID, []string{"/bin/cp", p.image, own}},
+		{attackerUID, []string{"/bin/cp", p.Image, planted}},
+		{attackerUID, []string{"/bin/cp", p.Image, own}},
 		{attackerUID, []string{"/bin/ln", "-s", own, link}},
-		{victimUID, []string{"/bin/cp", p.image, mine}},
+		{victimUID, []string{"/bin/cp", p.Image, mine}},
 		// The directory a victim's job script uses, made first (mode 0755).
 		{attackerUID, []string{"/bin/mkdir", "-m", "0755", jobs}},
-		{attackerUID, []string{"/bin/cp", p.image, filepath.Join(jobs, "app.dlimg")}},
+		{attackerUID, []string{"/bin/cp", p.Image, filepath.Join(jobs, "app.dlimg")}},
 	} {
 		if out, code := runAs(t, c.uid, nil, c.argv...); code != 0 {
 			t.Fatalf("%v: %s", c.argv, out)
@@ -63,10 +65,10 @@ func TestStageRefusesImagePlantedByOtherUser(t *testing.T) {
 	if out, code := runAs(t, victimUID, nil, "/bin/mkdir", "-p", jobs); code != 0 {
 		t.Fatalf("mkdir -p %s: %s", jobs, out)
 	}
-	if _, code := runAs(t, victimUID, nil, "/bin/cp", p.image, jobs+"/"); code == 0 {
+	if _, code := runAs(t, victimUID, nil, "/bin/cp", p.Image, jobs+"/"); code == 0 {
 		t.Fatalf("uid 1002 could write into uid 1001's %s: the attack's premise is wrong", jobs)
 	}
-	env := append(cleanEnv(victimDir), "SLURM_JOB_ID=42")
+	env := append(clitest.CleanEnv(victimDir), "SLURM_JOB_ID=42")
 	n := 0
 	exec := func(uid uint32, img string) (string, int) {
 		n++
@@ -74,7 +76,7 @@ func TestStageRefusesImagePlantedByOtherUser(t *testing.T) {
 		if uid == 0 {
 			stage = filepath.Join(top, fmt.Sprintf("root-stage%d", n))
 		}
-		return runAs(t, uid, env, cli, "exec", "--stage-dir", stage, img, "--", p.original)
+		return runAs(t, uid, env, cli, "exec", "--stage-dir", stage, img, "--", p.Original)
 	}
 	for _, c := range []struct {
 		name, img, want string
@@ -99,7 +101,7 @@ func TestStageRefusesImagePlantedByOtherUser(t *testing.T) {
 		{"uid 1001's image in its own directory, as uid 1002", own, victimUID},
 		{"uid 1002's own image in the shared dir", mine, victimUID},
 	} {
-		if out, code := exec(c.uid, c.img); code != 0 || !strings.Contains(out, "exe="+p.original) {
+		if out, code := exec(c.uid, c.img); code != 0 || !strings.Contains(out, "exe="+p.Original) {
 			t.Errorf("%s: exit %d; want it staged and run:\n%s", c.name, code, out)
 		}
 	}

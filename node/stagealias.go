@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dlbundle/dlbundle/loader"
+	"github.com/dlbundle/dlbundle/internal/abspath"
 )
 
 // launchIDVars name ONE launch of an MPI launcher (every rank of one mpirun
@@ -163,5 +163,5 @@ func AbsImageRef(ref string) (string, error) {
 	if isOCIRef(ref) {
 		return ref, nil
 	}
-	return loader.AbsPath(ref)
+	return abspath.Abs(ref)
 }

@@ -9,9 +9,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dlbundle/dlbundle/internal/abspath"
 	"github.com/dlbundle/dlbundle/internal/trustpath"
 	"github.com/dlbundle/dlbundle/internal/untrusted"
-	"github.com/dlbundle/dlbundle/loader"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
 // StageDirEnv overrides the default stage directory (as --stage-dir does).
@@ -108,13 +109,13 @@ func OpenStageDir(dir string) (string, error) {
 }
 
 func openStageDir(dir string) (string, *Squat, error) {
-	abs, err := loader.AbsPath(dir)
+	abs, err := abspath.Abs(dir)
 	if err != nil {
 		return "", nil, err
 	}
 	// Before anything is created: a path the shim cannot use is refused at
 	// once (a 4,000-byte one used to create its ~2,000 parents first).
-	if err := loader.CheckStagePath(abs); err != nil {
+	if err := stagefmt.CheckStagePath(abs); err != nil {
 		return "", nil, err
 	}
 	if err := checkLoaderSplit(abs); err != nil {
@@ -283,11 +284,11 @@ func LookupStageDirFor(flag string) (dir string, squat *Squat, found bool, err e
 }
 
 func lookupStageDir(dir string) (string, *Squat, bool, error) {
-	abs, err := loader.AbsPath(dir)
+	abs, err := abspath.Abs(dir)
 	if err != nil {
 		return "", nil, false, err
 	}
-	if err := loader.CheckStagePath(abs); err != nil {
+	if err := stagefmt.CheckStagePath(abs); err != nil {
 		return "", nil, false, err
 	}
 	if err := checkLoaderSplit(abs); err != nil {

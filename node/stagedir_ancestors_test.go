@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 // A stage dir below a directory that others can write into (and that is not
@@ -74,17 +76,17 @@ func TestOpenStageDirChecksAncestors(t *testing.T) {
 // does not get the report appended to its target (a victim's
 // ~/.profile).
 func TestExecReportDoesNotFollowSymlink(t *testing.T) {
-	p := newProbeImage(t)
-	victim := filepath.Join(p.work, "profile")
+	p := clitest.NewProbeImage(t)
+	victim := filepath.Join(p.Work, "profile")
 	if err := os.WriteFile(victim, []byte("export PATH\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	link := filepath.Join(p.work, "report.jsonl")
+	link := filepath.Join(p.Work, "report.jsonl")
 	if err := os.Symlink(victim, link); err != nil {
 		t.Fatal(err)
 	}
-	stage := filepath.Join(p.work, "stage")
-	_, stderr, _, state := runCLI(t, cleanEnv(p.work), "exec", "--stage-dir", stage, "--report", link, p.image, "--", p.original)
+	stage := filepath.Join(p.Work, "stage")
+	_, stderr, _, state := clitest.RunCLI(t, clitest.CleanEnv(p.Work), "exec", "--stage-dir", stage, "--report", link, p.Image, "--", p.Original)
 	if state.ExitCode() != 0 {
 		t.Fatalf("exec: status %d, stderr %q", state.ExitCode(), stderr)
 	}
@@ -92,8 +94,8 @@ func TestExecReportDoesNotFollowSymlink(t *testing.T) {
 		t.Errorf("the report was written through the symlink into its target: %q", b)
 	}
 	// The same run with a plain path writes the report (so the above proves something).
-	plain := filepath.Join(p.work, "plain.jsonl")
-	runCLI(t, cleanEnv(p.work), "exec", "--stage-dir", stage, "--report", plain, p.image, "--", p.original)
+	plain := filepath.Join(p.Work, "plain.jsonl")
+	clitest.RunCLI(t, clitest.CleanEnv(p.Work), "exec", "--stage-dir", stage, "--report", plain, p.Image, "--", p.Original)
 	if b, err := os.ReadFile(plain); err != nil || len(b) == 0 {
 		t.Errorf("no report written to a plain path: %v", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 // LD_PRELOAD splits on spaces and colons, LD_AUDIT on colons, and both
@@ -14,8 +16,8 @@ import (
 // anything is created, by exec as uid 1002, and the app does not run.
 func TestStageDirThatLoaderWouldSplitRefused(t *testing.T) {
 	needRoot(t)
-	p := newProbeImage(t)
-	makePublic(t, p.work)
+	p := clitest.NewProbeImage(t)
+	makePublic(t, p.Work)
 	top := publicDir(t)
 	cli := publicCLI(t, top)
 	victim := filepath.Join(top, "victim")
@@ -30,7 +32,7 @@ func TestStageDirThatLoaderWouldSplitRefused(t *testing.T) {
 		{"n\nl", "contains a control character"},
 	} {
 		stage := filepath.Join(victim, c.name)
-		out, code := runAs(t, victimUID, cleanEnv(victim), cli, "exec", "--stage-dir", stage, p.image, "--", p.original)
+		out, code := runAs(t, victimUID, clitest.CleanEnv(victim), cli, "exec", "--stage-dir", stage, p.Image, "--", p.Original)
 		if code == 0 || strings.Contains(out, "exe=") || !strings.Contains(out, c.want) || !strings.Contains(out, "give a stage dir without spaces, colons") {
 			t.Errorf("--stage-dir %q: exit %d; want a refusal saying %q, and the app not run:\n%s", stage, code, c.want, out)
 		}

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 // envSquatChild runs TestSquattedDefaultStageDir's body in a mount namespace
@@ -30,11 +32,11 @@ const envSquatChild = "DLBUNDLE_TEST_SQUAT_CHILD"
 func TestSquattedDefaultStageDir(t *testing.T) {
 	needRoot(t)
 	if os.Getenv(envSquatChild) == "" {
-		p := newProbeImage(t)
-		makePublic(t, p.work)
-		publicCLI(t, p.work)
+		p := clitest.NewProbeImage(t)
+		makePublic(t, p.Work)
+		publicCLI(t, p.Work)
 		cmd := exec.Command(os.Args[0], "-test.run=^TestSquattedDefaultStageDir$", "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), envSquatChild+"="+p.work+":"+p.original)
+		cmd.Env = append(os.Environ(), envSquatChild+"="+p.Work+":"+p.Original)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS} // Go makes / private first
 		out, err := cmd.CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "--- PASS") {
@@ -68,7 +70,7 @@ func TestSquattedDefaultStageDir(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				env := append(cleanEnv(work), "SLURM_JOB_ID=41", "SLURM_STEP_ID="+step)
+				env := append(clitest.CleanEnv(work), "SLURM_JOB_ID=41", "SLURM_STEP_ID="+step)
 				outs[i], codes[i] = runAs(t, uid, env, cli, "exec", filepath.Join(work, "probe.dlimg"), "--", original)
 			}()
 		}
@@ -128,7 +130,7 @@ func TestSquattedDefaultStageDir(t *testing.T) {
 	}
 	os.Chown(outDir, victimUID, victimUID)
 	straced := filepath.Join(outDir, "squat.strace")
-	out, code := runAs(t, victimUID, append(cleanEnv(work), "SLURM_JOB_ID=41", "SLURM_STEP_ID=9"),
+	out, code := runAs(t, victimUID, append(clitest.CleanEnv(work), "SLURM_JOB_ID=41", "SLURM_STEP_ID=9"),
 		"/usr/bin/strace", "-f", "-qq", "-e", "trace=getdents64,newfstatat,openat", "-o", straced, cli, "exec", filepath.Join(work, "probe.dlimg"), "--", original)
 	if code != 0 || !strings.Contains(out, "exe="+original) {
 		t.Fatalf("exec among 20,000 decoys: exit %d\n%s", code, out)

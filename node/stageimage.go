@@ -16,20 +16,21 @@ import (
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/image/registry"
+	"github.com/dlbundle/dlbundle/internal/abspath"
 	"github.com/dlbundle/dlbundle/internal/trustpath"
-	"github.com/dlbundle/dlbundle/loader"
+	"github.com/dlbundle/dlbundle/node/materialize"
 )
 
 // imageStage adapts an opened image to StageImage: its identity is the TOC
 // digest from the footer, and Materialize lays out the loader's stage.
 type imageStage struct {
 	im   *image.Image
-	opts loader.MaterializeOptions
+	opts materialize.Options
 }
 
 func (s imageStage) Digest() string { return s.im.TOCDigest() }
 func (s imageStage) Materialize(ctx context.Context, dir string) error {
-	return loader.Materialize(ctx, s.im, dir, s.opts)
+	return materialize.Materialize(ctx, s.im, dir, s.opts)
 }
 
 // OpenImage returns the StageRequest.Open function for an image reference: a
@@ -41,7 +42,7 @@ func (s imageStage) Materialize(ctx context.Context, dir string) error {
 // A file path that this job consumed (stage --consume) is not opened again:
 // the record of the consumption is looked up first (consume.go). Any other
 // file is opened as openImageFile allows.
-func OpenImage(ref, stageDir string, opts loader.MaterializeOptions, reg registry.Options) func(context.Context) (StageImage, func() error, error) {
+func OpenImage(ref, stageDir string, opts materialize.Options, reg registry.Options) func(context.Context) (StageImage, func() error, error) {
 	return func(ctx context.Context) (StageImage, func() error, error) {
 		if !registry.IsRef(ref) {
 			if name, ok := consumedRecord(stageDir, ref, os.Getenv); ok {
@@ -72,7 +73,7 @@ func OpenImage(ref, stageDir string, opts loader.MaterializeOptions, reg registr
 // The download is fetch-<key>.dlimg (and registry.Fetch's .partial-*), not a
 // tmp.* name, which any stager removes under the stage lock; whoever holds
 // the fetch lock owns those names, and gc removes those whose lock is free.
-func fetchImage(ctx context.Context, ref, stageDir string, opts loader.MaterializeOptions, reg registry.Options) (StageImage, func() error, error) {
+func fetchImage(ctx context.Context, ref, stageDir string, opts materialize.Options, reg registry.Options) (StageImage, func() error, error) {
 	key := fetchKey(ref)
 	path := filepath.Join(stageDir, fetchPrefix+key+".dlimg")
 	result := filepath.Join(stageDir, fetchPrefix+key+".result")
@@ -174,7 +175,7 @@ func openImageFile(path, stageDir string) (*image.Image, func() error, error) {
 // with its size, without reading a byte of it: a regular file, the one
 // the walk checked.
 func openImageFileAs(path string, uid uint32) (*os.File, int64, error) {
-	abs, err := loader.AbsPath(path)
+	abs, err := abspath.Abs(path)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
 const (
@@ -66,7 +68,7 @@ func stickyDir(t *testing.T, dir, name string) string {
 // to root), so that other users can run it.
 func publicCLI(t *testing.T, dir string) string {
 	t.Helper()
-	b, err := os.ReadFile(dlbundleCLI(t))
+	b, err := os.ReadFile(clitest.CLI(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dlbundle/dlbundle/internal/abspath"
 	"github.com/dlbundle/dlbundle/loader"
 	"github.com/dlbundle/dlbundle/node"
 	"github.com/dlbundle/dlbundle/trace"
@@ -39,7 +40,7 @@ func warnBeforeStart(stageDirFlag, imageRef string, staged *node.Staged, argv []
 // bare name along PATH), is a file or #! script the image holds.
 func commandInImage(stage, cmd string) bool {
 	held := func(p string) bool {
-		abs, err := loader.AbsPath(p)
+		abs, err := abspath.Abs(p)
 		if err != nil {
 			return false
 		}

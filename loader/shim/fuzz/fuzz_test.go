@@ -45,7 +45,7 @@ func listingOf(rows []row, r row) []string {
 }
 
 // encode writes a table as docs/loader.md specifies it (an encoder of its
-// own, independent of loader/table.go: the spec is what both follow). Each
+// own, independent of loader/stagefmt/table.go: the spec is what both follow). Each
 // listed name is a string of its own here (the spec allows it; table.go
 // points into the name's path instead); a record's ino is its position.
 func encode(rows []row) []byte {

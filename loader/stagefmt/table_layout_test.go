@@ -1,4 +1,4 @@
-package loader
+package stagefmt
 
 import (
 	"fmt"
@@ -28,7 +28,7 @@ func TestTableRecordsMatchTableH(t *testing.T) {
 		gov any
 	}{
 		{"dlb_header", tableHeaderRec{}},
-		{"dlb_entry", tableEntryRec{}},
+		{"dlb_entry", EntryRec{}},
 		{"dlb_record", tableListRec{}},
 	}
 	var prog strings.Builder
@@ -55,8 +55,8 @@ func TestTableRecordsMatchTableH(t *testing.T) {
 	if err := os.WriteFile(src, []byte(prog.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(gcc, "-std=gnu11", "-Wall", "-Ishim", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc could not compile the layout probe against shim/table.h (a field named in a Go tag is missing?): %v\n%s\n%s", err, out, prog.String())
+	if out, err := exec.Command(gcc, "-std=gnu11", "-Wall", "-I../shim", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc could not compile the layout probe against loader/shim/table.h (a field named in a Go tag is missing?): %v\n%s\n%s", err, out, prog.String())
 	}
 	out, err := exec.Command(bin).Output()
 	if err != nil {
@@ -79,9 +79,9 @@ func TestTableRecordsMatchTableH(t *testing.T) {
 		if err := binrec.CheckLayout(h, tableHeaderLen, (*tableHeaderRec).put, (*tableHeaderRec).get); err != nil {
 			t.Error(err)
 		}
-		var e tableEntryRec
+		var e EntryRec
 		binrec.Fill(&e, seed)
-		if err := binrec.CheckLayout(e, tableEntryLen, (*tableEntryRec).put, (*tableEntryRec).get); err != nil {
+		if err := binrec.CheckLayout(e, tableEntryLen, (*EntryRec).put, (*EntryRec).get); err != nil {
 			t.Error(err)
 		}
 		var l tableListRec

@@ -1,4 +1,4 @@
-package loader
+package materialize
 
 import (
 	"bytes"
@@ -7,13 +7,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
 // The probe against this machine's real ld.so: the rules must name the
 // directory itself last and at least one default directory.
 func TestProbeSearchRulesOfThisNode(t *testing.T) {
 	dir := t.TempDir()
-	if err := writeShim(filepath.Join(dir, stageShimDir)); err != nil {
+	if err := stagefmt.WriteShim(filepath.Join(dir, stagefmt.ShimDir)); err != nil {
 		t.Fatal(err)
 	}
 	ldso, _, err := nodeLdso()
@@ -144,40 +146,6 @@ func TestParseSearchRules(t *testing.T) {
 	}
 }
 
-func TestParseShebang(t *testing.T) {
-	for in, want := range map[string][2]string{
-		"#!/bin/sh\necho":                   {"/bin/sh", ""},
-		"#! /usr/bin/env  python3 \n":       {"/usr/bin/env", "python3"},
-		"#!/usr/bin/awk -f -v x=1\t\nBEGIN": {"/usr/bin/awk", "-f -v x=1"},
-		"#!/bin/bash\t-e\n":                 {"/bin/bash", "-e"},
-	} {
-		interp, arg, ok := parseShebang([]byte(in))
-		if !ok || interp != want[0] || arg != want[1] {
-			t.Errorf("%q: got %q %q %v, want %q %q", in, interp, arg, ok, want[0], want[1])
-		}
-	}
-	for _, in := range []string{"#!/bin/sh", "\x7fELF", "#!\n", "#!   \n", "echo\n"} {
-		if _, _, ok := parseShebang([]byte(in)); ok {
-			t.Errorf("%q: accepted", in)
-		}
-	}
-}
-
-func FuzzParseShebang(f *testing.F) {
-	f.Add([]byte("#!/usr/bin/env python3\n"))
-	f.Add([]byte("#!\t/bin/sh -e \t\n"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		interp, arg, ok := parseShebang(b)
-		if !ok {
-			return
-		}
-		if interp == "" || strings.ContainsAny(interp, " \t\n\x00") || strings.ContainsRune(arg, '\n') ||
-			strings.TrimSpace(arg) != arg && strings.Trim(arg, " \t") != arg {
-			t.Fatalf("%q: interp %q arg %q", b, interp, arg)
-		}
-	})
-}
-
 func FuzzParseSearchRules(f *testing.F) {
 	f.Add("search path=/s/tls:/s\t\t(LD_LIBRARY_PATH)\nsearch path=/usr/lib/tls:/usr/lib\t\t(system search path)\n")
 	f.Fuzz(func(t *testing.T, debug string) {
@@ -187,7 +155,7 @@ func FuzzParseSearchRules(f *testing.F) {
 		}
 		// what audit.c's reader accepts: header, then "cap X/" lines ending
 		// with "cap ", then "dir /..." lines, all shorter than its buffer
-		if err := checkRules(rules); err != nil {
+		if err := stagefmt.CheckSearchRules(rules); err != nil {
 			t.Fatalf("%q: %v", rules, err)
 		}
 		lines := strings.Split(strings.TrimSuffix(string(rules), "\n"), "\n")
@@ -202,55 +170,6 @@ func FuzzParseSearchRules(f *testing.F) {
 	})
 }
 
-// TestSearchOpensEachStagedLibraryOnce: on a warm stage, each library ld.so
-// loads from the stage is opened once, by ld.so: the audit object's search
-// takes "ELF of this node" from the table (flag set at staging,
-// markNodeELF) instead of opening the staged copy to read its header first.
-// The spack tree's app loads every package's library through its RUNPATH.
-func TestSearchOpensEachStagedLibraryOnce(t *testing.T) {
-	needTools(t, "strace", "gcc", "/usr/bin/python3")
-	bin := dlbundleCLI(t)
-	dir := t.TempDir()
-	app, _ := spackTree(t, dir, 5)
-	env := cleanEnv(dir)
-	tr := filepath.Join(dir, "app.trace")
-	runIn(t, dir, env, bin, "trace", "-q", "-o", tr, "--", app)
-	img := filepath.Join(dir, "app.dlimg")
-	runIn(t, dir, env, bin, "build", "-o", img, "--include", filepath.Join(dir, "tree"), tr)
-	stage := filepath.Join(dir, "stage")
-	execArgs := []string{"exec", "--stage-dir", stage, img, "--", app}
-	native := runIn(t, dir, env, app)
-	if out := runIn(t, dir, env, bin, execArgs...); out != native { // cold: stages
-		t.Fatalf("exec: %q, natively %q", out, native)
-	}
-	log := filepath.Join(dir, "warm.strace")
-	runIn(t, dir, env, "strace", append([]string{"-f", "-qq", "-e", "trace=open,openat", "-o", log, bin}, execArgs...)...)
-	b, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opens := map[string]int{}
-	for _, l := range strings.Split(string(b), "\n") {
-		i := strings.Index(l, `"`+stage+"/sha256-")
-		if i < 0 || !strings.Contains(l, "/root/") {
-			continue
-		}
-		p := l[i+1:]
-		p = p[:strings.IndexByte(p, '"')]
-		if strings.HasSuffix(p, ".so") {
-			opens[p[strings.Index(p, "/root/")+5:]]++
-		}
-	}
-	if len(opens) < 6 { // libpkg000..004 and the plugin, at least
-		t.Fatalf("%d staged libraries opened, want the tree's 7:\n%s", len(opens), b)
-	}
-	for p, n := range opens {
-		if n != 1 {
-			t.Errorf("%s: the staged copy was opened %d times, want once (by ld.so)", p, n)
-		}
-	}
-}
-
 // TestSearchRulesKeptPerNode: the first cold stage of a stage dir probes the
 // node's ld.so and keeps the rules in the stage dir; the next one reads them
 // (the first rank of every job once paid for ld.so runs). Kept rules
@@ -262,7 +181,7 @@ func TestSearchRulesKeptPerNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := writeShim(filepath.Join(dir, stageShimDir)); err != nil {
+		if err := stagefmt.WriteShim(filepath.Join(dir, stagefmt.ShimDir)); err != nil {
 			t.Fatal(err)
 		}
 		return dir
@@ -366,7 +285,7 @@ func TestProbeIgnoresStagersEnvironment(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := writeShim(filepath.Join(dir, stageShimDir)); err != nil {
+		if err := stagefmt.WriteShim(filepath.Join(dir, stagefmt.ShimDir)); err != nil {
 			t.Fatal(err)
 		}
 		return dir

@@ -1,4 +1,4 @@
-package loader
+package stagefmt
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 	"github.com/dlbundle/dlbundle/image"
 )
 
-// TestMarkNodeELFStaysInStage: markNodeELF (run by the stager, maybe root)
+// TestMarkNodeELFStaysInStage: MarkNodeELF (run by the stager, maybe root)
 // reads the staged copy of every ELF entry of the table. A staged tree holds
 // the image's symlinks: a relative one leading out of the stage must not
 // make it read a file of the node, and a FIFO must not hang it. Before, it
@@ -44,7 +44,7 @@ func testMarkNodeELFStaysInStage(t *testing.T) {
 	top := t.TempDir()
 	dir := filepath.Join(top, "stage")
 	outside := filepath.Join(top, "outside")
-	for _, d := range []string{filepath.Join(dir, stageRootDir, "l"), outside} {
+	for _, d := range []string{filepath.Join(dir, RootDir, "l"), outside} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -53,13 +53,13 @@ func testMarkNodeELFStaysInStage(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(outside, "libnode.so"), head, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink("../../../outside", filepath.Join(dir, stageRootDir, "out")); err != nil {
+	if err := os.Symlink("../../../outside", filepath.Join(dir, RootDir, "out")); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Mkfifo(filepath.Join(dir, stageRootDir, "l", "fifo.so"), 0o644); err != nil {
+	if err := unix.Mkfifo(filepath.Join(dir, RootDir, "l", "fifo.so"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, stageRootDir, "l", "libok.so"), head, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, RootDir, "l", "libok.so"), head, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	es := []image.Entry{
@@ -69,15 +69,15 @@ func testMarkNodeELFStaysInStage(t *testing.T) {
 		{Path: "/out", Type: image.TypeSymlink, Target: "../../../outside"},
 		{Path: "/out/libnode.so", Type: image.TypeRegular, Kind: image.KindELFShared, Mode: 0o100644},
 	}
-	tab, err := encodeTable(es)
+	tab, err := EncodeTable(es)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, stageTable), tab, 0o444); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, TableFile), tab, 0o444); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- markNodeELF(dir) }()
+	go func() { done <- MarkNodeELF(dir) }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -85,22 +85,22 @@ func testMarkNodeELFStaysInStage(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		// Unblock the open of the FIFO so that the test ends.
-		if f, err := os.OpenFile(filepath.Join(dir, stageRootDir, "l", "fifo.so"), os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+		if f, err := os.OpenFile(filepath.Join(dir, RootDir, "l", "fifo.so"), os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
 			f.Close()
 		}
 		t.Fatal("markNodeELF blocked on a FIFO in the staged tree")
 	}
-	got, err := os.ReadFile(filepath.Join(dir, stageTable))
+	got, err := os.ReadFile(filepath.Join(dir, TableFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for p, want := range map[string]bool{"/l/libok.so": true, "/l/fifo.so": false, "/out/libnode.so": false} {
-		_, flags, ok := tableLookup(got, p)
+		_, flags, ok := Lookup(got, p)
 		if !ok {
 			t.Fatalf("%s: not in the table", p)
 		}
-		if (flags&flagELFNode != 0) != want {
-			t.Errorf("%s: node-ELF flag %v, want %v", p, flags&flagELFNode != 0, want)
+		if (flags&FlagELFNode != 0) != want {
+			t.Errorf("%s: node-ELF flag %v, want %v", p, flags&FlagELFNode != 0, want)
 		}
 	}
 }
@@ -110,8 +110,8 @@ func testMarkNodeELFStaysInStage(t *testing.T) {
 // directory is a symlink out of the stage, to a libc that defines
 // GLIBC_2.34, gets the build for older glibc (nothing read outside).
 func TestDetectPreloadReadsStagedLibcOnly(t *testing.T) {
-	nodeLibc := nodeLibc()
-	if !libcDefines(nodeLibc, "GLIBC_2.34") {
+	nodeLibc := NodeLibc()
+	if !LibcDefines(nodeLibc, "GLIBC_2.34") {
 		t.Skip("this node's libc has no GLIBC_2.34: nothing to tell apart")
 	}
 	libc, err := os.ReadFile(nodeLibc)
@@ -126,16 +126,16 @@ func TestDetectPreloadReadsStagedLibcOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := writeShim(filepath.Join(dir, stageShimDir)); err != nil {
+	if err := WriteShim(filepath.Join(dir, ShimDir)); err != nil {
 		t.Fatal(err)
 	}
-	ld := dynamicLinker()
+	ld := DynamicLinker()
 	for name, content := range map[string][]byte{filepath.Base(ld): []byte("ld"), "libc.so.6": libc} {
 		if err := os.WriteFile(filepath.Join(outside, name), content, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	root := filepath.Join(dir, stageRootDir)
+	root := filepath.Join(dir, RootDir)
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -152,14 +152,14 @@ func TestDetectPreloadReadsStagedLibcOnly(t *testing.T) {
 		{Path: ld, Type: image.TypeRegular, Kind: image.KindELFShared, Mode: 0o100755},
 		{Path: filepath.Join(lddir, "libc.so.6"), Type: image.TypeRegular, Kind: image.KindELFShared, Mode: 0o100755},
 	}
-	tab, err := encodeTable(es)
+	tab, err := EncodeTable(es)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, stageTable), tab, 0o444); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, TableFile), tab, 0o444); err != nil {
 		t.Fatal(err)
 	}
-	if got := detectPreload(dir); got != shimPreload {
+	if got := DetectPreload(dir); got != PreloadObject {
 		t.Errorf("detectPreload = %s: it read the libc outside the stage", got)
 	}
 	// The same libc inside the stage is read.
@@ -167,8 +167,8 @@ func TestDetectPreloadReadsStagedLibcOnly(t *testing.T) {
 	if err := os.Rename(outside, filepath.Join(root, lddir)); err != nil {
 		t.Fatal(err)
 	}
-	if got := detectPreload(dir); got != shimPreload234 {
-		t.Errorf("detectPreload = %s with the staged libc of glibc >= 2.34, want %s", got, shimPreload234)
+	if got := DetectPreload(dir); got != Preload234Object {
+		t.Errorf("detectPreload = %s with the staged libc of glibc >= 2.34, want %s", got, Preload234Object)
 	}
 }
 

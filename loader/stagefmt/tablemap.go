@@ -1,4 +1,4 @@
-package loader
+package stagefmt
 
 import (
 	"os"
@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mapStageTable maps the stage's lookup table read-only for exec's own
+// MapTable maps the stage's lookup table read-only for exec's own
 // lookups (the command, a #! script, LD_LIBRARY_PATH entries); release
 // drops the caller's use of it. Every rank of a warm job does this before
 // the app runs: reading the table (440 KB for a one-binary image, megabytes
@@ -22,8 +22,8 @@ import (
 // which in a process with several threads sends every CPU they ran on an
 // interrupt to flush its TLB (~0.5 ms of CPU per warm exec, docs/bench/cli.md).
 // The exec'd app does not inherit it: execve drops every mapping.
-func mapStageTable(stageDir string) (tab []byte, release func(), err error) {
-	path := filepath.Join(stageDir, stageTable)
+func MapTable(stageDir string) (tab []byte, release func(), err error) {
+	path := filepath.Join(stageDir, TableFile)
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err

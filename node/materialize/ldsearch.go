@@ -1,4 +1,4 @@
-package loader
+package materialize
 
 import (
 	"bytes"
@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
 // The shim answers a library search of ld.so as a whole (audit.c,
@@ -68,18 +70,16 @@ const (
 	// being written (the probe's working directory; a stage dir may hold
 	// ':', which would split an absolute one). It is never created.
 	probeDir = ".ldprobe"
-	// maxRules is what audit.c's reader holds (its buffer is 4096 bytes).
-	maxRules = 4000
 )
 
 // writeSearchRules writes what this node's ld.so accepts, after extraction:
 // the table's flag for the ELF objects of this node's class and machine
-// (markNodeELF), then STAGE/search, from the stage dir's record of this
+// (stagefmt.MarkNodeELF), then STAGE/search, from the stage dir's record of this
 // node's rules or else from a probe of the node's ld.so; a probe that fails
 // leaves no file (the shim falls back) and says why. The shim objects must be
 // in place (the probe lists audit.so).
 func writeSearchRules(ctx context.Context, dir string) error {
-	if err := markNodeELF(dir); err != nil {
+	if err := stagefmt.MarkNodeELF(dir); err != nil {
 		return err
 	}
 	rules, err := nodeSearchRules(ctx, dir)
@@ -87,7 +87,7 @@ func writeSearchRules(ctx context.Context, dir string) error {
 		fmt.Fprintf(os.Stderr, "dlbundle: ld.so search rules unknown (%v); ld.so will probe search directories itself\n", err)
 		return nil
 	}
-	if err := os.WriteFile(filepath.Join(dir, stageSearch), rules, 0o444); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, stagefmt.SearchFile), rules, 0o444); err != nil {
 		return fmt.Errorf("materialize: write search rules: %w", err)
 	}
 	return nil
@@ -262,11 +262,11 @@ func readKeptRules(path string) []byte {
 	defer f.Close()
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() ||
-		st.Mode&0o022 != 0 || st.Size >= maxRules {
+		st.Mode&0o022 != 0 || st.Size >= stagefmt.MaxSearchRules {
 		return nil
 	}
-	b, err := io.ReadAll(io.LimitReader(f, maxRules))
-	if err != nil || checkRules(b) != nil {
+	b, err := io.ReadAll(io.LimitReader(f, stagefmt.MaxSearchRules))
+	if err != nil || stagefmt.CheckSearchRules(b) != nil {
 		return nil
 	}
 	return b
@@ -351,19 +351,19 @@ func probeSearchRules(ctx context.Context, ldso *os.File, dir string, env []stri
 		}
 		return o.String(), e.String(), nil
 	}
-	audit := filepath.Join(dir, stageShimDir, shimAuditName)
+	audit := filepath.Join(dir, stagefmt.ShimDir, stagefmt.AuditObject)
 	if help, _, err := run(nil, "--help"); err == nil {
 		if dirs := helpSystemDirs(help); len(dirs) > 0 {
-			_, debug, err := run(append([]string{"LD_DEBUG=libs", "LD_LIBRARY_PATH=" + stageShimDir,
-				"LD_PRELOAD=" + shimAuditName}, env...), "--list", audit)
+			_, debug, err := run(append([]string{"LD_DEBUG=libs", "LD_LIBRARY_PATH=" + stagefmt.ShimDir,
+				"LD_PRELOAD=" + stagefmt.AuditObject}, env...), "--list", audit)
 			if err != nil {
 				return nil, err
 			}
-			caps, err := parseSubdirs(debug, stageShimDir)
+			caps, err := parseSubdirs(debug, stagefmt.ShimDir)
 			if err != nil {
 				return nil, err
 			}
-			return formatRules(caps, dirs)
+			return stagefmt.FormatSearchRules(caps, dirs)
 		}
 	}
 	_, debug, err := run(append([]string{"LD_DEBUG=libs", "LD_LIBRARY_PATH=" + probeDir,
@@ -427,7 +427,7 @@ func parseSearchRules(debug, llp string) ([]byte, error) {
 		}
 		dirs = append(dirs, d)
 	}
-	return formatRules(caps, dirs)
+	return stagefmt.FormatSearchRules(caps, dirs)
 }
 
 // parseSubdirs returns the subdirectories ("glibc-hwcaps/x86-64-v3/", ...,
@@ -471,61 +471,4 @@ func searchPath(line, source string) (string, bool) {
 	}
 	list, src, _ := strings.Cut(rest, "\t")
 	return list, strings.Contains(src, source)
-}
-
-// formatRules writes the STAGE/search text, checked as audit.c reads it.
-func formatRules(caps, dirs []string) ([]byte, error) {
-	var b strings.Builder
-	b.WriteString("dlbundle-search 1\n")
-	for _, c := range caps {
-		fmt.Fprintf(&b, "cap %s\n", c)
-	}
-	for _, d := range dirs {
-		if !strings.HasPrefix(d, "/") || strings.ContainsAny(d, "\n") {
-			return nil, fmt.Errorf("system directory %q is not absolute", d)
-		}
-		fmt.Fprintf(&b, "dir %s\n", d)
-	}
-	if err := checkRules([]byte(b.String())); err != nil {
-		return nil, err
-	}
-	return []byte(b.String()), nil
-}
-
-// checkRules checks what audit.c's reader (read_rules) accepts, so that a
-// file it would ignore is never written or kept: the header, then "cap X/"
-// lines ending with "cap ", then "dir /..." lines, no more than its 32 and
-// 16 slots, no NUL, shorter than its buffer.
-func checkRules(b []byte) error {
-	if len(b) >= maxRules {
-		return fmt.Errorf("search rules of %d bytes are longer than the shim's buffer", len(b))
-	}
-	body, ok := bytes.CutPrefix(b, []byte("dlbundle-search 1\n"))
-	if !ok || bytes.IndexByte(b, 0) >= 0 || len(body) == 0 || body[len(body)-1] != '\n' {
-		return errors.New("search rules: not in the format of dlbundle-search 1")
-	}
-	var caps, dirs int
-	lastCap := "-"
-	for _, l := range strings.Split(string(body[:len(body)-1]), "\n") {
-		switch {
-		case strings.HasPrefix(l, "cap ") && dirs == 0:
-			if lastCap = l[4:]; lastCap != "" && !strings.HasSuffix(lastCap, "/") {
-				return fmt.Errorf("search rules: subdirectory %q", lastCap)
-			}
-			caps++
-		case strings.HasPrefix(l, "dir /") && caps > 0:
-			dirs++
-		default:
-			return fmt.Errorf("search rules: line %q", l)
-		}
-	}
-	switch {
-	case caps == 0 || lastCap != "":
-		return errors.New("search rules: the subdirectories do not end with the directory itself")
-	case dirs == 0:
-		return errors.New("search rules: no system directory")
-	case caps > 32 || dirs > 16:
-		return fmt.Errorf("search rules: %d subdirectories and %d directories; the shim holds 32 and 16", caps, dirs)
-	}
-	return nil
 }

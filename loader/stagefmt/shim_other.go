@@ -1,7 +1,7 @@
 //go:build !amd64 && !arm64
 
-package loader
+package stagefmt
 
 // No shim is built for this architecture (shim/build.sh): exec refuses to run
-// (writeShim).
+// (WriteShim).
 var shimAuditObject, shimPreloadObject, shimPreload234Object []byte

@@ -1,4 +1,4 @@
-package loader
+package stagefmt
 
 import (
 	"bytes"
@@ -29,16 +29,16 @@ func mappingsOf(t *testing.T, path string) []string {
 // unmapped when its last user releases it (not before: it is still read).
 func TestMapStageTableReusesMapping(t *testing.T) {
 	stage := t.TempDir()
-	table := filepath.Join(stage, stageTable)
+	table := filepath.Join(stage, TableFile)
 	v1 := bytes.Repeat([]byte("one "), 3000)
 	if err := os.WriteFile(table, v1, 0o444); err != nil {
 		t.Fatal(err)
 	}
-	a, releaseA, err := mapStageTable(stage)
+	a, releaseA, err := MapTable(stage)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, releaseB, err := mapStageTable(stage)
+	b, releaseB, err := MapTable(stage)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestMapStageTableReusesMapping(t *testing.T) {
 	if err := os.Rename(tmp, table); err != nil {
 		t.Fatal(err)
 	}
-	c, releaseC, err := mapStageTable(stage)
+	c, releaseC, err := MapTable(stage)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,10 +84,10 @@ func TestMapStageTableReusesMapping(t *testing.T) {
 
 	// Another stage's table replaces it as the current one.
 	other := t.TempDir()
-	if err := os.WriteFile(filepath.Join(other, stageTable), v1, 0o444); err != nil {
+	if err := os.WriteFile(filepath.Join(other, TableFile), v1, 0o444); err != nil {
 		t.Fatal(err)
 	}
-	_, releaseD, err := mapStageTable(other)
+	_, releaseD, err := MapTable(other)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,10 +98,10 @@ func TestMapStageTableReusesMapping(t *testing.T) {
 
 	// An empty table maps nothing and finds nothing.
 	empty := t.TempDir()
-	if err := os.WriteFile(filepath.Join(empty, stageTable), nil, 0o444); err != nil {
+	if err := os.WriteFile(filepath.Join(empty, TableFile), nil, 0o444); err != nil {
 		t.Fatal(err)
 	}
-	tab, release, err := mapStageTable(empty)
+	tab, release, err := MapTable(empty)
 	if err != nil || tab != nil {
 		t.Fatalf("empty table: %v, %d bytes", err, len(tab))
 	}

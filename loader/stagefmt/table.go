@@ -1,4 +1,4 @@
-package loader
+package stagefmt
 
 import (
 	"encoding/binary"
@@ -47,21 +47,21 @@ type tableHeaderRec struct {
 	Reserved1 uint64  `c:"reserved1"`
 }
 
-// tableEntryRec is struct dlb_entry (tableEntryLen bytes): one path.
-type tableEntryRec struct {
+// EntryRec is struct dlb_entry (tableEntryLen bytes): one path.
+type EntryRec struct {
 	Hash      uint64 `c:"hash"` // fnv1a64 of the path
 	Path      uint32 `c:"path"` // offset of the NUL-terminated path
 	PathLen   uint32 `c:"path_len"`
 	Target    uint32 `c:"target"`     // symlink: its text; directory: its listing's offset
 	TargetLen uint32 `c:"target_len"` // symlink: text length; directory: records
-	Type      uint8  `c:"type"`       // tabReg...
-	Flags     uint8  `c:"flags"`      // flagELFExec...
+	Type      uint8  `c:"type"`       // TabReg...
+	Flags     uint8  `c:"flags"`      // FlagELFExec...
 	Reserved0 uint16 `c:"reserved0"`
 	Mode      uint32 `c:"mode"`
 	UID       uint32 `c:"uid"`
 	GID       uint32 `c:"gid"`
 	Nlink     uint32 `c:"nlink"`
-	Blocks    uint32 `c:"blocks"` // with flagBlocks
+	Blocks    uint32 `c:"blocks"` // with FlagBlocks
 	Size      int64  `c:"size"`
 	MtimeNS   int64  `c:"mtime_ns"`
 	AtimeNS   int64  `c:"atime_ns"`
@@ -108,7 +108,7 @@ func (r *tableHeaderRec) get(b []byte) {
 	r.Reserved1 = g.U64()
 }
 
-func (r *tableEntryRec) put(b []byte) {
+func (r *EntryRec) put(b []byte) {
 	w := binrec.W{B: b}
 	w.U64(r.Hash)
 	w.U32(r.Path)
@@ -131,7 +131,7 @@ func (r *tableEntryRec) put(b []byte) {
 	w.U64(r.Ino)
 }
 
-func (r *tableEntryRec) get(b []byte) {
+func (r *EntryRec) get(b []byte) {
 	g := binrec.R{B: b}
 	r.Hash = g.U64()
 	r.Path = g.U32()
@@ -173,15 +173,15 @@ func (r *tableListRec) get(b []byte) {
 }
 
 // tableFlagsOff is where an entry's flags byte lies in its record:
-// markNodeELF rewrites that byte alone in a written table.
-var tableFlagsOff = int64(unsafe.Offsetof(tableEntryRec{}.Flags))
+// MarkNodeELF rewrites that byte alone in a written table.
+var tableFlagsOff = int64(unsafe.Offsetof(EntryRec{}.Flags))
 
 // d_type values of listing records (dirent.h).
 const (
-	dtUnknown = 0
-	dtDir     = 4
-	dtReg     = 8
-	dtLnk     = 10
+	DTUnknown = 0
+	DTDir     = 4
+	DTReg     = 8
+	DTLnk     = 10
 )
 
 // direntType gives a listing record's d_type: "other" (sockets, devices,
@@ -190,35 +190,35 @@ const (
 func direntType(t image.Type) uint8 {
 	switch t {
 	case image.TypeRegular:
-		return dtReg
+		return DTReg
 	case image.TypeDir:
-		return dtDir
+		return DTDir
 	case image.TypeSymlink:
-		return dtLnk
+		return DTLnk
 	}
-	return dtUnknown
+	return DTUnknown
 }
 
 // Entry types in the table (docs/loader.md).
 const (
-	tabReg      = 1
-	tabDir      = 2
-	tabSymlink  = 3
-	tabMissing  = 4
-	tabExternal = 5
+	TabReg      = 1
+	TabDir      = 2
+	TabSymlink  = 3
+	TabMissing  = 4
+	TabExternal = 5
 )
 
 // Entry flags.
 const (
-	flagELFExec = 1 // ELF executable
-	flagBlocks  = 2 // the blocks field holds the source's st_blocks
-	flagELF     = 4 // the image's kind: an ELF object (shared object, executable, Python extension)
-	flagELFNode = 8 // set at staging: the staged copy is ELF of this node's class, byte order, machine
-	// flagSearchable: every directory above the entry that the table holds
+	FlagELFExec = 1 // ELF executable
+	FlagBlocks  = 2 // the blocks field holds the source's st_blocks
+	FlagELF     = 4 // the image's kind: an ELF object (shared object, executable, Python extension)
+	FlagELFNode = 8 // set at staging: the staged copy is ELF of this node's class, byte order, machine
+	// FlagSearchable: every directory above the entry that the table holds
 	// as bundled lets others search it (mode o+x), so any user may reach
 	// the entry: the shim answers it without checking the path's
 	// directories against the process's uid (docs/loader.md).
-	flagSearchable = 16
+	FlagSearchable = 16
 )
 
 // fnv1a64 is the table's hash; the shim computes the same one.
@@ -244,12 +244,12 @@ func listingMode(t image.Type) uint32 {
 	return 0
 }
 
-// tableSize is the length of encodeTable(entries), computed without building
-// the rows: Materialize checks it against its bounds before anything is
+// TableSize is the length of EncodeTable(entries), computed without building
+// the rows: the stager checks it against its bounds before anything is
 // built (checkStageCost). A listed name's row is a duplicate only of an
 // entry (names in a listing are unique, and directories are), so the joined
 // paths need not be kept.
-func tableSize(entries []image.Entry) uint64 {
+func TableSize(entries []image.Entry) uint64 {
 	byPath := make(map[string]bool, len(entries))
 	var rows, strs, records uint64
 	for _, e := range entries {
@@ -350,21 +350,21 @@ func tableRows(entries []image.Entry) (rows []tableRow, entryRow []int32, childr
 		r := tableRow{path: e.Path, e: e}
 		switch e.Type {
 		case image.TypeRegular:
-			r.typ = tabReg
+			r.typ = TabReg
 			switch e.Kind {
 			case image.KindELFExec:
-				r.flags |= flagELFExec | flagELF
+				r.flags |= FlagELFExec | FlagELF
 			case image.KindELFShared, image.KindPyExtension:
-				r.flags |= flagELF
+				r.flags |= FlagELF
 			}
 		case image.TypeDir:
-			r.typ = tabDir
+			r.typ = TabDir
 		case image.TypeSymlink:
-			r.typ, r.target = tabSymlink, e.Target
+			r.typ, r.target = TabSymlink, e.Target
 		case image.TypeMissing:
-			r.typ = tabMissing
+			r.typ = TabMissing
 		case image.TypeExternal:
-			r.typ = tabExternal
+			r.typ = TabExternal
 		default:
 			return nil, nil, nil, fmt.Errorf("lookup table: entry %s has unknown type %q", e.Path, e.Type)
 		}
@@ -401,7 +401,7 @@ func tableRows(entries []image.Entry) (rows []tableRow, entryRow []int32, childr
 				// parent shows.
 				k = int32(len(rows))
 				rowOf[p] = k
-				rows = append(rows, tableRow{path: p, typ: tabExternal, mode: listingMode(d.Type), ino: d.Ino})
+				rows = append(rows, tableRow{path: p, typ: TabExternal, mode: listingMode(d.Type), ino: d.Ino})
 			}
 			kids = append(kids, k)
 		}
@@ -410,14 +410,14 @@ func tableRows(entries []image.Entry) (rows []tableRow, entryRow []int32, childr
 	return rows, entryRow, children, nil
 }
 
-// markSearchable sets flagSearchable on every row whose bundled ancestor
+// markSearchable sets FlagSearchable on every row whose bundled ancestor
 // directories all have the search bit for others. Directories known only
 // from a listing (external) have no permission bits in the table: they are
 // taken as searchable, as the shim takes any directory it does not hold.
 func markSearchable(rows []tableRow) {
 	closed := map[string]bool{} // bundled directories without o+x
 	for _, r := range rows {
-		if r.typ == tabDir && r.e.Mode&0o001 == 0 {
+		if r.typ == TabDir && r.e.Mode&0o001 == 0 {
 			closed[r.path] = true
 		}
 	}
@@ -436,14 +436,14 @@ func markSearchable(rows []tableRow) {
 	}
 	for i := range rows {
 		if rows[i].path == "/" || open(path.Dir(rows[i].path)) {
-			rows[i].flags |= flagSearchable
+			rows[i].flags |= FlagSearchable
 		}
 	}
 }
 
-// encodeTable writes the table for entries (docs/loader.md, version 2). It is
+// EncodeTable writes the table for entries (docs/loader.md, version 2). It is
 // a pure function of the entries: nothing in it depends on the node.
-func encodeTable(entries []image.Entry) ([]byte, error) {
+func EncodeTable(entries []image.Entry) ([]byte, error) {
 	rows, entryRow, children, err := tableRows(entries)
 	if err != nil {
 		return nil, err
@@ -478,10 +478,10 @@ func encodeTable(entries []image.Entry) ([]byte, error) {
 	for _, i := range order {
 		r := &rows[i]
 		strs += uint64(len(r.path)) + 1
-		if r.typ == tabSymlink {
+		if r.typ == TabSymlink {
 			strs += uint64(len(r.target)) + 1
 		}
-		if r.typ == tabDir {
+		if r.typ == TabDir {
 			records += 2 + uint64(len(entries[listOf[i]-1].Listing))
 		}
 	}
@@ -506,7 +506,7 @@ func encodeTable(entries []image.Entry) ([]byte, error) {
 	targetOff := make([]uint32, len(rows))
 	for _, i := range order {
 		pathOff[i] = addString(rows[i].path)
-		if rows[i].typ == tabSymlink {
+		if rows[i].typ == TabSymlink {
 			targetOff[i] = addString(rows[i].target)
 		}
 	}
@@ -524,7 +524,7 @@ func encodeTable(entries []image.Entry) ([]byte, error) {
 		}
 		le.PutUint32(buckets[4*b:], uint32(k+1))
 
-		ent := tableEntryRec{Hash: h, Path: pathOff[i], PathLen: uint32(len(r.path))}
+		ent := EntryRec{Hash: h, Path: pathOff[i], PathLen: uint32(len(r.path))}
 		var e image.Entry // an external row's attributes are the listing's
 		if r.e != nil {
 			e = *r.e
@@ -532,9 +532,9 @@ func encodeTable(entries []image.Entry) ([]byte, error) {
 			e.Mode, e.Ino = r.mode, r.ino
 		}
 		switch r.typ {
-		case tabSymlink:
+		case TabSymlink:
 			ent.Target, ent.TargetLen = targetOff[i], uint32(len(r.target))
-		case tabDir:
+		case TabDir:
 			d := int(listOf[i] - 1)
 			off := listingsOff + tableRecordLen*listAt
 			ent.Target, ent.TargetLen = uint32(off), uint32(2+len(entries[d].Listing))
@@ -549,7 +549,7 @@ func encodeTable(entries []image.Entry) ([]byte, error) {
 		}
 		ent.Flags = r.flags
 		if b := e.Blocks; b > 0 && b <= 1<<32-1 {
-			ent.Flags |= flagBlocks
+			ent.Flags |= FlagBlocks
 			ent.Blocks = uint32(b)
 		}
 		ent.Type = r.typ
@@ -601,8 +601,8 @@ func putListing(out []byte, r *tableRow, d *image.Entry, rows []tableRow, kids [
 		}
 	}
 	dot, dotdot := listingDots(*d)
-	put(dot, d.Ino, dotOff, 1, dtDir)
-	put(dotdot, up, dotOff+2, 2, dtDir)
+	put(dot, d.Ino, dotOff, 1, DTDir)
+	put(dotdot, up, dotOff+2, 2, DTDir)
 	skip := uint64(len(r.path)) + 1 // the directory and "/" before a name
 	if r.path == "/" {
 		skip = 1
@@ -633,9 +633,9 @@ func listingDots(e image.Entry) (dot, dotdot int) {
 // block: ext4, Lustre, NFS from them) is then the common answer.
 func statSize(typ uint8, target string, e *image.Entry) int64 {
 	switch typ {
-	case tabSymlink:
+	case TabSymlink:
 		return int64(len(target))
-	case tabDir:
+	case TabDir:
 		if e.DirSize > 0 {
 			return e.DirSize
 		}
@@ -646,20 +646,20 @@ func statSize(typ uint8, target string, e *image.Entry) int64 {
 
 func align8(n uint64) uint64 { return (n + 7) &^ 7 }
 
-// tableLookup finds path in an encoded table the way the shim does and
+// Lookup finds path in an encoded table the way the shim does and
 // returns the entry's type and flags. Used by tests and StagedPath.
-func tableLookup(tab []byte, p string) (typ, flags uint8, ok bool) {
-	ent, ok := tableFind(tab, p)
+func Lookup(tab []byte, p string) (typ, flags uint8, ok bool) {
+	ent, ok := Find(tab, p)
 	if !ok {
 		return 0, 0, false
 	}
 	return ent.Type, ent.Flags, true
 }
 
-// tableFind returns the entry for p, decoded.
-func tableFind(tab []byte, p string) (tableEntryRec, bool) {
+// Find returns the entry for p, decoded.
+func Find(tab []byte, p string) (EntryRec, bool) {
 	var hdr tableHeaderRec
-	var ent tableEntryRec
+	var ent EntryRec
 	if len(tab) < tableHeaderLen {
 		return ent, false
 	}
@@ -684,28 +684,28 @@ func tableFind(tab []byte, p string) (tableEntryRec, bool) {
 	}
 }
 
-// tableTarget returns a symlink entry's link text.
-func tableTarget(tab []byte, p string) (string, bool) {
-	ent, ok := tableFind(tab, p)
-	if !ok || ent.Type != tabSymlink {
+// Target returns a symlink entry's link text.
+func Target(tab []byte, p string) (string, bool) {
+	ent, ok := Find(tab, p)
+	if !ok || ent.Type != TabSymlink {
 		return "", false
 	}
 	return string(tab[ent.Target : ent.Target+ent.TargetLen]), true
 }
 
-// listedName is one record of a directory's listing in an encoded table.
-type listedName struct {
-	name  string
-	ino   uint64
-	dtype uint8
+// ListedName is one record of a directory's listing in an encoded table.
+type ListedName struct {
+	Name  string
+	Ino   uint64 // d_ino
+	DType uint8  // d_type
 }
 
-// tableListing returns the listing of directory p as the shim serves it
+// Listing returns the listing of directory p as the shim serves it
 // (".", "..", then the names), read the way table.h reads it; ok is false
-// when p is not a directory of the table. Used by tests.
-func tableListing(tab []byte, p string) (out []listedName, ok bool) {
-	ent, ok := tableFind(tab, p)
-	if !ok || ent.Type != tabDir {
+// when p is not a directory of the table.
+func Listing(tab []byte, p string) (out []ListedName, ok bool) {
+	ent, ok := Find(tab, p)
+	if !ok || ent.Type != TabDir {
 		return nil, false
 	}
 	at, n := uint64(ent.Target), uint64(ent.TargetLen)
@@ -713,7 +713,7 @@ func tableListing(tab []byte, p string) (out []listedName, ok bool) {
 	for k := uint64(0); k < n; k++ {
 		rec.get(tab[at+tableRecordLen*k:][:tableRecordLen])
 		no, nl := uint64(rec.Name), uint64(rec.NameLen)
-		out = append(out, listedName{name: string(tab[no : no+nl]), ino: rec.Ino, dtype: rec.DType})
+		out = append(out, ListedName{Name: string(tab[no : no+nl]), Ino: rec.Ino, DType: rec.DType})
 	}
 	return out, true
 }
@@ -731,7 +731,7 @@ func nodeELF() (class, data byte, machine uint16, ok bool) {
 	return 0, 0, 0, false
 }
 
-// markNodeELF sets flagELFNode in the staged table (dir/table) on every
+// MarkNodeELF sets FlagELFNode in the staged table (dir/table) on every
 // regular entry the image calls an ELF object whose staged copy is ELF of
 // this node's class, byte order and machine, so that the audit object's
 // search answers without opening the file (one open, read and close per
@@ -739,12 +739,12 @@ func nodeELF() (class, data byte, machine uint16, ok bool) {
 // VM). It reads the first 20 bytes of each such file once per node, after
 // extraction and before the stage is published. An entry it leaves unset
 // (a foreign class, an older stage) is checked by the shim as before.
-func markNodeELF(dir string) error {
+func MarkNodeELF(dir string) error {
 	class, data, machine, ok := nodeELF()
 	if !ok {
 		return nil
 	}
-	tpath := filepath.Join(dir, stageTable)
+	tpath := filepath.Join(dir, TableFile)
 	tab, err := os.ReadFile(tpath)
 	if err != nil {
 		return fmt.Errorf("materialize: mark ELF objects: %w", err)
@@ -760,17 +760,17 @@ func markNodeELF(dir string) error {
 	if eo > uint64(len(tab)) || n > (uint64(len(tab))-eo)/tableEntryLen {
 		return fmt.Errorf("materialize: mark ELF objects: %s: entries leave the file", tpath)
 	}
-	tree, err := openStagedTree(filepath.Join(dir, stageRootDir))
+	tree, err := openStagedTree(filepath.Join(dir, RootDir))
 	if err != nil {
 		return fmt.Errorf("materialize: mark ELF objects: %w", err)
 	}
 	defer tree.Close()
 	var marks []int64
 	var h [20]byte
-	var ent tableEntryRec
+	var ent EntryRec
 	for i := uint64(0); i < n; i++ {
 		ent.get(tab[eo+tableEntryLen*i:][:tableEntryLen])
-		if ent.Type != tabReg || ent.Flags&flagELF == 0 {
+		if ent.Type != TabReg || ent.Flags&FlagELF == 0 {
 			continue
 		}
 		po, pl := uint64(ent.Path), uint64(ent.PathLen)
@@ -788,7 +788,7 @@ func markNodeELF(dir string) error {
 		if err == nil && string(h[:4]) == "\x7fELF" && h[4] == class && h[5] == data && binary.LittleEndian.Uint16(h[18:]) == machine {
 			off := int64(eo+tableEntryLen*i) + tableFlagsOff
 			marks = append(marks, off)
-			tab[off] |= flagELFNode
+			tab[off] |= FlagELFNode
 		}
 	}
 	if len(marks) == 0 {

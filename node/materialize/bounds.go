@@ -1,4 +1,4 @@
-package loader
+package materialize
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/internal/units"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
 // Staging is bounded by what the image declares: before anything
@@ -67,8 +68,8 @@ func costOf(entries []image.Entry) stageCost {
 	}
 	c.bytes += c.mirrored * blockSize
 	c.inodes += c.mirrored + 7 // + table, search rules, shim dir, three objects, preload link
-	c.table = int64(tableSize(entries))
-	c.bytes += roundBlock(c.table) + roundBlock(int64(len(shimAuditObject))) + roundBlock(int64(len(shimPreloadObject)))
+	c.table = int64(stagefmt.TableSize(entries))
+	c.bytes += roundBlock(c.table) + roundBlock(int64(len(stagefmt.ShimObjects[stagefmt.AuditObject]))) + roundBlock(int64(len(stagefmt.ShimObjects[stagefmt.PreloadObject])))
 	return c
 }
 

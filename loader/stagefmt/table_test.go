@@ -1,4 +1,4 @@
-package loader
+package stagefmt
 
 import (
 	"bytes"
@@ -45,38 +45,38 @@ func FuzzTable(f *testing.F) {
 				es[i].Listing = append(es[i].Listing, image.DirEntry{Name: "zz-listed", Type: "other", Ino: 7})
 			}
 		}
-		tab, err := encodeTable(es)
+		tab, err := EncodeTable(es)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := tableSize(es); n != uint64(len(tab)) { // the bound Materialize checks first
-			t.Fatalf("tableSize %d, encodeTable wrote %d bytes", n, len(tab))
+		if n := TableSize(es); n != uint64(len(tab)) { // the bound the stager checks first
+			t.Fatalf("tableSize %d, EncodeTable wrote %d bytes", n, len(tab))
 		}
-		want := map[image.Type]uint8{image.TypeRegular: tabReg, image.TypeMissing: tabMissing, image.TypeExternal: tabExternal, image.TypeDir: tabDir}
+		want := map[image.Type]uint8{image.TypeRegular: TabReg, image.TypeMissing: TabMissing, image.TypeExternal: TabExternal, image.TypeDir: TabDir}
 		for _, e := range es {
-			if typ, _, ok := tableLookup(tab, e.Path); !ok || typ != want[e.Type] {
+			if typ, _, ok := Lookup(tab, e.Path); !ok || typ != want[e.Type] {
 				t.Fatalf("lookup %q = %d, %v; want %d", e.Path, typ, ok, want[e.Type])
 			}
 			if e.Type != image.TypeDir {
 				continue
 			}
-			got, ok := tableListing(tab, e.Path)
-			wantList := []listedName{{".", e.Ino, dtDir}, {"..", 0, dtDir}}
+			got, ok := Listing(tab, e.Path)
+			wantList := []ListedName{{".", e.Ino, DTDir}, {"..", 0, DTDir}}
 			if pe, ok := seen[path.Dir(e.Path)]; ok && pe {
 				for _, x := range es {
 					if x.Path == path.Dir(e.Path) {
-						wantList[1].ino = x.Ino
+						wantList[1].Ino = x.Ino
 					}
 				}
 			}
 			for _, d := range e.Listing {
-				wantList = append(wantList, listedName{d.Name, d.Ino, direntType(d.Type)})
+				wantList = append(wantList, ListedName{d.Name, d.Ino, direntType(d.Type)})
 			}
 			if !ok || !slices.Equal(got, wantList) {
 				t.Fatalf("listing of %q = %v, want %v", e.Path, got, wantList)
 			}
 		}
-		if _, _, ok := tableLookup(tab, other); ok && !seen[other] && path.Base(other) != "zz-listed" {
+		if _, _, ok := Lookup(tab, other); ok && !seen[other] && path.Base(other) != "zz-listed" {
 			t.Fatalf("lookup %q found an entry that was not written", other)
 		}
 	})
@@ -98,25 +98,25 @@ func TestTableListing(t *testing.T) {
 		{Path: "/usr/a", Type: image.TypeDir, Ino: 24, Dots: []int{2, 0}, Listing: []image.DirEntry{
 			{Name: "x", Type: image.TypeRegular, Ino: 31}, {Name: "y", Type: image.TypeRegular, Ino: 32}}},
 	}
-	tab, err := encodeTable(es)
+	tab, err := EncodeTable(es)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for dir, want := range map[string][]listedName{
-		"/":      {{".", 2, dtDir}, {"..", 2, dtDir}, {"usr", 11, dtDir}, {"etc", 12, dtDir}},
-		"/usr":   {{".", 11, dtDir}, {"..", 99, dtDir}, {"zlib.so", 21, dtReg}, {"sock", 22, dtUnknown}, {"bin", 23, dtLnk}, {"a", 24, dtDir}},
-		"/usr/a": {{"..", 11, dtDir}, {"x", 31, dtReg}, {".", 24, dtDir}, {"y", 32, dtReg}},
+	for dir, want := range map[string][]ListedName{
+		"/":      {{".", 2, DTDir}, {"..", 2, DTDir}, {"usr", 11, DTDir}, {"etc", 12, DTDir}},
+		"/usr":   {{".", 11, DTDir}, {"..", 99, DTDir}, {"zlib.so", 21, DTReg}, {"sock", 22, DTUnknown}, {"bin", 23, DTLnk}, {"a", 24, DTDir}},
+		"/usr/a": {{"..", 11, DTDir}, {"x", 31, DTReg}, {".", 24, DTDir}, {"y", 32, DTReg}},
 	} {
-		if got, ok := tableListing(tab, dir); !ok || !slices.Equal(got, want) {
+		if got, ok := Listing(tab, dir); !ok || !slices.Equal(got, want) {
 			t.Errorf("listing of %s = %v, want %v", dir, got, want)
 		}
 	}
-	if _, ok := tableListing(tab, "/usr/zlib.so"); ok {
+	if _, ok := Listing(tab, "/usr/zlib.so"); ok {
 		t.Error("a regular file has a listing")
 	}
 	for _, bad := range []string{"", ".", "..", "a/b", "nul\x00"} {
 		es := []image.Entry{{Path: "/d", Type: image.TypeDir, Listing: []image.DirEntry{{Name: bad, Type: image.TypeRegular}}}}
-		if _, err := encodeTable(es); err == nil || !strings.Contains(err.Error(), "invalid name") {
+		if _, err := EncodeTable(es); err == nil || !strings.Contains(err.Error(), "invalid name") {
 			t.Errorf("listed name %q: %v, want an error naming the invalid name", bad, err)
 		}
 	}
@@ -134,7 +134,7 @@ func TestTableRecordedAttributes(t *testing.T) {
 		{Path: "/old", Type: image.TypeDir},
 		{Path: "/f", Type: image.TypeRegular, Size: 5, Blocks: 8},
 	}
-	tab, err := encodeTable(es)
+	tab, err := EncodeTable(es)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,12 +145,12 @@ func TestTableRecordedAttributes(t *testing.T) {
 		blocks      uint32
 		ino         uint64
 	}{
-		{"/new", 36864, 7, flagBlocks, 80, 0},
+		{"/new", 36864, 7, FlagBlocks, 80, 0},
 		{"/old", 4096, 0, 0, 0, 0},
-		{"/f", 5, 0, flagBlocks, 8, 0},
+		{"/f", 5, 0, FlagBlocks, 8, 0},
 		{"/new/listed", 0, 0, 0, 0, 4242},
 	} {
-		ent, ok := tableFind(tab, c.path)
+		ent, ok := Find(tab, c.path)
 		if !ok {
 			t.Fatalf("%s not in the table", c.path)
 		}
@@ -160,7 +160,7 @@ func TestTableRecordedAttributes(t *testing.T) {
 		if got := ent.AtimeNS; got != c.atime {
 			t.Errorf("%s: atime_ns %d, want %d", c.path, got, c.atime)
 		}
-		if ent.Flags&flagBlocks != c.flags || ent.Blocks != c.blocks {
+		if ent.Flags&FlagBlocks != c.flags || ent.Blocks != c.blocks {
 			t.Errorf("%s: flags %#x blocks %d, want %#x %d", c.path, ent.Flags, ent.Blocks, c.flags, c.blocks)
 		}
 		if got := ent.Ino; got != c.ino {
@@ -169,7 +169,7 @@ func TestTableRecordedAttributes(t *testing.T) {
 	}
 }
 
-// TestMarkNodeELF: after extraction, staging flags (flagELFNode) exactly the
+// TestMarkNodeELF: after extraction, staging flags (FlagELFNode) exactly the
 // entries the image calls ELF whose staged copy is ELF of this node's class,
 // byte order and machine (what audit.c's elf_ours would accept), and leaves
 // the table read-only again. A real library of this machine is the 64-bit
@@ -205,23 +205,23 @@ func TestMarkNodeELF(t *testing.T) {
 	es := []image.Entry{{Path: "/l", Type: image.TypeDir}}
 	for p, f := range files {
 		es = append(es, image.Entry{Path: p, Type: image.TypeRegular, Kind: f.kind, Mode: 0o100644})
-		if err := os.MkdirAll(filepath.Join(dir, stageRootDir, "l"), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(dir, RootDir, "l"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, stageRootDir, p), f.content, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, RootDir, p), f.content, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	es = append(es, image.Entry{Path: "/l/gone.so", Type: image.TypeRegular, Kind: image.KindELFShared}) // not extracted
-	tab, err := encodeTable(es)
+	tab, err := EncodeTable(es)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tpath := filepath.Join(dir, stageTable)
+	tpath := filepath.Join(dir, TableFile)
 	if err := os.WriteFile(tpath, tab, 0o444); err != nil {
 		t.Fatal(err)
 	}
-	if err := markNodeELF(dir); err != nil {
+	if err := MarkNodeELF(dir); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(tpath)
@@ -235,18 +235,18 @@ func TestMarkNodeELF(t *testing.T) {
 		t.Fatalf("table changed size: %d -> %d", len(tab), len(got))
 	}
 	for p, f := range files {
-		_, flags, ok := tableLookup(got, p)
+		_, flags, ok := Lookup(got, p)
 		if !ok {
 			t.Fatalf("%s: not in the table", p)
 		}
-		if (flags&flagELFNode != 0) != f.want {
+		if (flags&FlagELFNode != 0) != f.want {
 			t.Errorf("%s: flags %#x, want the node-ELF flag %v", p, flags, f.want)
 		}
-		if isELF := f.kind != image.KindData; (flags&flagELF != 0) != isELF {
+		if isELF := f.kind != image.KindData; (flags&FlagELF != 0) != isELF {
 			t.Errorf("%s: flags %#x, want the ELF-kind flag %v", p, flags, isELF)
 		}
 	}
-	if _, flags, _ := tableLookup(got, "/l/gone.so"); flags&flagELFNode != 0 {
+	if _, flags, _ := Lookup(got, "/l/gone.so"); flags&FlagELFNode != 0 {
 		t.Errorf("a file that was not extracted was marked")
 	}
 	// Nothing but flag bytes changed.
@@ -254,7 +254,7 @@ func TestMarkNodeELF(t *testing.T) {
 	for i := range tab {
 		if tab[i] != got[i] {
 			diff++
-			if tab[i]|flagELFNode != got[i] {
+			if tab[i]|FlagELFNode != got[i] {
 				t.Fatalf("byte %d changed from %#x to %#x", i, tab[i], got[i])
 			}
 		}

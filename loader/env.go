@@ -1,0 +1,245 @@
+package loader
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/dlbundle/dlbundle/internal/abspath"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
+)
+
+// EnvOptions say how the shim reports and logs.
+type EnvOptions struct {
+	Report string // DLBUNDLE_REPORT file, or "" for none
+	Debug  bool   // DLBUNDLE_DEBUG=1
+}
+
+// Environment variables that the shim reads.
+const (
+	EnvStage  = "DLBUNDLE_STAGE"
+	EnvReport = "DLBUNDLE_REPORT"
+	EnvDebug  = "DLBUNDLE_DEBUG"
+	// EnvNativeEnv holds the app's own LD_LIBRARY_PATH entry verbatim
+	// ("LD_LIBRARY_PATH=..."), when ShimEnv maps it to the stage, and
+	// EnvMappedEnv the mapped entry: the shim points environ at the app's
+	// entry before any constructor runs, and passes the mapped one on to
+	// children that inherit the app's value.
+	EnvNativeEnv = "DLBUNDLE_NATIVE_ENV"
+	EnvMappedEnv = "DLBUNDLE_MAPPED_ENV"
+	// EnvDirty lists the directories (newline-separated) that a process
+	// wrote into, for its children (read-your-writes, docs/loader.md). ShimEnv
+	// gives it an empty slot that the shim points at its own live copy; a
+	// value inherited from an outer exec is kept.
+	EnvDirty = "DLBUNDLE_DIRTY"
+)
+
+// ShimEnv returns environ with the loader set for the published stage at
+// stageDir (its final path, after the rename): LD_AUDIT and LD_PRELOAD name the
+// shim objects (existing entries are kept after them), DLBUNDLE_STAGE the stage.
+func ShimEnv(stageDir string, environ []string, opts EnvOptions) []string {
+	shim := filepath.Join(stageDir, stagefmt.ShimDir)
+	set := map[string]string{
+		"LD_AUDIT":   filepath.Join(shim, stagefmt.AuditObject),
+		"LD_PRELOAD": filepath.Join(shim, stagefmt.PreloadFor(stageDir)),
+		EnvStage:     stageDir,
+	}
+	if opts.Report != "" {
+		if abs, err := abspath.Abs(opts.Report); err == nil { // no stat of the (shared) cwd
+			set[EnvReport] = abs
+		} else {
+			set[EnvReport] = opts.Report
+		}
+	}
+	if opts.Debug {
+		set[EnvDebug] = "1"
+	}
+	native, hasLLP := nativeLibraryPath(environ)
+	if hasLLP {
+		mapped := mapLibraryPath(stageDir, native)
+		set["LD_LIBRARY_PATH"] = mapped // also takes an outer stage's mapping off
+		if mapped != native {
+			set[EnvNativeEnv] = "LD_LIBRARY_PATH=" + native
+			set[EnvMappedEnv] = "LD_LIBRARY_PATH=" + mapped
+		}
+	}
+	set[EnvDirty] = ""
+	out := make([]string, 0, len(environ)+len(set))
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		if k == EnvNativeEnv || k == EnvMappedEnv {
+			continue // ours (an exec under exec): set again below, or dropped
+		}
+		nv, ok := set[k]
+		if !ok {
+			out = append(out, kv)
+			continue
+		}
+		if k == EnvDirty {
+			set[k] = v // what an outer process wrote into stays written
+			continue
+		}
+		if k == "LD_LIBRARY_PATH" {
+			out = append(out, k+"="+nv) // in place: the app may walk environ
+			delete(set, k)
+			continue
+		}
+		if k == "LD_AUDIT" || k == "LD_PRELOAD" {
+			switch {
+			case v == "":
+			case strings.Contains(v, nv): // already ours (an exec under exec)
+				nv = v
+			default:
+				nv += ":" + v
+			}
+		}
+		set[k] = nv
+	}
+	for _, k := range []string{"LD_AUDIT", "LD_PRELOAD", EnvStage, EnvReport, EnvDebug, EnvNativeEnv, EnvMappedEnv, EnvDirty} {
+		if v, ok := set[k]; ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	return out
+}
+
+// nativeLibraryPath returns the app's own LD_LIBRARY_PATH from environ: under
+// an exec that was itself started by the shim, the value in environ is mapped
+// to the outer stage, and that mapping is taken off again.
+func nativeLibraryPath(environ []string) (string, bool) {
+	var llp, oldStage string
+	has := false
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "LD_LIBRARY_PATH":
+			llp, has = v, true
+		case EnvStage:
+			oldStage = v
+		}
+	}
+	if !has || oldStage == "" {
+		return llp, has
+	}
+	prefix := oldStage + "/" + stagefmt.RootDir // as the shim forms it
+	dirs := strings.Split(llp, ":")
+	for i, d := range dirs {
+		if strings.HasPrefix(d, prefix+"/") {
+			dirs[i] = strings.TrimPrefix(d, prefix)
+		}
+	}
+	return strings.Join(dirs, ":"), true
+}
+
+// mapLibraryPath maps every LD_LIBRARY_PATH entry that names a directory the
+// stage bundles to its staged copy (stage root + the entry as given). ld.so
+// then makes its own probes of those directories and their hwcaps
+// subdirectories (it stats the directory of a failed candidate, a call no
+// audit module sees) on the node-local stage instead of the shared file
+// system; the audit module maps each candidate back to its original for the
+// table lookup and l_name. Entries that are relative, empty, hold dynamic
+// string tokens ($ORIGIN) or are not bundled directories stay as they are.
+func mapLibraryPath(stageDir, llp string) string {
+	if llp == "" || strings.Contains(llp, ";") {
+		return llp // ';' also separates entries for ld.so: leave such values alone
+	}
+	tab, release, err := stagefmt.MapTable(stageDir)
+	if err != nil {
+		return llp
+	}
+	defer release()
+	root := stageDir + "/" + stagefmt.RootDir // as the shim forms it from DLBUNDLE_STAGE
+	dirs := strings.Split(llp, ":")
+	for i, d := range dirs {
+		if !strings.HasPrefix(d, "/") || strings.Contains(d, "$") {
+			continue
+		}
+		if _, typ, ok := stagefmt.Resolve(tab, filepath.Clean(d)); ok && typ == stagefmt.TabDir {
+			dirs[i] = root + d
+		}
+	}
+	return strings.Join(dirs, ":")
+}
+
+// StagedPath tells whether the command path original (absolute, or relative
+// to the cwd) is a bundled ELF executable of the stage at stageDir, and
+// returns its staged copy (stage root + the path as given: symlinks inside
+// the stage resolve as the originals do). Scripts: see StagedScript.
+func StagedPath(stageDir, original string) (string, bool) {
+	abs, err := abspath.Abs(original)
+	if err != nil {
+		return "", false
+	}
+	tab, release, err := stagefmt.MapTable(stageDir)
+	if err != nil {
+		return "", false
+	}
+	defer release()
+	final, ok := stagefmt.ResolveFile(tab, abs)
+	if !ok || !isELF(filepath.Join(stageDir, stagefmt.RootDir, final)) {
+		return "", false
+	}
+	return filepath.Join(stageDir, stagefmt.RootDir, abs), true
+}
+
+// StagedScript tells whether the command path original (absolute) is a
+// bundled executable "#!" script of the stage at stageDir, and returns its
+// interpreter and optional argument as the kernel parses the line (first
+// 256 bytes; the rest of the line after the interpreter, blanks trimmed, is
+// one argument). exec then starts the interpreter itself, with the script's
+// original path in argv as the kernel would, so that a bundled interpreter
+// runs from the stage and nothing is looked up on the original tree.
+func StagedScript(stageDir, original string) (interp, arg string, ok bool) {
+	tab, release, err := stagefmt.MapTable(stageDir)
+	if err != nil {
+		return "", "", false
+	}
+	defer release()
+	final, ok := stagefmt.ResolveFile(tab, original)
+	if !ok {
+		return "", "", false
+	}
+	if ent, found := stagefmt.Find(tab, final); !found || ent.Mode&0o111 == 0 {
+		return "", "", false
+	}
+	f, err := os.Open(filepath.Join(stageDir, stagefmt.RootDir, final))
+	if err != nil {
+		return "", "", false
+	}
+	defer f.Close()
+	buf := make([]byte, 256)
+	n, _ := io.ReadFull(f, buf)
+	return parseShebang(buf[:n])
+}
+
+// parseShebang parses a "#!" line as Linux's binfmt_script does; ok is false
+// when there is none or the kernel would have to decide (no newline within
+// its 256-byte buffer).
+func parseShebang(b []byte) (interp, arg string, ok bool) {
+	line, _, found := bytes.Cut(b, []byte("\n"))
+	if !found || !bytes.HasPrefix(line, []byte("#!")) {
+		return "", "", false
+	}
+	rest := strings.TrimLeft(string(line[2:]), " \t")
+	interp = rest
+	if i := strings.IndexAny(rest, " \t"); i >= 0 {
+		interp, arg = rest[:i], strings.Trim(rest[i:], " \t")
+	}
+	if interp == "" || strings.ContainsRune(interp, 0) {
+		return "", "", false
+	}
+	return interp, arg, true
+}
+
+func isELF(p string) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var m [4]byte
+	_, err = f.ReadAt(m[:], 0)
+	return err == nil && string(m[:]) == "\x7fELF"
+}

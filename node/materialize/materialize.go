@@ -1,0 +1,235 @@
+package materialize
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
+)
+
+// Source is what a stage is made from; *image.Image satisfies it.
+type Source interface {
+	Entries() []image.Entry
+	Extract(ctx context.Context, dir string, opts image.ExtractOptions) error
+}
+
+// Options tune Materialize.
+type Options struct {
+	Workers  int                     // parallel extraction; 0 = all cores
+	Progress func(done, total int64) // extraction progress in bytes, or nil
+}
+
+// Materialize lays out a complete stage in dir (a fresh private temp dir that
+// the caller renames into place afterwards): the extracted tree, the lookup
+// table (which holds the listings the shim serves), the shim objects and
+// this node's ld.so search rules. Nothing written depends on dir's final
+// name. It creates what the image holds and few more objects (docs/loader.md,
+// "Mirrored directories").
+func Materialize(ctx context.Context, src Source, dir string, opts Options) error {
+	if err := checkImageArch(src); err != nil { // arch.go
+		return err
+	}
+	entries := src.Entries()
+	if err := checkStageCost(dir, entries); err != nil {
+		return err
+	}
+	root := filepath.Join(dir, stagefmt.RootDir)
+	if err := os.Mkdir(root, 0o755); err != nil {
+		return fmt.Errorf("materialize: %w", err)
+	}
+	// The lookup table depends on the entries only: it is built while the
+	// image is extracted (docs/bench/stage.md).
+	side := make(chan error, 1)
+	go func() { side <- writeTable(ctx, dir, entries) }()
+	err := src.Extract(ctx, root, image.ExtractOptions{Workers: opts.Workers, Progress: opts.Progress})
+	sideErr := <-side
+	if err != nil {
+		return fmt.Errorf("materialize: extract image into %s: %w", root, err)
+	}
+	if sideErr != nil {
+		return sideErr
+	}
+	if err := ctx.Err(); err != nil { // SIGTERM during the extraction: no shim, no app
+		return fmt.Errorf("materialize: %w", err)
+	}
+	if err := relativizeSymlinks(ctx, root, entries); err != nil {
+		return err
+	}
+	// After relativizeSymlinks: writeSearchRules first marks the staged ELF
+	// objects (stagefmt.MarkNodeELF), opening them through the stage's own symlinks,
+	// which must point inside the stage by then. Its probe runs the node's
+	// ld.so, not one the image bundles.
+	if err := stagefmt.WriteShim(filepath.Join(dir, stagefmt.ShimDir)); err != nil {
+		return err
+	}
+	if err := writeSearchRules(ctx, dir); err != nil { // runs the node's ld.so on the shim just written
+		return err
+	}
+	// The directories ld.so may probe: named by the rules just found.
+	return mirrorProbedDirs(ctx, root, entries, probedNames(dir))
+}
+
+// writeTable writes the lookup table.
+func writeTable(ctx context.Context, dir string, entries []image.Entry) error {
+	if err := ctx.Err(); err != nil { // SIGTERM, a job's time limit: end before the table
+		return fmt.Errorf("materialize: %w", err)
+	}
+	tab, err := stagefmt.EncodeTable(entries)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, stagefmt.TableFile), tab, 0o444); err != nil {
+		return fmt.Errorf("materialize: write lookup table: %w", err)
+	}
+	return nil
+}
+
+// relativizeSymlinks rewrites absolute symlink targets in the staged tree so
+// that they resolve inside it: the kernel then never leaves the stage when ld.so
+// opens <stage>/root + an original path that crosses a symlink.
+func relativizeSymlinks(ctx context.Context, root string, entries []image.Entry) error {
+	for _, e := range entries {
+		if e.Type != image.TypeSymlink || !strings.HasPrefix(e.Target, "/") {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("materialize: %w", err)
+		}
+		link := filepath.Join(root, e.Path)
+		rel, err := filepath.Rel(filepath.Dir(e.Path), filepath.Clean(e.Target))
+		if err != nil {
+			return fmt.Errorf("materialize: symlink %s -> %s: %w", e.Path, e.Target, err)
+		}
+		if cur, err := os.Readlink(link); err != nil || !strings.HasPrefix(cur, "/") {
+			continue // not extracted (e.g. under another symlink) or already relative
+		}
+		tmp := link + ".dlbundle-tmp"
+		_ = os.Remove(tmp)
+		if err := os.Symlink(rel, tmp); err != nil {
+			return fmt.Errorf("materialize: symlink %s: %w", link, err)
+		}
+		if err := os.Rename(tmp, link); err != nil {
+			return fmt.Errorf("materialize: symlink %s: %w", link, err)
+		}
+	}
+	return nil
+}
+
+// mirrorProbedDirs creates an empty directory in the staged tree for every
+// name in a bundled directory's listing that is a directory the image does
+// not bundle and that ld.so may probe as (part of) a search subdirectory:
+// names holds those names (probedNames). ld.so searches staged directories
+// (LD_LIBRARY_PATH entries mapped by ShimEnv, $ORIGIN of a staged object)
+// with each subdirectory of this node's rules, and after a candidate fails
+// there it stats the subdirectory to decide whether to search it again: a
+// subdirectory that exists natively must exist in the stage, or later
+// searches would skip it. Other listed directories need nothing on disk:
+// the table lists them (docs/loader.md, "Mirrored directories").
+func mirrorProbedDirs(ctx context.Context, root string, entries []image.Entry, names map[string]bool) error {
+	for _, e := range entries {
+		if e.Type != image.TypeDir {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("materialize: %w", err)
+		}
+		var missing []string
+		for _, c := range e.Listing {
+			if c.Type == image.TypeDir && names[c.Name] { // stagefmt.EncodeTable has refused invalid names
+				missing = append(missing, c.Name)
+			}
+		}
+		if len(missing) > 0 {
+			if err := mkdirsIn(ctx, filepath.Join(root, e.Path), missing); err != nil {
+				return fmt.Errorf("materialize: directory %s: %w", e.Path, err)
+			}
+		}
+	}
+	return nil
+}
+
+// probedFallback: the subdirectory names glibc's ld.so has probed below
+// search directories (hwcaps levels since 2.33, legacy tls/, platform and
+// hwcap names until 2.36), for a node whose rules are unknown (glibc < 2.33:
+// no STAGE/search).
+var probedFallback = []string{"glibc-hwcaps", "x86-64-v2", "x86-64-v3", "x86-64-v4", "tls", "x86_64",
+	"haswell", "xeon_phi", "avx512_1", "i686", "sse2", "aarch64", "atomics", "power9", "power10", "z13", "z14", "z15", "z16"}
+
+// probedNames returns the names of the search subdirectories' components in
+// stage dir's rules (STAGE/search: "cap glibc-hwcaps/x86-64-v3/" gives
+// glibc-hwcaps and x86-64-v3), or probedFallback without rules.
+func probedNames(dir string) map[string]bool {
+	names := map[string]bool{}
+	rules, err := os.ReadFile(filepath.Join(dir, stagefmt.SearchFile))
+	if err != nil {
+		for _, n := range probedFallback {
+			names[n] = true
+		}
+		return names
+	}
+	for _, l := range strings.Split(string(rules), "\n") {
+		if sub, ok := strings.CutPrefix(l, "cap "); ok {
+			for _, c := range strings.Split(sub, "/") {
+				if c != "" && c != "." && c != ".." {
+					names[c] = true
+				}
+			}
+		}
+	}
+	return names
+}
+
+// mkdirsIn creates the empty directories names in parent, an extracted
+// directory whose mode and times the extraction has already set. A
+// read-only directory (mode 0555, as in a Nix store or a locked-down
+// install) is made writable for the owner meanwhile: without that, a stager
+// that is not root cannot create them (root passes permission checks, which
+// is why only unprivileged users saw it fail). Afterwards the parent gets
+// back its mode and times (a mkdir changes its mtime).
+func mkdirsIn(ctx context.Context, parent string, names []string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(parent, &st); err != nil {
+		return err
+	}
+	mode := st.Mode & 0o7777
+	locked := mode&0o300 != 0o300 // the owner may not write or search it
+	if locked {
+		if err := unix.Chmod(parent, mode|0o700); err != nil {
+			return err
+		}
+	}
+	made := false
+	var err error
+	for k, name := range names {
+		if k%4096 == 4095 && ctx.Err() != nil {
+			err = ctx.Err()
+			break
+		}
+		e := unix.Mkdir(filepath.Join(parent, name), 0o755)
+		if e == nil {
+			made = true
+		} else if !errors.Is(e, unix.EEXIST) {
+			err = fmt.Errorf("mkdir %s: %w", name, e)
+			break
+		}
+	}
+	if made {
+		times := []unix.Timespec{st.Atim, st.Mtim}
+		if e := unix.UtimesNanoAt(unix.AT_FDCWD, parent, times, unix.AT_SYMLINK_NOFOLLOW); e != nil && err == nil {
+			err = e
+		}
+	}
+	if locked {
+		if e := unix.Chmod(parent, mode); e != nil && err == nil {
+			err = e
+		}
+	}
+	return err
+}
