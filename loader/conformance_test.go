@@ -25,6 +25,7 @@ import (
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/internal/clitest"
+	"github.com/dlbundle/dlbundle/internal/treeimage"
 	"github.com/dlbundle/dlbundle/loader/stagefmt"
 	"github.com/dlbundle/dlbundle/report"
 )
@@ -276,7 +277,7 @@ func runConformance(t *testing.T, san *sanitizer) {
 	// (/tmp/...) no entry: /tmp is then external (listed in /), and the shim
 	// walks through it as a prefix outside the image.
 	var entries []image.Entry
-	for _, e := range treeEntries(t, T, "/usr/lib/python3.11", "/usr/bin/python3", "/usr/bin/python3.11") {
+	for _, e := range treeimage.Entries(t, T, "/usr/lib/python3.11", "/usr/bin/python3", "/usr/bin/python3.11") {
 		if !strings.HasPrefix(root, e.Path) || e.Path == root || e.Path == "/" {
 			entries = append(entries, e)
 		}
@@ -480,7 +481,7 @@ func TestReadYourWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	var entries []image.Entry
-	for _, e := range treeEntries(t, W) {
+	for _, e := range treeimage.Entries(t, W) {
 		if e.Path == W || strings.HasPrefix(e.Path, W+"/") {
 			entries = append(entries, e)
 		}
@@ -547,7 +548,7 @@ func TestReadYourWritesC(t *testing.T) {
 		}
 	}
 	var entries []image.Entry
-	for _, e := range treeEntries(t, W) {
+	for _, e := range treeimage.Entries(t, W) {
 		if e.Path == W || strings.HasPrefix(e.Path, W+"/") {
 			entries = append(entries, e)
 		}
@@ -581,7 +582,7 @@ func TestReadYourWritesOverflow(t *testing.T) {
 		}
 	}
 	var entries []image.Entry
-	for _, e := range treeEntries(t, W) {
+	for _, e := range treeimage.Entries(t, W) {
 		if e.Path == W || strings.HasPrefix(e.Path, W+"/") {
 			entries = append(entries, e)
 		}

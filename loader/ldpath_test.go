@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/internal/clitest"
+	"github.com/dlbundle/dlbundle/internal/treeimage"
 	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
@@ -192,7 +193,7 @@ func TestShimEnvMapsBundledLibraryPath(t *testing.T) {
 	if err := os.Symlink("lib", filepath.Join(tree, "libl")); err != nil {
 		t.Fatal(err)
 	}
-	entries := append(treeEntries(t, filepath.Join(tree, "lib")), fsEntry(t, filepath.Join(tree, "libl")))
+	entries := append(treeimage.Entries(t, filepath.Join(tree, "lib")), treeimage.Entry(t, filepath.Join(tree, "libl")))
 	stage := stageEntries(t, dir, entries)
 	root := filepath.Join(stage, "root")
 

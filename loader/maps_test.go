@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/treeimage"
 	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
@@ -65,7 +66,7 @@ func TestMapsShowNoShimFiles(t *testing.T) {
 		}
 	}
 	var entries []image.Entry
-	for _, e := range treeEntries(t, T) {
+	for _, e := range treeimage.Entries(t, T) {
 		if e.Path == T || strings.HasPrefix(e.Path, T+"/") {
 			entries = append(entries, e)
 		}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/treeimage"
 	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
@@ -34,7 +35,7 @@ func TestMaterializeLayout(t *testing.T) {
 	}
 	// Bundle a/ only: tree/ is an ancestor with a complete listing, so
 	// "other" is a listed name that is not itself an entry.
-	entries := treeEntries(t, filepath.Join(tree, "a"))
+	entries := treeimage.Entries(t, filepath.Join(tree, "a"))
 	stage := stageEntries(t, root, entries)
 
 	got, err := os.ReadFile(filepath.Join(stage, "root", tree, "a/abs"))
@@ -148,7 +149,7 @@ func TestStagedPath(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stage := stageEntries(t, root, treeEntries(t, tree))
+	stage := stageEntries(t, root, treeimage.Entries(t, tree))
 	for _, p := range []string{"bin/app", "usr/bin/app", "bin/app-link", "usr/bin/abs", "usr/bin/../bin/app"} {
 		orig := filepath.Join(tree, p)
 		got, ok := StagedPath(stage, orig)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/treeimage"
 )
 
 // TestChildOfAnotherUser: a child that runs as another
@@ -30,7 +31,7 @@ func TestChildOfAnotherUser(t *testing.T) {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
 	var entries []image.Entry
-	for _, e := range treeEntries(t, "/usr/bin/python3", "/usr/bin/python3.11", lib) {
+	for _, e := range treeimage.Entries(t, "/usr/bin/python3", "/usr/bin/python3.11", lib) {
 		if e.Path == "/usr/bin/python3" || e.Path == "/usr/bin/python3.11" || strings.HasPrefix(e.Path, root) {
 			entries = append(entries, e)
 		}

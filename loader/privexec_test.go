@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/treeimage"
 )
 
 // privFixture is a stage holding python3 and three copies of privprobe:
@@ -54,7 +55,7 @@ func newPrivFixture(t *testing.T) *privFixture {
 	must(os.Chown(f.progs[2], 0, 1001))
 	must(syscall.Chmod(f.progs[2], 0o2755))
 	var entries []image.Entry
-	for _, e := range treeEntries(t, "/usr/bin/python3", "/usr/bin/python3.11", bin) {
+	for _, e := range treeimage.Entries(t, "/usr/bin/python3", "/usr/bin/python3.11", bin) {
 		if e.Path == "/usr/bin/python3" || e.Path == "/usr/bin/python3.11" || strings.HasPrefix(e.Path, root) {
 			entries = append(entries, e)
 		}

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/dlbundle/dlbundle/internal/treeimage"
 )
 
 // BenchmarkReportPerProcess: what a process's report line costs, the price
@@ -33,7 +35,7 @@ func BenchmarkReportPerProcess(b *testing.B) {
 	if err := os.WriteFile(lacked, []byte("y\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	stage := stageEntries(b, root, treeEntries(b, tree))
+	stage := stageEntries(b, root, treeimage.Entries(b, tree))
 	// Where exec's default stage dir puts the records: /dev/shm when it
 	// is there (a tmpfs), else the test's directory.
 	recs, err := os.MkdirTemp("/dev/shm", "dlbundle-bench-records-")

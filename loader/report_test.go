@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dlbundle/dlbundle/internal/treeimage"
 	"github.com/dlbundle/dlbundle/report"
 	"github.com/dlbundle/dlbundle/squash"
 )
@@ -29,7 +30,7 @@ func TestReportFromShim(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(root, "outside"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	stage := stageEntries(t, root, treeEntries(t, tree))
+	stage := stageEntries(t, root, treeimage.Entries(t, tree))
 	outside := filepath.Join(root, "outside", "later.txt")
 	if err := os.WriteFile(outside, []byte("y\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/internal/clitest"
+	"github.com/dlbundle/dlbundle/internal/treeimage"
 	"github.com/dlbundle/dlbundle/loader/stagefmt"
 	"github.com/dlbundle/dlbundle/report"
 )
@@ -53,7 +54,7 @@ func newHardFixture(t *testing.T, san *sanitizer) *hardFixture {
 		t.Fatal(err)
 	}
 	var entries []image.Entry
-	for _, e := range treeEntries(t, T) {
+	for _, e := range treeimage.Entries(t, T) {
 		if strings.HasPrefix(e.Path, T) {
 			entries = append(entries, e)
 		}
@@ -185,7 +186,7 @@ func testAccessManyGroups(t *testing.T, san *sanitizer) {
 	}
 	// A stage of its own: the file must be in the image.
 	var entries []image.Entry
-	for _, e := range treeEntries(t, f.tree) {
+	for _, e := range treeimage.Entries(t, f.tree) {
 		if strings.HasPrefix(e.Path, f.tree) {
 			entries = append(entries, e)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/treeimage"
 )
 
 // identityProbe prints what a program sees of a bundled file's identity
@@ -86,7 +87,7 @@ func probeTree(t *testing.T, root, name, src string) (tree, bin string) {
 // parent directories.
 func entriesBelow(t *testing.T, tree string) []image.Entry {
 	var entries []image.Entry
-	for _, e := range treeEntries(t, tree) {
+	for _, e := range treeimage.Entries(t, tree) {
 		if e.Path == tree || strings.HasPrefix(e.Path, tree+"/") {
 			entries = append(entries, e)
 		}
@@ -136,7 +137,7 @@ func TestPosixSpawnScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	var entries []image.Entry
-	for _, e := range treeEntries(t, tree) {
+	for _, e := range treeimage.Entries(t, tree) {
 		if e.Path == tree || strings.HasPrefix(e.Path, tree+"/") {
 			entries = append(entries, e)
 		}

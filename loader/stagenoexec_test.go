@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/internal/clitest"
+	"github.com/dlbundle/dlbundle/internal/treeimage"
 	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
@@ -81,7 +82,7 @@ func TestStageRunsNothingFromImage(t *testing.T) {
 			return err
 		}
 		rel, _ := filepath.Rel(fake, p)
-		e := fsEntry(t, p)
+		e := treeimage.Entry(t, p)
 		e.Path, e.SourcePath, e.Order = filepath.Join("/", rel), p, len(entries)
 		e.Kind = hostile[rel]
 		entries = append(entries, e)
@@ -91,7 +92,7 @@ func TestStageRunsNothingFromImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	img := filepath.Join(top, "hostile.dlimg")
-	writeEntriesImage(t, img, entries)
+	treeimage.Write(t, img, entries)
 	os.Chmod(img, 0o644)
 	// The CLI as every user can run it (the test cache is private to root).
 	self, err := os.ReadFile(bin)

@@ -31,6 +31,7 @@ import (
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/internal/clitest"
+	"github.com/dlbundle/dlbundle/internal/treeimage"
 )
 
 // walkerTree builds the tree below root. "in" is bundled whole, "out" is
@@ -353,7 +354,7 @@ func (f *walkerFixture) restage(t testing.TB) {
 		t.Fatal(err)
 	}
 	var entries []image.Entry
-	for _, e := range treeEntries(t, filepath.Join(f.root, "in")) {
+	for _, e := range treeimage.Entries(t, filepath.Join(f.root, "in")) {
 		if e.Path == f.root || strings.HasPrefix(e.Path, f.root+"/") {
 			entries = append(entries, e)
 		}
@@ -362,7 +363,7 @@ func (f *walkerFixture) restage(t testing.TB) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		entries = append(entries, fsEntry(t, p))
+		entries = append(entries, treeimage.Entry(t, p))
 		return nil
 	})
 	f.stage = stageEntries(t, dir, entries)
@@ -557,7 +558,7 @@ func TestTclNormalize(t *testing.T) {
 		t.Fatal(err)
 	}
 	var entries []image.Entry
-	for _, e := range treeEntries(t, tree) {
+	for _, e := range treeimage.Entries(t, tree) {
 		if e.Path == tree || strings.HasPrefix(e.Path, tree+"/") {
 			entries = append(entries, e)
 		}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/treeimage"
 	"github.com/dlbundle/dlbundle/loader/stagefmt"
 	"github.com/dlbundle/dlbundle/report"
 )
@@ -55,7 +56,7 @@ func writesTree(t *testing.T, files map[string]string) (root, tree, stage string
 		}
 	}
 	var entries []image.Entry
-	for _, e := range treeEntries(t, tree) {
+	for _, e := range treeimage.Entries(t, tree) {
 		if e.Path == tree || strings.HasPrefix(e.Path, tree+"/") {
 			entries = append(entries, e)
 		}

@@ -1,4 +1,4 @@
-package loader
+package materialize
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/treeimage"
 	"github.com/dlbundle/dlbundle/loader/stagefmt"
-	"github.com/dlbundle/dlbundle/node/materialize"
 )
 
 // envMaterializeChild makes the test binary a stager run as another user: it
@@ -36,7 +36,7 @@ func TestMaterializeReadOnlyDirAsUnprivilegedUser(t *testing.T) {
 		if err := os.Mkdir(stage, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := materialize.Materialize(context.Background(), im, stage, materialize.Options{}); err != nil {
+		if err := Materialize(context.Background(), im, stage, Options{}); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -65,7 +65,7 @@ func TestMaterializeReadOnlyDirAsUnprivilegedUser(t *testing.T) {
 	}
 	t.Cleanup(func() { os.Chmod(ro, 0o755) })
 	var entries []image.Entry
-	for _, e := range treeEntries(t, tree) {
+	for _, e := range treeimage.Entries(t, tree) {
 		if e.Path != filepath.Join(ro, "unused") && e.Path != filepath.Join(ro, "tls") {
 			entries = append(entries, e)
 		}
@@ -74,7 +74,7 @@ func TestMaterializeReadOnlyDirAsUnprivilegedUser(t *testing.T) {
 	if err := os.Mkdir(work, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeEntriesImage(t, filepath.Join(work, "app.dlimg"), entries)
+	treeimage.Write(t, filepath.Join(work, "app.dlimg"), entries)
 	if err := os.Chown(work, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package loader
+package materialize
 
 import (
 	"bytes"
@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/treeimage"
 	"github.com/dlbundle/dlbundle/loader/stagefmt"
-	"github.com/dlbundle/dlbundle/node/materialize"
 )
 
 var updateHostile = flag.Bool("update-hostile", false, "rewrite testdata/hostile/*.dlimg")
@@ -97,7 +97,7 @@ func openHostile(t testing.TB, name string) *image.Image {
 	t.Helper()
 	im, err := image.OpenFile(filepath.Join("testdata", "hostile", name))
 	if err != nil {
-		t.Fatalf("%v (regenerate with go test ./loader -run TestHostileImagesUpToDate -update-hostile)", err)
+		t.Fatalf("%v (regenerate with go test ./node/materialize -run TestHostileImagesUpToDate -update-hostile)", err)
 	}
 	return im
 }
@@ -114,7 +114,7 @@ func smallTmpfs(t *testing.T, opts string) string {
 	return dir
 }
 
-// materialize.Materialize refuses, before writing anything, an image whose lookup table
+// Materialize refuses, before writing anything, an image whose lookup table
 // would be out of proportion to its TOC (an 11 KB image once took
 // 35 s and 1.18 GB to write a 160 MB table).
 func TestMaterializeRefusesTableAmplification(t *testing.T) {
@@ -124,16 +124,16 @@ func TestMaterializeRefusesTableAmplification(t *testing.T) {
 		t.Fatalf("the hostile image's table would be %d bytes; the test needs one over 100 MB", n)
 	}
 	dir := t.TempDir()
-	err := materialize.Materialize(context.Background(), im, dir, materialize.Options{})
+	err := Materialize(context.Background(), im, dir, Options{})
 	if err == nil || !strings.Contains(err.Error(), "lookup table would take") {
 		t.Fatalf("Materialize: %v, want a refusal naming the table", err)
 	}
 	if names, _ := os.ReadDir(dir); len(names) != 0 {
-		t.Errorf("refused materialize.Materialize wrote %d entries first", len(names))
+		t.Errorf("refused Materialize wrote %d entries first", len(names))
 	}
 }
 
-// materialize.Materialize refuses an image whose declared content does not fit in the
+// Materialize refuses an image whose declared content does not fit in the
 // stage's file system, before writing anything (a 10 KB image of 64 MiB of
 // zeros into an 8 MiB tmpfs), and one whose files need more inodes than are
 // free.
@@ -144,19 +144,19 @@ func TestMaterializeRefusesWhatDoesNotFit(t *testing.T) {
 	} {
 		im := openHostile(t, c.image)
 		dir := smallTmpfs(t, c.mount)
-		err := materialize.Materialize(context.Background(), im, dir, materialize.Options{})
+		err := Materialize(context.Background(), im, dir, Options{})
 		im.Close()
 		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, unix.ENOSPC) {
-			t.Errorf("%s in a %s tmpfs: materialize.Materialize: %v, want an ENOSPC refusal mentioning %q", c.image, c.mount, err, c.want)
+			t.Errorf("%s in a %s tmpfs: Materialize: %v, want an ENOSPC refusal mentioning %q", c.image, c.mount, err, c.want)
 		}
 		if names, _ := os.ReadDir(dir); len(names) != 0 {
-			t.Errorf("%s: refused materialize.Materialize wrote %d entries first", c.image, len(names))
+			t.Errorf("%s: refused Materialize wrote %d entries first", c.image, len(names))
 		}
 	}
 	// Where it fits, the same images stage.
 	for _, name := range []string{"zeros-64m.dlimg", "files-20k.dlimg"} {
 		im := openHostile(t, name)
-		if err := materialize.Materialize(context.Background(), im, smallTmpfs(t, "size=96m"), materialize.Options{}); err != nil {
+		if err := Materialize(context.Background(), im, smallTmpfs(t, "size=96m"), Options{}); err != nil {
 			t.Errorf("%s in a 96 MiB tmpfs: %v", name, err)
 		}
 		im.Close()
@@ -177,7 +177,7 @@ func TestTableSizeMatchesEncodeTable(t *testing.T) {
 		}
 		im.Close()
 	}
-	es := treeEntries(t, "/usr/lib/python3.11/json")
+	es := treeimage.Entries(t, "/usr/lib/python3.11/json")
 	tab, err := stagefmt.EncodeTable(es)
 	if err != nil {
 		t.Fatal(err)
@@ -210,11 +210,11 @@ func TestMaterializeStopsWhenCancelledAfterExtract(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dir := t.TempDir()
-	err := materialize.Materialize(ctx, cancelAfterExtract{im, cancel}, dir, materialize.Options{})
+	err := Materialize(ctx, cancelAfterExtract{im, cancel}, dir, Options{})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Materialize after a cancel: %v, want context.Canceled", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, stagefmt.ShimDir)); err == nil {
-		t.Errorf("cancelled materialize.Materialize went on to write the shim")
+		t.Errorf("cancelled Materialize went on to write the shim")
 	}
 }

@@ -1,4 +1,4 @@
-package loader
+package materialize
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
-	"github.com/dlbundle/dlbundle/node/materialize"
+	"github.com/dlbundle/dlbundle/internal/treeimage"
 )
 
 type archImage struct {
-	materialize.Source
+	Source
 	arch string
 }
 
@@ -36,7 +36,7 @@ func TestMaterializeRefusesForeignArch(t *testing.T) {
 		t.Fatal(err)
 	}
 	imgPath := filepath.Join(dir, "app.dlimg")
-	writeEntriesImage(t, imgPath, treeEntries(t, f))
+	treeimage.Write(t, imgPath, treeimage.Entries(t, f))
 	im, err := image.OpenFile(imgPath)
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func TestMaterializeRefusesForeignArch(t *testing.T) {
 		if err := os.Mkdir(stage, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		err := materialize.Materialize(context.Background(), archImage{im, arch}, stage, materialize.Options{})
+		err := Materialize(context.Background(), archImage{im, arch}, stage, Options{})
 		if ok != (err == nil) {
 			t.Errorf("image for %q on %s: %v", arch, runtime.GOARCH, err)
 		}
