@@ -4,7 +4,15 @@
 // from the stage's lookup table (StagedPath, StagedScript, ImageLacks) and
 // turns a stage and a command line into the program to start (Start: what
 // exec execs and what env's launchers start), with a setuid or setgid
-// original run natively (privileged.go).
+// original run natively (privileged.go). In reading order:
+//
+//	env.go            ShimEnv: the shim's variables, LD_LIBRARY_PATH mapped
+//	staged.go         StagedPath, StagedScript: a command's staged copy, a
+//	                  bundled #! script's interpreter
+//	commandsearch.go  ImageLacks: a PATH candidate the image's listing denies
+//	launch.go         Start: execvp's search asked of the stage first, #!
+//	privileged.go     a setuid or setgid original runs natively
+//	shim.go           go generate for the C shim (shim/*.c)
 //
 // Everything else about a stage lives apart, along the line between who
 // writes it and who reads it:

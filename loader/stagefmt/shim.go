@@ -117,19 +117,25 @@ func stagedLibc(stageDir string) (string, bool) {
 
 // NodeLibc returns the node's libc.so.6: beside the node's dynamic linker.
 func NodeLibc() string {
+	if DynamicLinker() == "" {
+		return ""
+	}
 	if real, err := filepath.EvalSymlinks(DynamicLinker()); err == nil {
 		return filepath.Join(filepath.Dir(real), "libc.so.6")
 	}
 	return ""
 }
 
+// DynamicLinker is the node's ld.so: the PT_INTERP of every dynamically
+// linked program of this architecture, "" for one the shim is not built for.
 func DynamicLinker() string {
 	switch runtime.GOARCH {
+	case "amd64":
+		return "/lib64/ld-linux-x86-64.so.2"
 	case "arm64":
 		return "/lib/ld-linux-aarch64.so.1"
-	default:
-		return "/lib64/ld-linux-x86-64.so.2"
 	}
+	return ""
 }
 
 // LibcDefines reports whether the shared object at path defines the symbol

@@ -647,7 +647,7 @@ func statSize(typ uint8, target string, e *image.Entry) int64 {
 func align8(n uint64) uint64 { return (n + 7) &^ 7 }
 
 // Lookup finds path in an encoded table the way the shim does and
-// returns the entry's type and flags. Used by tests and StagedPath.
+// returns the entry's type and flags.
 func Lookup(tab []byte, p string) (typ, flags uint8, ok bool) {
 	ent, ok := Find(tab, p)
 	if !ok {

@@ -47,10 +47,7 @@ import (
 
 // interpreter is the node's ld.so (the PT_INTERP of every dynamically linked
 // program of this architecture).
-var interpreter = map[string]string{
-	"amd64": "/lib64/ld-linux-x86-64.so.2",
-	"arm64": "/lib/ld-linux-aarch64.so.1",
-}[runtime.GOARCH]
+var interpreter = stagefmt.DynamicLinker()
 
 const (
 	// searchCachePrefix names the node's rules kept in the stage dir:
