@@ -126,7 +126,7 @@ func relativizeSymlinks(ctx context.Context, root string, entries []image.Entry)
 // name in a bundled directory's listing that is a directory the image does
 // not bundle and that ld.so may probe as (part of) a search subdirectory:
 // names holds those names (probedNames). ld.so searches staged directories
-// (LD_LIBRARY_PATH entries mapped by ShimEnv, $ORIGIN of a staged object)
+// (LD_LIBRARY_PATH entries mapped by loader.ShimEnv, $ORIGIN of a staged object)
 // with each subdirectory of this node's rules, and after a candidate fails
 // there it stats the subdirectory to decide whether to search it again: a
 // subdirectory that exists natively must exist in the stage, or later

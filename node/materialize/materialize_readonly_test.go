@@ -83,7 +83,7 @@ func TestMaterializeReadOnlyDirAsUnprivilegedUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	child := filepath.Join(top, "loader.test")
+	child := filepath.Join(top, "materialize.test")
 	if err := os.WriteFile(child, self, 0o755); err != nil {
 		t.Fatal(err)
 	}
