@@ -23,7 +23,7 @@ STATICCHECK := bin/staticcheck-$(STATICCHECK_VERSION)
 # run real ptrace, setuid children, chroots or Slurm (loader, node, trace,
 # squash, platform, cmd/dlbundle, internal/cluster) stay with make test.
 RACE_PACKAGES := ./image/ ./image/registry/ ./view/ ./report/ ./internal/units/ ./internal/untrusted/ \
-	./internal/testsum/ ./internal/version/ ./internal/oneproc/ ./internal/slowfs/ ./internal/dirent/ ./internal/clitest/
+	./internal/testsum/ ./internal/version/ ./internal/oneproc/ ./internal/slowfs/ ./internal/dirent/ ./internal/clitest/ ./internal/abspath/
 
 .PHONY: check check-fmt check-vet check-staticcheck check-tidy check-race
 check: check-fmt check-vet check-staticcheck check-tidy check-race
