@@ -91,6 +91,13 @@ if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
 fi
 step clone git clone -q --no-checkout "$src" "$root/root/dlbundle"
 git -C "$root/root/dlbundle" checkout -q "$head"
+# CI checks out the clone with ../shared beside it (the flux-core build
+# make deps installs from ../shared/flux): the same here when this clone
+# has it, else the Flux test skips in the chroot as it would on CI without.
+if [ -d "$src/../shared/flux" ]; then
+	mkdir -p "$root/root/shared"
+	cp -a "$src/../shared/flux" "$root/root/shared/flux"
+fi
 
 # In the chroot: an empty environment (a login's), the README's commands.
 cat >"$dir/inside.sh" <<'EOF'
