@@ -1,5 +1,5 @@
 /* table.h — the lookup table reader and the path resolver, shared by audit.c
- * (freestanding: no libc) and preload.c. Format: docs/loader.md; writer:
+ * (freestanding: no libc) and the preload object (shim_state.h). Format: docs/loader.md; writer:
  * loader/table.go. Everything here is allocation-free and syscall-free: a
  * lookup is a hash, a probe sequence and a byte compare on the mmap-ed table.
  */
@@ -54,7 +54,7 @@ _Static_assert(sizeof(struct dlb_header) == 64, "header layout");
 _Static_assert(sizeof(struct dlb_entry) == 96, "entry layout");
 _Static_assert(sizeof(struct dlb_record) == 16, "listing record layout");
 
-/* DLB_POPULATE_MAX: the largest table that audit.c and preload.c map with
+/* DLB_POPULATE_MAX: the largest table that audit.c and lookup.c map with
  * MAP_POPULATE. The lookups of a start-up touch a table all over (buckets
  * and entries in hash order), a fault maps 64 KiB of it and costs ~22 us on
  * the VM measured (docs/bench/loader.md), while populating costs ~0.2-0.9 us
@@ -174,7 +174,7 @@ static inline const struct dlb_entry *dlb_lookup(const void *base, const char *p
 
 /* DLB_DIRTY(p, n, h): the including file may name directories (canonical
  * original paths, p[0:n] with FNV-1a hash h) that the process has written
- * into: the walk leaves anything at or below them to the kernel (preload.c,
+ * into: the walk leaves anything at or below them to the kernel (writes.c,
  * read-your-writes). DLB_DIRTY_ANY(): some directory is; DLB_DIRTY_ALL():
  * everything is. audit.c tracks none. */
 #ifndef DLB_DIRTY
@@ -188,7 +188,7 @@ static inline const struct dlb_entry *dlb_lookup(const void *base, const char *p
 #ifndef DLB_LISTING
 #define DLB_LISTING(p, n, h) 0
 #endif
-/* DLB_REALDIR(p, n): p[0:n] is known to be a real directory (preload.c: the
+/* DLB_REALDIR(p, n): p[0:n] is known to be a real directory (realpath.c: the
  * working directory or one of its ancestors, which getcwd names without
  * symlinks), so ".." over it pops it even where the table does not know it
  * (Python joins relative sys.path entries to getcwd() lexically). */
@@ -198,7 +198,7 @@ static inline const struct dlb_entry *dlb_lookup(const void *base, const char *p
 /* DLB_SEARCH(e): may this process search the bundled directory e (the
  * kernel's may_lookup, before every component looked up in it, "." and
  * ".." included)? 1 yes, 0 no (EACCES), -1 cannot tell (the kernel
- * decides). preload.c checks e's mode against the process's ids; audit.c
+ * decides). statopen.c checks e's mode against the process's ids; audit.c
  * does not (ld.so's candidates lie in directories the app could search).
  * Directories the table does not hold as bundled are taken as searchable.
  * DLB_SEARCH_ALL(e): e is reached without checking its directories
