@@ -123,7 +123,7 @@ char *bindtextdomain(const char *domain, const char *dirname)
 	 * repeated binding ~0.03 us. */
 	bind_enter();
 	struct bind_slot *same = bind_find(domain);
-	if (same && lang_ok && !strcmp(same->orig, dirname) && !DLB_DIRTY_ANY() && !DLB_DIRTY_ALL()) {
+	if (same && lang_ok && !strcmp(same->orig, dirname) && !shim_dirty_any() && !shim_dirty_all()) {
 		char *ret = real_bindtextdomain(domain, same->staged);
 		if (ret) ret = same->orig;
 		bind_leave();

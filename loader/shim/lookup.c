@@ -142,12 +142,30 @@ int fallback(const struct dlb_res *r, const char *canon)
 
 /* ---- the lookup ---- */
 
+/* The walk's questions about this process (table.h, struct dlb_asks): the
+ * directories it wrote into (writes.c: dirty_n and dirty_all are read with
+ * acquire, the entries below dirty_n are immutable), the real directories of
+ * the cwd (realpath.c), and search permission from the table's modes
+ * (statopen.c). Static const and in the walk's file, so that the compiler
+ * calls these directly and inlines the atomic loads, as it did macros. */
+static int ask_dirty(const char *p, size_t n, uint64_t h) { return shim_dirty_any() && dirty_is(p, n, h); }
+static int ask_search_all(const struct dlb_entry *e) { return (e->flags & DLB_FLAG_SEARCHABLE) != 0; }
+static const struct dlb_asks asks = {
+	.dirty = ask_dirty,
+	.dirty_any = shim_dirty_any,
+	.dirty_all = shim_dirty_all,
+	.listing = listing_is,
+	.realdir = cwd_prefix,
+	.search = search_ok,
+	.search_all = ask_search_all,
+};
+
 /* Not inlined: every file's lookups share this one copy of the walk, which
  * is large (as when the preload object was one file, where the compiler kept
  * it out of line). */
 __attribute__((noinline)) int shim_resolve(const char *in, size_t known, int follow, char *out, struct dlb_res *r)
 {
-	return dlb_resolve_known(table, in, known, follow, out, r);
+	return dlb_resolve_known(table, &asks, in, known, follow, out, r);
 }
 
 /* lookup resolves *pp (relative to dirfd) against the table. Only absolute

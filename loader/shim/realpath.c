@@ -225,7 +225,7 @@ static long rp_step(char *res, size_t pn, size_t on, const char *ahead, size_t a
 	}
 	if (!dirty_covered(res, on)) e = dlb_lookup(table, res, on);
 	if (!e && s == RP_DIR && !dirty_covered(res, on)) { rc = RP_ERR(ENOENT); goto out; } /* absent from a complete listing */
-	if (!e && s == RP_UNDECIDED && !DLB_DIRTY_ALL()) {
+	if (!e && s == RP_UNDECIDED && !shim_dirty_all()) {
 		/* A prefix outside the image (e.g. /home above a bundled tree):
 		 * when a deeper component of the path as written is a table
 		 * key, this one is a real directory (keys are real paths). The

@@ -62,8 +62,8 @@ SHIM_OWN(DLB_DECLARE_ENTRY)
 
 /* Read-your-writes (docs/loader.md): the directories this process (or an
  * ancestor, through DLBUNDLE_DIRTY) wrote into (writes.c). table.h's walk
- * asks DLB_DIRTY for every prefix it resolves and leaves a dirty one, and
- * all below it, to the kernel. A fixed table, no allocation: DIRTY_MAX
+ * asks (struct dlb_asks, lookup.c) for every prefix it resolves and leaves
+ * a dirty one, and all below it, to the kernel. A fixed table, no allocation: DIRTY_MAX
  * directories, their names in dirty_env (which is also the environment
  * string children inherit); on overflow everything is dirty (the shim then
  * passes every lookup through, as without an image). */
@@ -71,6 +71,9 @@ extern unsigned dirty_n;   /* entries below it are immutable (release/acquire) *
 extern int dirty_all;      /* "/" was written into, or the set overflowed */
 extern char dirty_env[32768]; /* "DLBUNDLE_DIRTY=..." */
 extern size_t dirty_end;   /* strlen(dirty_env) */
+/* Some directory is written into; everything is (acquire: see dirty_n). */
+static inline int shim_dirty_any(void) { return __atomic_load_n(&dirty_n, __ATOMIC_ACQUIRE) != 0; }
+static inline int shim_dirty_all(void) { return __atomic_load_n(&dirty_all, __ATOMIC_ACQUIRE); }
 int dirty_is(const char *p, size_t n, uint64_t h);
 int listing_is(const char *p, size_t n, uint64_t h);
 size_t dirty_cover(const char *p, size_t n);
@@ -81,18 +84,11 @@ void dirty_inherit(void);
 enum { W_CHANGE, W_CREATE, W_REMOVE, W_OPEN };
 void marked(long rc, int dirfd, const char *path, int follow_last, int what);
 
-/* The questions table.h's walk asks (table.h, DLB_DIRTY and the others). */
+/* More of the walk's questions (table.h, struct dlb_asks; lookup.c asks). */
 struct dlb_entry;
 int cwd_prefix(const char *p, size_t n);           /* realpath.c */
 int search_ok(const struct dlb_entry *e);          /* statopen.c */
 #pragma GCC visibility pop
-#define DLB_DIRTY(p, n, h) (__atomic_load_n(&dirty_n, __ATOMIC_ACQUIRE) && dirty_is(p, n, h))
-#define DLB_LISTING(p, n, h) listing_is(p, n, h)
-#define DLB_DIRTY_ANY() (__atomic_load_n(&dirty_n, __ATOMIC_ACQUIRE) != 0)
-#define DLB_DIRTY_ALL() __atomic_load_n(&dirty_all, __ATOMIC_ACQUIRE)
-#define DLB_REALDIR(p, n) cwd_prefix(p, n)
-#define DLB_SEARCH(e) search_ok(e)
-#define DLB_SEARCH_ALL(e) ((e)->flags & DLB_FLAG_SEARCHABLE)
 #include "table.h"
 #include "report.h"
 

@@ -1,6 +1,6 @@
 /* writes.c — read-your-writes: the calls that write run as they are, then
  * mark what they changed in the dirty set, which table.h's walk consults
- * (DLB_DIRTY) and children inherit (DLBUNDLE_DIRTY). */
+ * (struct dlb_asks) and children inherit (DLBUNDLE_DIRTY). */
 #include "shim_state.h"
 
 /* The dirty set: DIRTY_MAX directories (shim_state.h), their names in
@@ -18,11 +18,11 @@ size_t dirty_end = 15; /* strlen(dirty_env) */
  * Two kinds of marks (docs/loader.md, "Read-your-writes"): a name (its
  * canonical path) whose entry, and everything below it, the process
  * changed -- created, removed, renamed, written, chmod-ed...: the resolver
- * leaves it and all below it to the kernel (DLB_DIRTY); and a directory
- * whose listing changed (a name created or removed in it): stat and
- * opendir of the directory itself go to the kernel (DLB_LISTING), the names
- * in it that the table holds are still answered, and a name created there
- * is a mark of the first kind. In DLBUNDLE_DIRTY a listing mark is written
+ * leaves it and all below it to the kernel (dirty, in struct dlb_asks);
+ * and a directory whose listing changed (a name created or removed in it):
+ * stat and opendir of the directory itself go to the kernel (listing, in
+ * struct dlb_asks), the names in it that the table holds are still
+ * answered, and a name created there is a mark of the first kind. In DLBUNDLE_DIRTY a listing mark is written
  * "+" + path. */
 enum { MARK_NAME = 0, MARK_LISTING = 1 };
 
