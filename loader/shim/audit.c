@@ -196,7 +196,7 @@ static const char *map_file(const char *path, size_t populate_max, size_t *size,
 	int64_t n = st.size;
 #endif
 	long m = 0;
-	/* MAP_POPULATE up to populate_max bytes: see DLB_POPULATE_MAX. */
+	/* MAP_POPULATE up to populate_max bytes (the table: never, table.h). */
 	long flags = 2 /* MAP_PRIVATE */ | ((uint64_t)n <= populate_max ? 0x8000 /* MAP_POPULATE */ : 0);
 	if (rc == 0 && n > 0) m = dlb_syscall6(DLB_SYS_mmap, 0, n, 1 /* PROT_READ */, flags, fd, 0);
 	dlb_sys(DLB_SYS_close, fd, 0, 0);
@@ -213,7 +213,7 @@ static void map_table(void)
 	dlb_memcpy(path + l, "/table", 7);
 	size_t size;
 	long err;
-	const char *m = map_file(path, DLB_POPULATE_MAX, &size, &err);
+	const char *m = map_file(path, 0, &size, &err); /* plainly: see table.h */
 	if (err) { say("no table", path, 0); return; }
 	if (m && dlb_check(m, size)) table = m;
 	else if (m) { dlb_sys(DLB_SYS_munmap, (long)m, (long)size, 0); say("bad table", path, 0); }

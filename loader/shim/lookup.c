@@ -55,10 +55,9 @@ void shim_init(void)
 		int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
 		struct stat st;
 		if (fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 && st.st_size > 0) {
-			/* MAP_POPULATE for a table of at most DLB_POPULATE_MAX bytes
-			 * (table.h); this is a mapping of its own, not audit.so's. */
-			int pop = (uint64_t)st.st_size <= DLB_POPULATE_MAX ? MAP_POPULATE : 0;
-			void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | pop, fd, 0);
+			/* A mapping of its own, not audit.so's (another namespace),
+			 * mapped plainly: see table.h. */
+			void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 			if (m != MAP_FAILED && dlb_check(m, (size_t)st.st_size)) { table = m; stage_dev = st.st_dev; }
 			else if (m != MAP_FAILED) { munmap(m, (size_t)st.st_size); inactive = FB_BAD_TABLE; }
 		}

@@ -54,14 +54,13 @@ _Static_assert(sizeof(struct dlb_header) == 64, "header layout");
 _Static_assert(sizeof(struct dlb_entry) == 96, "entry layout");
 _Static_assert(sizeof(struct dlb_record) == 16, "listing record layout");
 
-/* DLB_POPULATE_MAX: the largest table that audit.c and lookup.c map with
- * MAP_POPULATE. The lookups of a start-up touch a table all over (buckets
- * and entries in hash order), a fault maps 64 KiB of it and costs ~22 us on
- * the VM measured (docs/bench/loader.md), while populating costs ~0.2-0.9 us
- * a page: 63-93 us for the spack scenario's 1.3 MB table against ~22 faults
- * it took, but 3.7 ms for 16 MB, more than a process that makes a few
- * lookups would lose to faults. Larger tables are mapped plainly. */
-#define DLB_POPULATE_MAX (2u << 20)
+/* The table is mapped plainly (no MAP_POPULATE) by audit.c and lookup.c:
+ * a read fault maps the 64 KiB around it (the kernel's fault-around), so a
+ * start-up that touches the table all over takes a fault per 64 KiB, and one
+ * that makes a few lookups takes a few. Populating cost more in both cases
+ * on the VM measured (2 MB: 180 us populated against 139 us of faults with
+ * every page touched; 528 KB: 48 against 6 us for one lookup), and it is
+ * paid twice, once per mapping (docs/bench/loader.md). */
 
 /* Own helpers: audit.c links against nothing, so no memcmp/strlen from libc. */
 static inline size_t dlb_strlen(const char *s) { size_t n = 0; while (s[n]) n++; return n; }
