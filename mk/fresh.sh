@@ -16,8 +16,9 @@
 #   4. make test      only with FRESH_TEST=1: it also needs the users, Slurm
 #                     and Flux that make deps installs, and ~10 min more
 #
-# /proc, /sys, /dev, /dev/pts and /dev/shm are bind-mounted in a private
-# mount namespace (unshare -m), so they go away with it whatever happens.
+# /proc, /sys, /dev and /dev/pts are bind-mounted, and an empty tmpfs
+# mounted on /dev/shm, in a private mount namespace (unshare -m), so they
+# go away with it whatever happens.
 # Everything lands in $FRESH_DIR (default /var/tmp/dlbundle-fresh), replaced
 # on each run, the chroot removed after a pass unless FRESH_KEEP=1; the log of each step is $FRESH_DIR/STEP.log, and the last line
 # says how long each step took. Not part of make test: it took 43 min here
@@ -90,6 +91,13 @@ if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
 fi
 step clone git clone -q --no-checkout "$src" "$root/root/dlbundle"
 git -C "$root/root/dlbundle" checkout -q "$head"
+# CI checks out the clone with ../shared beside it (the flux-core build
+# make deps installs from ../shared/flux): the same here when this clone
+# has it, else the Flux test skips in the chroot as it would on CI without.
+if [ -d "$src/../shared/flux" ]; then
+	mkdir -p "$root/root/shared"
+	cp -a "$src/../shared/flux" "$root/root/shared/flux"
+fi
 
 # In the chroot: an empty environment (a login's), the README's commands.
 cat >"$dir/inside.sh" <<'EOF'
@@ -120,6 +128,10 @@ inchroot() {
 		mount --rbind /proc "$r/proc"
 		mount --rbind /sys "$r/sys"
 		mount --rbind /dev "$r/dev"
+		# An empty /dev/shm, as a machine that never saw dlbundle has
+		# (the host one holds what runs there left: stage dirs, other
+		# users files), with the options systemd gives it on Debian.
+		mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$r/dev/shm"
 		exec chroot "$r" /usr/bin/env -i HOME=/root TERM=dumb \
 			PATH=/root/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 			sh /root/inside.sh "$@"' sh "$root" "$@"

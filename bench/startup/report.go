@@ -148,7 +148,7 @@ func (r *Results) writeWarmPaths(w io.Writer) {
 // the machine is shared and noisy).
 func (r *Results) writeGoals(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
-	p("\n## Goals (issue 5) against this run\n\n")
+	p("\n## Goals against this run\n\n")
 	p("| scenario | warm metadata ops/rank = 0 | warm within 5%% of ideal at every N | cold within ideal + image / 1 GB/s at every N | native / warm at N=16 >= 20x |\n|---|---|---|---|---|\n")
 	for _, c := range r.Calibrations {
 		warm := r.rowsOf(c.Scenario, ModeWarm)
@@ -206,7 +206,7 @@ func (r *Results) writeGoals(w io.Writer) {
 // shared data path's rate, then its decoded files written into tmpfs.
 func (r *Results) writeFirstRank(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
-	p("\n## The first rank (issue 21): cold start at N=1 against ideal + image / 1 GB/s + 20 ms\n\n")
+	p("\n## The first rank: cold start at N=1 against ideal + image / 1 GB/s + 20 ms\n\n")
 	p("Floor: ideal + the image read from the shared file system (%v per MiB here) + its decoded files written into tmpfs ", r.Options.ReadPerMiB)
 	p("(`cp -a` of the extracted tree from the page cache, median of 3): what a stage that decoded nothing would still take before the app starts.\n\n")
 	p("| scenario | ideal | cold | bound | met | image | decoded | read | write | floor | cold − floor |\n|---|---|---|---|---|---|---|---|---|---|---|\n")

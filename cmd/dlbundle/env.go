@@ -10,26 +10,17 @@ import (
 	"sort"
 	"strings"
 	"syscall"
-	"time"
 
-	"github.com/dlbundle/dlbundle/image/registry"
 	"github.com/dlbundle/dlbundle/loader"
-	"github.com/dlbundle/dlbundle/node"
 )
 
 // EnvCmd stages an image on this node as exec does and prints the
 // environment that serves a process from the stage, for a launcher that
 // starts the processes itself (a shell, mpirun -x, a Slurm or Flux plugin).
 type EnvCmd struct {
-	StageDir string        `name:"stage-dir" placeholder:"DIR" env:"DLBUNDLE_STAGE_DIR" help:"Node-local directory for staged images, as for exec (patterns %u %U %j %n %h %t)."`
-	Report   string        `placeholder:"FILE" help:"Every process started with the environment appends its lookup counts to FILE (DLBUNDLE_REPORT); summarise with 'dlbundle report FILE'. Default: the node's records beside the stage, as under exec, which 'dlbundle report' reads with no file (DLBUNDLE_RECORD=0: none)."`
-	Debug    bool          `help:"The shim logs every lookup decision (DLBUNDLE_DEBUG=1)."`
-	Fallback bool          `help:"If the image cannot be staged, warn and print no variable (the processes then run natively) instead of failing."`
-	Workers  int           `placeholder:"N" help:"Decompression workers for staging (default: all cores)."`
-	Insecure bool          `help:"With an oci:// image: plain http to the registry."`
-	Timeout  time.Duration `default:"30s" placeholder:"DURATION" help:"With an oci:// image: give up on a registry connection that makes no progress for this long."`
-	JSON     bool          `name:"json" help:"Same as --format=json (the flag every verb a script parses has)."`
-	Format   string        `default:"sh" enum:"sh,json,env0" placeholder:"FORMAT" help:"sh: 'export NAME=VALUE' lines (shell-quoted) for eval or a Slurm TaskProlog; json: {\"set\":{NAME:VALUE},\"unset\":[NAME]}; env0: NAME=VALUE entries, each ended by a NUL byte, NAME alone to unset (for C and Lua plugins)."`
+	StageFlags `embed:""`
+	JSON       bool   `name:"json" help:"Same as --format=json (the flag every verb a script parses has)."`
+	Format     string `default:"sh" enum:"sh,json,env0" placeholder:"FORMAT" help:"sh: 'export NAME=VALUE' lines (shell-quoted) for eval or a Slurm TaskProlog; json: {\"set\":{NAME:VALUE},\"unset\":[NAME]}; env0: NAME=VALUE entries, each ended by a NUL byte, NAME alone to unset (for C and Lua plugins)."`
 
 	Image string `arg:"" name:"image" help:"The image: a file (app.dlimg) or oci://REGISTRY/REPO:TAG or oci://REGISTRY/REPO@sha256:DIGEST."`
 }
@@ -76,21 +67,12 @@ func (c *EnvCmd) Run() error {
 		}
 		c.Format = "json"
 	}
-	if c.Report != "" {
-		resolved, err := checkReportFile(c.Report)
-		if err != nil {
-			return err
-		}
-		c.Report = resolved
-	}
-	if err := checkDebugDir(c.Debug); err != nil {
+	if err := c.checkInputs(); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	req := node.EnsureRequest{StageDir: c.StageDir, Image: c.Image, Workers: c.Workers,
-		Registry: registry.Options{Insecure: c.Insecure, Timeout: c.Timeout}}
-	staged, err := ensureStage(ctx, "env", req)
+	staged, err := ensureStage(ctx, "env", c.ensureRequest(c.Image))
 	if ctx.Err() != nil {
 		return fmt.Errorf("%w during staging; no environment printed", context.Cause(ctx))
 	}

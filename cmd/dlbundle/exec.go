@@ -12,7 +12,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dlbundle/dlbundle/image/registry"
 	"github.com/dlbundle/dlbundle/internal/oneproc"
 	"github.com/dlbundle/dlbundle/loader"
 	"github.com/dlbundle/dlbundle/node"
@@ -21,13 +20,7 @@ import (
 // ExecCmd stages an image on this node (once per node) and replaces itself
 // with the app, the loader shim in its environment.
 type ExecCmd struct {
-	StageDir string        `name:"stage-dir" placeholder:"DIR" env:"DLBUNDLE_STAGE_DIR" help:"Node-local directory for staged images (default /dev/shm/dlbundle-<uid> if /dev/shm is a tmpfs you can write, else $${TMPDIR:-/tmp}/dlbundle-<uid>; patterns %u user, %U uid, %j job id, %n node, %h host, %t $${TMPDIR:-/tmp}, %% a %). Must be yours and not group/world-writable."`
-	Report   string        `placeholder:"FILE" help:"Every process of the app appends its lookup counts to FILE (sets DLBUNDLE_REPORT); summarise with 'dlbundle report FILE'. Default: the node's records beside the stage, which 'dlbundle report' reads with no file (DLBUNDLE_RECORD=0: none)."`
-	Debug    bool          `help:"Log every lookup decision of the shim (sets DLBUNDLE_DEBUG=1)."`
-	Fallback bool          `help:"If the image cannot be staged (corrupt, no space, refused stage dir), warn and run the app natively instead of failing."`
-	Workers  int           `placeholder:"N" help:"Decompression workers for staging (default: all cores)."`
-	Insecure bool          `help:"With an oci:// image: talk plain http to the registry (a lab registry without TLS; localhost and 127.0.0.1 use http anyway)."`
-	Timeout  time.Duration `default:"30s" placeholder:"DURATION" help:"With an oci:// image: give up on a registry connection that makes no progress for this long (transient failures are retried 3 times). The ranks waiting on the node get the staging rank's error at once."`
+	StageFlags `embed:""`
 
 	Image   string   `arg:"" name:"image" help:"The image: a file (app.dlimg) or oci://REGISTRY/REPO:TAG or oci://REGISTRY/REPO@sha256:DIGEST."`
 	Command []string `arg:"" name:"command" passthrough:"" help:"The app and its arguments, after --."`
@@ -62,14 +55,7 @@ func (c *ExecCmd) Run() error {
 	if len(argv) == 0 {
 		return errors.New("no command to run: dlbundle exec IMAGE -- CMD [ARGS...]")
 	}
-	if c.Report != "" {
-		resolved, err := checkReportFile(c.Report)
-		if err != nil {
-			return err
-		}
-		c.Report = resolved
-	}
-	if err := checkDebugDir(c.Debug); err != nil {
+	if err := c.checkInputs(); err != nil {
 		return err
 	}
 	ctx, stop := notifySignals(true)
@@ -94,9 +80,9 @@ func (c *ExecCmd) Run() error {
 
 // ensureRequest is what exec asks of node.Ensure.
 func (c *ExecCmd) ensureRequest() node.EnsureRequest {
-	return node.EnsureRequest{StageDir: c.StageDir, Image: c.Image, Workers: c.Workers,
-		Registry: registry.Options{Insecure: c.Insecure, Timeout: c.Timeout},
-		OnMiss:   oneproc.Restore} // staging decompresses on every core
+	req := c.StageFlags.ensureRequest(c.Image)
+	req.OnMiss = oneproc.Restore // staging decompresses on every core
+	return req
 }
 
 // ensureStage finds or makes the node's stage (node.Ensure) with what a

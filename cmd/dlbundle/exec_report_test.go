@@ -13,10 +13,10 @@ func TestExecUnwritableReportFailsFirst(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "ran")
 	c := &ExecCmd{
-		Image:    filepath.Join(dir, "app.dlimg"), // need not exist: checked first
-		StageDir: filepath.Join(dir, "stage"),
-		Report:   filepath.Join(dir, "no-such-dir", "report.jsonl"),
-		Command:  []string{"/bin/sh", "-c", "touch " + marker},
+		Image: filepath.Join(dir, "app.dlimg"), // need not exist: checked first
+		StageFlags: StageFlags{StageDir: filepath.Join(dir, "stage"),
+			Report: filepath.Join(dir, "no-such-dir", "report.jsonl")},
+		Command: []string{"/bin/sh", "-c", "touch " + marker},
 	}
 	err := c.Run()
 	if err == nil || !strings.Contains(err.Error(), "--report") || !strings.Contains(err.Error(), "writable") {

@@ -64,17 +64,35 @@ func TestOutputsWriteToDevicesNeverReplaceThem(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "FIFO that no process reads") {
 		t.Errorf("trace -o FIFO without a reader: %v; want a refusal", err)
 	}
-	got := make(chan string, 1)
+	got, ran := make(chan string, 1), make(chan struct{})
 	r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() {
 		unix.SetNonblock(int(r.Fd()), false)
-		b, _ := io.ReadAll(r)
-		got <- string(b)
+		// A read of a FIFO that no writer holds open returns EOF at once,
+		// also before trace has opened its end: an EOF means "not yet" until
+		// trace has returned (its end closed), then the rest is read.
+		var b []byte
+		for {
+			select {
+			case <-ran:
+				rest, _ := io.ReadAll(r)
+				got <- string(append(b, rest...))
+				return
+			default:
+			}
+			more, _ := io.ReadAll(r)
+			b = append(b, more...)
+			if len(more) == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
 	}()
-	if err := (&TraceCmd{Command: []string{"/bin/true"}, Output: fifo, Quiet: true}).Run(); err != nil {
+	err = (&TraceCmd{Command: []string{"/bin/true"}, Output: fifo, Quiet: true}).Run()
+	close(ran)
+	if err != nil {
 		t.Fatalf("trace -o FIFO with a reader: %v", err)
 	}
 	if b := <-got; !strings.Contains(b, `"header"`) {

@@ -144,10 +144,27 @@ type quickFlag struct {
 // has a tag or a kind quickParse does not read as kong does.
 func grammarOf(t reflect.Type) (verbGrammar, bool) {
 	g := verbGrammar{flags: map[string]quickFlag{}, short: map[byte]string{}}
+	if !g.read(t, nil) {
+		return g, false
+	}
+	return g, g.command != nil
+}
+
+// read adds the fields of struct type t, whose place in the verb is at
+// index (nil: the verb itself), to the grammar; kong's embedded structs
+// (`embed:""`, a set of flags verbs share) are read in place, as kong does.
+func (g *verbGrammar) read(t reflect.Type, at []int) bool {
 	for i := range t.NumField() {
 		f := t.Field(i)
+		f.Index = append(append([]int(nil), at...), f.Index...)
 		if !knownTags(f.Tag) {
-			return g, false
+			return false
+		}
+		if _, embed := f.Tag.Lookup("embed"); embed {
+			if f.Type.Kind() != reflect.Struct || !g.read(f.Type, f.Index) {
+				return false
+			}
+			continue
 		}
 		if _, isArg := f.Tag.Lookup("arg"); isArg {
 			_, passthrough := f.Tag.Lookup("passthrough")
@@ -157,33 +174,33 @@ func grammarOf(t reflect.Type) (verbGrammar, bool) {
 			case !passthrough && f.Type == reflect.TypeFor[string]() && g.command == nil && f.Tag.Get("default") == "":
 				g.positional = append(g.positional, f.Index)
 			default:
-				return g, false
+				return false
 			}
 			continue
 		}
 		switch f.Type {
 		case reflect.TypeFor[string](), reflect.TypeFor[bool](), reflect.TypeFor[int](), reflect.TypeFor[time.Duration]():
 		default:
-			return g, false
+			return false
 		}
 		env, def, short := f.Tag.Get("env"), f.Tag.Get("default"), f.Tag.Get("short")
 		if f.Type.Kind() == reflect.Bool && (env != "" || def != "") || strings.Contains(def, "$") || strings.Contains(env, ",") {
-			return g, false // kong's bool spellings, ${var} interpolation and lists of variables are its own
+			return false // kong's bool spellings, ${var} interpolation and lists of variables are its own
 		}
 		name := commandName(f)
 		g.flags[name] = quickFlag{index: f.Index, env: env, def: def}
 		if short != "" {
 			if len(short) != 1 || short[0] == '-' || short[0] >= 0x80 {
-				return g, false
+				return false
 			}
 			g.short[short[0]] = name
 		}
 	}
-	return g, g.command != nil
+	return true
 }
 
 // knownTags: the tag keys whose meaning quickParse follows (name, short,
-// env, default, arg, passthrough) or that do not change parsing (help,
+// env, default, arg, passthrough, embed) or that do not change parsing (help,
 // placeholder).
 func knownTags(tag reflect.StructTag) bool {
 	for s := string(tag); s != ""; {
@@ -193,7 +210,7 @@ func knownTags(tag reflect.StructTag) bool {
 			return s == ""
 		}
 		switch key {
-		case "name", "short", "env", "default", "arg", "passthrough", "help", "placeholder":
+		case "name", "short", "env", "default", "arg", "passthrough", "help", "placeholder", "embed":
 		default:
 			return false
 		}

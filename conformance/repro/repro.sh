@@ -24,7 +24,7 @@ image() { # image NAME CMD...: pilot, then build with $W (below /tmp: left out b
 	chmod 644 "$name.dlimg"
 }
 
-echo "== 1. realpath(3) of a path through a symlink the image does not hold (issue 19 item 1)"
+echo "== 1. realpath(3) of a path through a symlink the image does not hold"
 image rp ./app/realpath /proc/self/exe
 echo "-- native"; ./app/realpath /proc/self/exe /proc/self/cwd /usr/share/doc/bash/copyright
 echo "-- exec";   "$D" exec --stage-dir "$W/stage" rp.dlimg -- ./app/realpath /proc/self/exe /proc/self/cwd /usr/share/doc/bash/copyright

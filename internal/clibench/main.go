@@ -185,7 +185,7 @@ func run(bin, compare, out string, rounds, longRounds int) error {
 		start.UTC().Format("2006-01-02 15:04 UTC"), host, runtime.GOARCH, runtime.NumCPU(), load0, load1, time.Since(start).Round(time.Second))
 	fmt.Fprintf(&b, "Each command ran in interleaved rounds (one run of each per round: %d rounds of the short ones, %d of the long ones); medians of wall time, and of the CPU time and minor page faults getrusage accounts to the child.\n\n", rounds, longRounds)
 	fmt.Fprintf(&b, "| goal | figure | met |\n|---|---|---|\n")
-	fmt.Fprintf(&b, "| exec's fixed cost on a warm stage <= 1 ms over exec'ing the app directly (issue 21) | %s wall, %s CPU (exec %s vs /bin/true %s); an empty static Go program alone costs %s wall, %s CPU over /bin/true | %s |\n",
+	fmt.Fprintf(&b, "| exec's fixed cost on a warm stage <= 1 ms over exec'ing the app directly | %s wall, %s CPU (exec %s vs /bin/true %s); an empty static Go program alone costs %s wall, %s CPU over /bin/true | %s |\n",
 		ms(fixed), ms(warm.cpu-trueS.cpu), ms(warm.wall), ms(trueS.wall), ms(floor), ms(emptyS.cpu-trueS.cpu), met(fixed <= time.Millisecond))
 	// A launcher's floor: what it costs over /bin/true, alone and with the
 	// shim's share in the app.

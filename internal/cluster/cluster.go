@@ -355,13 +355,17 @@ func (c *Cluster) Command(name string, args ...string) *exec.Cmd {
 }
 
 // OnNode returns a command that runs inside node's mount namespace (to look
-// at its private /dev/shm), outside any job.
+// at its private /dev/shm), outside any job, with the node's root directory
+// and working directory. The root matters when the tests run in a chroot
+// (make fresh): entering a mount namespace (setns) moves a process to the
+// namespace's own root, which is then the host's /, whose /dev/shm is not
+// the node's; --root keeps the slurmd's root, the chroot, as a job sees it.
 func (c *Cluster) OnNode(node string, name string, args ...string) *exec.Cmd {
 	pid, ok := c.nodePID[node]
 	if !ok {
 		panic("no node " + node)
 	}
-	return exec.Command("nsenter", append([]string{"-t", strconv.Itoa(pid), "-m", "--", name}, args...)...)
+	return exec.Command("nsenter", append([]string{"-t", strconv.Itoa(pid), "-m", "--root", "--wd", "--", name}, args...)...)
 }
 
 // Logs returns the tail of every daemon's log, for a failure message.

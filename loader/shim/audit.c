@@ -17,11 +17,14 @@
  * (its live copy, updated in place); the resolver leaves paths at or below
  * them to the kernel, so dlopen of a library the process wrote finds it. */
 static char **dirty_slot; /* that slot of the initial environment array, or NULL */
-static int audit_dirty(const char *p, size_t n);
-#define DLB_DIRTY(p, n, h) audit_dirty(p, n)
-#define DLB_DIRTY_ANY() (dirty_slot && *dirty_slot && (*dirty_slot)[15])
-#define DLB_DIRTY_ALL() 0 /* "/" is an entry that covers every prefix */
 #include "table.h"
+static int audit_dirty(const char *p, size_t n, uint64_t h);
+static int audit_dirty_any(void) { return dirty_slot && *dirty_slot && (*dirty_slot)[15]; }
+/* The walk's questions (table.h): only the written directories; "/" is an
+ * entry that covers every prefix (no dirty_all), and every directory is
+ * searchable here (ld.so's candidates lie in directories the app could
+ * search). */
+static const struct dlb_asks asks = {.dirty = audit_dirty, .dirty_any = audit_dirty_any};
 
 #define PREFIX_MAX 1024
 
@@ -193,7 +196,7 @@ static const char *map_file(const char *path, size_t populate_max, size_t *size,
 	int64_t n = st.size;
 #endif
 	long m = 0;
-	/* MAP_POPULATE up to populate_max bytes: see DLB_POPULATE_MAX. */
+	/* MAP_POPULATE up to populate_max bytes (the table: never, table.h). */
 	long flags = 2 /* MAP_PRIVATE */ | ((uint64_t)n <= populate_max ? 0x8000 /* MAP_POPULATE */ : 0);
 	if (rc == 0 && n > 0) m = dlb_syscall6(DLB_SYS_mmap, 0, n, 1 /* PROT_READ */, flags, fd, 0);
 	dlb_sys(DLB_SYS_close, fd, 0, 0);
@@ -210,7 +213,7 @@ static void map_table(void)
 	dlb_memcpy(path + l, "/table", 7);
 	size_t size;
 	long err;
-	const char *m = map_file(path, DLB_POPULATE_MAX, &size, &err);
+	const char *m = map_file(path, 0, &size, &err); /* plainly: see table.h */
 	if (err) { say("no table", path, 0); return; }
 	if (m && dlb_check(m, size)) table = m;
 	else if (m) { dlb_sys(DLB_SYS_munmap, (long)m, (long)size, 0); say("bad table", path, 0); }
@@ -496,7 +499,7 @@ static int try_dir(const char *d, size_t dn, const char *name, size_t nn)
 	orig[dn] = 0;
 	struct dlb_res r;
 	/* cand[0:r.len] receives the directory's canonical path */
-	switch (dlb_resolve(table, orig, 1, cand, &r)) {
+	switch (dlb_resolve(table, &asks, orig, 1, cand, &r)) {
 	case DLB_KNOWN_ERR:
 		return S_MISS; /* every candidate fails, ld.so's stat marks it nonexisting */
 	case DLB_BUNDLED:
@@ -512,7 +515,7 @@ static int try_dir(const char *d, size_t dn, const char *name, size_t nn)
 	 * hash, so the entry's hash is that path's ("/": continue from ""). */
 	uint64_t ch = cn ? r.ent->hash : DLB_HASH_INIT;
 	/* Written directories: no shortcut, every candidate goes to the resolver. */
-	int fast = !DLB_DIRTY_ANY();
+	int fast = !audit_dirty_any();
 	uint32_t dead = fast ? dead_caps(r.ent, cand, cn, ch) : 0;
 	cand[cn++] = '/';
 	uint64_t sh = dlb_hash_more(ch, "/", 1);
@@ -542,7 +545,7 @@ static int try_dir(const char *d, size_t dn, const char *name, size_t nn)
 		dlb_memcpy(cand + cn + cap_len[i], name, nn + 1);
 		char out[DLB_PATH_MAX];
 		struct dlb_res c;
-		switch (dlb_resolve(table, cand, 1, out, &c)) {
+		switch (dlb_resolve(table, &asks, cand, 1, out, &c)) {
 		case DLB_KNOWN_ERR:
 			/* Only the directory's own candidate's errno reaches ld.so's
 			 * "found but unusable" check; ENOENT goes on searching. */
@@ -697,7 +700,7 @@ static int whole_search(const char *name, const struct link_map *loader)
 	case 1: {
 		char out[DLB_PATH_MAX];
 		struct dlb_res c;
-		switch (dlb_resolve(table, cached, 1, out, &c)) {
+		switch (dlb_resolve(table, &asks, cached, 1, out, &c)) {
 		case DLB_BUNDLED:
 			if (c.ent->type != DLB_REG) return S_UNDECIDED;
 			return found(cached, dlb_strlen(cached), c.ent);
@@ -791,7 +794,7 @@ char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag)
 		orig = name + root_len;
 	char canon[DLB_PATH_MAX];
 	struct dlb_res r;
-	switch (dlb_resolve(table, orig, 1, canon, &r)) {
+	switch (dlb_resolve(table, &asks, orig, 1, canon, &r)) {
 	case DLB_BUNDLED:
 		if (r.ent->type != DLB_REG) break;
 		size_t n = dlb_strlen(orig);
@@ -870,8 +873,9 @@ void la_preinit(uintptr_t *cookie)
 
 /* audit_dirty: p[0:n] is one of the directories in DLBUNDLE_DIRTY (as the
  * preload keeps it: newline-separated), or that set holds "/" (everything). */
-static int audit_dirty(const char *p, size_t n)
+static int audit_dirty(const char *p, size_t n, uint64_t h)
 {
+	(void)h; /* a short list, compared by name */
 	const char *s = dirty_slot ? *dirty_slot : 0;
 	if (!s || !dlb_memeq(s, "DLBUNDLE_DIRTY=", 15)) return 0;
 	for (s += 15; *s;) {

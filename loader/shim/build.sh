@@ -17,6 +17,10 @@
 # -Wl,--no-as-needed: Debian's gcc defaults to --as-needed.
 set -eu
 cd "$(dirname "$0")"
+# The preload object's files (docs/loader.md, "Shim sources"); the headers
+# they share: shim_state.h, intercept.h (the one table of entry points),
+# table.h, report.h, reportfmt.h.
+preload_srcs="lookup.c statopen.c realpath.c listings.c exec.c writes.c gettext.c report.c"
 # -fno-delete-null-pointer-checks: glibc declares path arguments nonnull, but apps
 # do pass NULL (statx with AT_EMPTY_PATH); the checks must stay.
 CFLAGS="-O2 -fPIC -Wall -Wextra -Werror -fno-strict-aliasing -fno-delete-null-pointer-checks -Wno-nonnull-compare"
@@ -52,9 +56,9 @@ build() {
 	"$CC" -shared -fPIC -nostdlib -Wl,-soname,libdl.so.2 -Wl,--version-script="$stub/libdl.map" \
 	  -o "$stub/libdl.so.2" "$stub/libdl.c"
 	"$CC" $CFLAGS $san_preload -shared -fvisibility=default -Wl,--no-as-needed -Wl,-z,now \
-	  -o "$out/preload.so" preload.c report.c "$stub/libdl.so.2"
+	  -o "$out/preload.so" $preload_srcs "$stub/libdl.so.2"
 	"$CC" $CFLAGS $san_preload -shared -fvisibility=default -Wl,--no-as-needed -Wl,-z,now \
-	  -o "$out/preload-2.34.so" preload.c report.c
+	  -o "$out/preload-2.34.so" $preload_srcs
 	rm -rf "$stub"
 }
 
@@ -90,4 +94,4 @@ for cc_dir in "$cc_amd64 amd64" "$cc_arm64 arm64"; do
 	"${1%gcc}strip" --strip-unneeded "$2/audit.so" "$2/preload.so" "$2/preload-2.34.so"
 done
 # The digest of the sources, checked by TestShimObjectsUpToDate.
-cat build.sh audit.c preload.c report.c report.h reportfmt.h table.h rawsys.h | sha256sum | cut -d' ' -f1 > sources.sha256
+cat build.sh audit.c $preload_srcs shim_state.h intercept.h report.h reportfmt.h table.h rawsys.h | sha256sum | cut -d' ' -f1 > sources.sha256

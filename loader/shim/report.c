@@ -1,5 +1,7 @@
-/* report.c — see report.h; the line itself is written by reportfmt.h. */
-#define _GNU_SOURCE
+/* report.c — see report.h; the line itself is written by reportfmt.h. The
+ * report's entry points are here too: _exit, dlclose, and the signal
+ * functions (intercept.h, SHIM_OWN). */
+#include "shim_state.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -390,7 +392,7 @@ static int counted_anything(void)
 }
 
 /* One JSON line per process (reportfmt.h), written by the destructor (exit),
- * by _exit (preload.c) or by report_fatal. Async-signal-safe: raw system calls and the
+ * by _exit (below) or by report_fatal. Async-signal-safe: raw system calls and the
  * hand-written formatter only. A vfork child shares the parent's memory and
  * counts: it does not report (its pid differs). */
 __attribute__((destructor)) void report_write(void)
@@ -458,3 +460,48 @@ __attribute__((destructor)) void report_write(void)
 		syscall(SYS_write, fd, line, len);
 	syscall(SYS_close, fd);
 }
+
+/* shim_from_outside (report.h): l_name of a loaded object names a file ld.so
+ * opened from outside the image. Objects ld.so opened from the stage carry
+ * their original name (la_objopen), which the table holds as bundled; any
+ * other absolute name outside the stage dir is the real file system's.
+ * Called once per object at exit, possibly in a signal handler: the table
+ * lookup allocates nothing; the static buffer is used by the one report
+ * writer only. */
+int shim_from_outside(const char *name)
+{
+	static char canon[DLB_PATH_MAX];
+	struct dlb_res r;
+	if (!table || !name || name[0] != '/') return 0;
+	size_t sl = stage_root_len - 5;
+	if (!strncmp(name, stage_root, sl) && name[sl] == '/') return 0; /* the shim's own objects */
+	return shim_resolve(name, 0, 1, canon, &r) != DLB_BUNDLED;
+}
+
+/* shim_unstage (report.h): the report's exe is what /proc/self/exe names,
+ * the staged copy when the executable ran from the stage; the report gives
+ * its original path, as readlink of it through the shim does. In place, no
+ * allocation (called from the report writer, possibly in a signal handler). */
+size_t shim_unstage(char *path, size_t len) { return strip_stage(path, len); }
+
+/* _exit, _Exit: processes that end this way (dash, os._exit, children after
+ * fork) skip destructors; write their report first. */
+void _exit(int status)
+{
+	report_write();
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
+}
+void _Exit(int status) { _exit(status); }
+
+/* dlclose: a library from outside the image that is closed before exit is
+ * still listed in the report (outside_list, above). */
+int dlclose(void *handle)
+{
+	ensure_init();
+	struct link_map *lm = NULL;
+	if (handle && real_dlinfo && real_dlinfo(handle, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name)
+		report_closing(lm->l_name);
+	return real_dlclose ? real_dlclose(handle) : -1;
+}
+

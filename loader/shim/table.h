@@ -1,5 +1,5 @@
 /* table.h — the lookup table reader and the path resolver, shared by audit.c
- * (freestanding: no libc) and preload.c. Format: docs/loader.md; writer:
+ * (freestanding: no libc) and the preload object (shim_state.h). Format: docs/loader.md; writer:
  * loader/table.go. Everything here is allocation-free and syscall-free: a
  * lookup is a hash, a probe sequence and a byte compare on the mmap-ed table.
  */
@@ -54,14 +54,13 @@ _Static_assert(sizeof(struct dlb_header) == 64, "header layout");
 _Static_assert(sizeof(struct dlb_entry) == 96, "entry layout");
 _Static_assert(sizeof(struct dlb_record) == 16, "listing record layout");
 
-/* DLB_POPULATE_MAX: the largest table that audit.c and preload.c map with
- * MAP_POPULATE. The lookups of a start-up touch a table all over (buckets
- * and entries in hash order), a fault maps 64 KiB of it and costs ~22 us on
- * the VM measured (docs/bench/loader.md), while populating costs ~0.2-0.9 us
- * a page: 63-93 us for the spack scenario's 1.3 MB table against ~22 faults
- * it took, but 3.7 ms for 16 MB, more than a process that makes a few
- * lookups would lose to faults. Larger tables are mapped plainly. */
-#define DLB_POPULATE_MAX (2u << 20)
+/* The table is mapped plainly (no MAP_POPULATE) by audit.c and lookup.c:
+ * a read fault maps the 64 KiB around it (the kernel's fault-around), so a
+ * start-up that touches the table all over takes a fault per 64 KiB, and one
+ * that makes a few lookups takes a few. Populating cost more in both cases
+ * on the VM measured (2 MB: 180 us populated against 139 us of faults with
+ * every page touched; 528 KB: 48 against 6 us for one lookup), and it is
+ * paid twice, once per mapping (docs/bench/loader.md). */
 
 /* Own helpers: audit.c links against nothing, so no memcmp/strlen from libc. */
 static inline size_t dlb_strlen(const char *s) { size_t n = 0; while (s[n]) n++; return n; }
@@ -172,41 +171,68 @@ static inline const struct dlb_entry *dlb_lookup(const void *base, const char *p
 	return dlb_lookup_h(base, p, n, dlb_hash(p, n));
 }
 
-/* DLB_DIRTY(p, n, h): the including file may name directories (canonical
- * original paths, p[0:n] with FNV-1a hash h) that the process has written
- * into: the walk leaves anything at or below them to the kernel (preload.c,
- * read-your-writes). DLB_DIRTY_ANY(): some directory is; DLB_DIRTY_ALL():
- * everything is. audit.c tracks none. */
-#ifndef DLB_DIRTY
-#define DLB_DIRTY(p, n, h) 0
-#define DLB_DIRTY_ANY() 0
-#define DLB_DIRTY_ALL() 0
-#endif
-/* DLB_LISTING(p, n, h): the listing of the directory p[0:n] changed (a name
+/* struct dlb_asks: what the walk asks its caller about the process, which
+ * the table cannot tell. The caller passes it to dlb_resolve; a NULL member,
+ * or a NULL pointer (the fuzz harness), gives the answer in brackets. The
+ * preload (lookup.c) and audit.c pass a static const one, whose calls the
+ * compiler makes direct (and inlines where it can).
+ *
+ * dirty(p, n, h): the process has written into the directory p[0:n]
+ * (canonical original path, FNV-1a hash h): the walk leaves anything at or
+ * below it to the kernel (read-your-writes: writes.c, and audit.c reads the
+ * preload's set) [0]. dirty_any(): some directory is [0]; dirty_all():
+ * everything is [0].
+ *
+ * listing(p, n, h): the listing of the directory p[0:n] changed (a name
  * created or removed in it): the directory itself is left to the kernel,
- * the names in it that the table holds are not. */
-#ifndef DLB_LISTING
-#define DLB_LISTING(p, n, h) 0
-#endif
-/* DLB_REALDIR(p, n): p[0:n] is known to be a real directory (preload.c: the
+ * the names in it that the table holds are not [0]. Asked only when
+ * dirty_any().
+ *
+ * realdir(p, n): p[0:n] is known to be a real directory (the preload: the
  * working directory or one of its ancestors, which getcwd names without
  * symlinks), so ".." over it pops it even where the table does not know it
- * (Python joins relative sys.path entries to getcwd() lexically). */
-#ifndef DLB_REALDIR
-#define DLB_REALDIR(p, n) 0
-#endif
-/* DLB_SEARCH(e): may this process search the bundled directory e (the
- * kernel's may_lookup, before every component looked up in it, "." and
- * ".." included)? 1 yes, 0 no (EACCES), -1 cannot tell (the kernel
- * decides). preload.c checks e's mode against the process's ids; audit.c
- * does not (ld.so's candidates lie in directories the app could search).
+ * (Python joins relative sys.path entries to getcwd() lexically) [0].
+ *
+ * search(e): may this process search the bundled directory e (the kernel's
+ * may_lookup, before every component looked up in it, "." and ".."
+ * included)? 1 yes, 0 no (EACCES), -1 cannot tell (the kernel decides) [1].
+ * The preload checks e's mode against the process's ids; audit.c does not
+ * (ld.so's candidates lie in directories the app could search).
  * Directories the table does not hold as bundled are taken as searchable.
- * DLB_SEARCH_ALL(e): e is reached without checking its directories
- * (DLB_FLAG_SEARCHABLE, or no check at all). */
-#ifndef DLB_SEARCH
-#define DLB_SEARCH(e) 1
-#define DLB_SEARCH_ALL(e) 1
-#endif
+ * search_all(e): e is reached without checking its directories
+ * (DLB_FLAG_SEARCHABLE, or no check at all) [1]. */
+struct dlb_asks {
+	int (*dirty)(const char *p, size_t n, uint64_t h);
+	int (*dirty_any)(void);
+	int (*dirty_all)(void);
+	int (*listing)(const char *p, size_t n, uint64_t h);
+	int (*realdir)(const char *p, size_t n);
+	int (*search)(const struct dlb_entry *e);
+	int (*search_all)(const struct dlb_entry *e);
+};
+
+static inline int dlb_ask_dirty(const struct dlb_asks *a, const char *p, size_t n, uint64_t h)
+{
+	return a && a->dirty ? a->dirty(p, n, h) : 0;
+}
+static inline int dlb_ask_dirty_any(const struct dlb_asks *a) { return a && a->dirty_any ? a->dirty_any() : 0; }
+static inline int dlb_ask_dirty_all(const struct dlb_asks *a) { return a && a->dirty_all ? a->dirty_all() : 0; }
+static inline int dlb_ask_listing(const struct dlb_asks *a, const char *p, size_t n, uint64_t h)
+{
+	return a && a->listing ? a->listing(p, n, h) : 0;
+}
+static inline int dlb_ask_realdir(const struct dlb_asks *a, const char *p, size_t n)
+{
+	return a && a->realdir ? a->realdir(p, n) : 0;
+}
+static inline int dlb_ask_search(const struct dlb_asks *a, const struct dlb_entry *e)
+{
+	return a && a->search ? a->search(e) : 1;
+}
+static inline int dlb_ask_search_all(const struct dlb_asks *a, const struct dlb_entry *e)
+{
+	return a && a->search_all ? a->search_all(e) : 1;
+}
 
 /* Outcomes of resolving a path against the table. */
 enum { DLB_UNKNOWN = 0, DLB_BUNDLED = 1, DLB_KNOWN_ERR = 2 };
@@ -259,13 +285,15 @@ static inline int dlb_unknown(struct dlb_res *r, char *out, size_t on, const cha
  * decide (an external entry, a prefix outside the image) is DLB_UNKNOWN and
  * the caller passes the original path through. out receives the canonical
  * path ("/" is written as "/"). follow_last: follow a symlink in the last
- * component (stat vs lstat). */
+ * component (stat vs lstat). ask: the caller's answers about the process
+ * (struct dlb_asks, above). */
 /* dlb_resolve_known is dlb_resolve for a path whose first `known` bytes are
  * a canonical directory path (getcwd's answer: real directories, no
  * symlinks), so ".." over those components is decided lexically even where
  * the table does not know them (the kernel pops a real directory to its
  * parent). */
-static inline int dlb_resolve_known(const void *base, const char *in, size_t known, int follow_last, char *out, struct dlb_res *r)
+static inline int dlb_resolve_known(const void *base, const struct dlb_asks *ask, const char *in, size_t known, int follow_last,
+				    char *out, struct dlb_res *r)
 {
 	char rest[DLB_PATH_MAX], tmp[DLB_PATH_MAX];
 	size_t rn = dlb_strlen(in), on = 0, p = 0;
@@ -280,13 +308,13 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 	if (rn >= DLB_PATH_MAX) r->why = DLB_WHY_TOO_LONG;
 	if (rn == 0 || in[0] != '/' || rn >= DLB_PATH_MAX) return DLB_UNKNOWN;
 	if (known > rn) known = 0;
-	if (DLB_DIRTY_ALL()) { r->why = DLB_WHY_WRITTEN_ALL; return DLB_UNKNOWN; }
+	if (dlb_ask_dirty_all(ask)) { r->why = DLB_WHY_WRITTEN_ALL; return DLB_UNKNOWN; }
 	/* Fast path: the path as given is an entry (keys are clean paths, and
 	 * the format has no entry below a non-directory, so every ancestor of a
 	 * key is a directory the kernel would walk through). Not when the
 	 * process wrote somewhere: an ancestor may be dirty. */
-	const struct dlb_entry *exact = DLB_DIRTY_ANY() ? NULL : dlb_lookup(base, in, rn);
-	if (exact && !DLB_SEARCH_ALL(exact)) exact = NULL; /* walk: a directory on the way may refuse us */
+	const struct dlb_entry *exact = dlb_ask_dirty_any(ask) ? NULL : dlb_lookup(base, in, rn);
+	if (exact && !dlb_ask_search_all(ask, exact)) exact = NULL; /* walk: a directory on the way may refuse us */
 	if (exact && (exact->type == DLB_REG || exact->type == DLB_DIR)) {
 		dlb_memcpy(out, in, rn + 1);
 		r->ent = exact;
@@ -311,7 +339,7 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 		/* Every component, "." and ".." too, is looked up in cur: the
 		 * kernel checks search permission on it first (may_lookup). */
 		if (cur && cur->type == DLB_DIR && !(cur->mode & 1)) {
-			int s = DLB_SEARCH(cur);
+			int s = dlb_ask_search(ask, cur);
 			if (s == 0) { r->err = DLB_EACCES; return DLB_KNOWN_ERR; }
 			if (s < 0) { r->why = DLB_WHY_GROUPS; return DLB_UNKNOWN; }
 		}
@@ -320,7 +348,7 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 			 * right where it is known to be one (a bundled directory, an
 			 * external one, the root, a real directory of the cwd);
 			 * otherwise the kernel gets the rest with the "." kept. */
-			if ((cur && cur->type != DLB_DIR) || (!cur && on > 0 && on != xd && on > kd && !DLB_REALDIR(out, on))) {
+			if ((cur && cur->type != DLB_DIR) || (!cur && on > 0 && on != xd && on > kd && !dlb_ask_realdir(ask, out, on))) {
 				seen_unknown = 1;
 				return dlb_unknown(r, out, on, rest + p, rn - p, 1, links);
 			}
@@ -333,7 +361,7 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 			 * Popping a component the table does not know could be wrong
 			 * (natively it may be a symlink): leave that to the kernel,
 			 * unless it is one of the known real directories. */
-			if (on > 0 && on > kd && on != xd && (!cur || cur->type != DLB_DIR) && !DLB_REALDIR(out, on))
+			if (on > 0 && on > kd && on != xd && (!cur || cur->type != DLB_DIR) && !dlb_ask_realdir(ask, out, on))
 				return dlb_unknown(r, out, on, rest + p, rn - p, 1, links);
 			xd = 0;
 			while (on > 0 && out[on - 1] != '/') on--;
@@ -353,7 +381,7 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 		oh = dlb_hash_more(oh, out + on, 1 + cn);
 		on += 1 + cn;
 		/* Written into by this process: the kernel decides from here. */
-		if (DLB_DIRTY(out, on, oh)) {
+		if (dlb_ask_dirty(ask, out, on, oh)) {
 			r->why = DLB_WHY_WRITTEN;
 			r->why_len = on;
 			return dlb_unknown(r, out, on - 1 - cn, rest + p, rn - p, 1, links);
@@ -439,7 +467,7 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 	}
 	/* A directory whose listing the process changed: its own attributes
 	 * changed too (mtime, nlink...); the kernel answers it. */
-	if (DLB_DIRTY_ANY() && DLB_LISTING(out, on, dlb_hash(out, on))) {
+	if (dlb_ask_dirty_any(ask) && dlb_ask_listing(ask, out, on, dlb_hash(out, on))) {
 		r->why = DLB_WHY_WRITTEN;
 		r->why_len = on;
 		return dlb_unknown(r, out, on, "", 0, 0, links);
@@ -449,9 +477,10 @@ static inline int dlb_resolve_known(const void *base, const char *in, size_t kno
 	return DLB_BUNDLED;
 }
 
-static inline int dlb_resolve(const void *base, const char *in, int follow_last, char *out, struct dlb_res *r)
+static inline int dlb_resolve(const void *base, const struct dlb_asks *ask, const char *in, int follow_last, char *out,
+			      struct dlb_res *r)
 {
-	return dlb_resolve_known(base, in, 0, follow_last, out, r);
+	return dlb_resolve_known(base, ask, in, 0, follow_last, out, r);
 }
 
 #endif

@@ -131,7 +131,7 @@ echo "| zstd\\|cpio | $CC | $CW | $(awk -v a="$CC" -v b="$ENTRIES" 'BEGIN {print
 echo "| dlbundle stage | $SC | $SW | $(awk -v a="$SC" -v b="$ENTRIES" 'BEGIN {printf "%.2f", a/b}') |"
 [ -n "$OLD" ] && echo "| older dlbundle stage | $OC | $OW | $(awk -v a="$OC" -v b="$ENTRIES" 'BEGIN {printf "%.2f", a/b}') |"
 echo
-echo "Goals (issue 21): created objects <= 1.25x the image's entries; on the disk <= 1.25x zstd|cpio; into"
+echo "Goals: created objects <= 1.25x the image's entries; on the disk <= 1.25x zstd|cpio; into"
 echo "tmpfs no slower than before (<= 1.0x the older stage when OLD_DLBUNDLE is given)."
 } > "$OUT"
 cat "$OUT"

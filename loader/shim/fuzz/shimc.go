@@ -22,7 +22,7 @@ static struct res resolve(const void *tab, const char *path, int follow, char *o
 	struct dlb_res r;
 	struct res x = {0, 0, 0, 0, -1};
 	memset(&r, 0, sizeof r);
-	x.rc = dlb_resolve(tab, path, follow, out, &r);
+	x.rc = dlb_resolve(tab, NULL, path, follow, out, &r); // NULL: no process to ask (no writes, every directory searchable)
 	x.err = r.err;
 	x.rewritten = r.rewritten;
 	x.len = r.len;

@@ -1,0 +1,268 @@
+/* lookup.c — start-up (the real functions, the table mapped once) and the
+ * path lookup every entry point asks: a path, made absolute, resolved
+ * against the table (table.h) and counted for the report; the debug log.
+ * The shim's state lives here (shim_state.h declares it). */
+#include "shim_state.h"
+
+#define DEFINE_REAL(name, ret, args) ret(*real_##name) args;
+SHIM_FUNCS(DEFINE_REAL)
+
+/* ---- state, set once by shim_init ---- */
+const void *table;
+char stage_root[1024]; /* $DLBUNDLE_STAGE/root */
+size_t stage_root_len;
+dev_t stage_dev;
+int debug_on;
+static char debug_dir[512];
+int inactive = -1; /* the shim has a stage but no table: the FB_* reason, else -1 */
+uid_t init_uid, init_euid; /* the ids that read the stage at start-up */
+char stage_table[1100];     /* $DLBUNDLE_STAGE/table */
+
+static void resolve_reals(void)
+{
+#define RESOLVE(name, ret, args) real_##name = (ret(*) args)dlsym(RTLD_NEXT, #name);
+	SHIM_FUNCS(RESOLVE)
+}
+
+/* shim_init maps the table (one open, one mmap, one close: no fd is kept).
+ * It runs as a constructor, but other libraries' constructors may call us
+ * first, so every entry point calls ensure_init(). Two threads racing here do
+ * the same idempotent work; the losing mapping is simply leaked. */
+volatile int init_done;
+void shim_init(void)
+{
+	resolve_reals();
+	const char *stage = getenv("DLBUNDLE_STAGE");
+	const char *dbg = getenv("DLBUNDLE_DEBUG");
+	debug_on = dbg && dbg[0] == '1';
+	const char *dd = getenv("DLBUNDLE_DEBUG_DIR");
+	if (dd && strlen(dd) < sizeof debug_dir) strcpy(debug_dir, dd);
+	if (stage && strlen(stage) > DLB_STAGE_MAX) {
+		/* dlbundle exec refuses such a stage dir; say why nothing is answered. */
+		static const char msg[] = "dlbundle: DLBUNDLE_STAGE is longer than 1000 bytes; the shim is "
+					  "inactive and this process reads the original files (use a shorter --stage-dir)\n";
+		syscall(SYS_write, 2, msg, sizeof msg - 1);
+		stage = NULL;
+		inactive = FB_STAGE_TOO_LONG;
+	}
+	_Static_assert(DLB_STAGE_MAX + 8 < sizeof stage_root, "stage_root holds DLBUNDLE_STAGE/root");
+	if (stage && stage[0] == '/') {
+		stage_root_len = (size_t)snprintf(stage_root, sizeof stage_root, "%s/root", stage);
+		char *path = stage_table;
+		snprintf(path, sizeof stage_table, "%s/table", stage);
+		init_uid = (uid_t)syscall(SYS_getuid);
+		init_euid = (uid_t)syscall(SYS_geteuid);
+		int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+		struct stat st;
+		if (fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 && st.st_size > 0) {
+			/* A mapping of its own, not audit.so's (another namespace),
+			 * mapped plainly: see table.h. */
+			void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+			if (m != MAP_FAILED && dlb_check(m, (size_t)st.st_size)) { table = m; stage_dev = st.st_dev; }
+			else if (m != MAP_FAILED) { munmap(m, (size_t)st.st_size); inactive = FB_BAD_TABLE; }
+		}
+		if (fd >= 0) syscall(SYS_close, fd);
+		if (!table && inactive < 0) inactive = FB_NO_TABLE;
+	}
+	restore_native_env();
+	dirty_inherit();
+	report_init();
+	if (inactive >= 0) debug_note("inactive", stage ? stage : "", stage && strlen(stage) <= DLB_STAGE_MAX ? strlen(stage) : 0,
+				      inactive == FB_NO_TABLE ? "the table cannot be opened or mapped (no-table); every lookup goes to the file system"
+				      : inactive == FB_BAD_TABLE ? "the table is damaged or of another version (bad-table); every lookup goes to the file system"
+								 : "DLBUNDLE_STAGE is too long (stage-too-long); every lookup goes to the file system");
+	__atomic_store_n(&init_done, 1, __ATOMIC_RELEASE);
+}
+
+__attribute__((constructor)) static void shim_ctor(int argc, char **argv, char **envp)
+{
+	(void)envp;
+	if (!__atomic_load_n(&init_done, __ATOMIC_ACQUIRE)) shim_init();
+	unstage_argv0(argc, argv);
+}
+
+/* ---- debug log: one write per decision, stderr or DEBUG_DIR/<pid>.log ---- */
+static void debug_write(const char *line, size_t n);
+void debug_log(const char *what, const char *fn, const char *path, const char *to)
+{
+	if (!debug_on) return;
+	char line[2 * PATH_MAX + 128];
+	int n = snprintf(line, sizeof line, "dlbundle[%d]: %s %s %s%s%s\n", (int)syscall(SYS_getpid), fn, what,
+			 path ? path : "(null)", to ? " -> " : "", to ? to : "");
+	if (n < 0) return;
+	if ((size_t)n >= sizeof line) n = sizeof line - 1;
+	debug_write(line, (size_t)n);
+}
+static void debug_write(const char *line, size_t n)
+{
+	int fd = 2, close_it = 0;
+	if (debug_dir[0]) {
+		char p[600];
+		snprintf(p, sizeof p, "%s/%d.log", debug_dir, (int)syscall(SYS_getpid));
+		/* O_NONBLOCK, then a regular file of our own only: a FIFO there
+		 * must not hang the app, another user's file gets nothing (as
+		 * report.c). */
+		fd = (int)syscall(SYS_openat, AT_FDCWD, p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0644);
+		close_it = fd >= 0;
+		struct stat st;
+		if (fd >= 0 && (syscall(SYS_fstat, fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != (uid_t)syscall(SYS_geteuid))) {
+			syscall(SYS_close, fd);
+			fd = -1, close_it = 0;
+		}
+	}
+	if (fd >= 0) syscall(SYS_write, fd, line, n);
+	if (close_it) syscall(SYS_close, fd);
+}
+
+/* debug_note: a line that says when and why lookups start going to the
+ * file system (docs/loader.md, "Reports and debugging"). */
+void debug_note(const char *what, const char *p, size_t n, const char *why)
+{
+	if (!debug_on) return;
+	char line[DLB_PATH_MAX + 256];
+	if (n > DLB_PATH_MAX) n = DLB_PATH_MAX;
+	int k = snprintf(line, sizeof line, "dlbundle[%d]: %s %.*s: %s\n", (int)syscall(SYS_getpid), what, (int)n, p, why);
+	if (k > 0) debug_write(line, (size_t)k < sizeof line ? (size_t)k : sizeof line - 1);
+}
+
+/* fallback counts a lookup passed through for a reason other than the
+ * image lacking the path (report.h); r: the resolver's answer, canon its
+ * output. Returns 1 when counted. */
+int fallback(const struct dlb_res *r, const char *canon)
+{
+	switch (r->why) {
+	case DLB_WHY_WRITTEN: report_fallback(FB_WRITTEN, canon, r->why_len); return 1;
+	case DLB_WHY_WRITTEN_ALL: report_fallback(FB_WRITTEN_ALL, "/", 1); return 1;
+	case DLB_WHY_GROUPS: report_fallback(FB_GROUPS, "", 0); return 1;
+	case DLB_WHY_TOO_LONG: report_fallback(FB_TOO_LONG, "", 0); return 1;
+	}
+	return 0;
+}
+
+/* ---- the lookup ---- */
+
+/* The walk's questions about this process (table.h, struct dlb_asks): the
+ * directories it wrote into (writes.c: dirty_n and dirty_all are read with
+ * acquire, the entries below dirty_n are immutable), the real directories of
+ * the cwd (realpath.c), and search permission from the table's modes
+ * (statopen.c). Static const and in the walk's file, so that the compiler
+ * calls these directly and inlines the atomic loads, as it did macros. */
+static int ask_dirty(const char *p, size_t n, uint64_t h) { return shim_dirty_any() && dirty_is(p, n, h); }
+static int ask_search_all(const struct dlb_entry *e) { return (e->flags & DLB_FLAG_SEARCHABLE) != 0; }
+static const struct dlb_asks asks = {
+	.dirty = ask_dirty,
+	.dirty_any = shim_dirty_any,
+	.dirty_all = shim_dirty_all,
+	.listing = listing_is,
+	.realdir = cwd_prefix,
+	.search = search_ok,
+	.search_all = ask_search_all,
+};
+
+/* Not inlined: every file's lookups share this one copy of the walk, which
+ * is large (as when the preload object was one file, where the compiler kept
+ * it out of line). */
+__attribute__((noinline)) int shim_resolve(const char *in, size_t known, int follow, char *out, struct dlb_res *r)
+{
+	return dlb_resolve_known(table, &asks, in, known, follow, out, r);
+}
+
+/* lookup resolves *pp (relative to dirfd) against the table. Only absolute
+ * paths and cwd-relative ones are looked up (getcwd is one cheap local
+ * syscall); any other dirfd-relative path is DLB_UNKNOWN. When the answer is
+ * DLB_UNKNOWN but the table's symlinks were followed, *pp is pointed at canon,
+ * an equivalent path that does not walk them again on the original file
+ * system; the caller passes *pp to the real function. */
+int lookup(const char *fn, int dirfd, const char **pp, int follow, char *canon, struct dlb_res *r)
+{
+	const char *path = *pp;
+	r->rewritten = 0;
+	r->why = DLB_WHY_LACKS;
+	ensure_init();
+	if (!path || !path[0]) return DLB_UNKNOWN;
+	if (!table) {
+		if (inactive >= 0) report_fallback(inactive, stage_root, stage_root_len > 5 ? stage_root_len - 5 : 0);
+		return DLB_UNKNOWN;
+	}
+	char abs[DLB_PATH_MAX];
+	const char *p = path;
+	size_t known = 0; /* getcwd's answer is real directories: ".." over them is decided */
+	int at_dir = 0;   /* relative to the fd of a listing the shim serves */
+	if (path[0] != '/' && dirfd != AT_FDCWD) {
+		/* dirfd(d) of a bundled directory's stream is its staged copy: look
+		 * the name up as the original's (its table path is canonical), and
+		 * pass an undecided one through by that absolute path, as natively
+		 * the fd would name the original directory. Any other directory fd
+		 * is the file system's to resolve (a fallback the report counts). */
+		size_t n = dir_fd_path(dirfd, abs, sizeof abs);
+		size_t pl = strlen(path);
+		if (!n) {
+			report_fallback(FB_DIRFD, "", 0);
+			debug_log("pass", fn, path, 0);
+			return DLB_UNKNOWN;
+		}
+		if (n + 1 + pl >= sizeof abs) {
+			r->why = DLB_WHY_TOO_LONG;
+			goto unknown;
+		}
+		if (n > 1) abs[n++] = '/';
+		memcpy(abs + n, path, pl + 1);
+		known = n > 1 ? n - 1 : 1;
+		p = abs;
+		at_dir = 1;
+	} else if (path[0] != '/') {
+		long n = syscall(SYS_getcwd, abs, sizeof abs);
+		size_t pl = strlen(path);
+		if (n > 0 && abs[0] == '/' && (size_t)n + pl + 1 >= sizeof abs) r->why = DLB_WHY_TOO_LONG;
+		if (n <= 0 || abs[0] != '/' || (size_t)n + pl + 1 >= sizeof abs) goto unknown;
+		known = (size_t)n - 1;
+		abs[n - 1] = '/';
+		memcpy(abs + n, path, pl + 1);
+		p = abs;
+	}
+	/* The stage itself is never looked up: it may lie below a directory
+	 * whose listing was taken before it existed. */
+	if (!strncmp(p, stage_root, stage_root_len - 5) && (p[stage_root_len - 5] == '/' || !p[stage_root_len - 5]))
+		goto unknown;
+	int rc = shim_resolve(p, known, follow, canon, r);
+	/* A caller that passes a bundled name through (a directory opened)
+	 * must not reach the staged copy by the fd: the original, canonical. */
+	if (at_dir && rc != DLB_UNKNOWN) *pp = canon;
+	if (rc == DLB_BUNDLED) { report_count(REPORT_ANSWERED, NULL); debug_log("bundled", fn, path, canon); }
+	else if (rc == DLB_KNOWN_ERR) { report_count(REPORT_MISSING, NULL); debug_log("missing", fn, path, 0); }
+	else goto unknown;
+	return rc;
+unknown:
+	if (at_dir && !r->rewritten) { /* the original, by its absolute path */
+		memcpy(canon, abs, strlen(abs) + 1);
+		r->rewritten = 1;
+	}
+	if (r->rewritten) *pp = canon;
+	/* The report names the path that reaches the file system, made
+	 * absolute against the cwd of the moment: a relative name read after a
+	 * chdir means nothing to a reader of the report. */
+	if (!fallback(r, canon)) report_count(REPORT_PASSED, r->rewritten ? *pp : p);
+	debug_log("pass", fn, path, r->rewritten ? canon : 0);
+	return DLB_UNKNOWN;
+}
+
+/* staged builds stage_root + canon. */
+int staged(char *out, size_t outsz, const char *canon, size_t n)
+{
+	if (stage_root_len + n + 1 > outsz) return -1;
+	memcpy(out, stage_root, stage_root_len);
+	memcpy(out + stage_root_len, canon, n + 1);
+	return 0;
+}
+
+/* strip_stage turns a staged path (as the kernel reports it) back into the
+ * original, in place. Returns the new length. */
+size_t strip_stage(char *s, size_t n)
+{
+	if (stage_root_len && n > stage_root_len && memcmp(s, stage_root, stage_root_len) == 0 && s[stage_root_len] == '/') {
+		memmove(s, s + stage_root_len, n - stage_root_len);
+		return n - stage_root_len;
+	}
+	return n;
+}
+
