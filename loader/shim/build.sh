@@ -36,7 +36,7 @@ build() {
 	# The preload objects: libc interposition; no symbol versions, so that
 	# versioned references such as stat64@GLIBC_2.33 bind to our unversioned
 	# definitions. Two builds, chosen by dlbundle exec for the node's glibc
-	# (loader/shim.go):
+	# (loader/stagefmt/shim.go):
 	#
 	# preload.so, for glibc 2.17 and later: dlsym and dlerror are linked
 	# against a stub libdl.so.2 that defines them at the architecture's base
