@@ -73,6 +73,17 @@ func (f *FoldAdvice) command(flags ...string) string {
 	return "dlbundle build " + strings.Join(append(words, shellWords(files)...), " ")
 }
 
+// FoldCommand is the build --from command the text advises when the runs
+// lacked something the image could hold (lacked paths, libraries from
+// outside, paths a rule left out), or "" when there is nothing to fold:
+// what a script runs after `report --json`.
+func (s Summary) FoldCommand() string {
+	if len(s.Lacked) == 0 && len(s.Outside) == 0 && len(s.LeftOut) == 0 {
+		return ""
+	}
+	return s.Fold.command()
+}
+
 // shellWord quotes s for a POSIX shell when it holds anything but the
 // characters of ordinary paths.
 func shellWord(s string) string {

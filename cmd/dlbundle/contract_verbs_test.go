@@ -134,7 +134,7 @@ func TestReportJSON(t *testing.T) {
 	json.Unmarshal(r["processes"], &procs)
 	json.Unmarshal(r["outside"], &outside)
 	if procs != 1 || len(outside) != 1 || !strings.Contains(outside[0].Path, "libc.so") {
-		t.Errorf("report --json: processes %d, outside %v; want 1 process that loaded libc from outside the image\n%s", procs, outside, stdout)
+		t.Fatalf("report --json: processes %d, outside %v; want 1 process that loaded libc from outside the image\n%s", procs, outside, stdout)
 	}
 	for _, list := range []string{"lacked", "node_local", "temporary", "per_run", "left_out", "outside", "fallbacks", "runs", "include_prefixes"} {
 		if v, ok := r[list]; !ok || !strings.HasPrefix(string(v), "[") {
@@ -147,6 +147,20 @@ func TestReportJSON(t *testing.T) {
 	json.Unmarshal(r["reports"], &reports)
 	if img != probe.Image || len(reports) != 1 || reports[0] != rep {
 		t.Errorf("report --json names image %q and reports %q, want %s and [%s]", img, reports, probe.Image, rep)
+	}
+	// fold is the build --from command the text advises: a script runs it
+	// as given, and the image then holds the libc the run loaded from outside.
+	var fold string
+	json.Unmarshal(r["fold"], &fold)
+	words := strings.Fields(fold)
+	if len(words) < 2 || words[0] != "dlbundle" || words[1] != "build" || !strings.Contains(fold, "--from "+probe.Image) {
+		t.Fatalf("report --json fold = %q, want the build --from command for %s", fold, probe.Image)
+	}
+	if _, stderr, code := runContract(t, bin, words[1:]); code != 0 {
+		t.Fatalf("%s: exit %d: %s", fold, code, stderr)
+	}
+	if stdout, _, code := runContract(t, bin, []string{"inspect", "--list", probe.Image}); code != 0 || !strings.Contains(stdout, outside[0].Path) {
+		t.Errorf("after %s the image does not list %s:\n%s", fold, outside[0].Path, stdout)
 	}
 }
 

@@ -21,7 +21,7 @@ type ReportCmd struct {
 	StageDir string   `name:"stage-dir" placeholder:"DIR" env:"DLBUNDLE_STAGE_DIR" help:"With no file: read the records of this stage directory (default: exec's default)."`
 	RunID    string   `name:"run" placeholder:"ID" help:"With no file: only the records of this run and the runs it names the start of (slurm-77: every run of Slurm job 77; slurm-77.3: its step 3)."`
 	All      bool     `help:"List every path and library in each category (default: the 30 most taken)."`
-	JSON     bool     `name:"json" help:"Print the summary as one JSON object instead of text: the totals (processes, answered, missing, passed), each list of paths with how many processes took it (lacked, node_local, temporary, per_run, left_out, outside, fallbacks), the runs, and the image and report files it was made of. Lists are [] when empty."`
+	JSON     bool     `name:"json" help:"Print the summary as one JSON object instead of text: the totals (processes, answered, missing, passed), each list of paths with how many processes took it (lacked, node_local, temporary, per_run, left_out, outside, fallbacks), the runs, the image and report files it was made of, and fold: the build --from command that folds what the image lacked into it (\"\" when nothing). Lists are [] when empty."`
 	Image    string   `placeholder:"IMAGE" type:"existingfile" help:"The image the app ran from: the --include/--exclude it was built with decide which paths build left out by policy (default: build's default rules)."`
 
 	out io.Writer // where the summary goes; nil means stdout (tests)
@@ -136,7 +136,8 @@ func (c *ReportCmd) Run() error {
 			report.Summary
 			Image   string   `json:"image"`
 			Reports []string `json:"reports"`
-		}{s, img, c.Files})
+			Fold    string   `json:"fold"`
+		}{s, img, c.Files, s.FoldCommand()})
 	}
 	limit := 30
 	if c.All {
