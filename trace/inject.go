@@ -1,7 +1,6 @@
 package trace
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -30,6 +29,23 @@ const (
 	seccompFilterFlagTSync = 1
 )
 
+// sockFprog is the kernel's struct sock_fprog on a 64-bit app (the tracer's
+// own architecture and byte order): the filter's length, then its address in
+// the app, not in this process (so not unix.SockFprog, whose Filter is a Go
+// pointer).
+type sockFprog struct {
+	Len    uint16
+	_      [6]byte
+	Filter uint64
+}
+
+// Exactly 16 bytes, as the layout below assumes (either array length is
+// negative otherwise, and the build fails).
+var (
+	_ [16 - unsafe.Sizeof(sockFprog{})]struct{}
+	_ [unsafe.Sizeof(sockFprog{}) - 16]struct{}
+)
+
 // injectFilter installs prog in tid, stopped at its first instruction after
 // execve. Signals that arrive meanwhile are returned to be delivered after.
 func injectFilter(tid int, prog []unix.SockFilter) (pending []unix.Signal, err error) {
@@ -41,9 +57,9 @@ func injectFilter(tid int, prog []unix.SockFilter) (pending []unix.Signal, err e
 	// (the kernel maps 128 KiB of stack below the arguments at execve).
 	size := len(prog) * int(unsafe.Sizeof(unix.SockFilter{}))
 	addr := (saved.sp() - 8192 - uint64(size) - 16) &^ 15
+	head := sockFprog{Len: uint16(len(prog)), Filter: addr + 16}
 	fprog := make([]byte, 16+size)
-	binary.LittleEndian.PutUint16(fprog, uint16(len(prog)))
-	binary.LittleEndian.PutUint64(fprog[8:], addr+16)
+	copy(fprog, unsafe.Slice((*byte)(unsafe.Pointer(&head)), unsafe.Sizeof(head)))
 	copy(fprog[16:], unsafe.Slice((*byte)(unsafe.Pointer(&prog[0])), size))
 	if err := pokeMem(tid, addr, fprog); err != nil {
 		// /proc/TID/mem not writable here (a read-only /proc): word by word.
