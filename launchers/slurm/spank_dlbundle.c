@@ -606,7 +606,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
  * the path in argv[0] (made absolute by srun), and from the stage the
  * kernel reads the program node-locally instead of from the shared file
  * system (a lookup and reads per task). The shim gives the app its
- * original argv[0] back (preload.c, unstage_argv0). A bundled #! script
+ * original argv[0] back (loader/shim/exec.c, unstage_argv0). A bundled #! script
  * is left to the kernel as given: its interpreter would see the staged
  * path. The argv array is the task's (slurmstepd forked the task before
  * task_init), so the change is the task's alone. */
