@@ -151,13 +151,7 @@ func TestSecondPilotKeepsTheFirst(t *testing.T) {
 func TestExecLeavesNodeRecordsReportReadsThem(t *testing.T) {
 	cli := clitest.CLI(t)
 	dir := t.TempDir()
-	// The app's tree must not be under /tmp (left out by default rules):
-	// the test's own directory below /var/lib is not.
-	app, err := os.MkdirTemp("/var/lib", "dlbundle-life-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(app) })
+	app := appDirOutsideTmp(t)
 	// A data file the pilot never reads, in a directory of its own (the
 	// image holds the app's directory listing, not this one's).
 	if err := os.Mkdir(filepath.Join(app, "data"), 0o755); err != nil {
@@ -248,11 +242,7 @@ func TestExecLeavesNodeRecordsReportReadsThem(t *testing.T) {
 func TestExecInAllocationServesARebuiltImage(t *testing.T) {
 	cli := clitest.CLI(t)
 	dir := t.TempDir()
-	app, err := os.MkdirTemp("/var/lib", "dlbundle-life-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(app) })
+	app := appDirOutsideTmp(t)
 	script := filepath.Join(app, "app.sh")
 	env := append(clitest.CleanEnv(dir), "SLURM_JOB_ID=4242", "SLURM_JOB_NODELIST=localhost")
 	run := func(args ...string) string {
@@ -463,11 +453,7 @@ func TestReportCountsLibrariesTheAuditModuleFound(t *testing.T) {
 func TestReportTellsRuleFromUnseen(t *testing.T) {
 	cli := clitest.CLI(t)
 	dir := t.TempDir()
-	app, err := os.MkdirTemp("/var/lib", "dlbundle-life-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(app) })
+	app := appDirOutsideTmp(t)
 	big := filepath.Join(app, "big.dat")
 	if err := os.WriteFile(big, make([]byte, 3<<20), 0o644); err != nil {
 		t.Fatal(err)
@@ -667,4 +653,17 @@ func TestExecBareNameResolvedFromImage(t *testing.T) {
 	if len(calls) > 0 {
 		t.Errorf("exec's search for python3 made %d calls on the file system:\n%s", len(calls), strings.Join(calls, "\n"))
 	}
+}
+
+// appDirOutsideTmp is a directory for a test app's tree, removed after the
+// test. Not under /tmp: build's default rules leave /tmp out, as a job's
+// scratch, and these tests need the app bundled.
+func appDirOutsideTmp(t *testing.T) string {
+	t.Helper()
+	app, err := os.MkdirTemp("/var/lib", "dlbundle-life-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(app) })
+	return app
 }
