@@ -191,6 +191,19 @@ type e2eApp struct {
 	include bool
 }
 
+// pilot traces the app's command in dir and builds dir/app.dlimg from the
+// trace, as a user would; it returns the image.
+func (a e2eApp) pilot(t *testing.T, dir string, env []string, bin string, cmd []string) string {
+	t.Helper()
+	runIn(t, dir, env, bin, append([]string{"trace", "--"}, cmd...)...)
+	build := []string{"build", "-o", "app.dlimg"}
+	if a.include {
+		build = append(build, "--include", filepath.Join(dir, "app"))
+	}
+	runIn(t, dir, env, bin, build...)
+	return filepath.Join(dir, "app.dlimg")
+}
+
 // cRunpathDlopen is examples/demo's C app: 40 libraries through RUNPATH,
 // plugins it dlopens by name, a data file (exec's and env's zero-operation
 // tests both run it).
@@ -268,13 +281,7 @@ func TestExecZeroOperationsOnBundledPaths(t *testing.T) {
 			dir := t.TempDir()
 			cmd := app.setup(t, dir)
 			env := clitest.CleanEnv(dir)
-			runIn(t, dir, env, bin, append([]string{"trace", "--"}, cmd...)...)
-			build := []string{"build", "-o", "app.dlimg"}
-			if app.include {
-				build = append(build, "--include", filepath.Join(dir, "app"))
-			}
-			runIn(t, dir, env, bin, build...)
-			img := filepath.Join(dir, "app.dlimg")
+			img := app.pilot(t, dir, env, bin, cmd)
 			bundled, external := bundledPaths(t, img)
 
 			native := runIn(t, dir, env, cmd[0], cmd[1:]...)

@@ -37,13 +37,7 @@ func TestEnvZeroOperationsOnBundledPaths(t *testing.T) {
 			dir := t.TempDir()
 			cmd := app.setup(t, dir)
 			env := clitest.CleanEnv(dir)
-			runIn(t, dir, env, bin, append([]string{"trace", "--"}, cmd...)...)
-			build := []string{"build", "-o", "app.dlimg"}
-			if app.include {
-				build = append(build, "--include", filepath.Join(dir, "app"))
-			}
-			runIn(t, dir, env, bin, build...)
-			img := filepath.Join(dir, "app.dlimg")
+			img := app.pilot(t, dir, env, bin, cmd)
 			stage := filepath.Join(dir, "stage")
 			bundled, _ := bundledPaths(t, img)
 			if !bundled[cmd[0]] {
