@@ -18,7 +18,7 @@ import (
 
 // shimSources are hashed into shim/sources.sha256 by shim/build.sh, in this order.
 var shimSources = []string{"build.sh", "audit.c", "lookup.c", "statopen.c", "realpath.c", "listings.c", "exec.c", "writes.c", "gettext.c", "report.c",
-	"shim_state.h", "intercept.h", "report.h", "reportfmt.h", "table.h", "rawsys.h"}
+	"shim_state.h", "intercept.h", "report.h", "reportfmt.h", "table.h", "ldcache.h", "rawsys.h"}
 
 // TestShimObjectsUpToDate fails when the C sources changed but the committed
 // objects were not regenerated (`go generate ./loader/`), as with bpf2go.

@@ -33,7 +33,7 @@ fuzz-loader:
 	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzReadReports$$' -fuzztime 10s ./report/
 	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzTable$$' -fuzztime 10s ./loader/stagefmt/
 
-# The shim's C readers (table.h, reportfmt.h) through cgo, under
+# The shim's C readers (table.h, reportfmt.h, ldcache.h) through cgo, under
 # AddressSanitizer (-asan; the Makefile's CGO_ENABLED=0 is overridden here):
 # the unit tests and seeds, then a short fuzz run of each target. Go's
 # coverage guidance does not see into C: the mutations are blind there.
@@ -44,6 +44,7 @@ fuzz-shim:
 	CGO_ENABLED=1 $(GO_FUZZ) -asan -run '^$$' -fuzz '^FuzzTableResolve$$' -fuzztime 10s ./loader/shim/fuzz/
 	CGO_ENABLED=1 $(GO_FUZZ) -asan -run '^$$' -fuzz '^FuzzTableCheck$$' -fuzztime 10s ./loader/shim/fuzz/
 	CGO_ENABLED=1 $(GO_FUZZ) -asan -run '^$$' -fuzz '^FuzzReportLine$$' -fuzztime 10s ./loader/shim/fuzz/
+	CGO_ENABLED=1 $(GO_FUZZ) -asan -run '^$$' -fuzz '^FuzzLdCache$$' -fuzztime 10s ./loader/shim/fuzz/
 
 # The differential walker fuzzer (loader/walker_test.go): realpath & co.
 # natively and under the shim on random paths, compared (as root: it runs

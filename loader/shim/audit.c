@@ -18,6 +18,7 @@
  * them to the kernel, so dlopen of a library the process wrote finds it. */
 static char **dirty_slot; /* that slot of the initial environment array, or NULL */
 #include "table.h"
+#include "ldcache.h"
 static int audit_dirty(const char *p, size_t n, uint64_t h);
 static int audit_dirty_any(void) { return dirty_slot && *dirty_slot && (*dirty_slot)[15]; }
 /* The walk's questions (table.h): only the written directories; "/" is an
@@ -181,7 +182,7 @@ static void restore_native_env(char **env)
  * held, apps may close_range() everything. It returns the mapping and its
  * size, or 0 with *err the open's -errno (0 when the file opened but is
  * empty or cannot be mapped). */
-static const char *map_file(const char *path, size_t populate_max, size_t *size, long *err)
+static const char *map_file(const char *path, size_t *size, long *err)
 {
 	*size = 0;
 	long fd = dlb_sys(DLB_SYS_openat, -100, path, 02000000 /* O_CLOEXEC */);
@@ -196,9 +197,9 @@ static const char *map_file(const char *path, size_t populate_max, size_t *size,
 	int64_t n = st.size;
 #endif
 	long m = 0;
-	/* MAP_POPULATE up to populate_max bytes (the table: never, table.h). */
-	long flags = 2 /* MAP_PRIVATE */ | ((uint64_t)n <= populate_max ? 0x8000 /* MAP_POPULATE */ : 0);
-	if (rc == 0 && n > 0) m = dlb_syscall6(DLB_SYS_mmap, 0, n, 1 /* PROT_READ */, flags, fd, 0);
+	/* Not populated: a process reads a few pages of either file, and a
+	 * page fault maps its neighbours too (the kernel's fault-around). */
+	if (rc == 0 && n > 0) m = dlb_syscall6(DLB_SYS_mmap, 0, n, 1 /* PROT_READ */, 2 /* MAP_PRIVATE */, fd, 0);
 	dlb_sys(DLB_SYS_close, fd, 0, 0);
 	if (m < 0 && m > -4096) return 0; /* -errno */
 	if (m) *size = (size_t)n;
@@ -213,7 +214,7 @@ static void map_table(void)
 	dlb_memcpy(path + l, "/table", 7);
 	size_t size;
 	long err;
-	const char *m = map_file(path, 0, &size, &err); /* plainly: see table.h */
+	const char *m = map_file(path, &size, &err);
 	if (err) { say("no table", path, 0); return; }
 	if (m && dlb_check(m, size)) table = m;
 	else if (m) { dlb_sys(DLB_SYS_munmap, (long)m, (long)size, 0); say("bad table", path, 0); }
@@ -581,43 +582,19 @@ static int walk_list(const char *list, const char *seps, const struct link_map *
 }
 
 /* ---- /etc/ld.so.cache, read as ld.so reads it (node-local, once) ---- */
-static const char *cache;
-static size_t cache_size, cache_new, cache_n;
+static struct dlb_ldcache cache;
 static int cache_state; /* 0 not read, 1 usable, 2 absent (ld.so: no cache), -1 not understood */
-
-#define CACHE_NEW_MAGIC "glibc-ld.so.cache1.1"
-#if defined(__x86_64__)
-#define CACHE_FLAGS 0x0303 /* FLAG_ELF_LIBC6 | FLAG_X8664_LIB64: _dl_cache_check_flags */
-#elif defined(__aarch64__)
-#define CACHE_FLAGS 0x0a03 /* FLAG_ELF_LIBC6 | FLAG_AARCH64_LIB64 */
-#endif
 
 static void read_cache(void)
 {
 	cache_state = -1;
-#ifdef CACHE_FLAGS
 	size_t size;
 	long err;
-	/* populated whatever its size: cache_lookup reads every entry */
-	const char *c = map_file("/etc/ld.so.cache", (size_t)-1, &size, &err);
+	const char *c = map_file("/etc/ld.so.cache", &size, &err);
 	if (err == -2 /* ENOENT */) { cache_state = 2; return; }
 	if (!c) return;
-	long m = (long)c;
-	if (size <= 48) { dlb_sys(DLB_SYS_munmap, m, (long)size, 0); return; } /* no header */
-	size_t off = 0;
-	if (dlb_memeq(c, "ld.so-1.7.0", 11)) { /* old format first, the new one after it */
-		uint32_t n = *(const uint32_t *)(c + 12);
-		off = (16 + (size_t)n * 12 + 7) & ~(size_t)7;
-	}
-	if (off + 48 > (size_t)size || !dlb_memeq(c + off, CACHE_NEW_MAGIC, 20)) { dlb_sys(DLB_SYS_munmap, m, size, 0); return; }
-	uint32_t n = *(const uint32_t *)(c + off + 20);
-	if ((size_t)n > ((size_t)size - off - 48) / 24) { dlb_sys(DLB_SYS_munmap, m, size, 0); return; }
-	cache = c;
-	cache_size = (size_t)size;
-	cache_new = off;
-	cache_n = n;
+	if (!dlb_ldcache_open(c, size, &cache)) { dlb_sys(DLB_SYS_munmap, (long)c, (long)size, 0); return; }
 	cache_state = 1;
-#endif
 }
 
 /* drop_cache unmaps the cache when ld.so unmaps its own (_dl_unload_cache,
@@ -626,42 +603,18 @@ static void read_cache(void)
  * needs it maps it again, as ld.so does. */
 static void drop_cache(void)
 {
-	if (cache_state == 1) dlb_sys(DLB_SYS_munmap, (long)cache, (long)cache_size, 0);
-	cache = 0;
+	if (cache_state == 1) dlb_sys(DLB_SYS_munmap, (long)cache.map, (long)cache.size, 0);
 	cache_state = 0;
 }
 
-/* cache_str returns the string at offset o of the new format (relative to
- * its header), or NULL if it runs off the mapping. */
-static const char *cache_str(uint32_t o)
-{
-	size_t at = cache_new + o;
-	if (at >= cache_size) return 0;
-	for (size_t i = at; i < cache_size; i++)
-		if (cache[i] == 0) return cache + at;
-	return 0;
-}
-
-/* cache_lookup: 1 and *path when the cache names one file for name (the
- * first entry of our flags, as _dl_load_cache_lookup takes it), 0 none,
- * -1 undecidable (glibc-hwcaps or legacy hwcap entries: ld.so picks by CPU). */
-static int cache_lookup(const char *name, size_t nn, const char **path)
+/* cache_lookup: 1 and *path when the cache names one file for name, 0 none,
+ * -1 undecidable (dlb_ldcache_lookup). */
+static int cache_lookup(const char *name, const char **path)
 {
 	if (cache_state == 0) read_cache();
 	if (cache_state == 2) return 0;
 	if (cache_state != 1) return -1;
-	const char *first = 0;
-	for (size_t i = 0; i < cache_n; i++) {
-		const char *e = cache + cache_new + 48 + i * 24;
-		int32_t flags = *(const int32_t *)e;
-		const char *key = cache_str(*(const uint32_t *)(e + 4));
-		if (!key) return -1;
-		if (flags != CACHE_FLAGS || !dlb_memeq(key, name, nn + 1)) continue;
-		if (*(const uint64_t *)(e + 16) != 0) return -1;
-		if (!first && !(first = cache_str(*(const uint32_t *)(e + 8)))) return -1;
-	}
-	*path = first;
-	return first ? 1 : 0;
+	return dlb_ldcache_lookup(&cache, name, path);
 }
 
 /* whole_search: ld.so's search for name (no '/') on behalf of loader. */
@@ -696,7 +649,7 @@ static int whole_search(const char *name, const struct link_map *loader)
 	if (ld.runpath && ld.runpath[0] && (r = walk_list(ld.runpath, "::", loader, name, nn)) != S_MISS) return r;
 	if (ld.nodeflib) return S_MISS;
 	const char *cached;
-	switch (cache_lookup(name, nn, &cached)) {
+	switch (cache_lookup(name, &cached)) {
 	case 1: {
 		char out[DLB_PATH_MAX];
 		struct dlb_res c;

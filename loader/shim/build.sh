@@ -19,7 +19,7 @@ set -eu
 cd "$(dirname "$0")"
 # The preload object's files (docs/loader.md, "Shim sources"); the headers
 # they share: shim_state.h, intercept.h (the one table of entry points),
-# table.h, report.h, reportfmt.h.
+# table.h, report.h, reportfmt.h; audit.c alone includes ldcache.h.
 preload_srcs="lookup.c statopen.c realpath.c listings.c exec.c writes.c gettext.c report.c"
 # -fno-delete-null-pointer-checks: glibc declares path arguments nonnull, but apps
 # do pass NULL (statx with AT_EMPTY_PATH); the checks must stay.
@@ -94,4 +94,4 @@ for cc_dir in "$cc_amd64 amd64" "$cc_arm64 arm64"; do
 	"${1%gcc}strip" --strip-unneeded "$2/audit.so" "$2/preload.so" "$2/preload-2.34.so"
 done
 # The digest of the sources, checked by TestShimObjectsUpToDate.
-cat build.sh audit.c $preload_srcs shim_state.h intercept.h report.h reportfmt.h table.h rawsys.h | sha256sum | cut -d' ' -f1 > sources.sha256
+cat build.sh audit.c $preload_srcs shim_state.h intercept.h report.h reportfmt.h table.h ldcache.h rawsys.h | sha256sum | cut -d' ' -f1 > sources.sha256

@@ -8,6 +8,7 @@ package shimfuzz
 #include <string.h>
 #include "table.h"
 #include "reportfmt.h"
+#include "ldcache.h"
 
 struct res {
 	int rc, err, rewritten;
@@ -73,6 +74,18 @@ static size_t line(char *out, size_t cap, long long pid, const char *exe, size_t
 	// nout the "outside" list, the rest "passed_paths"
 	for (unsigned i = 0; i < nfb; i++) fb[i] = (struct dlb_fallback){reasons[i % 4], ps[i], lens[i], fbn[i]};
 	return dlb_report_line(out, cap, pid, exe, exelen, c, fb, nfb, ps, lens, nout, ps + nout, lens + nout, n - nout, dropped);
+}
+
+// ldcache: dlb_ldcache_open then dlb_ldcache_lookup of name: 2 not opened,
+// else the lookup's answer, with *at the path's offset in map (rc 1).
+static int ldcache(const char *map, size_t size, const char *name, long *at)
+{
+	struct dlb_ldcache c;
+	const char *path = 0;
+	if (!dlb_ldcache_open(map, size, &c)) return 2;
+	int rc = dlb_ldcache_lookup(&c, name, &path);
+	*at = rc == 1 ? (long)(path - map) : -1;
+	return rc;
 }
 */
 import "C"
@@ -197,4 +210,24 @@ func ReportLine(cap int, pid int64, exe string, counts [3]uint64, paths []*strin
 		(*C.char)(cblob), &offs[0], &lens[0], &absent[0], C.unsigned(n), C.unsigned(nout),
 		C.unsigned(len(fbLookups)), &fbn[0], C.ulonglong(dropped))
 	return C.GoBytes(buf, C.int(l))
+}
+
+// LdCacheLookup looks name up in an ld.so.cache image as the audit module
+// does (ldcache.h): ok false when dlb_ldcache_open refuses it, else rc 1
+// (found, path), 0 (no entry) or -1 (not ours to predict). The image is
+// copied to C memory, so -asan catches a read past its end.
+func LdCacheLookup(cache []byte, name string) (ok bool, rc int, path string) {
+	p := C.CBytes(cache)
+	defer C.free(p)
+	cn := C.CString(name)
+	defer C.free(unsafe.Pointer(cn))
+	var at C.long
+	r := int(C.ldcache((*C.char)(p), C.size_t(len(cache)), cn, &at))
+	if r == 2 {
+		return false, 0, ""
+	}
+	if r == 1 {
+		path = C.GoString((*C.char)(unsafe.Add(p, int(at))))
+	}
+	return true, r, path
 }
