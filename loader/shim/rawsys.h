@@ -14,6 +14,7 @@
 #define DLB_SYS_mmap 9
 #define DLB_SYS_munmap 11
 #define DLB_SYS_getpid 39
+#define DLB_SYS_prctl 157
 #define DLB_SYS_openat 257
 #define DLB_SYS_readlinkat 267
 static inline long dlb_syscall6(long n, long a, long b, long c, long d, long e, long f)
@@ -34,6 +35,7 @@ static inline long dlb_syscall6(long n, long a, long b, long c, long d, long e, 
 #define DLB_SYS_mmap 222
 #define DLB_SYS_munmap 215
 #define DLB_SYS_getpid 172
+#define DLB_SYS_prctl 167
 #define DLB_SYS_openat 56
 #define DLB_SYS_readlinkat 78
 static inline long dlb_syscall6(long n, long a, long b, long c, long d, long e, long f)

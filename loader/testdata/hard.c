@@ -7,6 +7,8 @@
  *   hard name PATH      stat, lstat, open, access, readlink of PATH: the result of each
  *   hard exit           _exit(0) right after setting DLB_IN_EXIT=1 (see snoop.c)
  *   hard objects        the names dl_iterate_phdr shows, one a line
+ *   hard env            the environment as the app sees it, one entry a line
+ *   hard maps SUFFIX    how many lines of /proc/self/maps end in SUFFIX
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -74,6 +76,23 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "exit")) {
 		setenv("DLB_IN_EXIT", "1", 1);
 		_exit(0);
+	}
+	if (!strcmp(argv[1], "maps") && argc == 3) {
+		FILE *f = fopen("/proc/self/maps", "r");
+		if (!f) return 1;
+		char line[8192];
+		size_t n = 0, sl = strlen(argv[2]);
+		while (fgets(line, sizeof line, f)) {
+			size_t l = strcspn(line, "\n");
+			n += l >= sl && !memcmp(line + l - sl, argv[2], sl);
+		}
+		fclose(f);
+		printf("%zu\n", n);
+		return 0;
+	}
+	if (!strcmp(argv[1], "env")) {
+		for (char **e = environ; *e; e++) printf("%s\n", *e);
+		return 0;
 	}
 	if (!strcmp(argv[1], "objects")) {
 		dl_iterate_phdr(obj, NULL);
