@@ -69,6 +69,36 @@ func TestAuditReadsTheEnvironmentFromTheStack(t *testing.T) {
 	}
 }
 
+// TestOneTableMappingPerProcess: the preload uses the table audit.so
+// mapped (found through the audit namespace's link map), so a served
+// process maps STAGE/table once, and the pages audit.so's search faulted in
+// are not faulted in again. Without audit.so the preload maps it itself,
+// and answers as before.
+func TestOneTableMappingPerProcess(t *testing.T) {
+	f := newHardFixture(t, nil)
+	env := ShimEnv(f.stage, probeEnv(f.root), EnvOptions{})
+	table := filepath.Join(f.stage, "table")
+	if out, _ := f.run(t, env, nil, "maps", table); out != "1\n" {
+		t.Errorf("the served process has %q mappings of %s, want 1", out, table)
+	}
+	var noAudit []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "LD_AUDIT=") {
+			noAudit = append(noAudit, kv)
+		}
+	}
+	if out, _ := f.run(t, noAudit, nil, "maps", table); out != "1\n" {
+		t.Errorf("without audit.so, the process has %q mappings of %s, want 1 (the preload's own)", out, table)
+	}
+	// served: a bundled file's stat comes from the table, as with audit.so
+	native, _ := f.run(t, probeEnv(f.root), nil, "name", filepath.Join(f.tree, "f"))
+	for name, e := range map[string][]string{"with audit.so": env, "without": noAudit} {
+		if shim, _ := f.run(t, e, nil, "name", filepath.Join(f.tree, "f")); shim != native {
+			t.Errorf("%s: native:\n%sshim:\n%s", name, native, shim)
+		}
+	}
+}
+
 // interpreter is the program's PT_INTERP (the node's ld.so).
 func interpreter(t *testing.T, prog string) string {
 	t.Helper()

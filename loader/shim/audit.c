@@ -207,14 +207,14 @@ static void restore_native_env(char **env)
  * held, apps may close_range() everything. It returns the mapping and its
  * size, or 0 with *err the open's -errno (0 when the file opened but is
  * empty or cannot be mapped). */
-static const char *map_file(const char *path, size_t *size, long *err)
+static const char *map_file(const char *path, size_t *size, uint64_t *dev, long *err)
 {
 	*size = 0;
 	long fd = dlb_sys(DLB_SYS_openat, -100, path, 02000000 /* O_CLOEXEC */);
 	*err = fd < 0 ? fd : 0;
 	if (fd < 0) return 0;
 	struct { uint64_t dev, ino, nlink; uint32_t mode, uid, gid, pad; uint64_t rdev; int64_t size; char rest[88]; } st;
-	/* x86_64 and aarch64 struct stat differ, but only st_size matters; read it portably below */
+	/* x86_64 and aarch64 struct stat differ, but both begin with st_dev; st_size is read portably below */
 	long rc = dlb_sys(DLB_SYS_fstat, fd, &st, 0);
 #if defined(__aarch64__)
 	int64_t n = *(int64_t *)((char *)&st + 48);
@@ -228,8 +228,13 @@ static const char *map_file(const char *path, size_t *size, long *err)
 	dlb_sys(DLB_SYS_close, fd, 0, 0);
 	if (m < 0 && m > -4096) return 0; /* -errno */
 	if (m) *size = (size_t)n;
+	*dev = rc == 0 ? st.dev : 0;
 	return (const char *)m;
 }
+
+/* The table for the preload (table.h): set once, here, before any code of
+ * the process runs. */
+struct dlb_audit_share dlb_audit_share;
 
 static void map_table(void)
 {
@@ -238,11 +243,17 @@ static void map_table(void)
 	dlb_memcpy(path, root, l);
 	dlb_memcpy(path + l, "/table", 7);
 	size_t size;
+	uint64_t dev = 0;
 	long err;
-	const char *m = map_file(path, &size, &err);
+	const char *m = map_file(path, &size, &dev, &err);
 	if (err) { say("no table", path, 0); return; }
-	if (m && dlb_check(m, size)) table = m;
-	else if (m) { dlb_sys(DLB_SYS_munmap, (long)m, (long)size, 0); say("bad table", path, 0); }
+	if (m && dlb_check(m, size)) {
+		table = m;
+		dlb_audit_share = (struct dlb_audit_share){.table = m, .size = size, .dev = dev, .root = root};
+	} else if (m) {
+		dlb_sys(DLB_SYS_munmap, (long)m, (long)size, 0);
+		say("bad table", path, 0);
+	}
 }
 
 /* ---- ld.so's whole search, answered at LA_SER_ORIG ----
@@ -615,7 +626,8 @@ static void read_cache(void)
 	cache_state = -1;
 	size_t size;
 	long err;
-	const char *c = map_file("/etc/ld.so.cache", &size, &err);
+	uint64_t dev;
+	const char *c = map_file("/etc/ld.so.cache", &size, &dev, &err);
 	if (err == -2 /* ENOENT */) { cache_state = 2; return; }
 	if (!c) return;
 	if (!dlb_ldcache_open(c, size, &cache)) { dlb_sys(DLB_SYS_munmap, (long)c, (long)size, 0); return; }

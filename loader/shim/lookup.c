@@ -24,7 +24,44 @@ static void resolve_reals(void)
 	SHIM_FUNCS(RESOLVE)
 }
 
-/* shim_init maps the table (one open, one mmap, one close: no fd is kept).
+/* audit_share: the table audit.so mapped for this stage (table.h), found
+ * through the audit namespace's link map, or NULL where there is none to
+ * share: glibc before 2.35 chains no namespaces here (r_version 1), another
+ * audit module, another stage. */
+static const struct dlb_audit_share *audit_share(void)
+{
+#if defined(__GLIBC_PREREQ) && __GLIBC_PREREQ(2, 35)
+	const struct r_debug *d = &_r_debug;
+	for (int ns = 0; d && ns < 16; ns++) {
+		for (const struct link_map *l = d->r_map; ns > 0 && l; l = l->l_next) {
+			size_t n = l->l_name ? strlen(l->l_name) : 0;
+			if (n < 14 || strcmp(l->l_name + n - 14, "/shim/audit.so")) continue;
+			const struct dlb_audit_share *a = dlsym((void *)l, DLB_AUDIT_SHARE);
+			if (!a && real_dlerror) real_dlerror(); /* the app's next dlerror() must not see our miss */
+			if (a && a->table && a->root && !strcmp(a->root, stage_root)) return a;
+		}
+		const struct r_debug_extended *x = d->r_version >= 2 ? ((const struct r_debug_extended *)d)->r_next : NULL;
+		d = x ? &x->base : NULL;
+	}
+#endif
+	return NULL;
+}
+
+/* map_table maps the table itself where audit.so has none to share (one
+ * open, one mmap, one close: no fd is kept; mapped plainly, table.h). */
+static void map_table(const char *path)
+{
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 && st.st_size > 0) {
+		void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (m != MAP_FAILED && dlb_check(m, (size_t)st.st_size)) { table = m; stage_dev = st.st_dev; }
+		else if (m != MAP_FAILED) { munmap(m, (size_t)st.st_size); inactive = FB_BAD_TABLE; }
+	}
+	if (fd >= 0) syscall(SYS_close, fd);
+}
+
+/* shim_init takes the table audit.so mapped, or maps it.
  * It runs as a constructor, but other libraries' constructors may call us
  * first, so every entry point calls ensure_init(). Two threads racing here do
  * the same idempotent work; the losing mapping is simply leaked. */
@@ -52,16 +89,13 @@ void shim_init(void)
 		snprintf(path, sizeof stage_table, "%s/table", stage);
 		init_uid = (uid_t)syscall(SYS_getuid);
 		init_euid = (uid_t)syscall(SYS_geteuid);
-		int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
-		struct stat st;
-		if (fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 && st.st_size > 0) {
-			/* A mapping of its own, not audit.so's (another namespace),
-			 * mapped plainly: see table.h. */
-			void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-			if (m != MAP_FAILED && dlb_check(m, (size_t)st.st_size)) { table = m; stage_dev = st.st_dev; }
-			else if (m != MAP_FAILED) { munmap(m, (size_t)st.st_size); inactive = FB_BAD_TABLE; }
+		const struct dlb_audit_share *a = audit_share();
+		if (a && dlb_check(a->table, (size_t)a->size)) {
+			table = a->table;
+			stage_dev = (dev_t)a->dev;
+		} else {
+			map_table(path);
 		}
-		if (fd >= 0) syscall(SYS_close, fd);
 		if (!table && inactive < 0) inactive = FB_NO_TABLE;
 	}
 	restore_native_env();

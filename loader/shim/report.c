@@ -131,16 +131,19 @@ static void report_fatal(int sig)
  * save/restore of handlers. An app that sets SIG_DFL there keeps
  * report_fatal underneath (the same end: the report, then the default
  * action) and reads SIG_DFL; one that sets anything else replaces it.
- * stood_in[sig]: report_fatal is installed for sig; dfl_view[sig]: the
- * action the app reads instead. Other ways of reading the disposition
- * (the rt_sigaction system call itself, /proc/self/status SigCgt) still
- * show it (docs/loader.md). */
-static struct sigaction dfl_view[NSIG];
+ * stood_in[sig]: 0, or report_fatal is installed for sig and
+ * dfl_view[stood_in[sig] - 1] is the action the app reads instead (one per
+ * fatal signal, not per signal number: the views a process writes at start
+ * then fit one page). Other ways of reading the disposition (the
+ * rt_sigaction system call itself, /proc/self/status SigCgt) still show it
+ * (docs/loader.md). */
+#define NFATAL (sizeof fatal_sigs / sizeof *fatal_sigs)
+static struct sigaction dfl_view[NFATAL];
 
 static void install_fatal(void)
 {
 	if (!real_sigaction) return;
-	for (unsigned i = 0; i < sizeof fatal_sigs / sizeof *fatal_sigs; i++) {
+	for (unsigned i = 0; i < NFATAL; i++) {
 		int sig = fatal_sigs[i];
 		struct sigaction old, sa;
 		if (real_sigaction(sig, NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
@@ -149,18 +152,19 @@ static void install_fatal(void)
 		sa.sa_handler = report_fatal;
 		sigemptyset(&sa.sa_mask);
 		sa.sa_flags = SA_RESTART;
-		dfl_view[sig] = old;
-		if (real_sigaction(sig, &sa, NULL) == 0) __atomic_store_n(&stood_in[sig], 1, __ATOMIC_RELEASE);
+		dfl_view[i] = old;
+		if (real_sigaction(sig, &sa, NULL) == 0) __atomic_store_n(&stood_in[sig], (int)i + 1, __ATOMIC_RELEASE);
 	}
 }
 
 int sigaction(int sig, const struct sigaction *act, struct sigaction *oldact)
 {
 	if (!real_sigaction) real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
-	if (sig <= 0 || sig >= NSIG || !__atomic_load_n(&stood_in[sig], __ATOMIC_ACQUIRE)) return real_sigaction(sig, act, oldact);
-	struct sigaction view = dfl_view[sig];
+	int k = sig > 0 && sig < NSIG ? __atomic_load_n(&stood_in[sig], __ATOMIC_ACQUIRE) : 0;
+	if (!k) return real_sigaction(sig, act, oldact);
+	struct sigaction view = dfl_view[k - 1];
 	if (act && !(act->sa_flags & SA_SIGINFO) && act->sa_handler == SIG_DFL) {
-		dfl_view[sig] = *act; /* report_fatal stays underneath */
+		dfl_view[k - 1] = *act; /* report_fatal stays underneath */
 	} else if (act) {
 		int rc = real_sigaction(sig, act, NULL);
 		if (rc != 0) return rc;

@@ -54,13 +54,25 @@ _Static_assert(sizeof(struct dlb_header) == 64, "header layout");
 _Static_assert(sizeof(struct dlb_entry) == 96, "entry layout");
 _Static_assert(sizeof(struct dlb_record) == 16, "listing record layout");
 
-/* The table is mapped plainly (no MAP_POPULATE) by audit.c and lookup.c:
- * a read fault maps the 64 KiB around it (the kernel's fault-around), so a
- * start-up that touches the table all over takes a fault per 64 KiB, and one
- * that makes a few lookups takes a few. Populating cost more in both cases
- * on the VM measured (2 MB: 180 us populated against 139 us of faults with
- * every page touched; 528 KB: 48 against 6 us for one lookup), and it is
- * paid twice, once per mapping (docs/bench/loader.md). */
+/* The table is mapped plainly (no MAP_POPULATE) by audit.c: a read fault
+ * maps the 64 KiB around it (the kernel's fault-around), so a start-up that
+ * touches the table all over takes a fault per 64 KiB, and one that makes a
+ * few lookups takes a few. Populating cost more in both cases on the VM
+ * measured (2 MB: 180 us populated against 139 us of faults with every page
+ * touched; 528 KB: 48 against 6 us for one lookup; docs/bench/loader.md).
+ *
+ * One mapping per process: audit.so exports it as dlb_audit_share, and the
+ * preload (lookup.c) finds that through the audit namespace's link map and
+ * uses the same pages, which audit.so's search has already faulted in. The
+ * preload maps the table itself only where it cannot (glibc before 2.35
+ * chains no namespaces for it to find; no audit module). */
+struct dlb_audit_share {
+	const void *table; /* NULL: audit.so mapped none */
+	uint64_t size;
+	uint64_t dev;      /* st_dev of the table file */
+	const char *root;  /* $DLBUNDLE_STAGE/root as audit.so read it */
+};
+#define DLB_AUDIT_SHARE "dlb_audit_share"
 
 /* Own helpers: audit.c links against nothing, so no memcmp/strlen from libc. */
 static inline size_t dlb_strlen(const char *s) { size_t n = 0; while (s[n]) n++; return n; }
