@@ -24,6 +24,11 @@ preload_srcs="lookup.c statopen.c realpath.c listings.c exec.c writes.c gettext.
 # -fno-delete-null-pointer-checks: glibc declares path arguments nonnull, but apps
 # do pass NULL (statx with AT_EMPTY_PATH); the checks must stay.
 CFLAGS="-O2 -fPIC -Wall -Wextra -Werror -fno-strict-aliasing -fno-delete-null-pointer-checks -Wno-nonnull-compare"
+# Every page of .bss a process first touches costs it a page fault (~3.5 us
+# on the VM measured). Each variable in a section of its own, placed by
+# alignment: the scalars end up together on one page, not each beside a
+# different large buffer (audit.so: 5 pages touched per process, not 8).
+PACK="-fdata-sections -Wl,--sort-section=alignment"
 # build CC BASE OUT: the three objects for one architecture (BASE: glibc's
 # first symbol version there), with $san_audit and $san_preload.
 stub=""
@@ -31,7 +36,7 @@ trap 'rm -rf "$stub"' EXIT
 build() {
 	CC=$1 base=$2 out=$3
 	# audit.so: freestanding, no DT_NEEDED (see audit.c).
-	"$CC" $CFLAGS $san_audit -shared -nostdlib -ffreestanding -fno-stack-protector -fno-builtin \
+	"$CC" $CFLAGS $PACK $san_audit -shared -nostdlib -ffreestanding -fno-stack-protector -fno-builtin \
 	  -Wl,-z,now -Wl,--hash-style=both -o "$out/audit.so" audit.c
 	# The preload objects: libc interposition; no symbol versions, so that
 	# versioned references such as stat64@GLIBC_2.33 bind to our unversioned
@@ -55,9 +60,9 @@ build() {
 	printf 'void *dlsym(void *h, const char *s) { (void)h; (void)s; return 0; }\nchar *dlerror(void) { return 0; }\n' > "$stub/libdl.c"
 	"$CC" -shared -fPIC -nostdlib -Wl,-soname,libdl.so.2 -Wl,--version-script="$stub/libdl.map" \
 	  -o "$stub/libdl.so.2" "$stub/libdl.c"
-	"$CC" $CFLAGS $san_preload -shared -fvisibility=default -Wl,--no-as-needed -Wl,-z,now \
+	"$CC" $CFLAGS $PACK $san_preload -shared -fvisibility=default -Wl,--no-as-needed -Wl,-z,now \
 	  -o "$out/preload.so" $preload_srcs "$stub/libdl.so.2"
-	"$CC" $CFLAGS $san_preload -shared -fvisibility=default -Wl,--no-as-needed -Wl,-z,now \
+	"$CC" $CFLAGS $PACK $san_preload -shared -fvisibility=default -Wl,--no-as-needed -Wl,-z,now \
 	  -o "$out/preload-2.34.so" $preload_srcs
 	rm -rf "$stub"
 }

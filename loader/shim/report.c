@@ -35,14 +35,18 @@ static char report_file[DLB_PATH_MAX];
 #define RUN_MAX 64
 static char run_prefix[RUN_MAX + 16];
 static size_t run_prefix_len;
-/* stage_dir: DLBUNDLE_STAGE as it was at start. An object whose l_name is
- * still below it is the shim's own (preload, and audit.so, which the link map
- * walk meets in the audit namespace): la_objopen gives every object loaded
- * from the stage's root its original name. outside_list's count of objects
- * from the stage leaves the shim out by it. (Not dladdr: that would import
- * dladdr@GLIBC_2.34 into the object built for older glibc.) */
-static char stage_dir[DLB_PATH_MAX];
-static size_t stage_dir_len;
+/* The stage dir (DLBUNDLE_STAGE as it was at start: stage_root less its
+ * "/root"). An object whose l_name is still below it is the shim's own
+ * (preload, and audit.so, which the link map walk meets in the audit
+ * namespace): la_objopen gives every object loaded from the stage's root its
+ * original name. outside_list's count of objects from the stage leaves the
+ * shim out by it. (Not dladdr: that would import dladdr@GLIBC_2.34 into the
+ * object built for older glibc.) */
+static int below_stage_dir(const char *name)
+{
+	size_t n = stage_root_len > 5 ? stage_root_len - 5 : 0;
+	return n && !strncmp(name, stage_root, n) && name[n] == '/';
+}
 /* DLBUNDLE_REPORT_MAX (bytes; dlbundle exec sets it for the node's records):
  * a report file that has reached it gets no more lines, so that a job of a
  * million short processes cannot fill a tmpfs. 0: no bound (--report). */
@@ -70,7 +74,8 @@ static struct fb_slot {
 	uint64_t key; /* hash of reason and dir, | 1; 0: free */
 	uint32_t reason, off, len1;
 	uint64_t n;
-} fbs[FB_SLOTS];
+} fbs[FB_SLOTS] __attribute__((aligned(1024))); /* every report reads all: on one page, not across two */
+_Static_assert(sizeof fbs <= 1024, "fbs fits its alignment");
 static uint64_t fb_plain[FB_NREASONS]; /* by reason alone */
 static char fb_arena[FB_ARENA];
 static uint32_t fb_used;
@@ -200,11 +205,6 @@ void report_init(void)
 	const char *f = getenv("DLBUNDLE_REPORT");
 	if (!f || !f[0] || strlen(f) >= sizeof report_file) return;
 	strcpy(report_file, f);
-	const char *st = getenv("DLBUNDLE_STAGE");
-	if (st && st[0] == '/' && strlen(st) < sizeof stage_dir) {
-		strcpy(stage_dir, st);
-		stage_dir_len = strlen(st);
-	}
 	const char *max = getenv("DLBUNDLE_REPORT_MAX");
 	for (; max && *max >= '0' && *max <= '9' && report_max < (1ull << 60); max++)
 		report_max = report_max * 10 + (uint64_t)(*max - '0');
@@ -281,8 +281,7 @@ static uint32_t outside_list(const char **ps, size_t *ls, uint32_t max, uint64_t
 		for (const struct link_map *l = d->r_map; l; l = l->l_next) {
 			if ((ldso && l->l_addr == ldso) || !l->l_name || l->l_name[0] != '/') continue;
 			if (!shim_from_outside(l->l_name)) {
-				if (!stage_dir_len || strncmp(l->l_name, stage_dir, stage_dir_len) || l->l_name[stage_dir_len] != '/')
-					++*from_stage;
+				if (!below_stage_dir(l->l_name)) ++*from_stage;
 				continue;
 			}
 			int dup = 0;
@@ -402,11 +401,22 @@ static int counted_anything(void)
 __attribute__((destructor)) void report_write(void)
 {
 	/* Static, not on the stack: _exit may run on a small signal stack.
-	 * One writer per process (reported). */
-	static char line[LINE_CAP], exe[DLB_PATH_MAX];
-	static const char *ps[MAX_PATHS], *os[OUTSIDE_MAX];
-	static struct dlb_fallback fb[FB_SLOTS + FB_NREASONS];
-	static size_t ls[MAX_PATHS], ol[OUTSIDE_MAX];
+	 * One writer per process (reported). The executable's name is read
+	 * into buf and the line formatted right after it, and the arrays are
+	 * one struct: a process's report writes two pages, not five (each page
+	 * first touched costs a fault; gcc may also read the arrays' first
+	 * entries before it checks their counts). */
+	static char buf[DLB_PATH_MAX + LINE_CAP];
+	static struct {
+		struct dlb_fallback fb[FB_SLOTS + FB_NREASONS];
+		const char *os[OUTSIDE_MAX];
+		size_t ol[OUTSIDE_MAX];
+		const char *ps[MAX_PATHS];
+		size_t ls[MAX_PATHS];
+	} w __attribute__((aligned(4096)));
+	const char **ps = w.ps, **os = w.os;
+	size_t *ls = w.ls, *ol = w.ol;
+	struct dlb_fallback *fb = w.fb;
 	static int reported;
 	if (!report_file[0]) return;
 	if (report_pid == 0 && !counted_anything())
@@ -417,9 +427,12 @@ __attribute__((destructor)) void report_write(void)
 	else if (me != report_pid)
 		return;
 	if (__atomic_exchange_n(&reported, 1, __ATOMIC_ACQ_REL)) return;
-	long en = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, sizeof exe - 1);
+	char *exe = buf;
+	long en = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, DLB_PATH_MAX - 1);
 	if (en < 0) en = 0;
 	en = (long)shim_unstage(exe, (size_t)en); /* the original path, not the staged copy */
+	char *line = buf + en + 1;
+	size_t line_cap = LINE_CAP + DLB_PATH_MAX - ((size_t)en + 1);
 	uint32_t n = __atomic_load_n(&nslots, __ATOMIC_ACQUIRE);
 	if (n > MAX_PATHS) n = MAX_PATHS;
 	for (uint32_t i = 0; i < n; i++) {
@@ -445,7 +458,7 @@ __attribute__((destructor)) void report_write(void)
 	/* The run prefix goes in front: the line is formatted one byte short of
 	 * it, and the prefix's last byte (',') then replaces the line's '{'. */
 	size_t k = run_prefix_len ? run_prefix_len - 1 : 0;
-	size_t len = dlb_report_line(line + k, sizeof line - k, (int64_t)report_pid, exe, (size_t)en, c, fb, nfb, os, ol,
+	size_t len = dlb_report_line(line + k, line_cap - k, (int64_t)report_pid, exe, (size_t)en, c, fb, nfb, os, ol,
 				     no, ps, ls, n, left);
 	if (len && k) {
 		memcpy(line, run_prefix, run_prefix_len);
