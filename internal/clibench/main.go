@@ -154,6 +154,17 @@ func run(bin, compare, out string, rounds, longRounds int) error {
 		short = append(short,
 			&stats{name: "compare: " + compare + " --version", argv: []string{compare, "--version"}},
 			&stats{name: "compare: " + compare + " exec IMG -- /bin/true (warm)", argv: append([]string{compare}, execArgs[1:]...)})
+		// The other binary's shim, launcher-less, from a stage of its own
+		// (the same stage dir would hand it this binary's shim objects).
+		cstage := stage + "-compare"
+		if o, err := exec.Command(compare, "exec", "--stage-dir", cstage, img, "--", "/bin/true").CombinedOutput(); err != nil {
+			return fmt.Errorf("%s exec: %v\n%s", compare, err, o)
+		}
+		cenv, _, err := launcherlessEnv(compare, cstage, img)
+		if err != nil {
+			return fmt.Errorf("%s: %v", compare, err)
+		}
+		short = append(short, &stats{name: "compare: /bin/true started with " + compare + " env's variables", argv: []string{"/bin/true"}, env: cenv})
 	}
 	long := []*stats{
 		{name: "/bin/true + 100,000 args", argv: append([]string{"/bin/true"}, many...)},
