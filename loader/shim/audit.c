@@ -205,8 +205,8 @@ static void restore_native_env(char **env)
 
 /* map_file maps path read-only (private) and closes it again: no fd is
  * held, apps may close_range() everything. It returns the mapping and its
- * size, or 0 with *err the open's -errno (0 when the file opened but is
- * empty or cannot be mapped). */
+ * size (and, if dev is not NULL, the file's st_dev), or 0 with *err the
+ * open's -errno (0 when the file opened but is empty or cannot be mapped). */
 static const char *map_file(const char *path, size_t *size, uint64_t *dev, long *err)
 {
 	*size = 0;
@@ -228,7 +228,7 @@ static const char *map_file(const char *path, size_t *size, uint64_t *dev, long 
 	dlb_sys(DLB_SYS_close, fd, 0, 0);
 	if (m < 0 && m > -4096) return 0; /* -errno */
 	if (m) *size = (size_t)n;
-	*dev = rc == 0 ? st.dev : 0;
+	if (dev) *dev = rc == 0 ? st.dev : 0;
 	return (const char *)m;
 }
 
@@ -626,8 +626,7 @@ static void read_cache(void)
 	cache_state = -1;
 	size_t size;
 	long err;
-	uint64_t dev;
-	const char *c = map_file("/etc/ld.so.cache", &size, &dev, &err);
+	const char *c = map_file("/etc/ld.so.cache", &size, NULL, &err);
 	if (err == -2 /* ENOENT */) { cache_state = 2; return; }
 	if (!c) return;
 	if (!dlb_ldcache_open(c, size, &cache)) { dlb_sys(DLB_SYS_munmap, (long)c, (long)size, 0); return; }
@@ -719,11 +718,12 @@ static int whole_search(const char *name, const struct link_map *loader)
 unsigned int la_version(unsigned int version)
 {
 	char **env = initial_env();
-	if (env)
+	if (env) {
 		for (char **e = env; *e; e++) environ_entry(*e, dlb_strlen(*e));
-	else
+	} else {
 		read_environ();
-	if (!env) say("environ", "read from /proc/self/environ", 0);
+		say("environ", "read from /proc/self/environ", 0);
+	}
 	if (root_len) map_table();
 	if (table) read_rules();
 	else env = 0; /* inactive: the environment stays as it is */

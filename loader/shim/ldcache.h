@@ -1,8 +1,8 @@
 /* ldcache.h — /etc/ld.so.cache, looked up as glibc's ld.so looks it up
  * (elf/dl-cache.c: search_cache and _dl_cache_libcmp, 2.33 to 2.36).
  *
- * Freestanding (no libc): audit.c includes it, and so does the cgo test
- * harness (loader/shim/fuzz), which holds it to `ldconfig -p` on the real
+ * Freestanding (no libc; table.h's string helpers): audit.c includes it,
+ * and so does the cgo test harness (loader/shim/fuzz), which holds it to `ldconfig -p` on the real
  * cache and fuzzes it under AddressSanitizer.
  *
  * ldconfig sorts the entries in _dl_cache_libcmp's order (descending), and ld.so finds a
@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "table.h" /* dlb_memeq */
 
 /* The new format's header (struct cache_file_new) and entry
  * (struct file_entry_new): flags, key, value, osversion, hwcap. */
@@ -37,25 +38,18 @@ struct dlb_ldcache {
 	uint32_t n;     /* entries */
 };
 
-static int dlb_ldcache_eq(const char *a, const char *b, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (a[i] != b[i]) return 0;
-	return 1;
-}
-
 /* dlb_ldcache_open: 1 when map[0:size] holds the new format, alone or after
  * the old one (ldconfig's compat layout), with every entry inside the file;
  * 0 otherwise (ld.so then uses no cache answer we can predict). */
 static int dlb_ldcache_open(const char *map, size_t size, struct dlb_ldcache *c)
 {
 	size_t off = 0;
-	if (size >= 16 && dlb_ldcache_eq(map, "ld.so-1.7.0", 11)) {
+	if (size >= 16 && dlb_memeq(map, "ld.so-1.7.0", 11)) {
 		uint32_t n = *(const uint32_t *)(map + 12);
 		off = (16 + (size_t)n * 12 + 7) & ~(size_t)7; /* the old entries, then the new header, 8-aligned */
 	}
 	if (size < DLB_LDCACHE_HEADER || off > size - DLB_LDCACHE_HEADER) return 0;
-	if (!dlb_ldcache_eq(map + off, DLB_LDCACHE_MAGIC, sizeof DLB_LDCACHE_MAGIC - 1)) return 0;
+	if (!dlb_memeq(map + off, DLB_LDCACHE_MAGIC, sizeof DLB_LDCACHE_MAGIC - 1)) return 0;
 	uint32_t n = *(const uint32_t *)(map + off + 20);
 	if ((size_t)n > (size - off - DLB_LDCACHE_HEADER) / DLB_LDCACHE_ENTRY) return 0;
 	c->map = map;

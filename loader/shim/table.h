@@ -54,10 +54,11 @@ _Static_assert(sizeof(struct dlb_header) == 64, "header layout");
 _Static_assert(sizeof(struct dlb_entry) == 96, "entry layout");
 _Static_assert(sizeof(struct dlb_record) == 16, "listing record layout");
 
-/* The table is mapped plainly (no MAP_POPULATE) by audit.c: a read fault
- * maps the 64 KiB around it (the kernel's fault-around), so a start-up that
- * touches the table all over takes a fault per 64 KiB, and one that makes a
- * few lookups takes a few. Populating cost more in both cases on the VM
+/* The table is mapped plainly (no MAP_POPULATE), by audit.c and, where it
+ * cannot share that mapping (below), by lookup.c: a read fault maps the 64
+ * KiB around it (the kernel's fault-around), so a start-up that touches the
+ * table all over takes a fault per 64 KiB, and one that makes a few lookups
+ * takes a few. Populating cost more in both cases on the VM
  * measured (2 MB: 180 us populated against 139 us of faults with every page
  * touched; 528 KB: 48 against 6 us for one lookup; docs/bench/loader.md).
  *
