@@ -29,6 +29,13 @@ static const struct dlb_asks asks = {.dirty = audit_dirty, .dirty_any = audit_di
 
 #define PREFIX_MAX 1024
 
+/* COLD: a large buffer most processes never touch, or touch only the start
+ * of. The build sorts .bss by alignment, largest first (build.sh), so
+ * these page-aligned ones come ahead of the state every process touches,
+ * which then lies together on a few pages after them (each page first
+ * touched costs a process a fault). */
+#define COLD __attribute__((aligned(4096)))
+
 static const void *table;         /* the mmap-ed lookup table, or NULL: do nothing */
 static char root[PREFIX_MAX];     /* $DLBUNDLE_STAGE/root */
 _Static_assert(DLB_STAGE_MAX + 6 <= PREFIX_MAX, "root holds DLBUNDLE_STAGE/root");
@@ -83,7 +90,7 @@ static void environ_entry(const char *kv, size_t len)
 
 static void read_environ(void)
 {
-	static char buf[65536];
+	static char buf[65536] COLD;
 	long fd = dlb_sys(DLB_SYS_openat, -100, "/proc/self/environ", 02000000 /* O_CLOEXEC */);
 	if (fd < 0) return;
 	size_t have = 0;
@@ -284,7 +291,7 @@ static char rules[4096];
 static const char *cap[CAPS_MAX], *sysdir[SYSDIRS_MAX];
 static size_t cap_len[CAPS_MAX], sysdir_len[SYSDIRS_MAX];
 static unsigned ncap, nsysdir;
-static char llp[16384]; /* LD_LIBRARY_PATH as ld.so parsed it (the kernel's copy) */
+static char llp[16384] COLD; /* LD_LIBRARY_PATH as ld.so parsed it (the kernel's copy) */
 static int llp_state;   /* 0 unset or empty, 1 in llp, -1 too long to keep */
 static int started;     /* la_preinit ran: later loads are dlopen's */
 
@@ -331,7 +338,7 @@ static void read_rules(void)
  * loader and the next la_objopen is the object it loads (ld.so maps one
  * object at a time, under its load lock). */
 #define MAPS_MAX 8192
-static struct { const struct link_map *map, *loader; } maps[MAPS_MAX];
+static struct { const struct link_map *map, *loader; } maps[MAPS_MAX] COLD;
 static unsigned nmaps;
 static const struct link_map *pending;
 
@@ -383,7 +390,7 @@ static void dyn_of(const struct link_map *l, struct dyninfo *d)
  * directory of /proc/self/exe (ld.so reads that link too). */
 static long origin_of(const struct link_map *l, char *out, size_t cap_)
 {
-	static char exe[DLB_PATH_MAX];
+	static char exe[DLB_PATH_MAX] COLD;
 	static long exe_len = -2;
 	const char *n;
 	size_t len;
@@ -488,7 +495,7 @@ static int found(const char *orig, size_t n, const struct dlb_entry *ent)
  * once per library, and without the cache every walk repeats ncap lookups
  * per directory. */
 #define DEAD_SLOTS 256
-static struct { const struct dlb_entry *dir; uint32_t dead; } dead_cache[DEAD_SLOTS];
+static struct { const struct dlb_entry *dir; uint32_t dead; } dead_cache[DEAD_SLOTS] COLD;
 
 static uint32_t dead_caps(const struct dlb_entry *dir, const char *p, size_t n, uint64_t h)
 {

@@ -36,6 +36,11 @@ CFLAGS="-O2 -fPIC -Wall -Wextra -Werror -fno-strict-aliasing -fno-delete-null-po
 # data are executable too, as all code was before binutils 2.31 made
 # separate-code the default.
 PACK="-fdata-sections -Wl,--sort-section=alignment -Wl,-z,noseparate-code"
+# The preload's calls to its own exported functions (the entry points it
+# calls itself: stat, opendir, readdir..., and report.h's) bind inside the
+# object, as glibc's own calls to them do: ~30 fewer symbol lookups when
+# ld.so relocates it in every process, and no PLT hop per call.
+OWN="-Wl,-Bsymbolic-functions"
 # build CC BASE OUT: the three objects for one architecture (BASE: glibc's
 # first symbol version there), with $san_audit and $san_preload.
 stub=""
@@ -67,9 +72,9 @@ build() {
 	printf 'void *dlsym(void *h, const char *s) { (void)h; (void)s; return 0; }\nchar *dlerror(void) { return 0; }\n' > "$stub/libdl.c"
 	"$CC" -shared -fPIC -nostdlib -Wl,-soname,libdl.so.2 -Wl,--version-script="$stub/libdl.map" \
 	  -o "$stub/libdl.so.2" "$stub/libdl.c"
-	"$CC" $CFLAGS $PACK $san_preload -shared -fvisibility=default -Wl,--no-as-needed -Wl,-z,now \
+	"$CC" $CFLAGS $PACK $OWN $san_preload -shared -fvisibility=default -Wl,--no-as-needed -Wl,-z,now \
 	  -o "$out/preload.so" $preload_srcs "$stub/libdl.so.2"
-	"$CC" $CFLAGS $PACK $san_preload -shared -fvisibility=default -Wl,--no-as-needed -Wl,-z,now \
+	"$CC" $CFLAGS $PACK $OWN $san_preload -shared -fvisibility=default -Wl,--no-as-needed -Wl,-z,now \
 	  -o "$out/preload-2.34.so" $preload_srcs
 	rm -rf "$stub"
 }

@@ -210,7 +210,7 @@ static int holds_caps(void)
 
 int stage_readable(void)
 {
-	if (!stage_table[0]) return 1;
+	if (!stage_root_len) return 1; /* no stage */
 	uid_t u = (uid_t)syscall(SYS_getuid), e = (uid_t)syscall(SYS_geteuid);
 	if (u == init_uid && e == init_euid) return 1;
 	/* Ids changed and capabilities kept (PR_SET_KEEPCAPS, as setpriv
@@ -219,6 +219,8 @@ int stage_readable(void)
 	 * read the stage; and a child that keeps them (ambient) must not load
 	 * code from a stage its new uid may write. Either way: native. */
 	if (holds_caps()) return 0;
+	char stage_table[DLB_STAGE_MAX + 8];
+	stage_table_path(stage_table);
 	int saved = errno;
 	long rc = syscall(SYS_faccessat2, AT_FDCWD, stage_table, R_OK, AT_EACCESS);
 	if (rc < 0 && errno == ENOSYS) rc = syscall(SYS_faccessat, AT_FDCWD, stage_table, R_OK);
@@ -405,11 +407,15 @@ int dlinfo(void *handle, int request, void *arg)
 
 
 /* dlerror: ld.so's messages name the file it opened, which for a bundled
- * library is the staged copy; show the original (a per-thread copy, as the
- * message itself is per-thread). */
+ * library is the staged copy; show the original. Rewritten in place: the
+ * message only gets shorter, and it is this thread's own, formatted on the
+ * heap by this very call (glibc's dlerror, asprintf) and freed by its next
+ * one; a message glibc could not format is its constant text, which names
+ * no file and is left alone. Not a per-thread copy: that would be static
+ * TLS, which glibc zeroes in every thread the app creates (8 KiB, two
+ * page faults per thread). */
 char *dlerror(void)
 {
-	static __thread char msg[2 * DLB_PATH_MAX];
 	ensure_init();
 	char *e = real_dlerror();
 	/* stage_root minus "/root": the stage dir, for STAGE/nolib/NAME, the
@@ -417,14 +423,14 @@ char *dlerror(void)
 	 * native message names NAME alone. */
 	size_t sl = stage_root_len - 5;
 	if (!e || !stage_root_len || !memmem(e, strlen(e), stage_root, sl)) return e;
-	size_t o = 0;
-	for (const char *s = e; *s && o + 1 < sizeof msg;) {
+	char *o = e; /* o never passes s: the text moves left only */
+	for (const char *s = e; *s;) {
 		if (!strncmp(s, stage_root, stage_root_len) && s[stage_root_len] == '/') { s += stage_root_len; continue; }
 		if (!strncmp(s, stage_root, sl) && !strncmp(s + sl, "/nolib/", 7)) { s += sl + 7; continue; }
-		msg[o++] = *s++;
+		*o++ = *s++;
 	}
-	msg[o] = 0;
-	return msg;
+	*o = 0;
+	return e;
 }
 
 

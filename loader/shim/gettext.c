@@ -31,7 +31,7 @@ static struct bind_slot {
 	char domain[BIND_DOMAIN_MAX]; /* "" = free */
 	char orig[DLB_PATH_MAX];      /* what the app passed, returned to it */
 	char staged[DLB_PATH_MAX + sizeof stage_root]; /* what glibc holds */
-} bind_slots[BIND_MAX];
+} bind_slots[BIND_MAX] DLB_COLD;
 static int bind_lock; /* glibc serialises bindtextdomain itself; our table too */
 
 static void bind_enter(void) { while (__atomic_test_and_set(&bind_lock, __ATOMIC_ACQUIRE)) ; }

@@ -67,7 +67,7 @@ struct dir_stream {
 };
 _Static_assert(sizeof(struct dirent) == sizeof(struct dirent64) && offsetof(struct dirent, d_name) == offsetof(struct dirent64, d_name),
 	       "readdir and readdir64 share one record (LP64 glibc)");
-static struct dir_stream dir_streams[DIR_TRACK];
+static struct dir_stream dir_streams[DIR_TRACK] DLB_COLD;
 static unsigned dir_streams_open; /* slots in use: 0 skips every search */
 
 static struct dir_stream *stream_of(DIR *d)

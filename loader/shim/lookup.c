@@ -13,10 +13,9 @@ char stage_root[1024]; /* $DLBUNDLE_STAGE/root */
 size_t stage_root_len;
 dev_t stage_dev;
 int debug_on;
-static char debug_dir[512];
+static char debug_dir[512] DLB_COLD;
 int inactive = -1; /* the shim has a stage but no table: the FB_* reason, else -1 */
 uid_t init_uid, init_euid; /* the ids that read the stage at start-up */
-char stage_table[1100];     /* $DLBUNDLE_STAGE/table */
 
 static void resolve_reals(void)
 {
@@ -45,6 +44,15 @@ static const struct dlb_audit_share *audit_share(void)
 	}
 #endif
 	return NULL;
+}
+
+/* stage_table_path writes $DLBUNDLE_STAGE/table into out (DLB_STAGE_MAX +
+ * 8 bytes), from stage_root ($DLBUNDLE_STAGE/root). */
+void stage_table_path(char *out)
+{
+	size_t sn = stage_root_len - 5;
+	memcpy(out, stage_root, sn);
+	memcpy(out + sn, "/table", 7);
 }
 
 /* map_table maps the table itself where audit.so has none to share (one
@@ -84,9 +92,15 @@ void shim_init(void)
 	}
 	_Static_assert(DLB_STAGE_MAX + 8 < sizeof stage_root, "stage_root holds DLBUNDLE_STAGE/root");
 	if (stage && stage[0] == '/') {
-		stage_root_len = (size_t)snprintf(stage_root, sizeof stage_root, "%s/root", stage);
-		char *path = stage_table;
-		snprintf(path, sizeof stage_table, "%s/table", stage);
+		/* memcpy, not snprintf: printf's code is pages of libc that most
+		 * processes never touch (a page fault each). Both fit: the stage
+		 * is at most DLB_STAGE_MAX bytes (above). */
+		size_t sn = strlen(stage);
+		memcpy(stage_root, stage, sn);
+		memcpy(stage_root + sn, "/root", 6);
+		stage_root_len = sn + 5;
+		char path[DLB_STAGE_MAX + 8];
+		stage_table_path(path);
 		init_uid = (uid_t)syscall(SYS_getuid);
 		init_euid = (uid_t)syscall(SYS_geteuid);
 		const struct dlb_audit_share *a = audit_share();

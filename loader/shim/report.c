@@ -52,11 +52,11 @@ static int below_stage_dir(const char *name)
  * million short processes cannot fill a tmpfs. 0: no bound (--report). */
 static uint64_t report_max;
 static uint64_t counts[3];
-static uint64_t seen[SEEN_MAX]; /* open-addressing set of hashes of passed-through paths */
+static uint64_t seen[SEEN_MAX] DLB_COLD; /* open-addressing set of hashes of passed-through paths */
 static struct slot {
 	uint32_t off, len1; /* len1 = length + 1, stored last: 0 while a thread still copies */
-} slots[MAX_PATHS];
-static char arena[ARENA];
+} slots[MAX_PATHS] DLB_COLD;
+static char arena[ARENA] DLB_COLD;
 static uint32_t nslots, nseen;
 static uint64_t arena_used;
 static uint64_t dropped;
@@ -74,10 +74,9 @@ static struct fb_slot {
 	uint64_t key; /* hash of reason and dir, | 1; 0: free */
 	uint32_t reason, off, len1;
 	uint64_t n;
-} fbs[FB_SLOTS] __attribute__((aligned(1024))); /* every report reads all: on one page, not across two */
-_Static_assert(sizeof fbs <= 1024, "fbs fits its alignment");
+} fbs[FB_SLOTS]; /* every report reads all: with the other state every process touches (DLB_COLD) */
 static uint64_t fb_plain[FB_NREASONS]; /* by reason alone */
-static char fb_arena[FB_ARENA];
+static char fb_arena[FB_ARENA] DLB_COLD;
 static uint32_t fb_used;
 
 /* After fork the child starts counting afresh (the parent reports its own).
@@ -198,6 +197,37 @@ sighandler_t signal(int sig, sighandler_t h) { return set_handler(sig, h, SA_RES
 sighandler_t bsd_signal(int sig, sighandler_t h) { return set_handler(sig, h, SA_RESTART, 1); }
 sighandler_t sysv_signal(int sig, sighandler_t h) { return set_handler(sig, h, SA_RESETHAND | SA_NODEFER, 0); }
 
+/* The report writer's buffer: the executable's name, then the line
+ * (report_write). Static, not on the stack: _exit may run on a small
+ * signal stack. */
+static char report_buf[DLB_PATH_MAX + LINE_CAP] DLB_COLD;
+static size_t exe_len; /* the name's length in report_buf; 0: not taken, read /proc/self/exe at exit */
+
+/* note_exe takes the report's exe at start-up: the program as the process
+ * was started, the path execve was given (AT_EXECFN, which the kernel
+ * leaves on the initial stack: no /proc, whose first touch costs a process
+ * ~25 us), made absolute against the working directory, the staged copy's
+ * original path. A #! script is its own path, not its interpreter's.
+ * Taken before the app runs: a process-title library may overwrite the
+ * strings on the initial stack. A name we cannot make absolute, or one
+ * through an fd (fexecve: /dev/fd/N), is left to /proc/self/exe. */
+static void note_exe(void)
+{
+	const char *fn = (const char *)getauxval(AT_EXECFN);
+	size_t n = fn ? strlen(fn) : 0, at = 0;
+	if (n == 0 || n >= DLB_PATH_MAX || !strncmp(fn, "/dev/fd/", 8) || !strncmp(fn, "/proc/", 6)) return;
+	if (fn[0] != '/') {
+		while (n > 2 && fn[0] == '.' && fn[1] == '/') { fn += 2; n -= 2; }
+		long c = syscall(SYS_getcwd, report_buf, DLB_PATH_MAX);
+		if (c <= 1 || report_buf[0] != '/') return; /* unreachable cwd: "(unreachable)/..." */
+		at = (size_t)c - 1;
+		if (at > 1) report_buf[at++] = '/';
+		if (at + n >= DLB_PATH_MAX) return;
+	}
+	memcpy(report_buf + at, fn, n);
+	exe_len = shim_unstage(report_buf, at + n);
+}
+
 void report_init(void)
 {
 	/* resolved here, once: the wrapper may run in a signal handler */
@@ -223,6 +253,7 @@ void report_init(void)
 		run_prefix_len = rl + 10;
 	}
 	report_pid = (pid_t)syscall(SYS_getpid);
+	note_exe();
 	pthread_atfork(NULL, NULL, report_child_reset);
 	install_fatal();
 }
@@ -249,8 +280,8 @@ extern struct r_debug _r_debug;
  * unmapped at exit): copied here, at most CLOSED_MAX of them. */
 #define CLOSED_MAX 64
 #define CLOSED_ARENA (16u << 10)
-static char closed_arena[CLOSED_ARENA];
-static const char *closed[CLOSED_MAX];
+static char closed_arena[CLOSED_ARENA] DLB_COLD;
+static const char *closed[CLOSED_MAX] DLB_COLD;
 static uint32_t nclosed, closed_used;
 
 void report_closing(const char *name)
@@ -272,7 +303,8 @@ void report_closing(const char *name)
  * table, which no lookup of the preload sees (the candidates it answered as
  * missing on the way are not counted: the audit module, without libc and
  * in its own namespace, keeps no counts). */
-static uint32_t outside_list(const char **ps, size_t *ls, uint32_t max, uint64_t *left, uint64_t *from_stage)
+static int from_outside(const char *name, char *scratch);
+static uint32_t outside_list(const char **ps, size_t *ls, uint32_t max, uint64_t *left, uint64_t *from_stage, char *scratch)
 {
 	uintptr_t ldso = (uintptr_t)getauxval(AT_BASE);
 	uint32_t n = 0;
@@ -280,7 +312,7 @@ static uint32_t outside_list(const char **ps, size_t *ls, uint32_t max, uint64_t
 	for (int ns = 0; d && ns < 16; ns++) {
 		for (const struct link_map *l = d->r_map; l; l = l->l_next) {
 			if ((ldso && l->l_addr == ldso) || !l->l_name || l->l_name[0] != '/') continue;
-			if (!shim_from_outside(l->l_name)) {
+			if (!from_outside(l->l_name, scratch)) {
 				if (!below_stage_dir(l->l_name)) ++*from_stage;
 				continue;
 			}
@@ -401,19 +433,18 @@ static int counted_anything(void)
 __attribute__((destructor)) void report_write(void)
 {
 	/* Static, not on the stack: _exit may run on a small signal stack.
-	 * One writer per process (reported). The executable's name is read
-	 * into buf and the line formatted right after it, and the arrays are
-	 * one struct: a process's report writes two pages, not five (each page
-	 * first touched costs a fault; gcc may also read the arrays' first
-	 * entries before it checks their counts). */
-	static char buf[DLB_PATH_MAX + LINE_CAP];
+	 * One writer per process (reported). The line is formatted right after
+	 * the executable's name in report_buf, and the arrays are one struct:
+	 * a process's report writes two pages, not five (each page first
+	 * touched costs a fault; gcc may also read the arrays' first entries
+	 * before it checks their counts). */
 	static struct {
 		struct dlb_fallback fb[FB_SLOTS + FB_NREASONS];
 		const char *os[OUTSIDE_MAX];
 		size_t ol[OUTSIDE_MAX];
 		const char *ps[MAX_PATHS];
 		size_t ls[MAX_PATHS];
-	} w __attribute__((aligned(4096)));
+	} w DLB_COLD;
 	const char **ps = w.ps, **os = w.os;
 	size_t *ls = w.ls, *ol = w.ol;
 	struct dlb_fallback *fb = w.fb;
@@ -427,10 +458,13 @@ __attribute__((destructor)) void report_write(void)
 	else if (me != report_pid)
 		return;
 	if (__atomic_exchange_n(&reported, 1, __ATOMIC_ACQ_REL)) return;
-	char *exe = buf;
-	long en = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, DLB_PATH_MAX - 1);
-	if (en < 0) en = 0;
-	en = (long)shim_unstage(exe, (size_t)en); /* the original path, not the staged copy */
+	char *exe = report_buf, *buf = report_buf;
+	long en = (long)exe_len;
+	if (!en) {
+		en = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, DLB_PATH_MAX - 1);
+		if (en < 0) en = 0;
+		en = (long)shim_unstage(exe, (size_t)en); /* the original path, not the staged copy */
+	}
 	char *line = buf + en + 1;
 	size_t line_cap = LINE_CAP + DLB_PATH_MAX - ((size_t)en + 1);
 	uint32_t n = __atomic_load_n(&nslots, __ATOMIC_ACQUIRE);
@@ -443,7 +477,8 @@ __attribute__((destructor)) void report_write(void)
 	uint64_t c[3], left = __atomic_load_n(&dropped, __ATOMIC_RELAXED);
 	for (int i = 0; i < 3; i++) c[i] = __atomic_load_n(&counts[i], __ATOMIC_RELAXED);
 	uint64_t from_stage = 0;
-	uint32_t no = outside_list(os, ol, OUTSIDE_MAX, &left, &from_stage), nfb = 0;
+	/* the line's space is the walk's scratch until the line is formatted */
+	uint32_t no = outside_list(os, ol, OUTSIDE_MAX, &left, &from_stage, line), nfb = 0;
 	c[REPORT_ANSWERED] += from_stage;
 	for (unsigned i = 0; i < FB_SLOTS; i++) {
 		if (!__atomic_load_n(&fbs[i].key, __ATOMIC_ACQUIRE)) continue;
@@ -478,21 +513,28 @@ __attribute__((destructor)) void report_write(void)
 	syscall(SYS_close, fd);
 }
 
-/* shim_from_outside (report.h): l_name of a loaded object names a file ld.so
- * opened from outside the image. Objects ld.so opened from the stage carry
- * their original name (la_objopen), which the table holds as bundled; any
- * other absolute name outside the stage dir is the real file system's.
- * Called once per object at exit, possibly in a signal handler: the table
- * lookup allocates nothing; the static buffer is used by the one report
- * writer only. */
-int shim_from_outside(const char *name)
+/* from_outside: l_name of a loaded object names a file ld.so opened from
+ * outside the image. Objects ld.so opened from the stage carry their
+ * original name (la_objopen), which the table holds as bundled; any other
+ * absolute name outside the stage dir is the real file system's. Called
+ * once per object at exit, possibly in a signal handler (on a small
+ * signal stack): the table lookup allocates nothing, and its scratch
+ * (DLB_PATH_MAX bytes) is the caller's, the report line's space. */
+static int from_outside(const char *name, char *scratch)
 {
-	static char canon[DLB_PATH_MAX];
 	struct dlb_res r;
 	if (!table || !name || name[0] != '/') return 0;
 	size_t sl = stage_root_len - 5;
 	if (!strncmp(name, stage_root, sl) && name[sl] == '/') return 0; /* the shim's own objects */
-	return shim_resolve(name, 0, 1, canon, &r) != DLB_BUNDLED;
+	return shim_resolve(name, 0, 1, scratch, &r) != DLB_BUNDLED;
+}
+
+/* shim_from_outside (report.h): from_outside for the preload's dlclose,
+ * on the caller's stack. */
+int shim_from_outside(const char *name)
+{
+	char scratch[DLB_PATH_MAX];
+	return from_outside(name, scratch);
 }
 
 /* shim_unstage (report.h): the report's exe is what /proc/self/exe names,

@@ -106,8 +106,8 @@ extern dev_t stage_dev;       /* the device of the stage's files */
 extern int debug_on;
 extern int inactive;          /* the shim has a stage but no table: the FB_* reason, else -1 */
 extern uid_t init_uid, init_euid; /* the ids that read the stage at start-up */
-extern char stage_table[1100];    /* $DLBUNDLE_STAGE/table */
 extern volatile int init_done;
+void stage_table_path(char *out); /* $DLBUNDLE_STAGE/table, DLB_STAGE_MAX + 8 bytes */
 
 /* lookup.c: start-up, the debug log, the lookup */
 void shim_init(void);
@@ -124,6 +124,15 @@ int shim_resolve(const char *in, size_t known, int follow, char *out, struct dlb
 int staged(char *out, size_t outsz, const char *canon, size_t n);
 size_t strip_stage(char *s, size_t n);
 static inline int set_errno(int e) { errno = e; return -1; }
+
+/* DLB_COLD: a large buffer that most processes never touch (or touch only
+ * on a rare path). The build sorts .bss by alignment, largest first
+ * (build.sh), so these page-aligned ones come ahead of everything else,
+ * and the state every process writes at start-up and exit (the smaller
+ * arrays and the scalars) lies together after them, from a page boundary
+ * when the last of them is a whole number of pages: 3 pages, where they
+ * were spread over 8 (each page first touched costs a process a fault). */
+#define DLB_COLD __attribute__((aligned(4096)))
 
 /* exec.c: the environment a child gets, argv[0], who may read the stage */
 void restore_native_env(void);

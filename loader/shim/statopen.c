@@ -619,8 +619,8 @@ int statvfs(const char *path, struct statvfs *buf)
  * may have been closed behind our back, e.g. by fclose, and reused), answers
  * with the table's attributes: ino, dev, nlink, times as the original. */
 #define FD_TRACK 1024
-static const struct dlb_entry *fd_track[FD_TRACK];
-static uint64_t fd_ino[FD_TRACK]; /* the staged copy's inode: an fd closed behind our back
+static const struct dlb_entry *fd_track[FD_TRACK] DLB_COLD;
+static uint64_t fd_ino[FD_TRACK] DLB_COLD; /* the staged copy's inode: an fd closed behind our back
 				     (fclose, close_range) and reused for another file on the
 				     stage's device with the same size and mtime is not it */
 void fd_note(int fd, const struct dlb_entry *e)

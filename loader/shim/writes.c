@@ -7,7 +7,7 @@
  * dirty_env, which is also the environment string children inherit. */
 #define DIRTY_MAX 64
 struct dirty_dir { uint64_t hash; uint32_t off, len, kind; };
-static struct dirty_dir dirty_set[DIRTY_MAX];
+static struct dirty_dir dirty_set[DIRTY_MAX] DLB_COLD;
 unsigned dirty_n;  /* entries below it are immutable (release/acquire) */
 int dirty_all;     /* "/" was written into, or the set overflowed */
 char dirty_env[32768] = "DLBUNDLE_DIRTY=";
