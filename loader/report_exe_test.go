@@ -1,6 +1,15 @@
 package loader
 
-import "testing"
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dlbundle/dlbundle/internal/clitest"
+	"github.com/dlbundle/dlbundle/report"
+)
 
 // A process whose executable runs from the stage reports the executable's
 // original path, not the staged copy /proc/self/exe names.
@@ -12,5 +21,49 @@ func TestReportExeIsTheOriginalPath(t *testing.T) {
 	}
 	if rs[0].Exe != f.probe {
 		t.Errorf("exe = %q, want the original %s", rs[0].Exe, f.probe)
+	}
+}
+
+// The report's exe is the program as the process was started (AT_EXECFN),
+// made absolute, with no /proc access: the staged copy started by a
+// relative path (as a launcher without dlbundle exec may) reports the
+// original path, and a #! script reports itself, where /proc/self/exe
+// names its interpreter (the staged probe: the check can fail).
+func TestReportExeIsThePathStarted(t *testing.T) {
+	f := newReportFixture(t)
+	file := filepath.Join(t.TempDir(), "report.jsonl")
+	env0, stderr, _, state := clitest.RunCLI(t, clitest.CleanEnv(f.work), "env", "--format=env0",
+		"--stage-dir", filepath.Join(f.work, "stage"), "--report", file, f.image)
+	if !state.Success() {
+		t.Fatalf("dlbundle env: %v\n%s", state, stderr)
+	}
+	env, stageDir := clitest.CleanEnv(f.work), ""
+	for _, kv := range strings.Split(strings.TrimSuffix(env0, "\x00"), "\x00") {
+		env = append(env, kv)
+		if k, v, _ := strings.Cut(kv, "="); k == EnvStage {
+			stageDir = v
+		}
+	}
+	staged := filepath.Join(stageDir, "root") + f.probe
+	runIn(t, filepath.Dir(staged), env, "./"+filepath.Base(staged))
+	script := filepath.Join(f.work, "run-probe")
+	if err := os.WriteFile(script, []byte("#!"+staged+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runIn(t, t.TempDir(), env, script)
+
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, bad, err := report.ReadReports(bytes.NewReader(b))
+	if err != nil || bad != 0 || len(rs) != 2 {
+		t.Fatalf("report %q: %d lines, %d bad, %v; want 2", b, len(rs), bad, err)
+	}
+	if rs[0].Exe != f.probe {
+		t.Errorf("started as ./%s in its staged directory: exe = %q, want the original %s", filepath.Base(staged), rs[0].Exe, f.probe)
+	}
+	if rs[1].Exe != script {
+		t.Errorf("a #! script: exe = %q, want the script %s (not its interpreter)", rs[1].Exe, script)
 	}
 }
