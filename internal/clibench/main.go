@@ -16,8 +16,12 @@
 //   - what 100,000 arguments add to exec and to trace, beyond what they add
 //     to exec'ing /bin/true directly (the kernel copies them either way).
 //
-// Every command runs in interleaved rounds (one run of each per round), so
-// that the machine's load hits them alike; the figures are medians of wall
+// Every command runs in interleaved rounds (one run of each per round, in
+// an order drawn afresh each round), so that the machine's load hits them
+// alike and no command always follows the same one: a run is faster after
+// one that touched the same files (measured: a shim process right after
+// another one, 0.1 ms), so a fixed order favours some rows over others.
+// The figures are medians of wall
 // time, with the CPU time and minor page faults the kernel accounts to each
 // run (getrusage of the child). It writes a markdown report.
 //
@@ -27,6 +31,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -194,7 +199,7 @@ func run(bin, compare, out string, rounds, longRounds int) error {
 	fmt.Fprintf(&b, "# dlbundle's own cost: exec's fixed cost, long command lines\n\n")
 	fmt.Fprintf(&b, "`make bench-cli` (internal/clibench), %s, %s (%s), %d CPUs, load average %s at the start, %s at the end; %s in all.\n\n",
 		start.UTC().Format("2006-01-02 15:04 UTC"), host, runtime.GOARCH, runtime.NumCPU(), load0, load1, time.Since(start).Round(time.Second))
-	fmt.Fprintf(&b, "Each command ran in interleaved rounds (one run of each per round: %d rounds of the short ones, %d of the long ones); medians of wall time, and of the CPU time and minor page faults getrusage accounts to the child.\n\n", rounds, longRounds)
+	fmt.Fprintf(&b, "Each command ran in interleaved rounds (one run of each per round, in an order drawn afresh each round: %d rounds of the short ones, %d of the long ones); medians of wall time, and of the CPU time and minor page faults getrusage accounts to the child.\n\n", rounds, longRounds)
 	fmt.Fprintf(&b, "| goal | figure | met |\n|---|---|---|\n")
 	fmt.Fprintf(&b, "| exec's fixed cost on a warm stage <= 1 ms over exec'ing the app directly | %s wall, %s CPU (exec %s vs /bin/true %s); an empty static Go program alone costs %s wall, %s CPU over /bin/true | %s |\n",
 		ms(fixed), ms(warm.cpu-trueS.cpu), ms(warm.wall), ms(trueS.wall), ms(floor), ms(emptyS.cpu-trueS.cpu), met(fixed <= time.Millisecond))
@@ -279,8 +284,10 @@ const notesMarker = "<!-- notes: kept by clibench -->"
 // measure runs every command once per round, rounds times, and sets their
 // medians.
 func measure(cmds []*stats, rounds int) {
+	rng := rand.New(rand.NewPCG(1, 2)) // the same orders in every run of the benchmark
 	for range rounds {
-		for _, s := range cmds {
+		for _, i := range rng.Perm(len(cmds)) {
+			s := cmds[i]
 			s.samples = append(s.samples, runOnce(s))
 		}
 	}
