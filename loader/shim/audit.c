@@ -391,11 +391,13 @@ static void dyn_of(const struct link_map *l, struct dyninfo *d)
 static long origin_of(const struct link_map *l, char *out, size_t cap_)
 {
 	static char exe[DLB_PATH_MAX] COLD;
-	static long exe_len = -2;
+	static long exe_len;
+	static int exe_read; /* (not "exe_len = -2": initialised data would cost a page fault per process) */
 	const char *n;
 	size_t len;
 	if (l->l_name && l->l_name[0] == 0) {
-		if (exe_len == -2) {
+		if (!exe_read) {
+			exe_read = 1;
 			exe_len = dlb_syscall6(DLB_SYS_readlinkat, -100, (long)"/proc/self/exe", (long)exe, sizeof exe - 1, 0, 0);
 			if (exe_len <= 0 || exe_len >= (long)sizeof exe - 1) exe_len = -1;
 			else {
