@@ -13,8 +13,8 @@
  *
  * shim_state.h declares every entry of both lists with its prototype, so a
  * definition that does not match its line here does not compile. The object
- * exports these names, report.h's functions (report.c) and nothing else:
- * everything shared between the shim's files is hidden (shim_state.h).
+ * exports these names and nothing else: everything shared between the
+ * shim's files is hidden (shim_state.h), report.h's functions included.
  */
 #ifndef DLB_INTERCEPT_H
 #define DLB_INTERCEPT_H

@@ -17,8 +17,7 @@
  *
  * Everything declared between the visibility pragmas below is hidden: the
  * files link into one object that exports the entry points of intercept.h
- * and report.h's functions only, as a single file with static functions
- * did.
+ * only, as a single file with static functions did.
  */
 #ifndef DLB_SHIM_STATE_H
 #define DLB_SHIM_STATE_H
@@ -90,9 +89,12 @@ int cwd_prefix(const char *p, size_t n);           /* realpath.c */
 int search_ok(const struct dlb_entry *e);          /* statopen.c */
 #pragma GCC visibility pop
 #include "table.h"
-#include "report.h"
 
 #pragma GCC visibility push(hidden)
+/* The report's functions are the object's own, like the rest: exported,
+ * they would replace an app library's functions of the same names
+ * (report_init, report_write...) in every served process. */
+#include "report.h"
 
 /* real_<name> for every entry of SHIM_FUNCS (lookup.c defines them). */
 #define DLB_DECLARE_REAL(name, ret, args) extern ret(*real_##name) args;
