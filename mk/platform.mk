@@ -39,6 +39,7 @@ test-arm64-unit:
 
 fuzz-platform:
 	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzLibcDefines$$' -fuzztime 10s ./loader/stagefmt/
+	$(GO_FUZZ) -run '^$$' -fuzz '^FuzzFormatReals$$' -fuzztime 10s ./loader/stagefmt/
 
 # The arm64 build stays clean (the tests' own vet is this machine's).
 TEST_PREREQS += vet-arm64

@@ -287,7 +287,7 @@ enum { S_MISS, S_FOUND, S_UNDECIDED };
 
 #define CAPS_MAX 32
 #define SYSDIRS_MAX 16
-static char rules[4096];
+static char rules[8192]; /* the rules, then the real functions' places (for the preload) */
 static const char *cap[CAPS_MAX], *sysdir[SYSDIRS_MAX];
 static size_t cap_len[CAPS_MAX], sysdir_len[SYSDIRS_MAX];
 static unsigned ncap, nsysdir;
@@ -319,6 +319,14 @@ static void read_rules(void)
 	rules[n] = 0;
 	unsigned nc = 0, nd = 0;
 	for (char *p = rules + 18; *p;) {
+		if (dlb_memeq(p, "libc ", 5)) {
+			/* the rest is the real functions' places, which the preload
+			 * reads (loader/stagefmt/reals.go); it gets them through
+			 * dlb_audit_share */
+			dlb_audit_share.reals = p;
+			dlb_audit_share.reals_len = (uint64_t)(rules + n - p);
+			break;
+		}
 		char *e = p;
 		while (*e && *e != '\n') e++;
 		if (!*e) return; /* unterminated: not ours */

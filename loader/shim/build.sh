@@ -105,6 +105,13 @@ done
 mkdir -p amd64 arm64
 build "$cc_amd64" GLIBC_2.2.5 amd64
 build "$cc_arm64" GLIBC_2.17 arm64
+# The names of SHIM_FUNCS in the table's order, one per line: the stage
+# records where each lies in the libc it serves (loader/stagefmt/reals.go),
+# in this order, which the preload reads back.
+for d in amd64 arm64; do
+	printf '#include "intercept.h"\n#define N(name, ret, args) DLB_NAME name\nSHIM_FUNCS(N)\n' |
+	  "$cc_amd64" -E -P -x c -I. - | tr ' ' '\n' | grep -x -A1 DLB_NAME | grep -v -x -e DLB_NAME -e -- > "$d/realnames"
+done
 for cc_dir in "$cc_amd64 amd64" "$cc_arm64 arm64"; do
 	set -- $cc_dir
 	# gcc -> strip, aarch64-linux-gnu-gcc -> aarch64-linux-gnu-strip

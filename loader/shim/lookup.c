@@ -23,6 +23,169 @@ static void resolve_reals(void)
 	SHIM_FUNCS(RESOLVE)
 }
 
+/* ---- the real functions from the stage's record ----
+ *
+ * dlsym(RTLD_NEXT) of every real function costs a process ~44 us, cache
+ * misses in libc's symbol tables. The stage records where each lies in the
+ * libc it serves (STAGE/search, loader/stagefmt/reals.go: its build-id,
+ * then "real NAME OFFSET|-" in the table's order), which audit.so read.
+ * RTLD_NEXT means the first definition after this object in the global
+ * scope, which at start-up is the load order: the objects between us and
+ * that libc are asked first, through their GNU-hash bloom filters; a name
+ * one of them may define (darshan, an app's own preload), and every "-",
+ * is looked up with dlsym as before. Any doubt (no record, another libc, an
+ * object without a GNU hash): all of them are. */
+extern ElfW(Dyn) _DYNAMIC[] __attribute__((visibility("hidden")));
+static void debug_write(const char *line, size_t n);
+
+#define DLB_ONE_(name, ret, args) +1
+enum { NREALS = 0 SHIM_FUNCS(DLB_ONE_) };
+/* the names, one string ("open\0open64\0..."): no pointer array to relocate */
+#define DLB_NAME_(name, ret, args) #name "\0"
+static const char real_names[] = SHIM_FUNCS(DLB_NAME_);
+
+struct reals_walk {
+	const unsigned char *id; /* the recorded libc's build-id */
+	size_t id_len;
+	uint32_t hash[NREALS];
+	unsigned char maybe[NREALS]; /* an object before libc may define it */
+	int after_self, failed;
+	uintptr_t libc; /* libc's base, once found */
+};
+
+static uint32_t gnu_hash(const char *s)
+{
+	uint32_t h = 5381;
+	for (; *s; s++) h = h * 33 + (unsigned char)*s;
+	return h;
+}
+
+/* has_build_id: the object's PT_NOTE segments hold NT_GNU_BUILD_ID id. */
+static int has_build_id(const struct dl_phdr_info *i, const unsigned char *id, size_t n)
+{
+	for (int k = 0; k < i->dlpi_phnum; k++) {
+		const ElfW(Phdr) *ph = &i->dlpi_phdr[k];
+		if (ph->p_type != PT_NOTE) continue;
+		const unsigned char *p = (const unsigned char *)(i->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
+		while (end - p >= 12) {
+			uint32_t nsz, dsz, type;
+			memcpy(&nsz, p, 4);
+			memcpy(&dsz, p + 4, 4);
+			memcpy(&type, p + 8, 4);
+			size_t name = ((size_t)nsz + 3) & ~(size_t)3, desc = ((size_t)dsz + 3) & ~(size_t)3;
+			if ((size_t)(end - p) - 12 < name || (size_t)(end - p) - 12 - name < desc) break;
+			if (type == 3 /* NT_GNU_BUILD_ID */ && nsz == 4 && !memcmp(p + 12, "GNU", 4))
+				return dsz == n && !memcmp(p + 12 + name, id, n);
+			p += 12 + name + desc;
+		}
+	}
+	return 0;
+}
+
+/* may_define marks in w->maybe the names whose bloom filter bits the
+ * object sets; 0 when it has no GNU hash table to ask. */
+static int may_define(const struct dl_phdr_info *i, struct reals_walk *w)
+{
+	const ElfW(Dyn) *d = NULL;
+	for (int k = 0; k < i->dlpi_phnum && !d; k++)
+		if (i->dlpi_phdr[k].p_type == PT_DYNAMIC) d = (const ElfW(Dyn) *)(i->dlpi_addr + i->dlpi_phdr[k].p_vaddr);
+	const uint32_t *g = NULL;
+	for (; d && d->d_tag != DT_NULL && !g; d++)
+		if (d->d_tag == DT_GNU_HASH) /* ld.so relocates it in place, except where .dynamic is read-only */
+			g = (const uint32_t *)(d->d_un.d_ptr < i->dlpi_addr ? i->dlpi_addr + d->d_un.d_ptr : d->d_un.d_ptr);
+	if (!g || g[2] == 0 || (g[2] & (g[2] - 1))) return 0;
+	const ElfW(Addr) *bloom = (const ElfW(Addr) *)(g + 4);
+	const unsigned bits = sizeof(ElfW(Addr)) * 8;
+	for (size_t k = 0; k < NREALS; k++) {
+		uint32_t h = w->hash[k];
+		ElfW(Addr) word = bloom[(h / bits) & (g[2] - 1)];
+		if ((word >> (h % bits)) & (word >> ((h >> g[3]) % bits)) & 1) w->maybe[k] = 1;
+	}
+	return 1;
+}
+
+static int reals_visit(struct dl_phdr_info *i, size_t size, void *arg)
+{
+	struct reals_walk *w = arg;
+	(void)size;
+	if (!w->after_self) {
+		/* this object: the one whose dynamic section is ours */
+		for (int k = 0; k < i->dlpi_phnum; k++)
+			if (i->dlpi_phdr[k].p_type == PT_DYNAMIC && i->dlpi_addr + i->dlpi_phdr[k].p_vaddr == (ElfW(Addr))_DYNAMIC)
+				w->after_self = 1;
+		return 0;
+	}
+	if (has_build_id(i, w->id, w->id_len)) {
+		w->libc = i->dlpi_addr;
+		return 1;
+	}
+	if (!may_define(i, w)) {
+		w->failed = 1;
+		return 1;
+	}
+	return 0;
+}
+
+static int hex_digit(char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; }
+
+/* hex_field reads [*p, end) up to a space or newline: a hex number (1),
+ * "-" (0), or anything else (-1). */
+static int hex_field(const char **p, const char *end, uint64_t *v)
+{
+	const char *s = *p;
+	*v = 0;
+	if (s < end && *s == '-') { *p = s + 1; return 0; }
+	int digits = 0;
+	for (; s < end && hex_digit(*s) >= 0 && digits <= 16; s++, digits++) *v = *v << 4 | (uint64_t)hex_digit(*s);
+	*p = s;
+	return digits > 0 && digits <= 16 ? 1 : -1;
+}
+
+/* reals_from_stage sets every real_<name> from the record, dlsym where it
+ * must; 0 (nothing set) when the record cannot be used. */
+static int reals_from_stage(const struct dlb_audit_share *a)
+{
+	if (!a || !a->reals || a->reals_len > 8192) return 0;
+	const char *p = a->reals, *end = a->reals + a->reals_len;
+	struct reals_walk w;
+	memset(&w, 0, sizeof w);
+	unsigned char id[64];
+	if (end - p < 6 || memcmp(p, "libc ", 5)) return 0;
+	p += 5;
+	for (; end - p >= 2 && hex_digit(p[0]) >= 0 && hex_digit(p[1]) >= 0 && w.id_len < sizeof id; p += 2)
+		id[w.id_len++] = (unsigned char)(hex_digit(p[0]) << 4 | hex_digit(p[1]));
+	if (p >= end || *p != '\n' || !w.id_len) return 0;
+	p++;
+	w.id = id;
+	const char *name = real_names;
+	for (size_t k = 0; k < NREALS; k++, name += strlen(name) + 1) w.hash[k] = gnu_hash(name);
+	dl_iterate_phdr(reals_visit, &w);
+	if (!w.libc || w.failed) return 0;
+	uint64_t off[NREALS];
+	name = real_names;
+	for (size_t k = 0; k < NREALS; k++, name += strlen(name) + 1) {
+		size_t n = strlen(name);
+		if (end - p < (ptrdiff_t)(n + 7) || memcmp(p, "real ", 5) || memcmp(p + 5, name, n) || p[5 + n] != ' ') return 0;
+		p += 6 + n;
+		int got = hex_field(&p, end, &off[k]);
+		if (got < 0 || p >= end || *p != '\n') return 0;
+		p++;
+		if (got == 0) w.maybe[k] = 1;
+	}
+	size_t k = 0, looked_up = 0;
+#define FROM_STAGE(name, ret, args) \
+	real_##name = w.maybe[k] ? (looked_up++, (ret(*) args)dlsym(RTLD_NEXT, #name)) : (ret(*) args)(w.libc + off[k]); \
+	k++;
+	SHIM_FUNCS(FROM_STAGE)
+	if (debug_on) {
+		char line[128];
+		int n = snprintf(line, sizeof line, "dlbundle[%d]: real functions: %zu from the stage's record, %zu by dlsym\n",
+				 (int)syscall(SYS_getpid), (size_t)NREALS - looked_up, looked_up);
+		if (n > 0 && (size_t)n < sizeof line) debug_write(line, (size_t)n);
+	}
+	return 1;
+}
+
 /* audit_share: the table audit.so mapped for this stage (table.h), found
  * through the audit namespace's link map, or NULL where there is none to
  * share: glibc before 2.35 chains no namespaces here (r_version 1), another
@@ -76,7 +239,9 @@ static void map_table(const char *path)
 volatile int init_done;
 void shim_init(void)
 {
-	resolve_reals();
+	/* (audit_share clears a miss of its dlsym with it) */
+	real_dlerror = (char *(*)(void))dlsym(RTLD_NEXT, "dlerror");
+	const struct dlb_audit_share *share = NULL;
 	const char *stage = getenv("DLBUNDLE_STAGE");
 	const char *dbg = getenv("DLBUNDLE_DEBUG");
 	debug_on = dbg && dbg[0] == '1';
@@ -103,7 +268,7 @@ void shim_init(void)
 		stage_table_path(path);
 		init_uid = (uid_t)syscall(SYS_getuid);
 		init_euid = (uid_t)syscall(SYS_geteuid);
-		const struct dlb_audit_share *a = audit_share();
+		const struct dlb_audit_share *a = share = audit_share();
 		if (a && dlb_check(a->table, (size_t)a->size)) {
 			table = a->table;
 			stage_dev = (dev_t)a->dev;
@@ -111,6 +276,15 @@ void shim_init(void)
 			map_table(path);
 		}
 		if (!table && inactive < 0) inactive = FB_NO_TABLE;
+	}
+	if (!reals_from_stage(share)) {
+		resolve_reals();
+		static const char msg[] = "real functions: all by dlsym (no record of the stage's libc that applies)\n";
+		if (debug_on) {
+			char line[160];
+			int n = snprintf(line, sizeof line, "dlbundle[%d]: %s", (int)syscall(SYS_getpid), msg);
+			if (n > 0 && (size_t)n < sizeof line) debug_write(line, (size_t)n);
+		}
 	}
 	restore_native_env();
 	dirty_inherit();

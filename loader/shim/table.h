@@ -72,6 +72,10 @@ struct dlb_audit_share {
 	uint64_t size;
 	uint64_t dev;      /* st_dev of the table file */
 	const char *root;  /* $DLBUNDLE_STAGE/root as audit.so read it */
+	/* STAGE/search's last part, the real functions' places (text:
+	 * loader/stagefmt/reals.go), or NULL */
+	const char *reals;
+	uint64_t reals_len;
 };
 #define DLB_AUDIT_SHARE "dlb_audit_share"
 

@@ -13,7 +13,8 @@ import (
 // them). Writer and reader agree through FormatSearchRules and
 // CheckSearchRules.
 
-// MaxSearchRules is what audit.c's reader holds (its buffer is 4096 bytes).
+// MaxSearchRules bounds the rules; with the real functions' places after
+// them (reals.go, MaxRealsText) the file fits audit.c's 8 KiB buffer.
 const MaxSearchRules = 4000
 
 // FormatSearchRules writes the STAGE/search text, checked as audit.c reads it.
@@ -38,8 +39,15 @@ func FormatSearchRules(caps, dirs []string) ([]byte, error) {
 // CheckSearchRules checks what audit.c's reader (read_rules) accepts, so that a
 // file it would ignore is never written or kept: the header, then "cap X/"
 // lines ending with "cap ", then "dir /..." lines, no more than its 32 and
-// 16 slots, no NUL, shorter than its buffer.
+// 16 slots, no NUL, shorter than its buffer; then, in a stage's file, the
+// real functions' places (reals.go).
 func CheckSearchRules(b []byte) error {
+	if i := bytes.Index(b, []byte("\nlibc ")); i >= 0 {
+		if err := checkReals(b[i+1:]); err != nil {
+			return err
+		}
+		b = b[:i+1]
+	}
 	if len(b) >= MaxSearchRules {
 		return fmt.Errorf("search rules of %d bytes are longer than the shim's buffer", len(b))
 	}

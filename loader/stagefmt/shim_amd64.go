@@ -7,4 +7,5 @@ var (
 	shimAuditObject      = amd64.Audit
 	shimPreloadObject    = amd64.Preload
 	shimPreload234Object = amd64.Preload234
+	shimRealNames        = amd64.RealNames
 )

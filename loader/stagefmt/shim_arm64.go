@@ -7,4 +7,5 @@ var (
 	shimAuditObject      = arm64.Audit
 	shimPreloadObject    = arm64.Preload
 	shimPreload234Object = arm64.Preload234
+	shimRealNames        = arm64.RealNames
 )

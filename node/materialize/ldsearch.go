@@ -84,6 +84,9 @@ func writeSearchRules(ctx context.Context, dir string) error {
 		fmt.Fprintf(os.Stderr, "dlbundle: ld.so search rules unknown (%v); ld.so will probe search directories itself\n", err)
 		return nil
 	}
+	// Then where the real functions lie in the libc the stage serves
+	// (stagefmt.FormatReals; none: the preload looks them all up).
+	rules = append(rules, stagefmt.FormatReals(dir)...)
 	if err := os.WriteFile(filepath.Join(dir, stagefmt.SearchFile), rules, 0o444); err != nil {
 		return fmt.Errorf("materialize: write search rules: %w", err)
 	}

@@ -22,3 +22,9 @@ var Preload []byte
 //
 //go:embed preload-2.34.so
 var Preload234 []byte
+
+// RealNames lists the functions the preload forwards to (intercept.h's
+// SHIM_FUNCS), one per line, in the table's order (build.sh).
+//
+//go:embed realnames
+var RealNames string
