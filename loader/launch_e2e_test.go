@@ -197,19 +197,7 @@ func sorted(m map[string]string) []string {
 // check can fail).
 func TestStagedProgramByPathSeesOriginalArgv0(t *testing.T) {
 	p := clitest.NewProbeImage(t)
-	stage := filepath.Join(p.Work, "stage")
-	env0, stderr, _, state := clitest.RunCLI(t, clitest.CleanEnv(p.Work), "env", "--format=env0", "--stage-dir", stage, p.Image)
-	if !state.Success() {
-		t.Fatalf("dlbundle env: %v\n%s", state, stderr)
-	}
-	env := clitest.CleanEnv(p.Work)
-	stageDir := ""
-	for _, kv := range strings.Split(strings.TrimSuffix(env0, "\x00"), "\x00") {
-		env = append(env, kv)
-		if k, v, _ := strings.Cut(kv, "="); k == EnvStage {
-			stageDir = v
-		}
-	}
+	env, stageDir := launcherlessEnv(t, p.Work, "--stage-dir", filepath.Join(p.Work, "stage"), p.Image)
 	staged := filepath.Join(stageDir, "root") + p.Original
 	out := runIn(t, p.Work, env, staged, "arg1")
 	if got := clitest.Field(out, "argv0"); got != p.Original {
@@ -225,4 +213,24 @@ func TestStagedProgramByPathSeesOriginalArgv0(t *testing.T) {
 	if got := clitest.Field(native, "argv0"); got != staged {
 		t.Fatalf("without the shim argv[0] = %q, want the staged path %q: the check cannot fail", got, staged)
 	}
+}
+
+// launcherlessEnv is the environment a launcher gives a rank from
+// `dlbundle env --format=env0 ARGS...` (run in work, as the test's clean
+// environment has it): that environment plus env's variables, and the
+// stage they name.
+func launcherlessEnv(t *testing.T, work string, args ...string) (env []string, stageDir string) {
+	t.Helper()
+	env0, stderr, _, state := clitest.RunCLI(t, clitest.CleanEnv(work), append([]string{"env", "--format=env0"}, args...)...)
+	if !state.Success() {
+		t.Fatalf("dlbundle env: %v\n%s", state, stderr)
+	}
+	env = clitest.CleanEnv(work)
+	for _, kv := range strings.Split(strings.TrimSuffix(env0, "\x00"), "\x00") {
+		env = append(env, kv)
+		if k, v, _ := strings.Cut(kv, "="); k == EnvStage {
+			stageDir = v
+		}
+	}
+	return env, stageDir
 }

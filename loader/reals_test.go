@@ -21,21 +21,15 @@ import (
 // prints nothing).
 func TestRealFunctionsFromTheStageKeepRTLDNext(t *testing.T) {
 	p := clitest.NewProbeImage(t)
-	stage := filepath.Join(p.Work, "stage")
-	env0, stderr, _, state := clitest.RunCLI(t, clitest.CleanEnv(p.Work), "env", "--format=env0", "--stage-dir", stage, p.Image)
-	if !state.Success() {
-		t.Fatalf("dlbundle env: %v\n%s", state, stderr)
-	}
-	env := clitest.CleanEnv(p.Work)
-	preload := ""
-	for _, kv := range strings.Split(strings.TrimSuffix(env0, "\x00"), "\x00") {
+	all, _ := launcherlessEnv(t, p.Work, "--stage-dir", filepath.Join(p.Work, "stage"), p.Image)
+	env, preload := []string{"DLBUNDLE_DEBUG=1"}, ""
+	for _, kv := range all {
 		if v, ok := strings.CutPrefix(kv, "LD_PRELOAD="); ok {
-			preload = v
+			preload = v // given below, with the interposer after it or not
 			continue
 		}
 		env = append(env, kv)
 	}
-	env = append(env, "DLBUNDLE_DEBUG=1")
 	dir := t.TempDir()
 	write := func(name, src string) string {
 		f := filepath.Join(dir, name)

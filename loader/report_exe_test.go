@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
-	"github.com/dlbundle/dlbundle/internal/clitest"
 	"github.com/dlbundle/dlbundle/report"
 )
 
@@ -32,18 +30,7 @@ func TestReportExeIsTheOriginalPath(t *testing.T) {
 func TestReportExeIsThePathStarted(t *testing.T) {
 	f := newReportFixture(t)
 	file := filepath.Join(t.TempDir(), "report.jsonl")
-	env0, stderr, _, state := clitest.RunCLI(t, clitest.CleanEnv(f.work), "env", "--format=env0",
-		"--stage-dir", filepath.Join(f.work, "stage"), "--report", file, f.image)
-	if !state.Success() {
-		t.Fatalf("dlbundle env: %v\n%s", state, stderr)
-	}
-	env, stageDir := clitest.CleanEnv(f.work), ""
-	for _, kv := range strings.Split(strings.TrimSuffix(env0, "\x00"), "\x00") {
-		env = append(env, kv)
-		if k, v, _ := strings.Cut(kv, "="); k == EnvStage {
-			stageDir = v
-		}
-	}
+	env, stageDir := launcherlessEnv(t, f.work, "--stage-dir", filepath.Join(f.work, "stage"), "--report", file, f.image)
 	staged := filepath.Join(stageDir, "root") + f.probe
 	runIn(t, filepath.Dir(staged), env, "./"+filepath.Base(staged))
 	script := filepath.Join(f.work, "run-probe")
