@@ -225,7 +225,7 @@ static void note_exe(void)
 		if (at + n >= DLB_PATH_MAX) return;
 	}
 	memcpy(report_buf + at, fn, n);
-	exe_len = shim_unstage(report_buf, at + n);
+	exe_len = strip_stage(report_buf, at + n); /* the staged copy's original path */
 }
 
 void report_init(void)
@@ -463,7 +463,7 @@ __attribute__((destructor)) void report_write(void)
 	if (!en) {
 		en = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, DLB_PATH_MAX - 1);
 		if (en < 0) en = 0;
-		en = (long)shim_unstage(exe, (size_t)en); /* the original path, not the staged copy */
+		en = (long)strip_stage(exe, (size_t)en); /* the original path, not the staged copy (in place: may run in a signal handler) */
 	}
 	char *line = buf + en + 1;
 	size_t line_cap = LINE_CAP + DLB_PATH_MAX - ((size_t)en + 1);
@@ -536,12 +536,6 @@ int shim_from_outside(const char *name)
 	char scratch[DLB_PATH_MAX];
 	return from_outside(name, scratch);
 }
-
-/* shim_unstage (report.h): the report's exe is what /proc/self/exe names,
- * the staged copy when the executable ran from the stage; the report gives
- * its original path, as readlink of it through the shim does. In place, no
- * allocation (called from the report writer, possibly in a signal handler). */
-size_t shim_unstage(char *path, size_t len) { return strip_stage(path, len); }
 
 /* _exit, _Exit: processes that end this way (dash, os._exit, children after
  * fork) skip destructors; write their report first. */

@@ -33,7 +33,6 @@ void report_count(int kind, const char *passed_path);
 void report_fallback(int reason, const char *dir, size_t n); /* also counts the lookup as passed */
 void report_write(void); /* at exit; also called by our _exit and fatal signals */
 int shim_from_outside(const char *l_name); /* a library ld.so opened from outside the image */
-size_t shim_unstage(char *path, size_t len); /* a staged path back to its original, in place */
 void report_closing(const char *l_name);   /* dlclose: list it even if it is unmapped by exit */
 
 #endif
