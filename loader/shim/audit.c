@@ -40,7 +40,7 @@ static const void *table;         /* the mmap-ed lookup table, or NULL: do nothi
 static char root[PREFIX_MAX];     /* $DLBUNDLE_STAGE/root */
 _Static_assert(DLB_STAGE_MAX + 6 <= PREFIX_MAX, "root holds DLBUNDLE_STAGE/root");
 static size_t root_len;
-static char staged[DLB_PATH_MAX]; /* the answer of the last la_objsearch */
+static char staged[DLB_PATH_MAX]; /* the answer of the last la_objsearch; the resolver's scratch before it */
 static int debug;
 static int native_env; /* DLBUNDLE_NATIVE_ENV is set: see restore_native_env */
 static void keep_llp(const char *v, size_t n); /* the whole search, below */
@@ -507,7 +507,7 @@ static int found(const char *orig, size_t n, const struct dlb_entry *ent)
 #define DEAD_SLOTS 256
 static struct { const struct dlb_entry *dir; uint32_t dead; } dead_cache[DEAD_SLOTS] COLD;
 
-static uint32_t dead_caps(const struct dlb_entry *dir, const char *p, size_t n, uint64_t h)
+static __attribute__((noinline)) uint32_t dead_caps(const struct dlb_entry *dir, const char *p, size_t n, uint64_t h)
 {
 	unsigned slot = (unsigned)((uintptr_t)dir / sizeof *dir) & (DEAD_SLOTS - 1);
 	if (dead_cache[slot].dir == dir) return dead_cache[slot].dead;
@@ -537,6 +537,16 @@ static uint32_t dead_caps(const struct dlb_entry *dir, const char *p, size_t n, 
 	dead_cache[slot].dir = dir;
 	dead_cache[slot].dead = dead;
 	return dead;
+}
+
+/* resolve_scratch: dlb_resolve of a path that is not in staged, for its
+ * answer only: the canonical path goes to staged, which the answer (found)
+ * overwrites next. Not a buffer on the stack: a frame's far end is touched
+ * (register spills) even where its buffers are not, and each new stack page
+ * costs a process a fault. */
+static int resolve_scratch(const char *path, struct dlb_res *r)
+{
+	return dlb_resolve(table, &asks, path, 1, staged, r);
 }
 
 /* try_dir: the candidates of one search directory d[0:dn] (as ld.so keeps
@@ -597,9 +607,8 @@ static int try_dir(const char *d, size_t dn, const char *name, size_t nn)
 		}
 		dlb_memcpy(cand + cn, cap[i], cap_len[i]);
 		dlb_memcpy(cand + cn + cap_len[i], name, nn + 1);
-		char out[DLB_PATH_MAX];
 		struct dlb_res c;
-		switch (dlb_resolve(table, &asks, cand, 1, out, &c)) {
+		switch (resolve_scratch(cand, &c)) {
 		case DLB_KNOWN_ERR:
 			/* Only the directory's own candidate's errno reaches ld.so's
 			 * "found but unusable" check; ENOENT goes on searching. */
@@ -670,6 +679,22 @@ static int cache_lookup(const char *name, const char **path)
 	return dlb_ldcache_lookup(&cache, name, path);
 }
 
+/* cached_answer: the file ld.so.cache names, looked up in the table; S_MISS
+ * (on to the default directories) for a stale entry. */
+static int cached_answer(const char *cached)
+{
+	struct dlb_res c;
+	switch (resolve_scratch(cached, &c)) {
+	case DLB_BUNDLED:
+		if (c.ent->type != DLB_REG) return S_UNDECIDED;
+		return found(cached, dlb_strlen(cached), c.ent);
+	case DLB_KNOWN_ERR:
+		return c.err == DLB_ENOENT ? S_MISS : S_UNDECIDED; /* ENOENT: a stale cache entry */
+	default:
+		return S_UNDECIDED;
+	}
+}
+
 /* whole_search: ld.so's search for name (no '/') on behalf of loader. */
 static int whole_search(const char *name, const struct link_map *loader)
 {
@@ -703,21 +728,9 @@ static int whole_search(const char *name, const struct link_map *loader)
 	if (ld.nodeflib) return S_MISS;
 	const char *cached;
 	switch (cache_lookup(name, &cached)) {
-	case 1: {
-		char out[DLB_PATH_MAX];
-		struct dlb_res c;
-		switch (dlb_resolve(table, &asks, cached, 1, out, &c)) {
-		case DLB_BUNDLED:
-			if (c.ent->type != DLB_REG) return S_UNDECIDED;
-			return found(cached, dlb_strlen(cached), c.ent);
-		case DLB_KNOWN_ERR:
-			if (c.err == DLB_ENOENT) break; /* a stale cache entry: on to the default dirs */
-			return S_UNDECIDED;
-		default:
-			return S_UNDECIDED;
-		}
+	case 1:
+		if ((r = cached_answer(cached)) != S_MISS) return r;
 		break;
-	}
 	case 0:
 		break;
 	default:
@@ -772,6 +785,7 @@ static int nolib(const char *name)
 	return 1;
 }
 
+static char *path_answer(const char *name, unsigned int flag);
 char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag)
 {
 	if (flag == LA_SER_ORIG)
@@ -795,6 +809,15 @@ char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag)
 	}
 	if (!table || name[0] != '/')
 		return (char *)name;
+	return path_answer(name, flag);
+}
+
+/* path_answer: la_objsearch for an absolute name (a candidate of ld.so's own
+ * search, or a dlopen by path), in a function of its own for its buffer
+ * (see resolve_scratch; staged cannot be the scratch here: ld.so may ask
+ * about the answer it was given). */
+static __attribute__((noinline)) char *path_answer(const char *name, unsigned int flag)
+{
 	const char *orig = name;
 	/* The stage itself (the shim's own objects) is never looked up: it may
 	 * lie below a directory whose listing was taken before it existed. */

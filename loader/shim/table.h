@@ -88,6 +88,11 @@ static inline int dlb_memeq(const char *a, const char *b, size_t n)
 	return 1;
 }
 static inline void dlb_memcpy(char *d, const char *s, size_t n) { for (size_t i = 0; i < n; i++) d[i] = s[i]; }
+static inline void dlb_memmove(char *d, const char *s, size_t n)
+{
+	if (d < s) for (size_t i = 0; i < n; i++) d[i] = s[i];
+	else while (n--) d[n] = s[n];
+}
 static inline int dlb_hasprefix(const char *s, const char *p, size_t pn) { return dlb_memeq(s, p, pn) && (s[pn] == '/' || s[pn] == 0); }
 
 /* FNV-1a 64 is incremental: the hash of a path extended by "/name" continues
@@ -309,15 +314,12 @@ static inline int dlb_unknown(struct dlb_res *r, char *out, size_t on, const cha
  * symlinks), so ".." over those components is decided lexically even where
  * the table does not know them (the kernel pops a real directory to its
  * parent). */
+static __attribute__((unused, noinline)) int dlb_resolve_walk(const void *base, const struct dlb_asks *ask, const char *in, size_t rn, size_t known,
+			    int follow_last, char *out, struct dlb_res *r);
 static inline int dlb_resolve_known(const void *base, const struct dlb_asks *ask, const char *in, size_t known, int follow_last,
 				    char *out, struct dlb_res *r)
 {
-	char rest[DLB_PATH_MAX], tmp[DLB_PATH_MAX];
-	size_t rn = dlb_strlen(in), on = 0, p = 0;
-	size_t kd = 0; /* out[0:kd] is made of real directories (from the known prefix) */
-	size_t xd = 0; /* out[0:xd] ends with an external entry the table knows is a directory */
-	int links = 0;
-	int seen_unknown = 0; /* a component the table does not hold was walked through */
+	size_t rn = dlb_strlen(in);
 	r->rewritten = 0;
 	r->len = 0;
 	r->outside = 1;
@@ -340,6 +342,22 @@ static inline int dlb_resolve_known(const void *base, const struct dlb_asks *ask
 	}
 	if (exact && exact->type == DLB_MISSING) { r->err = DLB_ENOENT; return DLB_KNOWN_ERR; }
 	if (exact && exact->type == DLB_EXTERNAL) return DLB_UNKNOWN;
+	return dlb_resolve_walk(base, ask, in, rn, known, follow_last, out, r);
+}
+
+/* The walk, for paths that are not an entry as given. A function of its own
+ * with its two path buffers: the fast path above stays a small stack frame
+ * (a frame's far end is touched by register spills even when its buffers
+ * are not, and every new stack page costs a process a fault). */
+static int dlb_resolve_walk(const void *base, const struct dlb_asks *ask, const char *in, size_t rn, size_t known,
+			    int follow_last, char *out, struct dlb_res *r)
+{
+	char rest[DLB_PATH_MAX];
+	size_t on = 0, p = 0;
+	size_t kd = 0; /* out[0:kd] is made of real directories (from the known prefix) */
+	size_t xd = 0; /* out[0:xd] ends with an external entry the table knows is a directory */
+	int links = 0;
+	int seen_unknown = 0; /* a component the table does not hold was walked through */
 	dlb_memcpy(rest, in, rn + 1);
 	uint64_t oh = DLB_HASH_INIT; /* hash of out[0:on] */
 	const struct dlb_entry *root = dlb_lookup(base, "/", 1);
@@ -454,10 +472,9 @@ static inline int dlb_resolve_known(const void *base, const struct dlb_asks *ask
 				const char *t = dlb_str(base, cur->target);
 				size_t tn = cur->target_len, an = rn - q;
 				if (tn == 0 || tn + an >= DLB_PATH_MAX) return DLB_UNKNOWN;
-				dlb_memcpy(tmp, t, tn);
-				dlb_memcpy(tmp + tn, rest + q, an);
-				tmp[tn + an] = 0;
-				dlb_memcpy(rest, tmp, tn + an + 1);
+				/* rest = target + what follows the link, in place */
+				dlb_memmove(rest + tn, rest + q, an + 1);
+				dlb_memcpy(rest, t, tn);
 				rn = tn + an;
 				p = 0;
 				known = 0; /* rest is the link's text now */
