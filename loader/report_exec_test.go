@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -265,4 +266,41 @@ print(signal.getsignal(signal.SIGTERM))
 	if b, err := os.ReadFile(report); err != nil || bytes.Count(b, []byte("\n")) != 1 {
 		t.Errorf("report after SIGTERM: %q, %v; want one line", b, err)
 	}
+}
+
+// TestReportPutsBackIgnoredActionsExactly: the report sets its fatal-signal
+// handler and reads the action it replaced in one call, then puts back an
+// action that was not SIG_DFL. What an app reads of a SIG_IGN it inherited
+// (sh's trap "") is what it reads natively, flags and restorer included:
+// glibc's sigaction would add its SA_RESTORER where the kernel holds none.
+func TestReportPutsBackIgnoredActionsExactly(t *testing.T) {
+	_, _, stage := writesTree(t, map[string]string{"d/a": "a\n"})
+	dir := t.TempDir()
+	src := `#include <signal.h>
+#include <stdio.h>
+int main(void) {
+	int sigs[] = {SIGHUP, SIGQUIT, SIGTERM, SIGSEGV};
+	for (int i = 0; i < 4; i++) {
+		struct sigaction a;
+		sigaction(sigs[i], 0, &a);
+		printf("%d handler=%p flags=%#x restorer=%p\n", sigs[i], (void *)a.sa_handler, a.sa_flags, (void *)a.sa_restorer);
+	}
+	return 0;
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "sigview.c"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	probe := filepath.Join(dir, "sigview")
+	if out, err := exec.Command("gcc", "-O1", "-o", probe, filepath.Join(dir, "sigview.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	base := []string{"PATH=/usr/bin:/bin", "HOME=/", "LANG=C.UTF-8"}
+	env := ShimEnv(stage, base, EnvOptions{Report: filepath.Join(dir, "report.jsonl")})
+	argv := []string{"/bin/sh", "-c", `trap "" HUP QUIT; exec "$0"`, probe}
+	native := runProbe(t, "", argv, base)
+	if !strings.Contains(native, fmt.Sprintf("%d handler=0x1 flags=0 restorer=(nil)", syscall.SIGHUP)) {
+		t.Fatalf("natively: %q; want SIGHUP ignored with flags 0", native)
+	}
+	diffLines(t, "sigaction of inherited and default actions", native, runProbe(t, "", argv, env))
 }

@@ -299,7 +299,11 @@ void shim_init(void)
 __attribute__((constructor)) static void shim_ctor(int argc, char **argv, char **envp)
 {
 	(void)envp;
-	if (!__atomic_load_n(&init_done, __ATOMIC_ACQUIRE)) shim_init();
+	/* A read-modify-write that changes nothing, not a load: the first
+	 * touch of the page the start-up state shares is then a write, one
+	 * page fault (a read would map the zero page, and the first store
+	 * fault again). */
+	if (!__atomic_fetch_add(&init_done, 0, __ATOMIC_ACQ_REL)) shim_init();
 	unstage_argv0(argc, argv);
 }
 

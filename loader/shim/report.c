@@ -28,7 +28,10 @@
 #define LINE_CAP (512u << 10)
 #define OUTSIDE_MAX 256 /* libraries from outside the image listed per process */
 
-static char report_file[DLB_PATH_MAX];
+/* The report file's name is kept at the start of report_buf (below), whose
+ * first page a reporting process touches anyway: 4 KB less of the state
+ * every process writes at start-up. */
+static int report_on; /* DLBUNDLE_REPORT names a file: report_buf starts with its name */
 /* DLBUNDLE_RUN (set by dlbundle exec, one per launch): the line starts with
  * {"run":"<id>", so that a file several runs append to keeps them apart.
  * Only [A-Za-z0-9._:-] is taken, so the id needs no JSON escaping. */
@@ -74,7 +77,8 @@ static struct fb_slot {
 	uint64_t key; /* hash of reason and dir, | 1; 0: free */
 	uint32_t reason, off, len1;
 	uint64_t n;
-} fbs[FB_SLOTS]; /* every report reads all: with the other state every process touches (DLB_COLD) */
+} fbs[FB_SLOTS] DLB_COLD; /* read only once fb_claimed says a slot was claimed */
+static uint32_t fb_claimed;
 static uint64_t fb_plain[FB_NREASONS]; /* by reason alone */
 static char fb_arena[FB_ARENA] DLB_COLD;
 static uint32_t fb_used;
@@ -95,7 +99,8 @@ static void report_child_reset(void)
 	nslots = nseen = 0;
 	arena_used = 0;
 	dropped = 0;
-	memset(fbs, 0, sizeof fbs);
+	if (fb_claimed) memset(fbs, 0, sizeof fbs);
+	fb_claimed = 0;
 	memset(fb_plain, 0, sizeof fb_plain);
 	fb_used = 0;
 }
@@ -116,7 +121,7 @@ static void report_child_reset(void)
 static const int fatal_sigs[] = {SIGTERM, SIGHUP, SIGQUIT, SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGXCPU};
 
 static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
-static int stood_in[NSIG];
+static unsigned char stood_in[NSIG]; /* (bytes: the state every process writes fits one page) */
 static void report_fatal(int sig)
 {
 	report_write();
@@ -144,21 +149,51 @@ static void report_fatal(int sig)
 #define NFATAL (sizeof fatal_sigs / sizeof *fatal_sigs)
 static struct sigaction dfl_view[NFATAL];
 
+/* restore_action puts back the action sigaction() reported, exactly: with
+ * the system call, not glibc's sigaction, which would add its own
+ * SA_RESTORER and restorer where the kernel held none (an inherited
+ * SIG_IGN has flags 0). The kernel's struct sigaction on x86-64 and
+ * aarch64: handler, flags, restorer, then the 8-byte mask. */
+static void restore_action(int sig, const struct sigaction *a)
+{
+	struct { void *handler; unsigned long flags; void *restorer; uint64_t mask; } k;
+	k.handler = (void *)a->sa_handler;
+	k.flags = (unsigned long)a->sa_flags;
+	k.restorer = (void *)a->sa_restorer;
+	memcpy(&k.mask, &a->sa_mask, sizeof k.mask);
+	syscall(SYS_rt_sigaction, sig, &k, NULL, sizeof k.mask);
+}
+
+/* install_fatal sets report_fatal and reads the action it replaced in one
+ * call per signal (not a read, then a set: 9 system calls fewer per
+ * process), and puts back an action that was not SIG_DFL. The signals are
+ * blocked meanwhile, so none is delivered to report_fatal where the app's
+ * own action stood: one sent then stays pending and meets that action once
+ * it is back (or is discarded, where that is SIG_IGN, as POSIX says). */
 static void install_fatal(void)
 {
 	if (!real_sigaction) return;
+	sigset_t fatal, saved;
+	sigemptyset(&fatal);
+	for (unsigned i = 0; i < NFATAL; i++) sigaddset(&fatal, fatal_sigs[i]);
+	/* the kernel's mask is 8 bytes; glibc's sigset_t begins with it */
+	if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, &fatal, &saved, 8) != 0) return;
 	for (unsigned i = 0; i < NFATAL; i++) {
 		int sig = fatal_sigs[i];
 		struct sigaction old, sa;
-		if (real_sigaction(sig, NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
-			continue;
 		memset(&sa, 0, sizeof sa);
 		sa.sa_handler = report_fatal;
 		sigemptyset(&sa.sa_mask);
 		sa.sa_flags = SA_RESTART;
+		if (real_sigaction(sig, &sa, &old) != 0) continue;
+		if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) { /* the app's: back as it was */
+			restore_action(sig, &old);
+			continue;
+		}
 		dfl_view[i] = old;
-		if (real_sigaction(sig, &sa, NULL) == 0) __atomic_store_n(&stood_in[sig], (int)i + 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&stood_in[sig], (unsigned char)(i + 1), __ATOMIC_RELEASE);
 	}
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &saved, NULL, 8);
 }
 
 int sigaction(int sig, const struct sigaction *act, struct sigaction *oldact)
@@ -197,11 +232,12 @@ sighandler_t signal(int sig, sighandler_t h) { return set_handler(sig, h, SA_RES
 sighandler_t bsd_signal(int sig, sighandler_t h) { return set_handler(sig, h, SA_RESTART, 1); }
 sighandler_t sysv_signal(int sig, sighandler_t h) { return set_handler(sig, h, SA_RESETHAND | SA_NODEFER, 0); }
 
-/* The report writer's buffer: the executable's name, then the line
- * (report_write). Static, not on the stack: _exit may run on a small
- * signal stack. */
-static char report_buf[DLB_PATH_MAX + LINE_CAP] DLB_COLD;
-static size_t exe_len; /* the name's length in report_buf; 0: not taken, read /proc/self/exe at exit */
+/* The report writer's buffer: the report file's name, the executable's
+ * name (from exe_at), then the line (report_write). Static, not on the
+ * stack: _exit may run on a small signal stack. */
+static char report_buf[2 * DLB_PATH_MAX + LINE_CAP] DLB_COLD;
+static size_t exe_at;  /* where the executable's name starts in report_buf */
+static size_t exe_len; /* its length; 0: not taken, read /proc/self/exe at exit */
 
 /* note_exe takes the report's exe at start-up: the program as the process
  * was started, the path execve was given (AT_EXECFN, which the kernel
@@ -216,16 +252,17 @@ static void note_exe(void)
 	const char *fn = (const char *)getauxval(AT_EXECFN);
 	size_t n = fn ? strlen(fn) : 0, at = 0;
 	if (n == 0 || n >= DLB_PATH_MAX || !strncmp(fn, "/dev/fd/", 8) || !strncmp(fn, "/proc/", 6)) return;
+	char *exe = report_buf + exe_at;
 	if (fn[0] != '/') {
 		while (n > 2 && fn[0] == '.' && fn[1] == '/') { fn += 2; n -= 2; }
-		long c = syscall(SYS_getcwd, report_buf, DLB_PATH_MAX);
-		if (c <= 1 || report_buf[0] != '/') return; /* unreachable cwd: "(unreachable)/..." */
+		long c = syscall(SYS_getcwd, exe, DLB_PATH_MAX);
+		if (c <= 1 || exe[0] != '/') return; /* unreachable cwd: "(unreachable)/..." */
 		at = (size_t)c - 1;
-		if (at > 1) report_buf[at++] = '/';
+		if (at > 1) exe[at++] = '/';
 		if (at + n >= DLB_PATH_MAX) return;
 	}
-	memcpy(report_buf + at, fn, n);
-	exe_len = strip_stage(report_buf, at + n); /* the staged copy's original path */
+	memcpy(exe + at, fn, n);
+	exe_len = strip_stage(exe, at + n); /* the staged copy's original path */
 }
 
 void report_init(void)
@@ -233,8 +270,11 @@ void report_init(void)
 	/* resolved here, once: the wrapper may run in a signal handler */
 	real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
 	const char *f = getenv("DLBUNDLE_REPORT");
-	if (!f || !f[0] || strlen(f) >= sizeof report_file) return;
-	strcpy(report_file, f);
+	size_t fl = f ? strlen(f) : 0;
+	if (fl == 0 || fl >= DLB_PATH_MAX) return;
+	memcpy(report_buf, f, fl + 1);
+	exe_at = fl + 1;
+	report_on = 1;
 	const char *max = getenv("DLBUNDLE_REPORT_MAX");
 	for (; max && *max >= '0' && *max <= '9' && report_max < (1ull << 60); max++)
 		report_max = report_max * 10 + (uint64_t)(*max - '0');
@@ -286,7 +326,7 @@ static uint32_t nclosed, closed_used;
 
 void report_closing(const char *name)
 {
-	if (!report_file[0] || !name || name[0] != '/' || !shim_from_outside(name)) return;
+	if (!report_on || !name || name[0] != '/' || !shim_from_outside(name)) return;
 	size_t n = strlen(name) + 1;
 	for (uint32_t i = 0; i < __atomic_load_n(&nclosed, __ATOMIC_ACQUIRE) && i < CLOSED_MAX; i++)
 		if (closed[i] && !strcmp(closed[i], name)) return;
@@ -366,7 +406,7 @@ drop:
 
 void report_count(int kind, const char *p)
 {
-	if (!report_file[0]) return;
+	if (!report_on) return;
 	__atomic_fetch_add(&counts[kind], 1, __ATOMIC_RELAXED);
 	if (kind != REPORT_PASSED || !p) return;
 	size_t n = strlen(p);
@@ -389,7 +429,7 @@ void report_count(int kind, const char *p)
 
 void report_fallback(int reason, const char *dir, size_t n)
 {
-	if (!report_file[0] || reason < 0 || reason >= FB_NREASONS) return;
+	if (!report_on || reason < 0 || reason >= FB_NREASONS) return;
 	report_count(REPORT_PASSED, NULL);
 	uint64_t key = (dlb_hash(dir ? dir : "", dir ? n : 0) ^ ((uint64_t)reason * 0x9e3779b97f4a7c15ull)) | 1;
 	for (unsigned i = 0; i < FB_SLOTS; i++) {
@@ -400,6 +440,7 @@ void report_fallback(int reason, const char *dir, size_t n)
 			if (cur == key) { __atomic_fetch_add(&fbs[i].n, 1, __ATOMIC_RELAXED); return; }
 			continue;
 		}
+		__atomic_fetch_add(&fb_claimed, 1, __ATOMIC_RELEASE);
 		uint32_t off = __atomic_fetch_add(&fb_used, (uint32_t)n, __ATOMIC_RELAXED);
 		fbs[i].reason = (uint32_t)reason;
 		if (n > FB_ARENA || off > FB_ARENA - n) n = 0; /* no room: the reason alone */
@@ -449,7 +490,7 @@ __attribute__((destructor)) void report_write(void)
 	size_t *ls = w.ls, *ol = w.ol;
 	struct dlb_fallback *fb = w.fb;
 	static int reported;
-	if (!report_file[0]) return;
+	if (!report_on) return;
 	if (report_pid == 0 && !counted_anything())
 		return; /* a fork child that looked nothing up: nothing to say, and no call at its exit */
 	pid_t me = (pid_t)syscall(SYS_getpid);
@@ -458,7 +499,7 @@ __attribute__((destructor)) void report_write(void)
 	else if (me != report_pid)
 		return;
 	if (__atomic_exchange_n(&reported, 1, __ATOMIC_ACQ_REL)) return;
-	char *exe = report_buf, *buf = report_buf;
+	char *exe = report_buf + exe_at, *buf = exe;
 	long en = (long)exe_len;
 	if (!en) {
 		en = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, DLB_PATH_MAX - 1);
@@ -480,7 +521,7 @@ __attribute__((destructor)) void report_write(void)
 	/* the line's space is the walk's scratch until the line is formatted */
 	uint32_t no = outside_list(os, ol, OUTSIDE_MAX, &left, &from_stage, line), nfb = 0;
 	c[REPORT_ANSWERED] += from_stage;
-	for (unsigned i = 0; i < FB_SLOTS; i++) {
+	for (unsigned i = 0; __atomic_load_n(&fb_claimed, __ATOMIC_ACQUIRE) && i < FB_SLOTS; i++) {
 		if (!__atomic_load_n(&fbs[i].key, __ATOMIC_ACQUIRE)) continue;
 		uint32_t l1 = __atomic_load_n(&fbs[i].len1, __ATOMIC_ACQUIRE);
 		fb[nfb++] = (struct dlb_fallback){l1 ? fb_names[fbs[i].reason] : NULL, l1 ? fb_arena + fbs[i].off : NULL,
@@ -503,7 +544,7 @@ __attribute__((destructor)) void report_write(void)
 	 * must not hang the process at exit; then only a regular file of this
 	 * process's own (effective) uid gets the line: another user's file would
 	 * hand them what the app looked up. */
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, report_file,
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, report_buf, /* the report file's name */
 			      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0644);
 	if (fd < 0) return;
 	struct stat st;

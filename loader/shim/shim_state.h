@@ -132,8 +132,9 @@ static inline int set_errno(int e) { errno = e; return -1; }
  * (build.sh), so these page-aligned ones come ahead of everything else,
  * and the state every process writes at start-up and exit (the smaller
  * arrays and the scalars) lies together after them, from a page boundary
- * when the last of them is a whole number of pages: 3 pages, where they
- * were spread over 8 (each page first touched costs a process a fault). */
+ * when the last of them is a whole number of pages: one page, where it
+ * was spread over 8 (each page first touched costs a process a fault).
+ * Keep it under 4 KB: a path buffer there would take a page of its own. */
 #define DLB_COLD __attribute__((aligned(4096)))
 
 /* exec.c: the environment a child gets, argv[0], who may read the stage */
