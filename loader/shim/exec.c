@@ -20,20 +20,16 @@ extern char **environ;
 static char *llp_mapped; /* "LD_LIBRARY_PATH=<mapped>", inside DLBUNDLE_MAPPED_ENV */
 static char *llp_native; /* "LD_LIBRARY_PATH=<the app's own>", inside DLBUNDLE_NATIVE_ENV */
 
-void restore_native_env(void)
+void restore_native_env(const struct shim_env *v)
 {
-	char *n = getenv("DLBUNDLE_NATIVE_ENV"), *m = getenv("DLBUNDLE_MAPPED_ENV");
-	if (!n || !m || strncmp(n, "LD_LIBRARY_PATH=", 16) != 0 || strncmp(m, "LD_LIBRARY_PATH=", 16) != 0 || !environ)
+	char *n = (char *)v->native_env, *m = (char *)v->mapped_env, **e = v->llp;
+	if (!n || !m || !e || strncmp(n, "LD_LIBRARY_PATH=", 16) != 0 || strncmp(m, "LD_LIBRARY_PATH=", 16) != 0)
 		return;
-	for (char **e = environ; *e; e++) {
-		if (strncmp(*e, "LD_LIBRARY_PATH=", 16) != 0) continue;
-		/* Anything else was set by a parent after dlbundle exec: leave it. */
-		if (*e == n || !strcmp(*e, m)) {
-			llp_mapped = m;
-			llp_native = n;
-			*e = n;
-		}
-		return;
+	/* Anything else was set by a parent after dlbundle exec: leave it. */
+	if (*e == n || !strcmp(*e, m)) {
+		llp_mapped = m;
+		llp_native = n;
+		*e = n;
 	}
 }
 

@@ -236,16 +236,49 @@ static void map_table(const char *path)
  * It runs as a constructor, but other libraries' constructors may call us
  * first, so every entry point calls ensure_init(). Two threads racing here do
  * the same idempotent work; the losing mapping is simply leaked. */
+static void read_shim_env(struct shim_env *v)
+{
+	static const struct { char name[12]; unsigned char len; unsigned char off; } vars[] = {
+#define V(s, field) {s, sizeof s - 1, offsetof(struct shim_env, field)}
+		V("STAGE=", stage), V("DEBUG=", debug), V("DEBUG_DIR=", debug_dir), V("NATIVE_ENV=", native_env),
+		V("MAPPED_ENV=", mapped_env), V("REPORT=", report), V("REPORT_MAX=", report_max), V("RUN=", run),
+#undef V
+	};
+	memset(v, 0, sizeof *v);
+	for (char **e = environ; e && *e; e++) {
+		const char *s = *e;
+		if (s[0] == 'L') {
+			if (!v->llp && !strncmp(s, "LD_LIBRARY_PATH=", 16)) v->llp = e;
+			continue;
+		}
+		if (s[0] != 'D' || strncmp(s, "DLBUNDLE_", 9) != 0) continue;
+		s += 9;
+		if (!strncmp(s, "DIRTY=", 6)) {
+			if (!v->dirty) v->dirty = e;
+			continue;
+		}
+		for (unsigned i = 0; i < sizeof vars / sizeof *vars; i++) {
+			const char **slot = (const char **)((char *)v + vars[i].off);
+			if (!strncmp(s, vars[i].name, vars[i].len)) {
+				if (!*slot) *slot = s + vars[i].len;
+				break;
+			}
+		}
+	}
+}
+
 volatile int init_done;
 void shim_init(void)
 {
 	/* (audit_share clears a miss of its dlsym with it) */
 	real_dlerror = (char *(*)(void))dlsym(RTLD_NEXT, "dlerror");
 	const struct dlb_audit_share *share = NULL;
-	const char *stage = getenv("DLBUNDLE_STAGE");
-	const char *dbg = getenv("DLBUNDLE_DEBUG");
+	struct shim_env v;
+	read_shim_env(&v);
+	const char *stage = v.stage;
+	const char *dbg = v.debug;
 	debug_on = dbg && dbg[0] == '1';
-	const char *dd = getenv("DLBUNDLE_DEBUG_DIR");
+	const char *dd = v.debug_dir;
 	if (dd && strlen(dd) < sizeof debug_dir) strcpy(debug_dir, dd);
 	if (stage && strlen(stage) > DLB_STAGE_MAX) {
 		/* dlbundle exec refuses such a stage dir; say why nothing is answered. */
@@ -266,8 +299,11 @@ void shim_init(void)
 		stage_root_len = sn + 5;
 		char path[DLB_STAGE_MAX + 8];
 		stage_table_path(path);
-		init_uid = (uid_t)syscall(SYS_getuid);
-		init_euid = (uid_t)syscall(SYS_geteuid);
+		/* The ids the kernel started the process with (auxv: no system
+		 * call), those audit.so read the stage with, before any code of
+		 * the process ran. */
+		init_uid = (uid_t)getauxval(AT_UID);
+		init_euid = (uid_t)getauxval(AT_EUID);
 		const struct dlb_audit_share *a = share = audit_share();
 		if (a && dlb_check(a->table, (size_t)a->size)) {
 			table = a->table;
@@ -286,9 +322,9 @@ void shim_init(void)
 			if (n > 0 && (size_t)n < sizeof line) debug_write(line, (size_t)n);
 		}
 	}
-	restore_native_env();
-	dirty_inherit();
-	report_init();
+	restore_native_env(&v);
+	dirty_inherit(v.dirty);
+	report_init(&v);
 	if (inactive >= 0) debug_note("inactive", stage ? stage : "", stage && strlen(stage) <= DLB_STAGE_MAX ? strlen(stage) : 0,
 				      inactive == FB_NO_TABLE ? "the table cannot be opened or mapped (no-table); every lookup goes to the file system"
 				      : inactive == FB_BAD_TABLE ? "the table is damaged or of another version (bad-table); every lookup goes to the file system"

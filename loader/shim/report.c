@@ -265,20 +265,20 @@ static void note_exe(void)
 	exe_len = strip_stage(exe, at + n); /* the staged copy's original path */
 }
 
-void report_init(void)
+void report_init(const struct shim_env *v)
 {
 	/* resolved here, once: the wrapper may run in a signal handler */
 	real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
-	const char *f = getenv("DLBUNDLE_REPORT");
+	const char *f = v->report;
 	size_t fl = f ? strlen(f) : 0;
 	if (fl == 0 || fl >= DLB_PATH_MAX) return;
 	memcpy(report_buf, f, fl + 1);
 	exe_at = fl + 1;
 	report_on = 1;
-	const char *max = getenv("DLBUNDLE_REPORT_MAX");
+	const char *max = v->report_max;
 	for (; max && *max >= '0' && *max <= '9' && report_max < (1ull << 60); max++)
 		report_max = report_max * 10 + (uint64_t)(*max - '0');
-	const char *run = getenv("DLBUNDLE_RUN");
+	const char *run = v->run;
 	size_t rl = run ? strlen(run) : 0;
 	int ok = rl > 0 && rl <= RUN_MAX;
 	for (size_t i = 0; ok && i < rl; i++) {

@@ -28,7 +28,8 @@ enum {
 	FB_NREASONS
 };
 
-void report_init(void);
+struct shim_env;
+void report_init(const struct shim_env *v);
 void report_count(int kind, const char *passed_path);
 void report_fallback(int reason, const char *dir, size_t n); /* also counts the lookup as passed */
 void report_write(void); /* at exit; also called by our _exit and fatal signals */

@@ -36,9 +36,11 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -77,7 +79,7 @@ int dirty_is(const char *p, size_t n, uint64_t h);
 int listing_is(const char *p, size_t n, uint64_t h);
 size_t dirty_cover(const char *p, size_t n);
 int dirty_covered(const char *p, size_t n);
-void dirty_inherit(void);
+void dirty_inherit(char **slot);
 /* What a call that writes did to a name (marked()): changed it, created
  * it, removed it, or opened it for writing (created unless it existed). */
 enum { W_CHANGE, W_CREATE, W_REMOVE, W_OPEN };
@@ -137,8 +139,18 @@ static inline int set_errno(int e) { errno = e; return -1; }
  * Keep it under 4 KB: a path buffer there would take a page of its own. */
 #define DLB_COLD __attribute__((aligned(4096)))
 
+/* The shim's variables, read in one pass over environ at start-up:
+ * getenv for each would scan the whole environment ten times, and a batch
+ * job's environment holds hundreds of entries. Each is the first entry of
+ * its name, as getenv's answer; the value after '=' (NULL: not set). */
+struct shim_env {
+	const char *stage, *debug, *debug_dir, *native_env, *mapped_env, *report, *report_max, *run;
+	char **dirty; /* the first DLBUNDLE_DIRTY= entry's slot in environ */
+	char **llp;   /* the first LD_LIBRARY_PATH= entry's slot */
+};
+
 /* exec.c: the environment a child gets, argv[0], who may read the stage */
-void restore_native_env(void);
+void restore_native_env(const struct shim_env *v);
 void unstage_argv0(int argc, char **argv);
 int stage_readable(void);
 

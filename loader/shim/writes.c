@@ -156,12 +156,11 @@ static void dirty_add(const char *p, size_t n, unsigned kind)
 
 /* dirty_inherit reads DLBUNDLE_DIRTY (newline-separated marks, from the
  * parent's shim) and points environ's slot at dirty_env, so that every
- * child, however started, inherits the current set. Runs in shim_init. */
-void dirty_inherit(void)
+ * child, however started, inherits the current set. Runs in shim_init,
+ * with the slot of the first DLBUNDLE_DIRTY= entry (NULL: none). */
+void dirty_inherit(char **e)
 {
-	if (!environ) return;
-	for (char **e = environ; *e; e++) {
-		if (strncmp(*e, "DLBUNDLE_DIRTY=", 15) != 0) continue;
+	if (e) {
 		for (const char *s = *e + 15; *s;) {
 			const char *nl = strchr(s, '\n');
 			size_t n = nl ? (size_t)(nl - s) : strlen(s);
@@ -174,7 +173,6 @@ void dirty_inherit(void)
 			s = nl + 1;
 		}
 		*e = dirty_env;
-		return;
 	}
 }
 
