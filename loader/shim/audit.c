@@ -346,8 +346,12 @@ static void read_rules(void)
  * loader and the next la_objopen is the object it loads (ld.so maps one
  * object at a time, under its load lock). */
 #define MAPS_MAX 8192
-static struct { const struct link_map *map, *loader; } maps[MAPS_MAX] COLD;
+#define MAPS_NEAR 32 /* the first ones, with the state every process touches: a small process touches no other page */
+struct map_loader { const struct link_map *map, *loader; };
+static struct map_loader maps_near[MAPS_NEAR];
+static struct map_loader maps_far[MAPS_MAX - MAPS_NEAR] COLD;
 static unsigned nmaps;
+static struct map_loader *map_at(unsigned i) { return i < MAPS_NEAR ? &maps_near[i] : &maps_far[i - MAPS_NEAR]; }
 static const struct link_map *pending;
 
 static int is_main(const struct link_map *l) { return l->l_prev == 0 && l->l_name && l->l_name[0] == 0; }
@@ -357,7 +361,7 @@ static const struct link_map *loader_of(const struct link_map *l, int *known)
 	*known = 1;
 	if (is_main(l)) return 0;
 	for (unsigned i = nmaps; i-- > 0;)
-		if (maps[i].map == l) return maps[i].loader;
+		if (map_at(i)->map == l) return map_at(i)->loader;
 	*known = 0;
 	return 0;
 }
@@ -877,8 +881,7 @@ unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie)
 {
 	(void)lmid; (void)cookie;
 	if (nmaps < MAPS_MAX) {
-		maps[nmaps].map = map;
-		maps[nmaps++].loader = pending;
+		*map_at(nmaps++) = (struct map_loader){map, pending};
 	}
 	pending = 0;
 	char *n = map->l_name;
