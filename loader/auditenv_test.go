@@ -70,7 +70,7 @@ func TestAuditReadsTheEnvironmentFromTheStack(t *testing.T) {
 }
 
 // TestOneTableMappingPerProcess: the preload uses the table audit.so
-// mapped (found through the audit namespace's link map), so a served
+// mapped (handed over in la_objopen: shim/table.h, DLB_SHARE_SLOT), so a served
 // process maps STAGE/table once, and the pages audit.so's search faulted in
 // are not faulted in again. Without audit.so the preload maps it itself,
 // and answers as before.

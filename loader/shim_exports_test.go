@@ -28,6 +28,9 @@ func TestShimExportsAreTheTable(t *testing.T) {
 	if len(want) < 100 {
 		t.Fatalf("read %d entries from shim/intercept.h, want its whole table (is the X(name, ret, args) form changed?)", len(want))
 	}
+	// The one exported variable: audit.so writes the address of the table it
+	// mapped there (shim/table.h, DLB_SHARE_SLOT).
+	want["dlb_share_slot"] = true
 	report, err := os.ReadFile(filepath.Join("shim", "report.h"))
 	if err != nil {
 		t.Fatal(err)

@@ -211,6 +211,9 @@ func (ch *chroot) foreignImage(t *testing.T) {
 var ldsoNoise = regexp.MustCompile(`ld\.so|cannot be preloaded|audit interface|wrong ELF class|search rules|ERROR`)
 
 // check runs the whole round for one app (see TestPlatforms).
+// recordLine is the preload's debug line on where its real functions came from.
+var recordLine = regexp.MustCompile(`real functions: (\d+) from the stage's record, \d+ by dlsym`)
+
 func (ch *chroot) check(t *testing.T, name string, argv []string, include []string) {
 	native := ch.must(t, argv...)
 	if native == "" {
@@ -242,6 +245,12 @@ func (ch *chroot) check(t *testing.T, name string, argv []string, include []stri
 	out, errOut, err = ch.run(t, log, execArgv...)
 	if err != nil || out != native || ldsoNoise.MatchString(errOut) {
 		t.Fatalf("warm exec: %v\nstdout %q, natively %q\nstderr:\n%s", err, out, native, errOut)
+	}
+	// The preload takes the real functions from the stage's record of this
+	// libc (loader/stagefmt/reals.go) on every platform, not by dlsym.
+	_, errOut, err = ch.run(t, "", append([]string{"/usr/bin/env", "DLBUNDLE_DEBUG=1"}, execArgv...)...)
+	if m := recordLine.FindStringSubmatch(errOut); err != nil || m == nil || m[1] == "0" {
+		t.Errorf("warm exec with DLBUNDLE_DEBUG=1 (%v): no real functions from the stage's record; the line: %q", err, m)
 	}
 	n, report := leaks(t, log, bundled, execArgv[0])
 	if n != 0 {

@@ -240,8 +240,8 @@ static const char *map_file(const char *path, size_t *size, uint64_t *dev, long 
 }
 
 /* The table for the preload (table.h): set once, here, before any code of
- * the process runs. */
-struct dlb_audit_share dlb_audit_share;
+ * the process runs; handed over by hand_share. */
+static struct dlb_audit_share dlb_audit_share;
 
 static void map_table(void)
 {
@@ -873,13 +873,66 @@ static __attribute__((noinline)) char *path_answer(const char *name, unsigned in
 	return (char *)orig;
 }
 
+/* ---- the share, handed to the preload (table.h, DLB_SHARE_SLOT) ---- */
+
+/* gnu_symbol: the address of the object l defines as name, by its GNU hash
+ * table (as ld.so looks a name up in one object), or 0. ld.so has mapped l
+ * and filled in its dynamic section's addresses (dyn_of: or not, on targets
+ * that leave them), but not yet relocated it. */
+static void *gnu_symbol(const struct link_map *l, const char *name)
+{
+	uintptr_t gh = 0, symtab = 0, strtab = 0;
+	for (const ElfW(Dyn) *x = l->l_ld; x && x->d_tag != DT_NULL; x++) {
+		if (x->d_tag == DT_GNU_HASH) gh = x->d_un.d_ptr;
+		else if (x->d_tag == DT_SYMTAB) symtab = x->d_un.d_ptr;
+		else if (x->d_tag == DT_STRTAB) strtab = x->d_un.d_ptr;
+	}
+	if (!gh || !symtab || !strtab) return 0;
+	if (l->l_addr && gh < l->l_addr) gh += l->l_addr;
+	if (l->l_addr && symtab < l->l_addr) symtab += l->l_addr;
+	if (l->l_addr && strtab < l->l_addr) strtab += l->l_addr;
+	const uint32_t *h = (const uint32_t *)gh;
+	uint32_t nbuckets = h[0], symoffset = h[1], bloom_words = h[2];
+	if (nbuckets == 0) return 0;
+	const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(h + 4) + bloom_words);
+	const uint32_t *chain = buckets + nbuckets;
+	uint32_t hash = 5381;
+	for (const unsigned char *c = (const unsigned char *)name; *c; c++) hash = hash * 33 + *c;
+	uint32_t i = buckets[hash % nbuckets];
+	if (i < symoffset) return 0;
+	size_t nl = dlb_strlen(name);
+	for (;; i++) {
+		uint32_t ch = chain[i - symoffset];
+		const ElfW(Sym) *sym = (const ElfW(Sym) *)symtab + i;
+		if ((ch | 1) == (hash | 1) && sym->st_shndx != SHN_UNDEF &&
+		    dlb_memeq((const char *)strtab + sym->st_name, name, nl + 1))
+			return (void *)(l->l_addr + sym->st_value);
+		if (ch & 1) return 0;
+	}
+}
+
+/* hand_share writes the address of dlb_audit_share into the preload's
+ * DLB_SHARE_SLOT, when l is this stage's preload (STAGE/shim/...) in the
+ * main namespace. Its writable segment is mapped and its code has not run
+ * (la_objopen comes before relocation and constructors). */
+static void hand_share(const struct link_map *l, Lmid_t lmid)
+{
+	size_t sl = root_len - 5; /* the stage dir */
+	const char *n = l->l_name;
+	if (lmid != LM_ID_BASE || !table || !n || !dlb_hasprefix(n, root, sl) || !dlb_memeq(n + sl, "/shim/", 6))
+		return;
+	const struct dlb_audit_share **slot = gnu_symbol(l, DLB_SHARE_SLOT);
+	if (slot) *slot = &dlb_audit_share;
+}
+
 /* la_objopen: show the original path in l_name (dladdr, dl_iterate_phdr,
  * link_map walks, $ORIGIN of this object's own dependencies). The staged name
  * is root + original, so the original fits in place: no allocation, and
  * ld.so's free(l_name) at dlclose still frees its own buffer. */
 unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie)
 {
-	(void)lmid; (void)cookie;
+	(void)cookie;
+	hand_share(map, lmid);
 	if (nmaps < MAPS_MAX) {
 		*map_at(nmaps++) = (struct map_loader){map, pending};
 	}

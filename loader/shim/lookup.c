@@ -186,27 +186,18 @@ static int reals_from_stage(const struct dlb_audit_share *a)
 	return 1;
 }
 
-/* audit_share: the table audit.so mapped for this stage (table.h), found
- * through the audit namespace's link map, or NULL where there is none to
- * share: glibc before 2.35 chains no namespaces here (r_version 1), another
- * audit module, another stage. */
+/* dlb_share_slot: audit.so writes the address of what it shares here when
+ * ld.so has mapped this object (table.h, DLB_SHARE_SLOT; audit.c,
+ * hand_share). The object's one export besides the table of entry points. */
+__attribute__((visibility("default"))) const struct dlb_audit_share *dlb_share_slot;
+
+/* audit_share: the table audit.so mapped for this stage (table.h), or NULL
+ * where none was handed over (no audit module, another audit module) or it
+ * is another stage's. */
 static const struct dlb_audit_share *audit_share(void)
 {
-#if defined(__GLIBC_PREREQ) && __GLIBC_PREREQ(2, 35)
-	const struct r_debug *d = &_r_debug;
-	for (int ns = 0; d && ns < 16; ns++) {
-		for (const struct link_map *l = d->r_map; ns > 0 && l; l = l->l_next) {
-			size_t n = l->l_name ? strlen(l->l_name) : 0;
-			if (n < 14 || strcmp(l->l_name + n - 14, "/shim/audit.so")) continue;
-			const struct dlb_audit_share *a = dlsym((void *)l, DLB_AUDIT_SHARE);
-			if (!a && real_dlerror) real_dlerror(); /* the app's next dlerror() must not see our miss */
-			if (a && a->table && a->root && !strcmp(a->root, stage_root)) return a;
-		}
-		const struct r_debug_extended *x = d->r_version >= 2 ? ((const struct r_debug_extended *)d)->r_next : NULL;
-		d = x ? &x->base : NULL;
-	}
-#endif
-	return NULL;
+	const struct dlb_audit_share *a = dlb_share_slot;
+	return a && a->table && a->root && !strcmp(a->root, stage_root) ? a : NULL;
 }
 
 /* stage_table_path writes $DLBUNDLE_STAGE/table into out (DLB_STAGE_MAX +
@@ -270,7 +261,6 @@ static void read_shim_env(struct shim_env *v)
 volatile int init_done;
 void shim_init(void)
 {
-	/* (audit_share clears a miss of its dlsym with it) */
 	real_dlerror = (char *(*)(void))dlsym(RTLD_NEXT, "dlerror");
 	const struct dlb_audit_share *share = NULL;
 	struct shim_env v;

@@ -62,11 +62,13 @@ _Static_assert(sizeof(struct dlb_record) == 16, "listing record layout");
  * measured (2 MB: 180 us populated against 139 us of faults with every page
  * touched; 528 KB: 48 against 6 us for one lookup; docs/bench/loader.md).
  *
- * One mapping per process: audit.so exports it as dlb_audit_share, and the
- * preload (lookup.c) finds that through the audit namespace's link map and
- * uses the same pages, which audit.so's search has already faulted in. The
- * preload maps the table itself only where it cannot (glibc before 2.35
- * chains no namespaces for it to find; no audit module). */
+ * One mapping per process: audit.so hands it to the preload, which uses the
+ * same pages, already faulted in by audit.so's search. The preload exports
+ * one pointer, DLB_SHARE_SLOT; audit.so writes the address of its
+ * dlb_audit_share there in la_objopen, when ld.so has mapped the preload and
+ * before any code of it runs (on every glibc: a walk of the link maps finds
+ * no audit namespace before 2.35). The preload maps the table itself only
+ * where nothing was handed over (no audit module, another stage). */
 struct dlb_audit_share {
 	const void *table; /* NULL: audit.so mapped none */
 	uint64_t size;
@@ -77,7 +79,7 @@ struct dlb_audit_share {
 	const char *reals;
 	uint64_t reals_len;
 };
-#define DLB_AUDIT_SHARE "dlb_audit_share"
+#define DLB_SHARE_SLOT "dlb_share_slot"
 
 /* Own helpers: audit.c links against nothing, so no memcmp/strlen from libc. */
 static inline size_t dlb_strlen(const char *s) { size_t n = 0; while (s[n]) n++; return n; }
