@@ -173,6 +173,8 @@ func TestUsageErrorsAreOneLineAndExit2(t *testing.T) {
 		{[]string{"trace", "--"}, "dlbundle trace:", "no command to run"},
 		{[]string{"build", "--level"}, "dlbundle build:", "--level"},
 		{[]string{"exec", "--stage-dir"}, "dlbundle exec:", "--stage-dir: expected string value but got \"EOL\""},
+		// -q prints nothing, --json one object: asked for both, say so (it printed the object)
+		{[]string{"stage", "-q", "--json", "img.dlimg"}, "dlbundle stage:", "--quiet and --json can't be used together"},
 	} {
 		stdout, stderr, code := run(t, bin, c.args...)
 		verb := strings.TrimSuffix(strings.TrimPrefix(c.verb, "dlbundle "), ":")

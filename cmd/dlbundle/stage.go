@@ -23,8 +23,8 @@ type StageCmd struct {
 	Consume  bool   `help:"The image is a node-local copy (sbcast): remove it once staged, so the node keeps one copy; later execs in this job that name the same path find the stage."`
 	Workers  int    `placeholder:"N" help:"Decompression workers (default: all cores)."`
 	Insecure bool   `help:"With an oci:// image: plain http to the registry."`
-	Quiet    bool   `short:"q" help:"Print nothing on success."`
-	JSON     bool   `name:"json" help:"Print one JSON object on stdout instead of the line: the image, the stage dir (stage), the image's digest (digest, sha256:...) and whether this call made the stage or found it (made)."`
+	Quiet    bool   `short:"q" xor:"output" help:"Print nothing on success (not with --json)."`
+	JSON     bool   `name:"json" xor:"output" help:"Print one JSON object on stdout instead of the line: the image, the stage dir (stage), the image's digest (digest, sha256:...) and whether this call made the stage or found it (made)."`
 	User     string `placeholder:"USER" help:"As root: stage for this user (a name, a uid, or UID:GID when the uid has no passwd entry), into the user's stage dir, the stage the user's own dlbundle stage would make. Root only opens the stage dir and the image and publishes; a child running as the user (no_new_privs, clean environment) reads the image. In a Slurm Prolog (SLURM_SCRIPT_CONTEXT=prolog_slurmd) the default is the job's user (SLURM_JOB_UID:SLURM_JOB_GID)."`
 
 	Image string `arg:"" name:"image" help:"The image: a file or an oci:// reference."`
