@@ -377,6 +377,8 @@ struct dyninfo { const char *rpath, *runpath; int nodeflib; };
 /* The dynamic section as ld.so left it: on most targets ld.so relocated the
  * d_ptr entries in place (elf_get_dynamic_info), on some (read-only dynamic
  * sections) not; a pointer below the load address is unrelocated. */
+static uintptr_t dyn_ptr(const struct link_map *l, uintptr_t p) { return l->l_addr && p < l->l_addr ? p + l->l_addr : p; }
+
 static void dyn_of(const struct link_map *l, struct dyninfo *d)
 {
 	d->rpath = d->runpath = 0;
@@ -391,7 +393,7 @@ static void dyn_of(const struct link_map *l, struct dyninfo *d)
 		else if (x->d_tag == DT_FLAGS_1 && (x->d_un.d_val & DF_1_NODEFLIB)) d->nodeflib = 1;
 	}
 	if (!strtab) return;
-	if (l->l_addr && strtab < l->l_addr) strtab += l->l_addr;
+	strtab = dyn_ptr(l, strtab);
 	/* both given: ld.so ignores DT_RPATH */
 	if (rn >= 0) d->runpath = (const char *)strtab + rn;
 	else if (rp >= 0) d->rpath = (const char *)strtab + rp;
@@ -877,7 +879,7 @@ static __attribute__((noinline)) char *path_answer(const char *name, unsigned in
 
 /* gnu_symbol: the address of the object l defines as name, by its GNU hash
  * table (as ld.so looks a name up in one object), or 0. ld.so has mapped l
- * and filled in its dynamic section's addresses (dyn_of: or not, on targets
+ * and filled in its dynamic section's addresses (dyn_ptr: or not, on targets
  * that leave them), but not yet relocated it. */
 static void *gnu_symbol(const struct link_map *l, const char *name)
 {
@@ -888,16 +890,13 @@ static void *gnu_symbol(const struct link_map *l, const char *name)
 		else if (x->d_tag == DT_STRTAB) strtab = x->d_un.d_ptr;
 	}
 	if (!gh || !symtab || !strtab) return 0;
-	if (l->l_addr && gh < l->l_addr) gh += l->l_addr;
-	if (l->l_addr && symtab < l->l_addr) symtab += l->l_addr;
-	if (l->l_addr && strtab < l->l_addr) strtab += l->l_addr;
+	gh = dyn_ptr(l, gh), symtab = dyn_ptr(l, symtab), strtab = dyn_ptr(l, strtab);
 	const uint32_t *h = (const uint32_t *)gh;
 	uint32_t nbuckets = h[0], symoffset = h[1], bloom_words = h[2];
 	if (nbuckets == 0) return 0;
 	const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(h + 4) + bloom_words);
 	const uint32_t *chain = buckets + nbuckets;
-	uint32_t hash = 5381;
-	for (const unsigned char *c = (const unsigned char *)name; *c; c++) hash = hash * 33 + *c;
+	uint32_t hash = dlb_gnu_hash(name);
 	uint32_t i = buckets[hash % nbuckets];
 	if (i < symoffset) return 0;
 	size_t nl = dlb_strlen(name);

@@ -53,13 +53,6 @@ struct reals_walk {
 	uintptr_t libc; /* libc's base, once found */
 };
 
-static uint32_t gnu_hash(const char *s)
-{
-	uint32_t h = 5381;
-	for (; *s; s++) h = h * 33 + (unsigned char)*s;
-	return h;
-}
-
 /* has_build_id: the object's PT_NOTE segments hold NT_GNU_BUILD_ID id. */
 static int has_build_id(const struct dl_phdr_info *i, const unsigned char *id, size_t n)
 {
@@ -158,7 +151,7 @@ static int reals_from_stage(const struct dlb_audit_share *a)
 	p++;
 	w.id = id;
 	const char *name = real_names;
-	for (size_t k = 0; k < NREALS; k++, name += strlen(name) + 1) w.hash[k] = gnu_hash(name);
+	for (size_t k = 0; k < NREALS; k++, name += strlen(name) + 1) w.hash[k] = dlb_gnu_hash(name);
 	dl_iterate_phdr(reals_visit, &w);
 	if (!w.libc || w.failed) return 0;
 	uint64_t off[NREALS];

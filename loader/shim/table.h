@@ -90,6 +90,13 @@ static inline int dlb_memeq(const char *a, const char *b, size_t n)
 	return 1;
 }
 static inline void dlb_memcpy(char *d, const char *s, size_t n) { for (size_t i = 0; i < n; i++) d[i] = s[i]; }
+/* dlb_gnu_hash: the hash of a symbol name in an ELF GNU hash table (DT_GNU_HASH). */
+static inline uint32_t dlb_gnu_hash(const char *s)
+{
+	uint32_t h = 5381;
+	for (; *s; s++) h = h * 33 + (unsigned char)*s;
+	return h;
+}
 static inline void dlb_memmove(char *d, const char *s, size_t n)
 {
 	if (d < s) for (size_t i = 0; i < n; i++) d[i] = s[i];
