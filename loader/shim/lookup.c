@@ -216,10 +216,8 @@ static void map_table(const char *path)
 	if (fd >= 0) syscall(SYS_close, fd);
 }
 
-/* shim_init takes the table audit.so mapped, or maps it.
- * It runs as a constructor, but other libraries' constructors may call us
- * first, so every entry point calls ensure_init(). Two threads racing here do
- * the same idempotent work; the losing mapping is simply leaked. */
+/* read_shim_env fills v in one pass over environ (shim_state.h, struct
+ * shim_env): each variable's first entry, as getenv would find it. */
 static void read_shim_env(struct shim_env *v)
 {
 	static const struct { char name[12]; unsigned char len; unsigned char off; } vars[] = {
@@ -251,6 +249,10 @@ static void read_shim_env(struct shim_env *v)
 	}
 }
 
+/* shim_init takes the table audit.so mapped, or maps it.
+ * It runs as a constructor, but other libraries' constructors may call us
+ * first, so every entry point calls ensure_init(). Two threads racing here do
+ * the same idempotent work; the losing mapping is simply leaked. */
 volatile int init_done;
 void shim_init(void)
 {
