@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/dlbundle/dlbundle/internal/clitest"
+	"github.com/dlbundle/dlbundle/internal/version"
 	"github.com/dlbundle/dlbundle/node"
 )
 
@@ -337,6 +339,44 @@ func TestMissingImageInAJobIsAUsageErrorOnEveryRank(t *testing.T) {
 		if code := cmd.ProcessState.ExitCode(); code != 2 || strings.Count(stderr.String(), "\n") != 1 ||
 			!strings.HasPrefix(stderr.String(), "dlbundle exec: no image "+missing) {
 			t.Errorf("rank %d of a job with a missing image: exit %d, %q; want 2 and one line", rank, code, stderr.String())
+		}
+	}
+}
+
+// TestVersionQueryAsKong: main answers the version spellings without kong
+// (isVersionQuery); kong must print the same for each, and anything more on
+// the line is left to kong.
+func TestVersionQueryAsKong(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-v"}} {
+		if !isVersionQuery(args) {
+			t.Errorf("isVersionQuery(%q) = false", args)
+		}
+		var out bytes.Buffer
+		p, err := newParser(args, kong.Writers(&out, &out), kong.Exit(func(int) { panic(kongExited{}) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		func() {
+			defer func() {
+				if r := recover(); r != nil && r != (kongExited{}) {
+					panic(r)
+				}
+			}()
+			ctx, err := parse(p, args)
+			if err != nil {
+				t.Fatalf("%q: %v", args, err)
+			}
+			if err := ctx.Run(); err != nil {
+				t.Fatalf("%q: %v", args, err)
+			}
+		}()
+		if want := version.Version + "\n"; out.String() != want {
+			t.Errorf("kong prints %q for %q, main's quick answer %q", out.String(), args, want)
+		}
+	}
+	for _, args := range [][]string{{"--version", "x"}, {"exec", "--version"}, {"-vq"}, {}} {
+		if isVersionQuery(args) {
+			t.Errorf("isVersionQuery(%q) = true: kong's to answer", args)
 		}
 	}
 }

@@ -70,6 +70,15 @@ func main() {
 	if out := os.Getenv(autoTraceVar); out != "" {
 		autoTrace(out) // the Slurm plugin's --dlbundle=auto (autotrace.go); does not return
 	}
+	// The version alone is answered before anything else: kong's model of
+	// the whole command line (~0.3 ms of reflection and help text) and
+	// oneproc.Restore's stop-the-world (which waits for a second thread to
+	// be scheduled, ~1 ms on a busy node) are what --version cost, and
+	// scripts and health checks run it often.
+	if isVersionQuery(os.Args[1:]) {
+		fmt.Println(version.Version)
+		os.Exit(0)
+	}
 	// Package init ran on one P (internal/oneproc). Only a warm exec and
 	// the trace stub, which exec the app at once, stay there; exec
 	// restores GOMAXPROCS itself when it has to stage.
@@ -94,6 +103,12 @@ func main() {
 		}
 	}
 	fail(ctx.Run(), func() *kong.Context { return ctx })
+}
+
+// isVersionQuery says whether args ask for the version and nothing else
+// (--version, -v, or the version verb), which kong would answer the same way.
+func isVersionQuery(args []string) bool {
+	return len(args) == 1 && (args[0] == "--version" || args[0] == "-v" || args[0] == "version")
 }
 
 // kongContext parses args (os.Args[1:]) with kong; a usage error is
