@@ -531,6 +531,12 @@ __attribute__((destructor)) void report_write(void)
 		uint64_t k = __atomic_load_n(&fb_plain[r], __ATOMIC_RELAXED);
 		if (k) fb[nfb++] = (struct dlb_fallback){fb_names[r], "", 0, k};
 	}
+	/* The node's records (report_max set) keep what a process passed to the
+	 * file system; a process the image served entirely has nothing to add,
+	 * and the open, fstat, write and close of the record at its exit were
+	 * most of what a served process paid over native. An explicit --report
+	 * (no bound) still gets every process's line. */
+	if (report_max && !n && !no && !nfb && !left && !c[REPORT_PASSED]) return;
 	/* The run prefix goes in front: the line is formatted one byte short of
 	 * it, and the prefix's last byte (',') then replaces the line's '{'. */
 	size_t k = run_prefix_len ? run_prefix_len - 1 : 0;
