@@ -10,6 +10,7 @@ package loader
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -233,4 +234,45 @@ func launcherlessEnv(t *testing.T, work string, args ...string) (env []string, s
 		}
 	}
 	return env, stageDir
+}
+
+// With a command, env prints its staged copy after the variables ("set --"
+// in sh, "command" in json): a shell that evaluates the output and executes
+// "$@" starts the staged copy, so the kernel's execve never reads the
+// original path. The probe's original path does not exist on this machine:
+// only the staged copy can run.
+func TestEnvPrintsStagedCommand(t *testing.T) {
+	p := clitest.NewProbeImage(t)
+	if _, err := os.Stat(p.Original); err == nil {
+		t.Fatalf("%s exists on this machine: the check cannot fail", p.Original)
+	}
+	stage := filepath.Join(p.Work, "stage")
+	env := clitest.CleanEnv(p.Work)
+	sh, stderr, _, state := clitest.RunCLI(t, env, "env", "--stage-dir", stage, p.Image, "--", p.Original, "arg 1", "")
+	if !state.Success() {
+		t.Fatalf("dlbundle env -- CMD: %v\n%s", state, stderr)
+	}
+	last := sh[strings.LastIndex(strings.TrimSuffix(sh, "\n"), "\n")+1:]
+	if !strings.HasPrefix(last, "set -- "+stage+"/") || !strings.Contains(last, "/root"+p.Original+" ") {
+		t.Errorf("last line %q: want 'set -- <staged copy of %s> ARGS'", last, p.Original)
+	}
+	out := runIn(t, p.Work, env, "sh", "-c", sh+`exec "$@"`, "sh")
+	if got := clitest.Field(out, "argv0"); got != p.Original {
+		t.Errorf("argv[0] = %q, want the original %q (the shim's)", got, p.Original)
+	}
+	if !strings.Contains(out, "arg=arg 1\narg=\n") {
+		t.Errorf("arguments not passed as given (\"arg 1\", \"\"): %q", out)
+	}
+	js, stderr, _, state := clitest.RunCLI(t, env, "env", "--format=json", "--stage-dir", stage, p.Image, "--", p.Original, "x")
+	var j struct {
+		Command []string
+		Argv0   string
+	}
+	if !state.Success() || json.Unmarshal([]byte(js), &j) != nil || len(j.Command) != 2 ||
+		!strings.HasSuffix(j.Command[0], "/root"+p.Original) || j.Command[1] != "x" || j.Argv0 != p.Original {
+		t.Errorf("--format=json -- CMD: %v %s\n%s: want command [<staged copy> x], argv0 %s", state, stderr, js, p.Original)
+	}
+	if _, _, _, state := clitest.RunCLI(t, env, "env", "--format=env0", "--stage-dir", stage, p.Image, "--", p.Original); state.ExitCode() != 2 {
+		t.Errorf("--format=env0 with a command: exit %d, want 2 (a usage error)", state.ExitCode())
+	}
 }

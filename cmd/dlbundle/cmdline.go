@@ -226,10 +226,11 @@ func setCommand(kctx *kong.Context, cl commandLine) {
 }
 
 // missingCommand is a usage error when the selected verb runs a command and
-// none was given: "exec IMG", "exec IMG --" and "trace --" alike.
+// none was given: "exec IMG", "exec IMG --" and "trace --" alike (env's
+// command is optional).
 func missingCommand(kctx *kong.Context) error {
 	for _, p := range kctx.Selected().Positional {
-		if p.Passthrough && len(stripDashDash(p.Target.Interface().([]string))) == 0 {
+		if p.Passthrough && p.Required && len(stripDashDash(p.Target.Interface().([]string))) == 0 {
 			return usageError{"no command to run: put the app and its arguments after --"}
 		}
 	}

@@ -22,7 +22,8 @@ type EnvCmd struct {
 	JSON       bool   `name:"json" help:"Same as --format=json (the flag every verb a script parses has)."`
 	Format     string `default:"sh" enum:"sh,json,env0" placeholder:"FORMAT" help:"sh: 'export NAME=VALUE' lines (shell-quoted) for eval or a Slurm TaskProlog; json: {\"set\":{NAME:VALUE},\"unset\":[NAME]}; env0: NAME=VALUE entries, each ended by a NUL byte, NAME alone to unset (for C and Lua plugins)."`
 
-	Image string `arg:"" name:"image" help:"The image: a file (app.dlimg) or oci://REGISTRY/REPO:TAG or oci://REGISTRY/REPO@sha256:DIGEST."`
+	Image   string   `arg:"" name:"image" help:"The image: a file (app.dlimg) or oci://REGISTRY/REPO:TAG or oci://REGISTRY/REPO@sha256:DIGEST."`
+	Command []string `arg:"" optional:"" name:"command" passthrough:"" help:"Optional, after --: a command to start from the stage; sh prints 'set -- STAGED ARGS...' after the variables (json: \"command\"), so that \"$@\" executes the staged copy and the kernel's execve never reads the original path."`
 }
 
 // Help is shown by 'dlbundle env --help' below the flags.
@@ -56,6 +57,17 @@ not in your login shell. The program named on the command line is opened by
 the launcher itself (from its path as given; the Slurm plugin gives
 slurmstepd the staged copy); everything it loads after that comes from the
 stage. On failure nothing is printed on stdout and the exit status is 1.
+
+With a command after --, the command is looked up as exec looks it up (the
+stage first, then PATH) and printed after the variables, as the staged copy
+a script or mpirun can execute, so that not even the kernel's execve of the
+program reads the shared file system:
+
+  eval "$(dlbundle env app.dlimg -- ./myapp input.nml)"   # export ...; set -- /stage/.../myapp input.nml
+  mpirun "${x[@]}" "$@"
+
+argv[0] is then the staged path (a launcher that can set argv[0] on its own
+takes --format=json's "command" with "argv0", the path as given).
 See docs/exec.md ("Which way when") and docs/loader.md.`
 }
 
@@ -69,6 +81,10 @@ func (c *EnvCmd) Run() error {
 	}
 	if err := c.checkInputs(); err != nil {
 		return err
+	}
+	argv := stripDashDash(c.Command)
+	if len(argv) > 0 && c.Format == "env0" {
+		return usageError{"--format=env0 and a command: env0 holds variables only; use sh or json to get the staged command"}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -94,7 +110,22 @@ func (c *EnvCmd) Run() error {
 		after = loader.ShimEnv(staged.Dir, os.Environ(), loader.EnvOptions{Report: c.Report, Debug: c.Debug})
 	}
 	set, unset := envDiff(environ, after)
-	out, err := formatEnv(c.Format, set, unset)
+	var cmd *loader.Program
+	if len(argv) > 0 {
+		dir := ""
+		if staged != nil && err == nil {
+			dir = staged.Dir
+		}
+		// exec's own lookup (loader.Start): a bundled executable becomes its
+		// staged copy, a bundled script its staged interpreter, anything
+		// else the path execvp would find.
+		p, serr := loader.Start(dir, argv, environ, loader.EnvOptions{})
+		if serr != nil {
+			return fmt.Errorf("%w; no environment printed", serr)
+		}
+		cmd = p
+	}
+	out, err := formatEnv(c.Format, set, unset, cmd)
 	if err != nil {
 		return err
 	}
@@ -131,7 +162,10 @@ func envDiff(environ, after []string) (set []envVar, unset []string) {
 }
 
 // formatEnv writes the variables in one of env's formats.
-func formatEnv(format string, set []envVar, unset []string) ([]byte, error) {
+// A command (cmd, or nil) follows the variables: sh's "set -- PATH ARGS",
+// json's "command" (the argv to execute, its first the file to execute)
+// with "argv0", the name as given.
+func formatEnv(format string, set []envVar, unset []string, cmd *loader.Program) ([]byte, error) {
 	var b bytes.Buffer
 	switch format {
 	case "json":
@@ -142,10 +176,18 @@ func formatEnv(format string, set []envVar, unset []string) ([]byte, error) {
 		if unset == nil {
 			unset = []string{}
 		}
+		var command []string
+		argv0 := ""
+		if cmd != nil {
+			command = append([]string{cmd.Path}, cmd.Argv[1:]...)
+			argv0 = cmd.Argv[0]
+		}
 		j, err := json.Marshal(struct {
-			Set   map[string]string `json:"set"`
-			Unset []string          `json:"unset"`
-		}{m, unset})
+			Set     map[string]string `json:"set"`
+			Unset   []string          `json:"unset"`
+			Command []string          `json:"command,omitempty"`
+			Argv0   string            `json:"argv0,omitempty"`
+		}{m, unset, command, argv0})
 		if err != nil {
 			return nil, err
 		}
@@ -165,6 +207,13 @@ func formatEnv(format string, set []envVar, unset []string) ([]byte, error) {
 		for _, k := range unset {
 			fmt.Fprintf(&b, "unset %s\n", k)
 		}
+		if cmd != nil {
+			b.WriteString("set --")
+			for _, a := range append([]string{cmd.Path}, cmd.Argv[1:]...) {
+				b.WriteString(" " + shellQuoteAll(a))
+			}
+			b.WriteByte('\n')
+		}
 	}
 	return b.Bytes(), nil
 }
@@ -179,4 +228,13 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// shellQuoteAll is shellQuote that also quotes the empty string, for a
+// command's arguments (an empty argument must stay one).
+func shellQuoteAll(s string) string {
+	if s == "" {
+		return "''"
+	}
+	return shellQuote(s)
 }
