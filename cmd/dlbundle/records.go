@@ -14,7 +14,9 @@ import (
 )
 
 // The node's records: without --report, every process an exec starts
-// appends its report line (what it passed to the file system) to
+// that passed something to the file system (a process the image served
+// entirely has nothing to add, and writes nothing) appends its report
+// line to
 // <stage dir>/records/<run>.report, node-local and the user's own, so that
 // `dlbundle report` (no file) and an Epilog can tell what the image lacked
 // without anyone having planned for it.
@@ -229,7 +231,7 @@ func nodeRecords(stageDir string) ([]string, error) {
 		out = append(out, r.path)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no records in %s yet: processes write theirs when they end", dir)
+		return nil, fmt.Errorf("no records in %s yet: processes write theirs when they end, and only those that passed something to the file system (a run the image served entirely leaves none)", dir)
 	}
 	return out, nil
 }
