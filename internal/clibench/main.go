@@ -113,7 +113,7 @@ func run(bin, compare, out string, rounds, longRounds, pairs int) error {
 	// of loading the two (open, map, relocate, the audit interface's calls).
 	emptyAudit, emptyPreload := filepath.Join(dir, "emptyaudit.so"), filepath.Join(dir, "emptypreload.so")
 	emptyAuditSrc, emptyPreloadSrc := filepath.Join(dir, "emptyaudit.c"), filepath.Join(dir, "emptypreload.c")
-	if err := os.WriteFile(emptyAuditSrc, []byte("#include <link.h>\nunsigned la_version(unsigned v) { (void)v; return LAV_CURRENT; }\n"), 0o644); err != nil {
+	if err := os.WriteFile(emptyAuditSrc, []byte("#define _GNU_SOURCE\n#include <link.h>\nunsigned la_version(unsigned v) { (void)v; return LAV_CURRENT; }\n"), 0o644); err != nil {
 		return err
 	}
 	if err := os.WriteFile(emptyPreloadSrc, []byte("int dlbundle_clibench_empty;\n"), 0o644); err != nil {
