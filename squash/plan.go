@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -497,7 +498,16 @@ func (b *builder) compareListing(dir string, pilot map[string]bool, now []image.
 		dir, nameList(added), nameList(gone))
 }
 
+// pilotOutput matches the names of what `dlbundle trace` itself writes into
+// its working directory (dlbundle.trace, dlbundle.2.trace, and a rank's
+// dlbundle.trace.RANK): the tracer's own writes, not the app's, are in no
+// trace, and are no news in a later listing.
+var pilotOutput = regexp.MustCompile(`^dlbundle(\.[0-9]+)?\.trace(\.[0-9]+)?$`)
+
 func (b *builder) writtenByPilot(p string) bool {
+	if pilotOutput.MatchString(path.Base(p)) {
+		return true
+	}
 	u := b.uses.byPath[path.Clean(p)]
 	return u != nil && (u.written || u.pycWritten)
 }
