@@ -36,6 +36,10 @@ type Options struct {
 	// StatOnlyMax replaces StatOnlyMaxSize (0: the default): files only
 	// stat'd up to this size are bundled, larger ones are external.
 	StatOnlyMax int64
+	// Own are files dlbundle itself wrote (the image being written, the
+	// one folded, the traces and reports read): a listing that gained or
+	// lost them since the pilot's is no news.
+	Own []string
 }
 
 func (o Options) statOnlyMax() int64 {
@@ -507,6 +511,11 @@ var pilotOutput = regexp.MustCompile(`^dlbundle(\.[0-9]+)?\.trace(\.[0-9]+)?$`)
 func (b *builder) writtenByPilot(p string) bool {
 	if pilotOutput.MatchString(path.Base(p)) {
 		return true
+	}
+	for _, o := range b.opts.Own {
+		if path.Clean(o) == path.Clean(p) {
+			return true
+		}
 	}
 	u := b.uses.byPath[path.Clean(p)]
 	return u != nil && (u.written || u.pycWritten)

@@ -124,11 +124,14 @@ int main(int argc, char **argv) {
 	if strings.Contains(out, "has changed") {
 		t.Errorf("the first build warns of a change nobody made:\n%s", out)
 	}
-	stage := filepath.Join(app, "stage")
+	// the stage and the logs elsewhere: the app's directory changes only
+	// by what dlbundle writes (the image)
+	logs := t.TempDir()
+	stage := filepath.Join(logs, "stage")
 	job := func(tag string) (calls, libs [][]string) {
 		t.Helper()
-		wrapper := filepath.Join(app, "rank-"+tag+".sh")
-		script := "#!/bin/sh\nexec strace -f -qq -e signal=none -e trace=%file -o \"" + app + "/" + tag + ".$OMPI_COMM_WORLD_RANK\" \"$@\"\n"
+		wrapper := filepath.Join(logs, "rank-"+tag+".sh")
+		script := "#!/bin/sh\nexec strace -f -qq -e signal=none -e trace=%file -o \"" + logs + "/" + tag + ".$OMPI_COMM_WORLD_RANK\" \"$@\"\n"
 		if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +140,7 @@ int main(int argc, char **argv) {
 			if !strings.Contains(out, "hello "+r+" of 3") {
 				t.Fatalf("job %s printed:\n%s", tag, out)
 			}
-			c, l := appCalls(t, filepath.Join(app, tag+"."+r), stage)
+			c, l := appCalls(t, filepath.Join(logs, tag+"."+r), stage)
 			calls, libs = append(calls, c), append(libs, l)
 		}
 		return calls, libs
