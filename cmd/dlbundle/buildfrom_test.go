@@ -555,8 +555,17 @@ func TestReportNamesEveryPathStraceSees(t *testing.T) {
 	run(cli, "trace", "-q", "--", "/usr/bin/python3", "-c", "import json")
 	run(cli, "build", "-o", "app.dlimg")
 	stage, report, log := filepath.Join(dir, "stage"), filepath.Join(dir, "run.report"), filepath.Join(dir, "strace.log")
+	// A library directory the run adds (as Flux or a module does), and a
+	// library from outside that is dlclose'd with the dependencies it
+	// pulled (as hwloc does with its plugins).
+	llp := filepath.Join(dir, "llp")
+	if err := os.Mkdir(llp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env = append(env, "LD_LIBRARY_PATH="+llp)
 	run("strace", "-f", "-qq", "-e", "signal=none", "-e", "trace=%file", "-o", log,
-		cli, "exec", "--stage-dir", stage, "--report", report, "app.dlimg", "--", "/usr/bin/python3", "-c", "import json, decimal, fractions")
+		cli, "exec", "--stage-dir", stage, "--report", report, "app.dlimg", "--", "/usr/bin/python3", "-c",
+		"import json, decimal, fractions, ctypes, _ctypes; _ctypes.dlclose(ctypes.CDLL('libxml2.so.2')._handle)")
 	b, err := os.ReadFile(report)
 	if err != nil {
 		t.Fatal(err)
@@ -607,6 +616,21 @@ func TestReportNamesEveryPathStraceSees(t *testing.T) {
 	}
 	if len(missing) > 0 {
 		t.Errorf("strace shows calls on paths the report does not name:\n%s", strings.Join(missing, "\n"))
+	}
+	var deps, searched int
+	for p := range reported {
+		if strings.Contains(p, "/libicuuc.so") || strings.Contains(p, "/liblzma.so") {
+			deps++
+		}
+		if strings.HasPrefix(p, llp+"/") {
+			searched++
+		}
+	}
+	if deps < 2 {
+		t.Errorf("the report does not name the libraries libxml2 pulled in before its dlclose (libicuuc, liblzma): %v", reported)
+	}
+	if searched == 0 {
+		t.Errorf("the report names no candidate of ld.so's search in LD_LIBRARY_PATH %s: %v", llp, reported)
 	}
 	if !reported["/usr/lib/python3.11/decimal.py"] {
 		t.Errorf("the report does not name decimal.py, which the image lacks: %v", reported)

@@ -875,7 +875,21 @@ static __attribute__((noinline)) char *path_answer(const char *name, unsigned in
 	say("unknown", orig, 0);
 	/* A candidate of ld.so's own search goes to the file system. (A
 	 * dlopen by path, LA_SER_ORIG, is noted by la_objopen if it loads.) */
-	if (flag != LA_SER_ORIG) note(DLB_NOTE_SEARCH, orig);
+	if (flag != LA_SER_ORIG) {
+		note(DLB_NOTE_SEARCH, orig);
+		/* Where the candidate fails, ld.so stats its directory too
+		 * (elf/dl-load.c open_path: a directory that does not exist is
+		 * skipped from then on): noted with it. Not for ld.so.cache's
+		 * answer, which is opened alone. (Also where the candidate opens:
+		 * one directory more for a fold to list, which is harmless.) */
+		size_t n = dlb_strlen(orig);
+		while (n > 1 && orig[n - 1] != '/') n--;
+		if (flag != LA_SER_CONFIG && n > 1 && n <= sizeof canon) {
+			dlb_memcpy(canon, orig, n - 1);
+			canon[n - 1] = 0;
+			note(DLB_NOTE_SEARCH, canon);
+		}
+	}
 	return (char *)orig;
 }
 
