@@ -45,7 +45,8 @@ var fileCall = regexp.MustCompile(`^\d+\s+(\w+)\((?:AT_FDCWD, |\d+, )?"([^"]+)"`
 
 // appCalls are the file calls of an strace log from the app's execve on
 // (the calls of `dlbundle exec` itself left out) on paths outside the
-// stage and the node-local trees (/etc, /proc, /sys, /dev, /tmp, /run), and
+// stage and the node-local trees (/etc, /proc, /sys, /dev, /tmp, /run; no
+// getcwd), and
 // among them the opens of shared objects that succeeded.
 func appCalls(t *testing.T, log, stage string) (calls, libOpens []string) {
 	t.Helper()
@@ -67,12 +68,12 @@ func appCalls(t *testing.T, log, stage string) (calls, libOpens []string) {
 	so := regexp.MustCompile(`\.so(\.[0-9.]+)?$`)
 	for _, l := range lines[start+1:] {
 		m := fileCall.FindStringSubmatch(l)
-		if m == nil || strings.HasPrefix(m[2], stage+"/") || !strings.HasPrefix(m[2], "/") {
+		if m == nil || m[1] == "getcwd" || strings.HasPrefix(m[2], stage+"/") || !strings.HasPrefix(m[2], "/") {
 			continue
 		}
 		skip := false
-		for _, pre := range []string{"/etc/", "/proc/", "/sys/", "/dev/", "/tmp", "/run/"} {
-			skip = skip || strings.HasPrefix(m[2], pre)
+		for _, pre := range []string{"/etc", "/proc", "/sys", "/dev", "/tmp", "/run"} {
+			skip = skip || m[2] == pre || strings.HasPrefix(m[2], pre+"/")
 		}
 		if skip || m[2] == "/" {
 			continue
