@@ -54,3 +54,29 @@ func TestClosureAddsNeeded(t *testing.T) {
 		}
 	}
 }
+
+// Per-user caches are left out by default, with their reason; --include
+// brings one back.
+func TestUserCachesLeftOutByDefault(t *testing.T) {
+	t.Setenv("HOME", "/home/someone")
+	t.Setenv("XDG_CACHE_HOME", "/scratch/someone/cache")
+	rs, err := NewRules(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/home/someone/.cache/mesa_shader_cache/index", "/scratch/someone/cache/pip/x"} {
+		if v, r := rs.Match(p); v != Skip || r != ReasonUserCache {
+			t.Errorf("%s: verdict %v (%s), want left out as a per-user cache", p, v, r)
+		}
+	}
+	if v, _ := rs.Match("/home/someone/.local/lib/x.py"); v != Bundle {
+		t.Errorf("a path beside the cache is not bundled: %v", v)
+	}
+	rs, err = NewRules([]string{"/home/someone/.cache"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := rs.Match("/home/someone/.cache/mesa_shader_cache/index"); v != Bundle {
+		t.Errorf("--include $HOME/.cache does not bring the cache back: %v", v)
+	}
+}
