@@ -648,7 +648,11 @@ func TestReportNamesEveryPathStraceSees(t *testing.T) {
 func TestExecBareNameResolvedFromImage(t *testing.T) {
 	cli := clitest.CLI(t)
 	dir := t.TempDir()
-	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/bin:/bin", "HOME=" + dir}
+	// /usr/local/games, /usr/games, /opt/no-such-dir: directories the pilot
+	// reaches only through its own search of the name (dlbundle's, not the
+	// app's), one of them missing
+	pathDirs := []string{"/usr/local/sbin", "/usr/local/bin", "/usr/local/games", "/usr/games", "/opt/no-such-dir", "/usr/bin", "/bin"}
+	env := []string{"PATH=" + strings.Join(pathDirs, ":"), "HOME=" + dir}
 	run := func(name string, args ...string) string {
 		t.Helper()
 		cmd := exec.Command(name, args...)
@@ -670,8 +674,8 @@ func TestExecBareNameResolvedFromImage(t *testing.T) {
 	}
 	var calls []string
 	for _, l := range strings.Split(string(b), "\n") {
-		for _, d := range []string{"/usr/local/sbin/", "/usr/local/bin/", "/usr/bin/", "/bin/"} {
-			if strings.Contains(l, `"`+d+`python3"`) {
+		for _, d := range pathDirs {
+			if strings.Contains(l, `"`+d+`/python3"`) {
 				calls = append(calls, l)
 			}
 		}
