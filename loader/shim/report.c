@@ -307,10 +307,10 @@ void report_init(const struct shim_env *v)
  * glibc 2.35, r_version 2, the r_debug_extended chain of the dlmopen
  * namespaces) and lists the objects whose name shim_from_outside judges
  * outside the image, plus those dlclose'd before (report_closing, called by
- * the preload's dlclose). No state is shared with the audit module (it
- * lives in its own namespace, without libc): la_objopen gives every object
- * loaded from the stage its original name, which the table holds as
- * bundled. The walk takes no lock (dl_iterate_phdr's lock could deadlock
+ * the preload's dlclose), plus the audit module's notes (add_notes, below:
+ * what it saw at la_objopen, dependencies of dlclose'd objects included).
+ * la_objopen gives every object loaded from the stage its original name,
+ * which the table holds as bundled. The walk takes no lock (dl_iterate_phdr's lock could deadlock
  * in a signal handler): an object being dlopen'ed by another thread at that
  * moment may be missed. Skipped: the executable (empty name), the vDSO (no
  * '/'), ld.so itself (AT_BASE; it is the node's, by design). */
