@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/internal/clitest"
 	"github.com/dlbundle/dlbundle/node"
 )
@@ -316,5 +317,46 @@ func TestFoldKeepsOneStagePerImagePath(t *testing.T) {
 	now := stages()
 	if len(now) != 1 || now[0] == first {
 		t.Errorf("stages after a fold and an exec: %v (first: %s), want only the new image's", now, first)
+	}
+}
+
+// A program a served process starts that the image lacks is folded in as a
+// program, with its interpreter (here a #! script whose interpreter, tail, the
+// image lacks too; tail, unlike python3, looks nothing up that would name
+// it): the next run finds both in the image.
+func TestFoldBundlesProgramsARunStarted(t *testing.T) {
+	cli := clitest.CLI(t)
+	app := appDirOutsideTmp(t)
+	tool := filepath.Join(app, "tool")
+	if err := os.WriteFile(tool, []byte("#!/usr/bin/tail -n1\ntool ran\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := foldRunner(t, app, clitest.CleanEnv(app))
+	stage := filepath.Join(t.TempDir(), "stage")
+	run(cli, "trace", "-q", "--", "/bin/sh", "-c", "/bin/true")
+	run(cli, "build", "-o", "app.dlimg")
+	if out := run(cli, "exec", "--stage-dir", stage, "app.dlimg", "--", "/bin/sh", "-c", tool); !strings.Contains(out, "tool ran") {
+		t.Fatalf("tool printed %q", out)
+	}
+	im, err := image.OpenFile(filepath.Join(app, "app.dlimg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := im.Lookup("/usr/bin/tail"); ok {
+		t.Fatal("the image holds tail before the fold: the test cannot tell anything")
+	}
+	im.Close()
+	advice := foldAdvice(t, run(cli, "report", "--stage-dir", stage))
+	run(cli, advice[0]...)
+	im, err = image.OpenFile(filepath.Join(app, "app.dlimg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	if e, ok := im.Lookup(tool); !ok || e.Type != image.TypeRegular {
+		t.Errorf("the fold does not bundle %s, which the run started", tool)
+	}
+	if _, ok := im.Lookup("/usr/bin/tail"); !ok {
+		t.Errorf("the fold does not bundle /usr/bin/tail, the interpreter of %s", tool)
 	}
 }
