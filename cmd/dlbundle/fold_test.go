@@ -177,8 +177,8 @@ int main(int argc, char **argv) {
 
 // A library directory the run adds (LD_LIBRARY_PATH, as Flux or a module
 // sets it) that the pilot never had: one fold as printed, and the next run
-// searches it from the image (no call on it), loading what it holds from
-// the stage.
+// searches it from the image (no call on it) and loads from the stage the
+// libraries it found elsewhere (libxml2 and what it pulls in).
 func TestFoldClosesLibraryPathAddedAtRun(t *testing.T) {
 	cli := clitest.CLI(t)
 	app := appDirOutsideTmp(t)
@@ -186,17 +186,9 @@ func TestFoldClosesLibraryPathAddedAtRun(t *testing.T) {
 	if err := os.Mkdir(libdir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// liblzma is one of libxml2's DT_NEEDED: found in the added directory
-	c := readLdCacheForTest(t)
-	lzma, xml := c["liblzma.so.5"], c["libxml2.so.2"]
-	if lzma == "" || xml == "" {
-		t.Fatal("libxml2 and liblzma are needed (make deps)")
-	}
-	b, err := os.ReadFile(lzma)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(libdir, "liblzma.so.5"), b, 0o755); err != nil {
+	// Nothing the app loads is there (as in Flux's lib/flux): ld.so
+	// searches it for every library, in vain, before ld.so.cache.
+	if err := os.WriteFile(filepath.Join(libdir, "README"), []byte("not a library\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	env := clitest.CleanEnv(app)
@@ -268,24 +260,6 @@ func TestReportOfTwoImagesPrintsTwoFolds(t *testing.T) {
 		}
 		run(cli, a...)
 	}
-}
-
-// readLdCacheForTest: the node's ld.so.cache as `ldconfig -p` lists it
-// (name -> first path of this architecture).
-func readLdCacheForTest(t *testing.T) map[string]string {
-	t.Helper()
-	out, err := exec.Command("/sbin/ldconfig", "-p").Output()
-	if err != nil {
-		t.Fatalf("ldconfig -p: %v", err)
-	}
-	c := map[string]string{}
-	re := regexp.MustCompile(`(?m)^\s+(\S+) \(libc6,(?:x86-64|AArch64)\) => (\S+)$`)
-	for _, m := range re.FindAllStringSubmatch(string(out), -1) {
-		if _, ok := c[m[1]]; !ok {
-			c[m[1]] = m[2]
-		}
-	}
-	return c
 }
 
 // A fold rebuilds the image at its path; the next exec stages the new
