@@ -34,7 +34,9 @@ killed by SIGTERM, or on abort()): how many lookups the shim answered from the s
 answered as known missing, and passed through to the file system, with the
 passed-through paths and the libraries ld.so loaded from outside the image. Without
 --report the lines go to the node's records (<stage dir>/records/<run>.report, one
-file per run: a job step, an mpirun); with no file, this verb reads them.
+file per run: a job step, an mpirun; repeated lone execs of one image and command
+share one); with no file, this verb reads them, summed per image the runs used: one
+summary and one fold command per image.
 
 It totals them (per run when there are several) and lists, most-taken first:
 node-local paths by policy (nothing to do); per-run temporary names (/tmp/ompi.*,
