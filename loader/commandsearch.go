@@ -24,8 +24,19 @@ func ImageLacks(stageDir, p string) bool {
 	}
 	defer release()
 	dir, name := filepath.Split(abs)
+	if name == "" {
+		return false
+	}
+	// A PATH directory that does not exist: the pilot's own search saw it
+	// missing (trace's recordPathSearch), and the table holds it (or an
+	// ancestor) as a missing entry.
+	for d := filepath.Clean(dir); d != "/"; d = filepath.Dir(d) {
+		if t, _, found := stagefmt.Lookup(tab, d); found && t == stagefmt.TabMissing {
+			return true
+		}
+	}
 	final, typ, ok := stagefmt.Resolve(tab, filepath.Clean(dir))
-	if !ok || typ != stagefmt.TabDir || name == "" {
+	if !ok || typ != stagefmt.TabDir {
 		return false
 	}
 	names, ok := stagefmt.Listing(tab, final)

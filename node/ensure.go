@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/dlbundle/dlbundle/image/registry"
 	"github.com/dlbundle/dlbundle/loader/stagefmt"
@@ -70,6 +71,12 @@ func Ensure(ctx context.Context, req EnsureRequest) (*Staged, error) {
 		sreq.OnWait = func() { req.OnWait(dir) }
 	}
 	s, err := Stage(ctx, sreq)
+	if err == nil && s.Materialized {
+		// New content at an image path staged before (a rebuilt image):
+		// its old stage goes once no process uses it (gc's rule). Best
+		// effort: what stays is for a later gc.
+		_, _ = RetireReplaced(ctx, dir, filepath.Base(s.Dir), ref)
+	}
 	// A squatted stage dir: said once per node and launch, by the process
 	// that looked at the image (the others found its stage by the alias).
 	if squat != nil && req.Warn != nil && (err != nil || s.Digest != "") {

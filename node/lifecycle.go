@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -358,3 +359,51 @@ func touchIfOlder(path string, t time.Time) {
 
 // ErrNoJob is returned by ConsumeImage outside a batch job.
 var ErrNoJob = errors.New("not inside a batch job")
+
+// RetireReplaced removes the stages of dir that were staged from ref (the
+// same image path or reference) but are not keep, the stage just published
+// for its new content: a rebuilt image (a fold) replaces its old stage, so
+// that folds never pile up copies in /dev/shm. gc's rule decides (under the
+// stage lock, as gc): a stage that a process uses (maps a file of, or runs
+// with), that a job consumed, or that was used within MinGrace (a rank that
+// found it through an alias may be on its way to exec from it) stays, for
+// a later gc. Returns the stages removed.
+func RetireReplaced(ctx context.Context, dir, keep, ref string) ([]StageInfo, error) {
+	if ref == "" {
+		return nil, nil
+	}
+	var old []string
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.IsDir() && e.Name() != keep && strings.HasPrefix(e.Name(), "sha256-") && StageRef(dir, e.Name()) == ref {
+			old = append(old, e.Name())
+		}
+	}
+	if len(old) == 0 {
+		return nil, nil // (no lock, no walk of /proc: the usual case)
+	}
+	lock, _, err := lockStage(ctx, filepath.Join(dir, stageLockName), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.unlock()
+	stages, err := ListStages(dir)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	var removed []StageInfo
+	for _, s := range stages {
+		if s.Name == keep || !slices.Contains(old, s.Name) || len(s.InUse) > 0 || s.Consumed || now.Sub(s.LastUse) < MinGrace {
+			continue
+		}
+		ok, _, err := removeStage(dir, s)
+		if err != nil {
+			return removed, err
+		}
+		if ok {
+			removed = append(removed, s)
+		}
+	}
+	return removed, nil
+}

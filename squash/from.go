@@ -111,6 +111,11 @@ func FromLacks(lacks []Lack, name string, order int64) *trace.Trace {
 		switch st {
 		case kindReg:
 			ev.Op = trace.OpOpen // no size or mtime: nothing to compare with
+			if !l.Library && isExecutable(p) {
+				// a program a served process started that the image
+				// lacks: bundled as a program, with its interpreter
+				ev.Op = trace.OpExec
+			}
 		case kindDir:
 			ev.Op = trace.OpListdir
 		case kindMissing:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -35,6 +36,10 @@ type Options struct {
 	// StatOnlyMax replaces StatOnlyMaxSize (0: the default): files only
 	// stat'd up to this size are bundled, larger ones are external.
 	StatOnlyMax int64
+	// Own are files dlbundle itself wrote (the image being written, the
+	// one folded, the traces and reports read): a listing that gained or
+	// lost them since the pilot's is no news.
+	Own []string
 }
 
 func (o Options) statOnlyMax() int64 {
@@ -497,7 +502,21 @@ func (b *builder) compareListing(dir string, pilot map[string]bool, now []image.
 		dir, nameList(added), nameList(gone))
 }
 
+// pilotOutput matches the names of what `dlbundle trace` itself writes into
+// its working directory (dlbundle.trace, dlbundle.2.trace, and a rank's
+// dlbundle.trace.RANK): the tracer's own writes, not the app's, are in no
+// trace, and are no news in a later listing.
+var pilotOutput = regexp.MustCompile(`^dlbundle(\.[0-9]+)?\.trace(\.[0-9]+)?$`)
+
 func (b *builder) writtenByPilot(p string) bool {
+	if pilotOutput.MatchString(path.Base(p)) {
+		return true
+	}
+	for _, o := range b.opts.Own {
+		if path.Clean(o) == path.Clean(p) {
+			return true
+		}
+	}
 	u := b.uses.byPath[path.Clean(p)]
 	return u != nil && (u.written || u.pycWritten)
 }

@@ -11,6 +11,7 @@ const (
 	ReasonTempDir       = "temporary or runtime directory (/tmp, /var/tmp, /run; --include PREFIX to bundle)"
 	ReasonEtc           = "node-local configuration (/etc; --include /etc to bundle)"
 	ReasonGlibcInternal = "read by glibc internally, out of a preload's reach (locale data, iconv configuration); node-local system files"
+	ReasonUserCache     = "per-user cache ($HOME/.cache, $XDG_CACHE_HOME: each user's and run's own; --include PREFIX to bundle)"
 	ReasonUserExclude   = "excluded by --exclude"
 	ReasonWritten       = "written, created or removed during the pilot"
 	ReasonChanged       = "changed since the pilot (size or mtime differ; --allow-changed to bundle the current file)"

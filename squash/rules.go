@@ -2,6 +2,7 @@ package squash
 
 import (
 	"fmt"
+	"os"
 	"path"
 	"sort"
 	"strings"
@@ -64,6 +65,23 @@ func init() {
 
 var pseudoFS = []string{"/proc", "/sys", "/dev"}
 
+// userCaches are the per-user cache directories of the user who builds
+// ($XDG_CACHE_HOME, else $HOME/.cache): what a program caches there (mesa's
+// shader cache, pip's, fontconfig's) is the user's and changes with every
+// run; bundled, it would be stale at once and reported as changed. Left out
+// like /tmp (no entry: lookups go to the file system); --include brings a
+// prefix back.
+func userCaches() []string {
+	var out []string
+	if x := os.Getenv("XDG_CACHE_HOME"); path.IsAbs(x) && path.Clean(x) != "/" {
+		out = append(out, path.Clean(x))
+	}
+	if h := os.Getenv("HOME"); path.IsAbs(h) && path.Clean(h) != "/" {
+		out = append(out, path.Join(h, ".cache"))
+	}
+	return out
+}
+
 // Rules decides, by longest matching path prefix, whether a path may be bundled.
 type Rules struct {
 	rules []rule // sorted by descending prefix length
@@ -75,6 +93,9 @@ func NewRules(include, exclude []string) (*Rules, error) {
 	byPrefix := map[string]rule{}
 	for _, r := range defaultRules {
 		byPrefix[r.prefix] = r
+	}
+	for _, c := range userCaches() {
+		byPrefix[c] = rule{prefix: c, verdict: Skip, reason: ReasonUserCache}
 	}
 	add := func(p string, v Verdict, flag string) error {
 		if !path.IsAbs(p) {

@@ -63,12 +63,18 @@ func (a orderKey) less(b orderKey) bool {
 type uses struct {
 	byPath map[string]*use
 	events int
+	// inReport: the events being added are made up from process reports
+	// (FormatReport): a directory they name was not listed by any pilot,
+	// so they set no pilotListing (its listing would be empty, and every
+	// name in the directory would look new).
+	inReport bool
 }
 
 func collect(traces []*trace.Trace) *uses {
 	u := &uses{byPath: map[string]*use{}}
 	for ti, t := range traces {
 		reported := t.Header.Format == FormatReport
+		u.inReport = reported
 		for ei := range t.Events {
 			u.events++
 			if x := u.add(&t.Events[ei], orderKey{t: t.Events[ei].T, trace: ti, event: ei}); x != nil {
@@ -142,7 +148,7 @@ func (u *uses) addLookup(e *trace.Event, x *use) {
 		x.read, x.exec = true, true
 	case trace.OpListdir:
 		x.dirUse = true
-		if x.pilotListing == nil {
+		if x.pilotListing == nil && !u.inReport {
 			x.pilotListing = make(map[string]bool, len(e.Entries))
 			for _, d := range e.Entries {
 				x.pilotListing[d.Name] = true

@@ -94,6 +94,7 @@ func Run(opts Options) (*Result, error) {
 	}
 	rec := newRecorder(w, stderr)
 	rec.noSummary = opts.Quiet
+	recordPathSearch(rec, opts.Command[0], path, os.Getenv("PATH"), start) // as ResolveCommand searched
 
 	exit, predicted, err := traceCommand(stub, path, opts.Command, rec, start, opts.NoPredict)
 	if err != nil {

@@ -134,6 +134,11 @@ func (c *BuildCmd) Run() error {
 	if err != nil {
 		return err
 	}
+	for _, f := range append(in.all(), c.Output) {
+		if abs, err := filepath.Abs(f); err == nil && f != "" {
+			opts.Own = append(opts.Own, abs)
+		}
+	}
 	c.Include, c.Exclude = opts.Include, opts.Exclude // recorded in the image
 	plan, err := squash.Build(traces, opts)
 	if err != nil {

@@ -179,7 +179,7 @@ func (in *buildInputs) load(opts *squash.Options) ([]*trace.Trace, error) {
 			}
 			all = append(all, rs...)
 		}
-		traces = append(traces, squash.FromLacks(report.Lacks(all), in.reports[0], events+1))
+		traces = append(traces, squash.FromLacks(squash.Closure(report.Lacks(all)), in.reports[0], events+1))
 		if !since.IsZero() && !opts.AllowChanged {
 			opts.Since = since.UnixNano()
 		}

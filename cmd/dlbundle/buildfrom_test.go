@@ -184,14 +184,16 @@ func TestExecLeavesNodeRecordsReportReadsThem(t *testing.T) {
 	// The run reads the data file by a relative name after a chdir.
 	stage := filepath.Join(dir, "stage")
 	prog := "import os; os.chdir('" + app + "/data'); print(open('later.dat').read().strip())"
-	for i := 0; i < 2; i++ {
-		if out := run(0, "exec", "--stage-dir", stage, "app.dlimg", "--", "/usr/bin/python3", "-c", prog); !strings.Contains(out, "data") {
+	// Two commands, the first run twice: lone execs of one image and
+	// command add to one record (a loop of them evicts no job's records).
+	for _, p := range []string{prog, prog + "; pass", prog} {
+		if out := run(0, "exec", "--stage-dir", stage, "app.dlimg", "--", "/usr/bin/python3", "-c", p); !strings.Contains(out, "data") {
 			t.Fatalf("app printed %q", out)
 		}
 	}
 	recs, _ := filepath.Glob(filepath.Join(stage, "records", "*.report"))
 	if len(recs) != 2 {
-		t.Fatalf("records %v: want one per run (2)", recs)
+		t.Fatalf("records %v: want one per image and command (2)", recs)
 	}
 	text := run(0, "report", "--stage-dir", stage)
 	later := filepath.Join(app, "data", "later.dat")
@@ -560,8 +562,17 @@ func TestReportNamesEveryPathStraceSees(t *testing.T) {
 	run(cli, "trace", "-q", "--", "/usr/bin/python3", "-c", "import json")
 	run(cli, "build", "-o", "app.dlimg")
 	stage, report, log := filepath.Join(dir, "stage"), filepath.Join(dir, "run.report"), filepath.Join(dir, "strace.log")
+	// A library directory the run adds (as Flux or a module does), and a
+	// library from outside that is dlclose'd with the dependencies it
+	// pulled (as hwloc does with its plugins).
+	llp := filepath.Join(dir, "llp")
+	if err := os.Mkdir(llp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env = append(env, "LD_LIBRARY_PATH="+llp)
 	run("strace", "-f", "-qq", "-e", "signal=none", "-e", "trace=%file", "-o", log,
-		cli, "exec", "--stage-dir", stage, "--report", report, "app.dlimg", "--", "/usr/bin/python3", "-c", "import json, decimal, fractions")
+		cli, "exec", "--stage-dir", stage, "--report", report, "app.dlimg", "--", "/usr/bin/python3", "-c",
+		"import json, decimal, fractions, ctypes, _ctypes; _ctypes.dlclose(ctypes.CDLL('libxml2.so.2')._handle)")
 	b, err := os.ReadFile(report)
 	if err != nil {
 		t.Fatal(err)
@@ -613,6 +624,21 @@ func TestReportNamesEveryPathStraceSees(t *testing.T) {
 	if len(missing) > 0 {
 		t.Errorf("strace shows calls on paths the report does not name:\n%s", strings.Join(missing, "\n"))
 	}
+	var deps, searched int
+	for p := range reported {
+		if strings.Contains(p, "/libicuuc.so") || strings.Contains(p, "/liblzma.so") {
+			deps++
+		}
+		if strings.HasPrefix(p, llp+"/") {
+			searched++
+		}
+	}
+	if deps < 2 {
+		t.Errorf("the report does not name the libraries libxml2 pulled in before its dlclose (libicuuc, liblzma): %v", reported)
+	}
+	if searched == 0 {
+		t.Errorf("the report names no candidate of ld.so's search in LD_LIBRARY_PATH %s: %v", llp, reported)
+	}
 	if !reported["/usr/lib/python3.11/decimal.py"] {
 		t.Errorf("the report does not name decimal.py, which the image lacks: %v", reported)
 	}
@@ -629,7 +655,11 @@ func TestReportNamesEveryPathStraceSees(t *testing.T) {
 func TestExecBareNameResolvedFromImage(t *testing.T) {
 	cli := clitest.CLI(t)
 	dir := t.TempDir()
-	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/bin:/bin", "HOME=" + dir}
+	// /usr/local/games, /usr/games, /opt/no-such-dir: directories the pilot
+	// reaches only through its own search of the name (dlbundle's, not the
+	// app's), one of them missing
+	pathDirs := []string{"/usr/local/sbin", "/usr/local/bin", "/usr/local/games", "/usr/games", "/opt/no-such-dir", "/usr/bin", "/bin"}
+	env := []string{"PATH=" + strings.Join(pathDirs, ":"), "HOME=" + dir}
 	run := func(name string, args ...string) string {
 		t.Helper()
 		cmd := exec.Command(name, args...)
@@ -651,8 +681,8 @@ func TestExecBareNameResolvedFromImage(t *testing.T) {
 	}
 	var calls []string
 	for _, l := range strings.Split(string(b), "\n") {
-		for _, d := range []string{"/usr/local/sbin/", "/usr/local/bin/", "/usr/bin/", "/bin/"} {
-			if strings.Contains(l, `"`+d+`python3"`) {
+		for _, d := range pathDirs {
+			if strings.Contains(l, `"`+d+`/python3"`) {
 				calls = append(calls, l)
 			}
 		}

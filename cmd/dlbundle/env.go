@@ -99,7 +99,7 @@ func (c *EnvCmd) Run() error {
 		// passed to the file system in the node's records (reportTarget
 		// names the run in this process's environment, so the diff below
 		// carries DLBUNDLE_RUN and the record's bound too).
-		c.Report = reportTarget(c.Report, staged.Dir, c.Image)
+		c.Report = reportTarget(c.Report, staged.Dir, c.Image, nil)
 	}
 	if err != nil {
 		if !c.Fallback {

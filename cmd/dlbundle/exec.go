@@ -74,7 +74,7 @@ func (c *ExecCmd) Run() error {
 		return execProgram(loader.Start("", argv, os.Environ(), loader.EnvOptions{}))
 	}
 	warnBeforeStart(c.StageDir, c.Image, staged, argv)
-	report := reportTarget(c.Report, staged.Dir, c.Image) // before os.Environ: it sets DLBUNDLE_RUN
+	report := reportTarget(c.Report, staged.Dir, c.Image, argv) // before os.Environ: it sets DLBUNDLE_RUN
 	return execProgram(loader.Start(staged.Dir, argv, os.Environ(), loader.EnvOptions{Report: report, Debug: c.Debug}))
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -45,9 +46,11 @@ const (
 // that an Epilog finds every run of its job by the prefix "slurm-<job>.":
 // slurm-77.3 (an srun step), slurm-77.ompi-1243414529 (an mpirun in the
 // batch script), slurm-77 (the script calling exec directly). Outside a
-// job: this process and the time. An id inherited from an outer exec is
-// kept.
-func runID(getenv func(string) string) string {
+// job and a launch: exec-<hash of the image path and the command>, so that
+// a loop of lone execs of one command adds to one record instead of
+// evicting a job's (records are bounded in number, maxRecordFiles). An id
+// inherited from an outer exec is kept.
+func runID(getenv func(string) string, image string, argv []string) string {
 	if id := getenv(envRun); id != "" && cleanRunID(id) == id {
 		return id
 	}
@@ -70,7 +73,13 @@ func runID(getenv func(string) string) string {
 		}
 	}
 	if len(parts) == 0 {
-		parts = append(parts, fmt.Sprintf("pid-%d-%s", os.Getpid(), time.Now().UTC().Format("20060102T150405")))
+		h := sha256.New()
+		h.Write([]byte(absImage(image)))
+		for _, a := range argv {
+			h.Write([]byte{0})
+			h.Write([]byte(a))
+		}
+		parts = append(parts, fmt.Sprintf("exec-%x", h.Sum(nil)[:8]))
 	}
 	return cleanRunID(strings.Join(parts, "."))
 }
@@ -96,8 +105,8 @@ func cleanRunID(s string) string {
 // It exports DLBUNDLE_RUN for the shim and the app's children.
 // image is exec's image argument, noted beside a new run's record so that
 // `dlbundle report` can print a build --from that works as printed.
-func reportTarget(report, stage, image string) string {
-	run := runID(os.Getenv)
+func reportTarget(report, stage, image string, argv []string) string {
+	run := runID(os.Getenv, image, argv)
 	os.Setenv(envRun, run)
 	os.Unsetenv(envReportMax) // --report: no bound (an outer exec's records: its own)
 	if report != "" || os.Getenv(envRecord) == "0" {
@@ -109,14 +118,20 @@ func reportTarget(report, stage, image string) string {
 	}
 	os.Setenv(envReportMax, strconv.FormatInt(recordMax(), 10)) // the shim stops appending there
 	if created {
-		if !strings.Contains(image, "://") {
-			if abs, err := filepath.Abs(image); err == nil {
-				image = abs
-			}
-		}
-		writeOwnFile(strings.TrimSuffix(p, ".report")+".image", image+"\n")
+		writeOwnFile(strings.TrimSuffix(p, ".report")+".image", absImage(image)+"\n")
 	}
 	return p
+}
+
+// absImage is exec's image argument as the records note it: absolute,
+// unless a URL.
+func absImage(image string) string {
+	if !strings.Contains(image, "://") {
+		if abs, err := filepath.Abs(image); err == nil {
+			return abs
+		}
+	}
+	return image
 }
 
 // writeOwnFile creates name (never through a symlink, never over a file)

@@ -34,7 +34,9 @@ killed by SIGTERM, or on abort()): how many lookups the shim answered from the s
 answered as known missing, and passed through to the file system, with the
 passed-through paths and the libraries ld.so loaded from outside the image. Without
 --report the lines go to the node's records (<stage dir>/records/<run>.report, one
-file per run: a job step, an mpirun); with no file, this verb reads them.
+file per run: a job step, an mpirun; repeated lone execs of one image and command
+share one); with no file, this verb reads them, summed per image the runs used: one
+summary and one fold command per image.
 
 It totals them (per run when there are several) and lists, most-taken first:
 node-local paths by policy (nothing to do); per-run temporary names (/tmp/ompi.*,
@@ -56,13 +58,71 @@ name it themselves). A file that is not a report (a trace, an image) is refused 
 exit status 2.`
 }
 
-// Run reads the files and prints the summary.
+// Run reads the files and prints the summary. The node's records are
+// summed per image the runs used (each run's record names its image): one
+// summary and one fold command per image, never one that mixes images.
 func (c *ReportCmd) Run() error {
 	if len(c.Files) == 0 {
 		if err := c.nodeFiles(); err != nil {
 			return err
 		}
+		if groups := c.byImage(); len(groups) > 1 && c.Image == "" {
+			out := c.out
+			if out == nil {
+				out = os.Stdout
+			}
+			for i, g := range groups {
+				if !c.JSON {
+					if i > 0 {
+						fmt.Fprintln(out)
+					}
+					img := g.image
+					if img == "" {
+						img = "an image the records do not name"
+					}
+					fmt.Fprintf(out, "== %d run(s) from %s ==\n", len(g.files), img)
+				}
+				sub := *c
+				sub.Files = g.files
+				sub.out = out
+				if err := sub.run(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 	}
+	return c.run()
+}
+
+type imageRuns struct {
+	image string
+	files []string
+}
+
+// byImage groups the record files by the image their runs used (as exec
+// noted it), in the order of each image's first run.
+func (c *ReportCmd) byImage() []imageRuns {
+	var groups []imageRuns
+	at := map[string]int{}
+	for _, f := range c.Files {
+		img := ""
+		if b, err := os.ReadFile(strings.TrimSuffix(f, ".report") + ".image"); err == nil {
+			img = strings.TrimSpace(string(b))
+		}
+		i, ok := at[img]
+		if !ok {
+			i = len(groups)
+			at[img] = i
+			groups = append(groups, imageRuns{image: img})
+		}
+		groups[i].files = append(groups[i].files, f)
+	}
+	return groups
+}
+
+// run summarises c.Files.
+func (c *ReportCmd) run() error {
 	for _, name := range c.Files {
 		if err := refuseNonReport(name); err != nil {
 			return err

@@ -792,6 +792,7 @@ static int nolib(const char *name)
 }
 
 static char *path_answer(const char *name, unsigned int flag);
+static void note(char kind, const char *p);
 char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag)
 {
 	if (flag == LA_SER_ORIG)
@@ -872,7 +873,64 @@ static __attribute__((noinline)) char *path_answer(const char *name, unsigned in
 		return (char *)"";
 	}
 	say("unknown", orig, 0);
+	/* A candidate of ld.so's own search goes to the file system. (A
+	 * dlopen by path, LA_SER_ORIG, is noted by la_objopen if it loads.) */
+	if (flag != LA_SER_ORIG) {
+		note(DLB_NOTE_SEARCH, orig);
+		/* Where the candidate fails, ld.so stats its directory too
+		 * (elf/dl-load.c open_path: a directory that does not exist is
+		 * skipped from then on): noted with it. Not for ld.so.cache's
+		 * answer, which is opened alone. (Also where the candidate opens:
+		 * one directory more for a fold to list, which is harmless.) */
+		size_t n = dlb_strlen(orig);
+		while (n > 1 && orig[n - 1] != '/') n--;
+		if (flag != LA_SER_CONFIG && n > 1 && n <= sizeof canon) {
+			dlb_memcpy(canon, orig, n - 1);
+			canon[n - 1] = 0;
+			note(DLB_NOTE_SEARCH, canon);
+		}
+	}
 	return (char *)orig;
+}
+
+/* ---- notes for the preload's report (table.h, DLB_NOTE_*) ----
+ *
+ * A library ld.so loads from outside the image is noted when it is mapped:
+ * the preload's walk of the link maps at exit misses one dlclose'd on the
+ * way together with every dependency it pulled (Open MPI's hwloc loads
+ * plugins that pull libxml2, libicu, libX11..., then unloads them), and
+ * the preload's own dlclose sees only the handle's object. A candidate of
+ * ld.so's search that the table could not answer (a directory the image
+ * lacks: an LD_LIBRARY_PATH a launcher or module sets, the RUNPATH of a
+ * library from outside) is noted too: no hook of the preload sees ld.so's
+ * opens. A fold adds both (cmd/dlbundle build --from). Bounded: NOTES_MAX
+ * bytes, repeated paths noted once (a set of hashes); what does not fit is
+ * counted. Called with ld.so's load lock held (see the top), so no two
+ * threads append at once; notes_len is published last for the preload,
+ * which may read while another thread dlopens. */
+#define NOTES_MAX (64u << 10)
+#define NOTE_SEEN 2048
+static char notes[NOTES_MAX] COLD;
+static uint64_t note_seen[NOTE_SEEN] COLD;
+
+static void note(char kind, const char *p)
+{
+	size_t n = dlb_strlen(p);
+	uint64_t h = dlb_hash_more(DLB_HASH_INIT, p, n) ^ (uint64_t)kind;
+	h |= 1;
+	unsigned i = (unsigned)h & (NOTE_SEEN - 1), k = 0;
+	for (; k < NOTE_SEEN && note_seen[i]; k++, i = (i + 1) & (NOTE_SEEN - 1))
+		if (note_seen[i] == h) return;
+	uint32_t used = dlb_audit_share.notes_len;
+	if (k == NOTE_SEEN || n + 2 > NOTES_MAX - used) {
+		dlb_audit_share.notes_dropped++;
+		return;
+	}
+	note_seen[i] = h;
+	notes[used] = kind;
+	dlb_memcpy(notes + used + 1, p, n + 1);
+	dlb_audit_share.notes = notes;
+	__atomic_store_n(&dlb_audit_share.notes_len, used + (uint32_t)n + 2, __ATOMIC_RELEASE);
 }
 
 /* ---- the share, handed to the preload (table.h, DLB_SHARE_SLOT) ---- */
@@ -941,6 +999,12 @@ unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie)
 		size_t i = 0;
 		for (; n[root_len + i]; i++) n[i] = n[root_len + i];
 		n[i] = 0;
+	} else if (table && n && n[0] == '/' && !dlb_hasprefix(n, root, root_len - 5)) {
+		/* From outside the stage (or ld.so itself, or a path the table
+		 * holds that ld.so reached undecided: the preload's report
+		 * leaves those out by the table). Not the executable (""), nor
+		 * the vDSO (no '/'), nor the shim's own objects. */
+		note(DLB_NOTE_LIB, n);
 	}
 	return 0; /* no symbol binding callbacks: they would slow every call */
 }

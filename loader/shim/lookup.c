@@ -193,6 +193,9 @@ static const struct dlb_audit_share *audit_share(void)
 	return a && a->table && a->root && !strcmp(a->root, stage_root) ? a : NULL;
 }
 
+/* shim_notes (report.h): audit.so's notes for the report, or NULL. */
+const struct dlb_audit_share *shim_notes(void) { return audit_share(); }
+
 /* stage_table_path writes $DLBUNDLE_STAGE/table into out (DLB_STAGE_MAX +
  * 8 bytes), from stage_root ($DLBUNDLE_STAGE/root). */
 void stage_table_path(char *out)

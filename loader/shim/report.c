@@ -307,10 +307,10 @@ void report_init(const struct shim_env *v)
  * glibc 2.35, r_version 2, the r_debug_extended chain of the dlmopen
  * namespaces) and lists the objects whose name shim_from_outside judges
  * outside the image, plus those dlclose'd before (report_closing, called by
- * the preload's dlclose). No state is shared with the audit module (it
- * lives in its own namespace, without libc): la_objopen gives every object
- * loaded from the stage its original name, which the table holds as
- * bundled. The walk takes no lock (dl_iterate_phdr's lock could deadlock
+ * the preload's dlclose), plus the audit module's notes (add_notes, below:
+ * what it saw at la_objopen, dependencies of dlclose'd objects included).
+ * la_objopen gives every object loaded from the stage its original name,
+ * which the table holds as bundled. The walk takes no lock (dl_iterate_phdr's lock could deadlock
  * in a signal handler): an object being dlopen'ed by another thread at that
  * moment may be missed. Skipped: the executable (empty name), the vDSO (no
  * '/'), ld.so itself (AT_BASE; it is the node's, by design). */
@@ -344,6 +344,7 @@ void report_closing(const char *name)
  * missing on the way are not counted: the audit module, without libc and
  * in its own namespace, keeps no counts). */
 static int from_outside(const char *name, char *scratch);
+static const char *ldso_name; /* ld.so's l_name, as outside_list met it */
 static uint32_t outside_list(const char **ps, size_t *ls, uint32_t max, uint64_t *left, uint64_t *from_stage, char *scratch)
 {
 	uintptr_t ldso = (uintptr_t)getauxval(AT_BASE);
@@ -351,6 +352,7 @@ static uint32_t outside_list(const char **ps, size_t *ls, uint32_t max, uint64_t
 	const struct r_debug *d = &_r_debug;
 	for (int ns = 0; d && ns < 16; ns++) {
 		for (const struct link_map *l = d->r_map; l; l = l->l_next) {
+			if (ldso && l->l_addr == ldso) ldso_name = l->l_name;
 			if ((ldso && l->l_addr == ldso) || !l->l_name || l->l_name[0] != '/') continue;
 			if (!from_outside(l->l_name, scratch)) {
 				if (!below_stage_dir(l->l_name)) ++*from_stage;
@@ -382,6 +384,39 @@ static uint32_t outside_list(const char **ps, size_t *ls, uint32_t max, uint64_t
 		ls[n++] = strlen(c);
 	}
 	return n;
+}
+
+/* add_notes adds audit.so's notes (table.h): libraries from outside to
+ * os (after the link maps' own, filtered alike), search candidates to ps
+ * (counted as passed: ld.so tried each on the file system). The notes
+ * are audit.so's memory, which a fork child inherits with the objects
+ * they name. */
+static void add_notes(const char **os, size_t *ol, uint32_t *no, const char **ps, size_t *ls, uint32_t *np,
+		      uint64_t *left, uint64_t *passed, char *scratch)
+{
+	const struct dlb_audit_share *a = shim_notes();
+	if (!a) return;
+	uint32_t len = __atomic_load_n(&a->notes_len, __ATOMIC_ACQUIRE);
+	const char *p = a->notes, *end = p ? p + len : p;
+	*left += a->notes_dropped;
+	while (p && p < end) {
+		char kind = *p++;
+		const char *name = p;
+		size_t n = strlen(name);
+		p += n + 1;
+		const char **xs = kind == DLB_NOTE_LIB ? os : ps;
+		size_t *xl = kind == DLB_NOTE_LIB ? ol : ls;
+		uint32_t *xn = kind == DLB_NOTE_LIB ? no : np, max = kind == DLB_NOTE_LIB ? OUTSIDE_MAX : MAX_PATHS;
+		if (kind == DLB_NOTE_LIB && ((ldso_name && !strcmp(name, ldso_name)) || !from_outside(name, scratch)))
+			continue;
+		if (kind == DLB_NOTE_SEARCH) ++*passed;
+		int dup = 0;
+		for (uint32_t k = 0; k < *xn && !dup; k++) dup = xs[k] && xl[k] == n && !memcmp(xs[k], name, n);
+		if (dup) continue;
+		if (*xn == max) { ++*left; continue; }
+		xs[*xn] = name;
+		xl[(*xn)++] = n;
+	}
 }
 
 /* keep copies a new distinct path into the arena, or counts it as dropped. */
@@ -521,6 +556,7 @@ __attribute__((destructor)) void report_write(void)
 	/* the line's space is the walk's scratch until the line is formatted */
 	uint32_t no = outside_list(os, ol, OUTSIDE_MAX, &left, &from_stage, line), nfb = 0;
 	c[REPORT_ANSWERED] += from_stage;
+	add_notes(os, ol, &no, ps, ls, &n, &left, &c[REPORT_PASSED], line);
 	for (unsigned i = 0; __atomic_load_n(&fb_claimed, __ATOMIC_ACQUIRE) && i < FB_SLOTS; i++) {
 		if (!__atomic_load_n(&fbs[i].key, __ATOMIC_ACQUIRE)) continue;
 		uint32_t l1 = __atomic_load_n(&fbs[i].len1, __ATOMIC_ACQUIRE);

@@ -35,5 +35,7 @@ void report_fallback(int reason, const char *dir, size_t n); /* also counts the 
 void report_write(void); /* at exit; also called by our _exit and fatal signals */
 int shim_from_outside(const char *l_name); /* a library ld.so opened from outside the image */
 void report_closing(const char *l_name);   /* dlclose: list it even if it is unmapped by exit */
+struct dlb_audit_share;
+const struct dlb_audit_share *shim_notes(void); /* audit.so's notes (table.h, DLB_NOTE_*), or NULL */
 
 #endif

@@ -78,8 +78,24 @@ struct dlb_audit_share {
 	 * loader/stagefmt/reals.go), or NULL */
 	const char *reals;
 	uint64_t reals_len;
+	/* What ld.so did that the stage did not serve, noted by audit.so and
+	 * reported by the preload at exit (report.c): entries of one kind byte
+	 * (DLB_NOTE_*), the path, a NUL. audit.so appends under ld.so's load
+	 * lock and publishes notes_len last (release); the preload reads up
+	 * to notes_len (acquire). Bounded: what does not fit is counted in
+	 * notes_dropped. */
+	const char *notes;
+	uint32_t notes_len, notes_dropped;
 };
 #define DLB_SHARE_SLOT "dlb_share_slot"
+/* A library ld.so opened from outside the stage, noted at la_objopen: a later
+ * dlclose (hwloc's plugins) cannot lose it nor the dependencies it pulled
+ * in, which get la_objopen of their own. */
+#define DLB_NOTE_LIB 'L'
+/* A candidate of ld.so's own search (LD_LIBRARY_PATH, RPATH/RUNPATH,
+ * ld.so.cache, default dirs) that the table could not answer: ld.so tried
+ * it on the real file system. */
+#define DLB_NOTE_SEARCH 'S'
 
 /* Own helpers: audit.c links against nothing, so no memcmp/strlen from libc. */
 static inline size_t dlb_strlen(const char *s) { size_t n = 0; while (s[n]) n++; return n; }
