@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/internal/clitest"
+	"github.com/dlbundle/dlbundle/internal/slowfs"
 )
 
 // demoImage builds the demo's C app (RUNPATH, dlopen) in dir and its image
@@ -120,5 +121,107 @@ func write(t *testing.T, path, text string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFluxBcastReadsImageOnce: flux run -N3 -n6 -o dlbundle=IMAGE under
+// flux start --test-size=3 opens the image once per job shell (3: the
+// count works); with -o dlbundle-bcast it is opened once per job (flux
+// archive create in the first shell; the others extract the broker's copy),
+// every task still starts from a stage with the app's native output, and
+// no node-local copy is left behind.
+func TestFluxBcastReadsImageOnce(t *testing.T) {
+	flux := fluxBin(t)
+	bin := clitest.CLI(t)
+	plugin, _ := filepath.Abs("dlbundle.lua")
+	dir := t.TempDir()
+	env := append(clitest.CleanEnv(dir), "PATH="+filepath.Dir(flux)+":/usr/bin:/bin")
+	app, img := demoImage(t, dir, env, bin)
+	// The instance's three brokers share this host's file system, where
+	// real nodes have a stage dir each: every job shell's dlbundle stages
+	// in a directory of its own below the job's stage dir.
+	wrapper := filepath.Join(dir, "dlbundle-per-node")
+	write(t, wrapper, "#!/bin/sh\nDLBUNDLE_STAGE_DIR=\"$DLBUNDLE_STAGE_DIR/node-$$\" exec "+bin+" \"$@\"\n")
+	os.Chmod(wrapper, 0o755)
+	env = append(env, "DLBUNDLE="+wrapper)
+	// The image on a FUSE file system that counts the opens it serves
+	// (internal/slowfs), as the shared file system of a cluster.
+	src, mnt := filepath.Join(dir, "shared.src"), filepath.Join(dir, "shared")
+	for _, d := range []string{src, mnt} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b, err := os.ReadFile(img); err != nil {
+		t.Fatal(err)
+	} else {
+		write(t, filepath.Join(src, "app.dlimg"), string(b))
+	}
+	fsys, err := slowfs.Mount(src, mnt, slowfs.Costs{})
+	if err != nil {
+		t.Skipf("no FUSE here: %v", err)
+	}
+	t.Cleanup(func() { fsys.Unmount() })
+	img = filepath.Join(mnt, "app.dlimg")
+	copies := func() []string { m, _ := filepath.Glob("/tmp/dlbundle-bcast.*"); return m }
+	before := len(copies())
+	opens := func() int { n := int(fsys.Stats().Open); fsys.Reset(); return n }
+	read := func(name string) string {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		return string(b)
+	}
+	job := func(name string, opts ...string) int {
+		t.Helper()
+		// A stage dir of the job's own: every node stages anew.
+		script := "t0=$(date +%s%N); flux run -N3 -n6 " + strings.Join(opts, " ") + " --env=DLBUNDLE_STAGE_DIR=" + filepath.Join(dir, "stage-"+name) +
+			" sh -c 'echo stage=$DLBUNDLE_STAGE; exec " + app + "' > " + name + ".out 2>&1; rc=$?; echo $(( ($(date +%s%N) - t0) / 1000000 )) > " + name + ".ms; exit $rc"
+		opens()
+		if out, code := run(t, dir, env, flux, "start", "--test-size=3", "sh", "-c", script); code != 0 {
+			t.Fatalf("%s: exit %d\n%s\n%s", name, code, out, read(name+".out"))
+		}
+		n := opens()
+		t.Logf("%s: image opened %d times; flux run to its last rank's exit %s ms", name, n, strings.TrimSpace(read(name+".ms")))
+		return n
+	}
+	native := job("native")
+	if native != 0 {
+		t.Fatalf("a native job opened the image %d times", native)
+	}
+	var nativeLines []string
+	for _, l := range strings.Split(strings.TrimSpace(read("native.out")), "\n") {
+		if !strings.HasPrefix(l, "stage=") {
+			nativeLines = append(nativeLines, l)
+		}
+	}
+	want := sortedLines(strings.Join(nativeLines, "\n"))
+	if strings.Count(want, "checksum") != 6 {
+		t.Fatalf("native job: want 6 tasks:\n%s", want)
+	}
+	plain := job("plain", "-o userrc="+plugin, "-o dlbundle="+img)
+	bcast := job("bcast", "-o userrc="+plugin, "-o dlbundle="+img, "-o dlbundle-bcast")
+	if plain < 3 {
+		t.Fatalf("without -o dlbundle-bcast the image was opened %d times; want one per node (3): the count cannot fail", plain)
+	}
+	if bcast != 1 {
+		t.Errorf("-o dlbundle-bcast: the image was opened %d times in the job, want 1", bcast)
+	}
+	for _, name := range []string{"plain", "bcast"} {
+		var out, stages []string
+		for _, l := range strings.Split(strings.TrimSpace(read(name+".out")), "\n") {
+			if s, ok := strings.CutPrefix(l, "stage="); ok {
+				stages = append(stages, s)
+			} else {
+				out = append(out, l)
+			}
+		}
+		if got := sortedLines(strings.Join(out, "\n")); got != want {
+			t.Errorf("%s: tasks printed\n%s\nwant as native\n%s", name, got, want)
+		}
+		if len(stages) != 6 || !strings.HasPrefix(stages[0], filepath.Join(dir, "stage-"+name)) {
+			t.Errorf("%s: tasks' DLBUNDLE_STAGE %v, want 6 in the job's stage dir", name, stages)
+		}
+	}
+	if n := len(copies()); n != before {
+		t.Errorf("node-local copies left in /tmp: %v", copies())
 	}
 }
