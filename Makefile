@@ -7,8 +7,11 @@
 #   make check    fast checks run before make test: gofmt, vet (amd64, arm64), staticcheck,
 #                 go mod tidy, go test -race -short of the packages that need no root (mk/check.mk)
 #   make fresh    the README's set-up commands in a clean Debian 12 chroot from a clone of HEAD (mk/fresh.sh)
-#   make demo     ~1 min: native vs dlbundle exec at 1 and 16 ranks on a contended FUSE file system
+#   make demo     ~1 min: native vs dlbundle exec and launcher-less (dlbundle env) at 1 and 16 ranks
+#                 on a contended FUSE file system
 #   make bench    benchmarks; results go to docs/benchmarks.md
+#   make install  bin/dlbundle, the Slurm and Flux plugins where the installed Slurm and Flux
+#                 find them (PREFIX, DESTDIR; docs/install.md); make uninstall removes them
 #
 # Each area of the tree adds its own targets in mk/<area>.mk and appends to the
 # variables below, so that no two areas edit the same lines.

@@ -70,15 +70,20 @@ func TestDemoSmoke(t *testing.T) {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
 	t.Logf("screen:\n%s", screen.String())
-	// N=1: all four modes; N=2: native and warm only.
-	if len(res.Rows) != 6 {
-		t.Errorf("%d rows, want 6", len(res.Rows))
+	// N=1: all five modes; N=2: native, warm and env (launcher-less) only.
+	if len(res.Rows) != 8 {
+		t.Errorf("%d rows, want 8", len(res.Rows))
 	}
 	for _, n := range opts.Ranks {
 		nat, ok1 := res.row("loadtest", ModeNative, n)
 		warm, ok2 := res.row("loadtest", ModeWarm, n)
 		if !ok1 || !ok2 || nat.MetaOps == 0 || warm.MetaOps >= nat.MetaOps {
 			t.Errorf("N=%d: native %d metadata ops, warm %d: want warm < native", n, nat.MetaOps, warm.MetaOps)
+		}
+		// Launcher-less: the ranks start with dlbundle env's variables and
+		// are served from the stage as under exec.
+		if env, ok := res.row("loadtest", ModeEnv, n); !ok || env.Err != "" || env.MetaOps >= nat.MetaOps {
+			t.Errorf("N=%d: env row %+v: want it run, with fewer metadata ops than native (%d)", n, env, nat.MetaOps)
 		}
 		if nat.CPU <= 0 || warm.CPU <= 0 {
 			t.Errorf("N=%d: ranks' CPU time native %v, warm %v: not measured (the CPU-bound mark needs it)", n, nat.CPU, warm.CPU)
@@ -102,10 +107,10 @@ func TestDemoSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Native and warm ran at 1 and 2 ranks (a line each); ideal and cold at
-	// 1 only (a point each, no line).
-	if n, c := wellFormedXML(t, svg), strings.Count(string(svg), "(measured)</title></circle>"); n != 2 || c != 6 {
-		t.Errorf("SVG has %d polylines and %d points, want 2 (native, warm) and one point per row (6)", n, c)
+	// Native, warm and env ran at 1 and 2 ranks (a line each); ideal and
+	// cold at 1 only (a point each, no line).
+	if n, c := wellFormedXML(t, svg), strings.Count(string(svg), "(measured)</title></circle>"); n != 3 || c != 8 {
+		t.Errorf("SVG has %d polylines and %d points, want 3 (native, warm, env) and one point per row (8)", n, c)
 	}
 	if st, err := os.Stat(filepath.Join(out, DemoCSV)); err != nil || st.Size() == 0 {
 		t.Errorf("%s not written: %v", DemoCSV, err)

@@ -24,6 +24,10 @@ const (
 	ModeIdeal  = "ideal"         // from a tmpfs copy, no tool: a file system that costs nothing
 	ModeCold   = "dlbundle-cold" // dlbundle exec, empty stage dir: the first rank stages
 	ModeWarm   = "dlbundle-warm" // dlbundle exec, stage reused
+	// ModeEnv: stage reused, no launcher: the ranks start with the variables
+	// `dlbundle env` printed, as the Slurm and Flux plugins give every task
+	// (one env run per node and step, before the ranks; not in the time).
+	ModeEnv = "dlbundle-env"
 )
 
 // Options say what to measure.
@@ -269,6 +273,13 @@ func (b *bench) run(ctx context.Context, res *Results) error {
 				runRanks(ctx, 1, asJob(l, ModeCold))
 			}
 			add(ModeWarm, l)
+			if b.opts.Skip == nil || !b.opts.Skip(ModeEnv, n) {
+				if el, err := b.envLaunch(ctx, stage); err != nil {
+					res.Rows = append(res.Rows, Row{Scenario: b.sc.name, Mode: ModeEnv, Ranks: n, Err: err.Error()})
+				} else {
+					add(ModeEnv, el)
+				}
+			}
 		}
 	}
 	return nil
@@ -475,6 +486,42 @@ func asJob(l launch, mode string) launch {
 	jobs++
 	l.env = append(slices.Clone(l.env), fmt.Sprintf("SLURM_JOB_ID=%d", 9000+jobs))
 	return l
+}
+
+// envLaunch is a rank started natively with the variables `dlbundle env`
+// gives for the stage in stage (what the launcher plugins do): run once, as
+// a plugin runs it once per node and step, here for a job of its own.
+func (b *bench) envLaunch(ctx context.Context, stage string) (launch, error) {
+	l := b.native
+	env := asJob(launch{env: l.env}, ModeWarm).env
+	cmd := exec.CommandContext(ctx, b.opts.Dlbundle, "env", "--format=env0", "--stage-dir", stage, b.image)
+	cmd.Env, cmd.Dir = env, b.work
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return l, fmt.Errorf("dlbundle env: %v\n%s", err, tail(stderr.String()))
+	}
+	vars := map[string]string{}
+	unset := map[string]bool{}
+	for _, kv := range strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			vars[k] = v
+		} else if kv != "" {
+			unset[kv] = true
+		}
+	}
+	l.env = nil
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, set := vars[k]; !set && !unset[k] {
+			l.env = append(l.env, kv)
+		}
+	}
+	for k, v := range vars {
+		l.env = append(l.env, k+"="+v)
+	}
+	return l, nil
 }
 
 // execLaunch is a rank running the app through dlbundle exec.

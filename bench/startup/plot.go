@@ -17,6 +17,7 @@ var modeStyle = []struct{ mode, color, dash string }{
 	{ModeIdeal, "#7f7f7f", "5,4"},
 	{ModeCold, "#9ecae1", ""},
 	{ModeWarm, "#1f77b4", ""},
+	{ModeEnv, "#2ca02c", ""},
 }
 
 // WriteSVG draws start-up time vs ranks for every scenario.

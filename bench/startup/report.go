@@ -118,6 +118,7 @@ func (r *Results) WriteMarkdown(w io.Writer, plot string) {
 		}
 	}
 	r.writeWarmPaths(w)
+	r.writeLauncherless(w)
 	r.writeGoals(w)
 	r.writeFirstRank(w)
 	r.writeProjection(w)
@@ -365,4 +366,27 @@ func opsCell(r Row, ok bool) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.1f", r.OpsPerRank())
+}
+
+// writeLauncherless compares warm starts through dlbundle exec with starts
+// in the environment dlbundle env gives (what the Slurm and Flux plugins
+// give every task): warm/ideal at each width, the goal at 16 ranks <= 1.05.
+func (r *Results) writeLauncherless(w io.Writer) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	header := false
+	for _, c := range r.Calibrations {
+		for _, env := range r.rowsOf(c.Scenario, ModeEnv) {
+			if !header {
+				p("\n## What sites run: launcher-less (dlbundle env, as the plugins) beside exec\n\n")
+				p("Warm stage; `env`: the ranks start natively with the variables `dlbundle env` printed once for the job (as the Slurm and Flux plugins give every task; that one run is not in the time). Goal for env at 16 ranks: warm/ideal <= 1.05.\n\n")
+				p("| app | ranks | ideal | exec warm | env warm | exec warm / ideal | env warm / ideal |\n|---|---:|---:|---:|---:|---:|---:|\n")
+				header = true
+			}
+			id, okI := r.row(c.Scenario, ModeIdeal, env.Ranks)
+			warm, okW := r.row(c.Scenario, ModeWarm, env.Ranks)
+			okE := env.Err == ""
+			p("| %s | %d | %s | %s | %s | %s | %s |\n", c.Scenario, env.Ranks, cellOK(id, okI), cellOK(warm, okW), cellOK(env, okE),
+				ratioCell(warm, id, okW && okI), ratioCell(env, id, okE && okI))
+		}
+	}
 }

@@ -77,8 +77,8 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s: slowfs counted no metadata operations for a native rank", c.Scenario)
 		}
 	}
-	if want := 2 * 4; len(res.Rows) != want {
-		t.Fatalf("%d rows, want %d (2 scenarios x 4 modes)", len(res.Rows), want)
+	if want := 2 * 5; len(res.Rows) != want {
+		t.Fatalf("%d rows, want %d (2 scenarios x 5 modes: native, ideal, cold, warm, env)", len(res.Rows), want)
 	}
 	for _, row := range res.Rows {
 		if row.Err != "" {

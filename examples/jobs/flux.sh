@@ -1,7 +1,8 @@
 #!/bin/sh
 # Flux: the job shell plugin launchers/flux/dlbundle.lua, installed for
-# every job in the shell's lua.d (e.g. /etc/flux/shell/lua.d/dlbundle.lua),
-# or for one job with -o userrc=/path/to/dlbundle.lua. Once per node and
+# every job in the job shell's lua.d, <flux prefix>/etc/flux/shell/lua.d
+# (beside `flux config builtin shell_initrc`; make install puts it there,
+# docs/install.md), or for one job with -o userrc=/path/to/dlbundle.lua. Once per node and
 # job it runs `dlbundle env IMAGE` (dlbundle from the job's PATH, or
 # $DLBUNDLE) and gives the tasks the loader shim's variables.
 #

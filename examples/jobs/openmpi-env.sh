@@ -5,7 +5,8 @@
 #
 #   sbatch -N 8 --ntasks-per-node=32 openmpi-env.sh   (or under PBS, LSF...)
 #
-# 1. Stage on every node of the allocation (one process per node).
+# 1. Stage on every node of the allocation (one process per node; NP,
+#    if set, is the app's rank count only).
 # 2. `dlbundle env` on this node prints the variables; the stage's path is
 #    the same on every node (stage dir + the image's digest), as long as the
 #    stage dir is: no %n or %h pattern, and not a squatted default (a node
@@ -19,10 +20,12 @@ IMAGE=${IMAGE:-/shared/$USER/myapp.dlimg}
 APP=${APP:-./myapp input.nml}
 
 args=()
-if [ -n "${NP:-}" ]; then args+=(-np "$NP"); fi
 if [ -n "${DLBUNDLE_STAGE_DIR:-}" ]; then args+=(-x DLBUNDLE_STAGE_DIR); fi
 
+# Staging is one process per node whatever NP is: the map decides the count
+# (an -np here would ask for more processes than ppr:1:node allows).
 mpirun "${args[@]}" --map-by ppr:1:node "$DLBUNDLE" stage -q "$IMAGE"
+if [ -n "${NP:-}" ]; then args+=(-np "$NP"); fi
 vars=$(mktemp)
 trap 'rm -f "$vars"' EXIT
 "$DLBUNDLE" env --format=env0 "$IMAGE" > "$vars"

@@ -133,7 +133,8 @@ func TestPBSExample(t *testing.T) {
 // the script stages once per node, passes env's variables with mpirun -x,
 // and every rank (under strace, which inherits them) starts from the
 // stage, makes no call on a path the image decides and prints what it
-// prints natively.
+// prints natively. With NP=4 the app runs 4 ranks and staging still one
+// process per node.
 func TestOpenMPIEnvExample(t *testing.T) {
 	argv := demoApp(t)
 	work, img, decides := pilotImage(t, "openmpi-env", argv)
@@ -150,6 +151,17 @@ func TestOpenMPIEnvExample(t *testing.T) {
 		}
 	}
 	rankCalls(t, filepath.Join(work, "strace"), "rank.", 6, decides)
+	// NP is the app's rank count only: staging stays one process per node
+	// (an -np 4 there is more than --map-by ppr:1:node can place on 3 nodes).
+	four, _ := example(t, "openmpi-env.sh", append(env, "APP="+argv[0], "NP=4"), "-N3", "--ntasks-per-node=2")
+	if n := strings.Count(four, "checksum"); n != 4 {
+		t.Errorf("NP=4: %d ranks printed, want 4:\n%s", n, four)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(four), "\n") {
+		if !strings.Contains(native, l) {
+			t.Errorf("NP=4: rank printed %q, not a line of the native run:\n%s", l, native)
+		}
+	}
 	for _, n := range shared.Nodes {
 		if s := stagesOn(t, n, "/dev/shm/t-openmpi-env"); len(s) != 1 {
 			t.Errorf("%s has stages %v, want exactly one", n, s)

@@ -15,6 +15,9 @@
 --   -o dlbundle=IMAGE          a .dlimg file or oci://REF ("none": off)
 --   -o dlbundle-fallback       a failed stage runs the tasks natively
 --                              (else the job ends with dlbundle's message)
+--   -o dlbundle-bcast          read the image once per job (the first node)
+--                              and spread it with flux archive; every node
+--                              stages its copy and removes it
 -- dlbundle is found in the job's PATH, or set DLBUNDLE in the job's
 -- environment to its path; DLBUNDLE_STAGE_DIR is honoured as by exec.
 
@@ -25,16 +28,20 @@ if type(image) ~= "string" or image == "" then
     return
 end
 
+if shell.options["dlbundle-bcast"] and string.match(image, "^oci://") then
+    shell.die("dlbundle: -o dlbundle-bcast needs an image file (" .. image .. " is a registry's: each node pulls it; drop -o dlbundle-bcast)")
+    return
+end
+
 -- quote makes s one word for sh: single quotes, a quote inside closed,
 -- escaped and reopened.
 local function quote(s)
     return "'" .. string.gsub(s, "'", "'\\''") .. "'"
 end
 
--- command is the sh command line that runs dlbundle env with the job's
--- environment (env -i: nothing of the shell's own), in the job's
--- directory (a relative image is the user's), stderr to errfile.
-local function command(errfile)
+-- jobenv is "env -i NAME=VALUE...": the job's environment (nothing of the
+-- shell's own), for the commands below.
+local function jobenv()
     local words = {}
     local env = shell.getenv()
     -- The job id names the alias (the job's later steps on this node find
@@ -48,11 +55,61 @@ local function command(errfile)
             table.insert(words, quote(k .. "=" .. v))
         end
     end
-    local bin = env.DLBUNDLE or "dlbundle"
     local cd = ""
     if env.PWD then cd = "cd " .. quote(env.PWD) .. " 2>/dev/null; " end
-    return cd .. "exec /usr/bin/env -i " .. table.concat(words, " ") .. " " .. quote(bin) ..
-        " env --format=env0 -- " .. quote(image) .. " 2>" .. quote(errfile)
+    return cd .. "exec /usr/bin/env -i " .. table.concat(words, " "), env.DLBUNDLE or "dlbundle"
+end
+
+-- bcastScript: with -o dlbundle-bcast, the image is read once per job, by
+-- the first job shell, into a Flux file archive in the job's own KVS
+-- namespace (FLUX_KVS_NAMESPACE: only the job's user and the instance owner
+-- reach it), which the brokers' tree spreads; every job shell extracts it
+-- into a new directory only this user can write (mktemp -d: 0700, a name no
+-- one can guess, as the sbcast recipe does), runs env on that copy (opened
+-- under the trust rule like any image; staged as usual, its digest checked)
+-- and removes the copy: the node keeps one copy, the stage. Not stage
+-- --consume: its record serves later launches that name the same path, and
+-- this path is the job shell's alone; and env run by a job shell is no rank
+-- of a launch, so it looks at the file itself, which --consume removed.
+-- $1 image, $2 its name, $3 1 in the first shell, $4 dlbundle, $5 the
+-- shell's own PATH (where flux is, if the job's PATH lacks it).
+local bcastScript = [[
+set -e
+PATH=$PATH:$5
+if [ "$3" = 1 ]; then
+    case $1 in */*) dir=${1%/*} ;; *) dir=. ;; esac
+    flux archive create --no-force-primary --overwrite -n dlbundle -C "${dir:-/}" "$2" ||
+        { echo "flux archive create of $1 failed (-o dlbundle-bcast)" >&2; exit 1; }
+fi
+d=$(mktemp -d "/tmp/dlbundle-bcast.XXXXXXXXXX")
+trap 'rm -rf "$d"' EXIT
+# Until the first shell has created it (extract --waitcreate fails at once
+# while the job's namespace has no archive directory yet).
+i=0
+until flux archive list --no-force-primary -n dlbundle >/dev/null 2>&1; do
+    i=$((i + 1))
+    [ $i -lt 6000 ] || { echo "no flux archive of $1 after 10 minutes (-o dlbundle-bcast)" >&2; exit 1; }
+    sleep 0.1
+done
+flux archive extract --no-force-primary -n dlbundle -C "$d" "$2" >&2 ||
+    { echo "flux archive extract of $2 failed (-o dlbundle-bcast)" >&2; exit 1; }
+"$4" env --format=env0 -- "$d/$2"
+]]
+
+-- command is the sh command line that runs dlbundle env with the job's
+-- environment in the job's directory (a relative image is the user's),
+-- stderr to errfile.
+local function command(errfile)
+    local prefix, bin = jobenv()
+    if shell.options["dlbundle-bcast"] then
+        local name = string.match(image, "([^/]+)$")
+        local first = "0"
+        if shell.info and shell.info.rank == 0 then first = "1" end
+        return prefix .. " /bin/sh -c " .. quote(bcastScript) .. " sh " .. quote(image) .. " " ..
+            quote(name) .. " " .. first .. " " .. quote(bin) .. " " .. quote(os.getenv("PATH") or "") ..
+            " 2>" .. quote(errfile)
+    end
+    return prefix .. " " .. quote(bin) .. " env --format=env0 -- " .. quote(image) .. " 2>" .. quote(errfile)
 end
 
 local function readfile(path)
@@ -79,7 +136,10 @@ local function stage()
         msg = string.gsub(msg, "\n%(use %-%-fallback.*$", "") -- env's own hint; ours follows
         if msg == "" then msg = "dlbundle env failed (exit " .. rc .. ")" end
         if shell.options["dlbundle-fallback"] then
-            shell.log_error("dlbundle: warning: " .. msg .. "; running the tasks natively (-o dlbundle-fallback)")
+            -- A warning, not an error: the job runs as asked. The shell's
+            -- Lua API has log (info), log_error and die; log is shown by
+            -- default, without the ERROR label log_error adds.
+            shell.log("dlbundle: warning: " .. msg .. "; running the tasks natively (-o dlbundle-fallback)")
             return
         end
         shell.die("dlbundle: " .. msg .. " (-o dlbundle-fallback runs the tasks natively instead)")
@@ -95,9 +155,20 @@ local function stage()
     end
 end
 
+-- The archive is the job's copy of the image in Flux's content store: once
+-- every shell has passed shell.init (the shells' barrier before the tasks
+-- start), each has its stage, and the first removes the archive.
+local function unarchive()
+    if not (shell.options["dlbundle-bcast"] and shell.info and shell.info.rank == 0) then return end
+    local prefix = jobenv()
+    os.execute(prefix .. " /bin/sh -c 'PATH=$PATH:$1; flux archive remove --no-force-primary -f -n dlbundle' sh " ..
+        quote(os.getenv("PATH") or "") .. " >/dev/null 2>&1")
+end
+
 plugin.register {
     name = "dlbundle",
     handlers = {
         { topic = "shell.init", fn = stage },
+        { topic = "shell.start", fn = unarchive },
     }
 }

@@ -50,7 +50,8 @@ func run(t *testing.T, dir string, env []string, name string, args ...string) (s
 // --test-size=3 runs the C app with RUNPATH and dlopen (the demo's) from the
 // stage: output as native, dlbundle env once per job shell, and task by
 // task no call on a path the image decides (strace). A missing image ends
-// the job with dlbundle's message; -o dlbundle-fallback runs it natively.
+// the job with dlbundle's message; -o dlbundle-fallback runs it natively,
+// with a warning (not an ERROR line).
 func TestFluxRunDlbundle(t *testing.T) {
 	flux := fluxBin(t)
 	for _, tool := range []string{"strace", "gcc"} {
@@ -127,6 +128,10 @@ func TestFluxRunDlbundle(t *testing.T) {
 	}
 	if rc := strings.TrimSpace(read("fallback.rc")); rc != "0" || strings.Count(read("fallback.out"), "checksum") != 6 {
 		t.Errorf("missing image with -o dlbundle-fallback: exit %s, want 6 native tasks:\n%s", rc, read("fallback.out"))
+	}
+	// The fallback is what the user asked for: a warning, not an error.
+	if out := read("fallback.out"); !strings.Contains(out, "dlbundle: warning:") || strings.Contains(out, "ERROR") {
+		t.Errorf("missing image with -o dlbundle-fallback: want dlbundle's warning, no ERROR line:\n%s", out)
 	}
 
 	decides := imageDecides(t, img)

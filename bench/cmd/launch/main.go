@@ -6,8 +6,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/dlbundle/dlbundle/bench/launch"
 )
@@ -29,11 +31,21 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	f, err := os.Create(filepath.Join(*out, "launch.md"))
+	// The "## Flux" section comes from the Flux tests (launchers/flux), not
+	// from this run: it is kept as it was.
+	path := filepath.Join(*out, "launch.md")
+	var flux string
+	if old, err := os.ReadFile(path); err == nil {
+		if i := strings.Index(string(old), "\n## Flux\n"); i >= 0 {
+			flux = string(old[i:])
+		}
+	}
+	f, err := os.Create(path)
 	if err != nil {
 		fail(err)
 	}
 	res.Markdown(f)
+	io.WriteString(f, flux)
 	if err := f.Close(); err != nil {
 		fail(err)
 	}

@@ -42,9 +42,10 @@ func main() {
 
 Builds each scenario's app tree inside the source directory of slowfs (a FUSE
 file system whose metadata operations queue on one server), then for every
-rank count starts that many ranks at the same instant in four modes: native
+rank count starts that many ranks at the same instant in five modes: native
 (from the mount), ideal (a tmpfs copy), dlbundle-cold (dlbundle exec, empty
-stage dir) and dlbundle-warm (stage reused). Writes results.csv, startup.svg
+stage dir), dlbundle-warm (stage reused) and dlbundle-env (stage reused, no
+launcher: the variables dlbundle env gives, as the Slurm and Flux plugins). Writes results.csv, startup.svg
 and startup.md to --out. Needs root, or fusermount3 (package fuse3).
 
     startup                                     # what make bench-startup runs
