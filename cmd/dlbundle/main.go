@@ -70,6 +70,9 @@ func main() {
 	if out := os.Getenv(autoTraceVar); out != "" {
 		autoTrace(out) // the Slurm plugin's --dlbundle=auto (autotrace.go); does not return
 	}
+	if base := os.Getenv(autoBuildVar); base != "" {
+		autoBuild(base) // the same, once the traced task has ended; does not return
+	}
 	// Package init ran on one P (internal/oneproc). Only a warm exec and
 	// the trace stub, which exec the app at once, stay there; exec
 	// restores GOMAXPROCS itself when it has to stage.

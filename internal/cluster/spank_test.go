@@ -175,6 +175,65 @@ func TestSpankDlbundleFailureEndsStep(t *testing.T) {
 	}
 }
 
+// TestSpankDlbundleFailureEndsStepOptional: under an `optional`
+// plugstack.conf line, where Slurm 22.05 ignores the errors a plugin
+// returns, a missing and a corrupt image still fail the step: srun exits
+// non-zero, no task runs natively, and srun's output carries dlbundle's
+// message once, with srun's own option as the one hint.
+func TestSpankDlbundleFailureEndsStepOptional(t *testing.T) {
+	needSpank(t)
+	p := newProbe(t, "spankoptional")
+	restore := plugstackLine(t, "optional", "")
+	defer restore()
+	corrupt := filepath.Join(shared.Shared, "spank-optional-corrupt.dlimg")
+	b, err := os.ReadFile(p.image[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(corrupt, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(shared.Shared, "no-such-optional.dlimg")
+	for _, img := range []string{missing, corrupt} {
+		r := srunDlbundle(t, "/dev/shm/t-spank-optional", "-N3", "--ntasks-per-node=2", "--dlbundle="+img, p.native[1])
+		t.Logf("%s: exit %d\n%s", filepath.Base(img), r.code, r.out)
+		if r.code == 0 || strings.Contains(r.out, "version=") || strings.Contains(r.out, "staged=") {
+			t.Errorf("%s under an optional line: srun exit %d and the tasks ran:\n%s", filepath.Base(img), r.code, r.out)
+		}
+		if !strings.Contains(r.out, "dlbundle: ") || !strings.Contains(r.out, filepath.Base(img)) {
+			t.Errorf("%s: srun's output does not carry dlbundle's message naming the image:\n%s", filepath.Base(img), r.out)
+		}
+		if strings.Contains(r.out, "use --fallback") || strings.Contains(r.out, "usage: dlbundle") {
+			t.Errorf("%s: srun's output gives dlbundle's own hint or usage, not srun's:\n%s", filepath.Base(img), r.out)
+		}
+		if !strings.Contains(r.out, "--dlbundle-fallback") {
+			t.Errorf("%s: srun's output does not name --dlbundle-fallback:\n%s", filepath.Base(img), r.out)
+		}
+	}
+}
+
+// plugstackLine rewrites the plugin's plugstack.conf line with the control
+// word (required, optional) and extra arguments (srun and slurmstepd read
+// the file at each step); the returned function puts it back.
+func plugstackLine(t *testing.T, control, args string) func() {
+	t.Helper()
+	conf := filepath.Join(tools, "plugstack.conf")
+	orig, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(orig))
+	f[0] = control
+	line := strings.Join(f, " ")
+	if args != "" {
+		line += " " + args
+	}
+	if err := os.WriteFile(conf, []byte(line+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return func() { os.WriteFile(conf, orig, 0o644) }
+}
+
 // srunRankStrace runs one task under strace, its log named after its rank.
 // The task itself (this script) is started by slurmstepd with the plugin's
 // variables, so strace and the app inherit them.
