@@ -460,3 +460,120 @@ func TestSpankAuto(t *testing.T) {
 		}
 	}
 }
+
+// srunBounded runs srun as srunDlbundle does, killed after limit (a step
+// the plugin hangs would otherwise hang the test); hung says so.
+func srunBounded(t *testing.T, limit time.Duration, stageDir string, args ...string) (r result, hung bool) {
+	t.Helper()
+	cmd := shared.Command("srun", args...)
+	cmd.Env = append(cmd.Env, "DLBUNDLE_STAGE_DIR="+stageDir)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(limit, func() { hung = true; cmd.Process.Kill() })
+	cmd.Wait()
+	timer.Stop()
+	return result{out.String(), cmd.ProcessState.ExitCode()}, hung
+}
+
+// TestSpankChildBounded: what the plugin runs as dlbundle cannot hang the
+// step. A child that writes 100 KiB to stderr before anything else (more
+// than a pipe holds) fails the step with its text, escaped (a control
+// byte shown as \x01) and cut; a child that never exits is killed at
+// plugstack.conf's timeout= and the step fails naming the setting.
+func TestSpankChildBounded(t *testing.T) {
+	needSpank(t)
+	p := newProbe(t, "spankchild")
+	noisy := filepath.Join(tools, "dlbundle-noisy")
+	write(t, noisy, "#!/bin/sh\nprintf 'noisy\\001child\\n' >&2\nhead -c 102400 /dev/zero | tr '\\000' e >&2\nexit 1\n")
+	stuck := filepath.Join(tools, "dlbundle-stuck")
+	write(t, stuck, "#!/bin/sh\nexec sleep 987654\n")
+	os.Chmod(noisy, 0o755)
+	os.Chmod(stuck, 0o755)
+
+	restore := plugstackLine(t, "optional", "dlbundle="+noisy)
+	r, hung := srunBounded(t, 90*time.Second, "/dev/shm/t-spank-child", "-N3", "--ntasks-per-node=1", "--dlbundle="+p.image[1], p.native[1])
+	restore()
+	if hung {
+		t.Fatalf("a dlbundle writing 100 KiB to stderr first: srun still running after 90 s\n%s", r.out)
+	}
+	if r.code == 0 || strings.Contains(r.out, "staged=") {
+		t.Errorf("a dlbundle that failed: srun exit %d and the tasks ran:\n%s", r.code, r.out)
+	}
+	if !strings.Contains(r.out, `noisy\x01child`) || strings.Contains(r.out, "noisy\x01") {
+		t.Errorf("the child's text is not shown escaped:\n%.2000s", r.out)
+	}
+	if len(r.out) > 3*8192 {
+		t.Errorf("srun's output holds %d bytes of the child's 100 KiB; want it bounded", len(r.out))
+	}
+
+	restore = plugstackLine(t, "optional", "dlbundle="+stuck+" timeout=3")
+	r, hung = srunBounded(t, 90*time.Second, "/dev/shm/t-spank-child", "-N3", "--ntasks-per-node=1", "--dlbundle="+p.image[1], p.native[1])
+	restore()
+	if hung {
+		t.Fatalf("a dlbundle that never exits, timeout=3: srun still running after 90 s\n%s", r.out)
+	}
+	if r.code == 0 || strings.Contains(r.out, "staged=") || !strings.Contains(r.out, "timeout=") {
+		t.Errorf("a dlbundle killed at the timeout: srun exit %d; want the step failed naming timeout=:\n%s", r.code, r.out)
+	}
+	if out, _ := exec.Command("pgrep", "-f", "sleep 987654").Output(); len(out) > 0 {
+		t.Errorf("the child outlived the timeout: pids %s", out)
+	}
+}
+
+// TestSpankAutoBareCommand: srun --dlbundle=auto:DIR python3 SCRIPT (a
+// bare command: srun 22.05 passes it as given, slurmstepd finds it in the
+// task's PATH) traces the first step and serves the later ones; another
+// script under the same interpreter gets its own image, traced in its own
+// first step.
+func TestSpankAutoBareCommand(t *testing.T) {
+	needSpank(t)
+	dir := filepath.Join(shared.Shared, fmt.Sprintf("auto-bare-%d", time.Now().UnixNano()))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := func(name string) string {
+		s := filepath.Join(dir, name+".py")
+		write(t, s, fmt.Sprintf("import os\nprint('script=%s staged=' + ('yes' if os.environ.get('DLBUNDLE_STAGE') else 'no'))\n", name))
+		return s
+	}
+	a, b := script("a"), script("b")
+	auto := filepath.Join(dir, "images")
+	stage := "/dev/shm/t-spank-auto-bare"
+	images := func(want int) []string {
+		var imgs []string
+		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			if imgs, _ = filepath.Glob(filepath.Join(auto, "auto-*.dlimg")); len(imgs) >= want {
+				break
+			}
+		}
+		if len(imgs) != want {
+			logs, _ := filepath.Glob(filepath.Join(auto, "*.log"))
+			var text []byte
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				text = append(text, b...)
+			}
+			t.Fatalf("%d images in %s, want %d\n%s\n%s", len(imgs), auto, want, text, shared.Logs())
+		}
+		return imgs
+	}
+	step := func(script, name, staged string) {
+		t.Helper()
+		r := srunDlbundle(t, stage, "-N3", "--ntasks-per-node=1", "--dlbundle=auto:"+auto, "python3", script)
+		if want := "script=" + name + " staged=" + staged; r.code != 0 || strings.Count(r.out, want) != 3 {
+			t.Fatalf("srun --dlbundle=auto python3 %s: exit %d; want 3 lines %q:\n%s", filepath.Base(script), r.code, want, r.out)
+		}
+	}
+	step(a, "a", "no") // traced
+	first := images(1)
+	step(a, "a", "yes") // served from a's image
+	step(b, "b", "no")  // b has none yet: traced, not served from a's
+	both := images(2)
+	step(b, "b", "yes")
+	if both[0] != first[0] && both[1] != first[0] {
+		t.Errorf("a's image %s is gone after b's build: %v", first[0], both)
+	}
+}
