@@ -577,3 +577,51 @@ func TestSpankAutoBareCommand(t *testing.T) {
 		t.Errorf("a's image %s is gone after b's build: %v", first[0], both)
 	}
 }
+
+// TestSpankBcast: srun --dlbundle=IMAGE --dlbundle-bcast on 3 nodes x 2
+// ranks reads the image from the shared file system once for the step
+// (srun's sbcast; slurmd's tree copies it node to node) where the plain
+// plugin reads it once per node; each node stages its copy and removes it
+// (--consume). plugstack.conf's bcast=1 does the same for every step.
+func TestSpankBcast(t *testing.T) {
+	needSpank(t)
+	p := newProbe(t, "spankbcast")
+	img := p.image[1]
+	st, err := os.Stat(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	measure := func(name string, args ...string) (opens, bytes uint64) {
+		t.Helper()
+		sfs.Reset()
+		start := time.Now()
+		r := srunDlbundle(t, "/dev/shm/t-spank-bcast-"+name, append([]string{"-N3", "--ntasks-per-node=2", "--dlbundle=" + img}, append(args, p.original)...)...)
+		if r.code != 0 {
+			t.Fatalf("%s: srun exit %d\n%s\n%s", name, r.code, r.out, shared.Logs())
+		}
+		ranks(t, r.out, 6, 1, p)
+		s := sfs.Stats()
+		t.Logf("%s: 3 nodes x 2 ranks, %v; shared file system: %d opens, %d reads, %d bytes (image %d bytes)",
+			name, time.Since(start).Round(time.Millisecond), s.Open, s.Read, s.BytesRead, st.Size())
+		return s.Open, s.BytesRead
+	}
+	_, plainBytes := measure("plain")
+	if plainBytes < 3*uint64(st.Size()) {
+		t.Fatalf("without bcast the step read %d bytes; want 3 reads of the %d-byte image, or the count cannot work", plainBytes, st.Size())
+	}
+	opens, bytes := measure("bcast", "--dlbundle-bcast")
+	if opens != 1 || bytes < uint64(st.Size()) || bytes > uint64(st.Size())*3/2 {
+		t.Errorf("--dlbundle-bcast: %d opens, %d bytes read of the shared file system; want the %d-byte image opened and read once", opens, bytes, st.Size())
+	}
+	for _, n := range shared.Nodes {
+		if left, _ := shared.OnNode(n, "sh", "-c", "ls /tmp/dlbundle-bcast-* 2>/dev/null").Output(); len(left) != 0 {
+			t.Errorf("%s keeps the sbcast copy next to the stage: %s", n, left)
+		}
+	}
+	restore := plugstackLine(t, "required", "bcast=1")
+	opens, _ = measure("bcast-default")
+	restore()
+	if opens != 1 {
+		t.Errorf("plugstack.conf bcast=1: the image opened %d times; want once", opens)
+	}
+}

@@ -70,6 +70,9 @@ SPANK_PLUGIN(dlbundle, 1);
 
 static char opt_image[ARG_MAX_LEN];   /* --dlbundle=IMAGE, or default= */
 static int opt_fallback;              /* --dlbundle-fallback, or fallback */
+static int opt_bcast;                 /* --dlbundle-bcast, or bcast=1 */
+static int child_local;               /* run_child in srun: already the user */
+static char bcast_local[ARG_MAX_LEN]; /* the node-local copy sbcast wrote */
 static char conf_dlbundle[ARG_MAX_LEN] = "dlbundle";
 static char conf_stage_dir[ARG_MAX_LEN];
 static int conf_timeout = 300; /* seconds: timeout= */
@@ -98,6 +101,7 @@ static char dlbundle_path[ARG_MAX_LEN + ARG_MAX_LEN];
 static int opt_image_cb(int val, const char *optarg, int remote);
 static void step_fails(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int opt_fallback_cb(int val, const char *optarg, int remote);
+static int opt_bcast_cb(int val, const char *optarg, int remote);
 
 /* Registered in slurm_spank_init (spank_option_register) rather than
  * exported as spank_options: sbatch and salloc of Slurm 22.05 load the
@@ -113,6 +117,10 @@ static struct spank_option options[] = {
 	{"dlbundle-fallback", NULL,
 	 "If the image cannot be staged, warn and run the tasks natively instead of failing the step.", 0, 0,
 	 opt_fallback_cb},
+	{"dlbundle-bcast", NULL,
+	 "Read the image once for the step: srun copies it to every node with sbcast (slurmd's tree), and each node "
+	 "stages that copy and removes it.",
+	 0, 0, opt_bcast_cb},
 	SPANK_OPTIONS_TABLE_END,
 };
 
@@ -129,6 +137,15 @@ static int opt_image_cb(int val, const char *optarg, int remote)
 		return -1;
 	}
 	strcpy(opt_image, optarg);
+	return 0;
+}
+
+static int opt_bcast_cb(int val, const char *optarg, int remote)
+{
+	(void)val;
+	(void)optarg;
+	(void)remote;
+	opt_bcast = 1;
 	return 0;
 }
 
@@ -172,6 +189,10 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 			rc = copy_arg(opt_image, sizeof opt_image, av[i] + 8, "default");
 		else if (!strcmp(av[i], "fallback"))
 			opt_fallback = 1;
+		else if (!strcmp(av[i], "bcast=1") || !strcmp(av[i], "bcast"))
+			opt_bcast = 1;
+		else if (!strcmp(av[i], "bcast=0"))
+			opt_bcast = 0;
 		else if (!strncmp(av[i], "timeout=", 8)) {
 			char *end;
 			long v = strtol(av[i] + 8, &end, 10);
@@ -183,7 +204,7 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 		}
 		else {
 			slurm_error("dlbundle: unknown plugstack.conf argument %s (known: dlbundle=PATH stage_dir=DIR "
-				    "fallback default=IMAGE timeout=SECONDS)",
+				    "fallback default=IMAGE timeout=SECONDS bcast=1)",
 				    av[i]);
 			rc = -1;
 		}
@@ -348,7 +369,7 @@ static int run_child(spank_t sp, const char *prog, const char *path, char *const
 		int null = open("/dev/null", O_RDONLY);
 		if (null >= 0)
 			dup2(null, 0);
-		if (become_user(sp) != 0) {
+		if (!child_local && become_user(sp) != 0) {
 			static const char m[] = "cannot become the job's user (setresuid, setgroups or no_new_privs failed)\n";
 			write(2, m, sizeof m - 1);
 			_exit(126);
@@ -485,8 +506,13 @@ static char **job_envp(spank_t sp, char **env, char *const extra[])
  * image is the user's), and keeps its output in env_buf and its message in
  * msg (raw: escaped where it is shown). It returns dlbundle's exit status,
  * or -1 with msg set. */
-static int run_env(spank_t sp, char *msg, size_t msgsize)
+static int run_env(spank_t sp, int consume, char *msg, size_t msgsize)
 {
+	/* consume: `dlbundle stage -q --consume IMAGE` instead, for the copy
+	 * sbcast left on the node (--dlbundle-bcast): staged, then removed,
+	 * with a record through which env finds the stage. */
+	static char scratch[MSG_MAX_LEN];
+	const char *verb = consume ? "dlbundle stage --consume" : "dlbundle env";
 	char **env = NULL;
 	if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS) {
 		snprintf(msg, msgsize, "cannot read the job's environment");
@@ -506,11 +532,17 @@ static int run_env(spank_t sp, char *msg, size_t msgsize)
 		snprintf(msg, msgsize, "out of memory");
 		return -1;
 	}
-	char *argv[8];
+	char *argv[10];
 	int a = 0;
 	argv[a++] = conf_dlbundle;
-	argv[a++] = "env";
-	argv[a++] = "--format=env0";
+	if (consume) {
+		argv[a++] = "stage";
+		argv[a++] = "-q";
+		argv[a++] = "--consume";
+	} else {
+		argv[a++] = "env";
+		argv[a++] = "--format=env0";
+	}
 	if (conf_stage_dir[0]) {
 		argv[a++] = "--stage-dir";
 		argv[a++] = conf_stage_dir;
@@ -521,8 +553,9 @@ static int run_env(spank_t sp, char *msg, size_t msgsize)
 	const char *path = job_env_get(env, "PATH");
 	struct child c;
 	int rc = run_child(sp, conf_dlbundle, path ? path : "/usr/local/bin:/usr/bin:/bin", argv, envp,
-			   job_env_get(env, "PWD"), opt_image[0] != '/' && strncmp(opt_image, "oci://", 6), env_buf,
-			   sizeof env_buf, msg, msgsize - 1, &c, msg, msgsize);
+			   job_env_get(env, "PWD"), opt_image[0] != '/' && strncmp(opt_image, "oci://", 6),
+			   consume ? scratch : env_buf, consume ? sizeof scratch : sizeof env_buf, msg, msgsize - 1, &c, msg,
+			   msgsize);
 	free(envp);
 	if (rc != 0)
 		return -1;
@@ -532,12 +565,20 @@ static int run_env(spank_t sp, char *msg, size_t msgsize)
 		msg[--m] = 0;
 	if (c.timed_out) {
 		snprintf(msg, msgsize,
-			 "dlbundle env %.1024s did not end within %d seconds and was killed (plugstack.conf's timeout=)",
+			 "%s %.1024s did not end within %d seconds and was killed (plugstack.conf's timeout=)", verb,
 			 opt_image, conf_timeout);
 		return -1;
 	}
 	if (c.status < 0)
 		return -1;
+	if (consume) {
+		if (WIFSIGNALED(c.status)) {
+			snprintf(msg + strlen(msg), msgsize - strlen(msg), "%s%s was killed by signal %d", msg[0] ? "; " : "",
+				 verb, WTERMSIG(c.status));
+			return -1;
+		}
+		return WEXITSTATUS(c.status);
+	}
 	if (c.out_trunc) {
 		snprintf(msg, msgsize, "dlbundle env's output is larger than 64 KiB");
 		return -1;
@@ -827,6 +868,78 @@ int slurm_spank_task_exit(spank_t sp, int ac, char **av)
 	return 0;
 }
 
+/* bcast_applies says whether --dlbundle-bcast (or bcast=1) covers this
+ * step's image: a file (not oci://, not auto, not none). */
+static int bcast_applies(void)
+{
+	return opt_bcast && opt_image[0] && strcmp(opt_image, "none") && strncmp(opt_image, "oci://", 6) &&
+	       !(!strncmp(opt_image, "auto", 4) && (opt_image[4] == 0 || opt_image[4] == ':'));
+}
+
+/* bcast_name puts the node-local copy's path in bcast_local, the same in
+ * srun and on every node: node-local /tmp (sticky), the user, job and step
+ * (a new name each step: nothing left by an earlier one is reused) and a
+ * hash of the image as given. sbcast creates it with O_EXCL as the user:
+ * a name someone took first fails the step (dlbundle refuses a copy that
+ * is not the user's own), it is never written through. */
+static int bcast_name(spank_t sp)
+{
+	uint32_t jobid = 0, stepid = 0, uid = 0;
+	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_STEPID, &stepid) != ESPANK_SUCCESS)
+		return -1;
+	uid_t u;
+	if (spank_get_item(sp, S_JOB_UID, &u) == ESPANK_SUCCESS)
+		uid = (uint32_t)u;
+	else
+		uid = (uint32_t)getuid();
+	uint64_t h = fnv(1469598103934665603ULL, opt_image, strlen(opt_image));
+	snprintf(bcast_local, sizeof bcast_local, "/tmp/dlbundle-bcast-%u.%u.%u-%016llx.dlimg", uid, jobid, stepid,
+		 (unsigned long long)h);
+	return 0;
+}
+
+/* slurm_spank_local_user_init: in srun, once the step exists and before
+ * its tasks start. With --dlbundle-bcast, sbcast reads the image once
+ * and slurmd's tree copies it to every node of the job (as the user); each
+ * node's user_init stages that copy. */
+int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	if (spank_context() != S_CTX_LOCAL || !bcast_applies())
+		return 0;
+	uint32_t jobid = 0;
+	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS || bcast_name(sp) != 0) {
+		slurm_error("dlbundle: --dlbundle-bcast: the job's ids cannot be read in srun");
+		return -1;
+	}
+	static char jobarg[64];
+	snprintf(jobarg, sizeof jobarg, "--jobid=%u", jobid);
+	char *argv[] = {"sbcast", jobarg, opt_image, bcast_local, NULL};
+	extern char **environ;
+	static char out[MSG_MAX_LEN], err[MSG_MAX_LEN], msg[256];
+	struct child c;
+	const char *path = getenv("PATH");
+	child_local = 1; /* srun runs as the user */
+	int rc = run_child(sp, "sbcast", path ? path : "/usr/local/bin:/usr/bin:/bin", argv, environ, NULL, 0, out,
+			   sizeof out, err, sizeof err - 1, &c, msg, sizeof msg);
+	child_local = 0;
+	if (rc != 0) {
+		slurm_error("dlbundle: --dlbundle-bcast: cannot run sbcast: %s", msg);
+		return -1;
+	}
+	if (c.timed_out || c.status != 0) {
+		static char esc[MSG_MAX_LEN];
+		escape(esc, sizeof esc, err, c.err_len, 0);
+		/* the nodes find no copy and fail the step, naming the image */
+		slurm_error("dlbundle: --dlbundle-bcast: sbcast %s %s: %s%s", opt_image, bcast_local,
+			    c.timed_out ? "killed at plugstack.conf's timeout=" : "failed", esc[0] ? esc : "");
+		return -1;
+	}
+	return 0;
+}
+
 /* wanted says whether this step asked for an image: srun steps only (not
  * the batch script, whose bash would run under the shim, nor the extern
  * step). */
@@ -848,6 +961,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 	(void)av;
 	if (!wanted(sp))
 		return 0;
+	int bcast = bcast_applies(); /* as srun saw it: not an image auto found */
 	if (!strncmp(opt_image, "auto", 4) && (opt_image[4] == 0 || opt_image[4] == ':')) {
 		if (auto_setup(sp) != 0)
 			return 0; /* step_fails said why */
@@ -855,7 +969,27 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 			return 0; /* no image yet: natively, the first task traced */
 	}
 	char msg[MSG_MAX_LEN] = "";
-	int rc = run_env(sp, msg, sizeof msg);
+	int rc = 0;
+	if (bcast) {
+		/* the copy srun's sbcast left here: staged and removed (the
+		 * node keeps one copy, the stage), then env finds the stage */
+		static char given[ARG_MAX_LEN];
+		snprintf(given, sizeof given, "%s", opt_image);
+		if (bcast_name(sp) != 0) {
+			step_fails("--dlbundle-bcast: the job's ids cannot be read");
+			return 0;
+		}
+		strcpy(opt_image, bcast_local);
+		rc = run_env(sp, 1, msg, sizeof msg);
+		if (rc != 0) {
+			static char m2[MSG_MAX_LEN];
+			snprintf(m2, sizeof m2, "--dlbundle-bcast: the copy of %.1024s that sbcast was to leave on this node: %s",
+				 given, msg);
+			snprintf(msg, sizeof msg, "%s", m2);
+		}
+	}
+	if (rc == 0)
+		rc = run_env(sp, 0, msg, sizeof msg);
 	if (rc == 0) {
 		env_ready = 1;
 		return 0;
