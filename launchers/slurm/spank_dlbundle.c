@@ -26,6 +26,11 @@
  *   timeout=SECONDS how long a dlbundle the plugin runs may take (staging,
  *                   auto's build; default 300): then it is killed and the
  *                   step fails (or falls back)
+ *   bcast=1         --dlbundle-bcast for every step with a file image
+ *
+ * --dlbundle-bcast: srun (slurm_spank_local_user_init) copies the image to
+ * every node with sbcast, one read of the shared file system per step; each
+ * node stages its copy (dlbundle stage --consume) and removes it.
  *
  * --dlbundle=auto[:DIR] needs no image: see auto_setup.
  *
