@@ -45,12 +45,27 @@ func autoTrace(out string) {
 	}
 	oneproc.Restore()
 	// The auto dir, made as mkdir -p would, by the rule of every output: no
-	// component another user made in a directory every user can write.
-	if d, err := (&trustpath.Walker{Rule: trustpath.Write, Uid: uint32(os.Geteuid()), Create: true}).WalkDir(filepath.Dir(out)); err != nil {
-		fmt.Fprintf(os.Stderr, "dlbundle: --dlbundle=auto: cannot use %s: %v; give a directory of yours: --dlbundle=auto:DIR\n", filepath.Dir(out), err)
+	// component another user made in a directory every user can write. Its
+	// last component is made 0700 (it holds traces: argv, every path
+	// looked up), in the parent the walk trusted.
+	dir := filepath.Dir(out)
+	w := &trustpath.Walker{Rule: trustpath.Write, Uid: uint32(os.Geteuid()), Create: true}
+	parent, err := w.WalkDir(filepath.Dir(dir))
+	if err == nil {
+		if e := unix.Mkdirat(parent.FD, parent.Name(filepath.Base(dir)), 0o700); e != nil && e != unix.EEXIST {
+			err = e
+		}
+		parent.Close()
+	}
+	if err == nil {
+		var d *trustpath.Dir
+		if d, err = w.WalkDir(dir); err == nil {
+			d.Close()
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dlbundle: --dlbundle=auto: cannot use %s: %v; give a directory of yours: --dlbundle=auto:DIR\n", dir, err)
 		os.Exit(exitFailure)
-	} else {
-		d.Close()
 	}
 	c := &TraceCmd{Output: out, Quiet: true, Command: append([]string{argv0}, os.Args[1:]...)}
 	if err := c.Run(); err != nil { // Run exits with a failing app's status itself

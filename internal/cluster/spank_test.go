@@ -569,6 +569,9 @@ func TestSpankAutoBareCommand(t *testing.T) {
 	}
 	step(a, "a", "no") // traced
 	first := images(1)
+	if fi, err := os.Stat(auto); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the auto dir dlbundle made: %v %v; want mode 0700 (it holds traces)", fi.Mode(), err)
+	}
 	step(a, "a", "yes") // served from a's image
 	step(b, "b", "no")  // b has none yet: traced, not served from a's
 	both := images(2)
