@@ -220,6 +220,19 @@ func GC(ctx context.Context, dir string, opts GCOptions) (*GCResult, error) {
 			os.Remove(f)
 		}
 	}
+	if !opts.DryRun {
+		// A failure marker answers only the ranks that waited for the
+		// failing stager or came within failureReuse of it: one older than
+		// staleFailure answers no one (a finished job's, whose epilog ran
+		// no gc --job), so plain gc removes it too. We hold the lock: no
+		// waiter is between the failure and its reading.
+		failed, _ := filepath.Glob(filepath.Join(dir, failedPrefix+"*"))
+		for _, f := range failed {
+			if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > staleFailure {
+				os.Remove(f)
+			}
+		}
+	}
 	stages, err := ListStages(dir)
 	if err != nil {
 		return nil, err

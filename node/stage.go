@@ -148,7 +148,11 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 	// failed would otherwise open the image again (3 of 4 ranks did).
 	marker := failureMarker(req.Dir, req.Alias, req.Ref)
 	since := waited
-	if recent := time.Now().Add(-failureReuse); req.Alias != "" && (since.IsZero() || recent.Before(since)) {
+	// Only within a batch job (the alias starts with the job's prefix): an
+	// alias outside any job names the image file, not a launch, and the
+	// next command run by hand must try the image itself, not be told of
+	// an unrelated command's failure.
+	if recent := time.Now().Add(-failureReuse); strings.HasPrefix(req.Alias, "job-") && (since.IsZero() || recent.Before(since)) {
 		// (also for a rank that waited for another that had just taken
 		// the same failure: its wait began after the failure)
 		since = recent
@@ -271,6 +275,11 @@ func writeFailure(dir, marker string, err error) error {
 // failureReuse is how long a launch's failure answers its other ranks that
 // did not wait for it; a later attempt (the image fixed) tries again.
 var failureReuse = 10 * time.Second
+
+// staleFailure is the age past which gc removes a failure marker: far
+// beyond failureReuse, and a marker is read by a waiter just after the
+// failing stager lets the lock go, when it is new.
+var staleFailure = time.Minute
 
 // readFailure returns the failure recorded in marker if it was recorded
 // after since (while we waited), else nil: an older failure (an earlier job,

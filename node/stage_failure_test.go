@@ -259,3 +259,63 @@ func TestExecBadImageOpenedOncePerNode(t *testing.T) {
 		}
 	}
 }
+
+// A failure outside any batch job is not replayed to the next command run
+// by hand (its alias names the image file, not a launch): that command
+// opens the image itself, a moment later, and gets its own error.
+func TestStageFailureOutsideJobNotReplayed(t *testing.T) {
+	dir, err := OpenStageDir(filepath.Join(t.TempDir(), "stage"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opens atomic.Int32
+	req := StageRequest{Dir: dir, Alias: strings.Repeat("a", 64), Ref: "/images/app.dlimg",
+		Open: func(context.Context) (StageImage, func() error, error) {
+			opens.Add(1)
+			return nil, nil, errors.New("app.dlimg: not a dlbundle image")
+		}}
+	for i := range 2 {
+		_, err := Stage(context.Background(), req)
+		if err == nil || errors.Is(err, ErrStagedElsewhere) {
+			t.Errorf("command %d outside any job: %v; want its own error, not another process's", i, err)
+		}
+	}
+	if n := opens.Load(); n != 2 {
+		t.Errorf("the image was opened %d times by 2 commands outside any job; want 2", n)
+	}
+	// Inside a job, a rank a moment after the failure takes it (one open).
+	req.Alias = "job-5." + strings.Repeat("a", 64)
+	Stage(context.Background(), req)
+	if _, err := Stage(context.Background(), req); !errors.Is(err, ErrStagedElsewhere) {
+		t.Errorf("a rank of the same launch a moment later: %v; want the recorded failure", err)
+	}
+}
+
+// Plain gc (no --job) removes failure markers too old to answer anyone (a
+// finished job's: 13 piled up in an afternoon), and keeps a fresh one.
+func TestGCRemovesStaleFailureMarkers(t *testing.T) {
+	dir, err := OpenStageDir(filepath.Join(t.TempDir(), "stage"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := failureMarker(dir, "job-7."+strings.Repeat("b", 64), "/images/app.dlimg")
+	fresh := failureMarker(dir, "job-8."+strings.Repeat("c", 64), "/images/app.dlimg")
+	for _, m := range []string{old, fresh} {
+		if err := writeFailure(dir, m, errors.New("bad image")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	then := time.Now().Add(-2 * staleFailure)
+	if err := os.Chtimes(old, then, then); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := GC(context.Background(), dir, GCOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(old); err == nil {
+		t.Errorf("plain gc left the stale marker %s", filepath.Base(old))
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("plain gc removed a fresh marker: %v", err)
+	}
+}

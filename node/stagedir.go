@@ -61,7 +61,16 @@ func OpenStageDirFor(flag string) (dir string, squat *Squat, err error) {
 	return dir, squat, nil
 }
 
+// StageDirSourceEnv names, for the messages, who set the stage dir when a
+// launcher plugin passed its site's setting as --stage-dir (the Slurm
+// plugin's stage_dir= in plugstack.conf): the user cannot change it, the
+// site's administrator can.
+const StageDirSourceEnv = "DLBUNDLE_STAGE_DIR_SOURCE"
+
 func stageDirAdvice(err error, dir string, chosen bool) error {
+	if src := os.Getenv(StageDirSourceEnv); src != "" && chosen {
+		return fmt.Errorf("%w; %s is the site's setting (%s): ask the site's administrator for a stage dir that only its user can write (and whose ancestors only that user or root can)", err, dir, src)
+	}
 	if !chosen {
 		return fmt.Errorf("%w; use --stage-dir DIR (or %s) to stage elsewhere", err, StageDirEnv)
 	}

@@ -126,3 +126,15 @@ func TestStageDirAdvice(t *testing.T) {
 		t.Errorf("given dir: %q", got)
 	}
 }
+
+// A stage dir a launcher plugin took from the site's configuration (the
+// Slurm plugin's stage_dir= in plugstack.conf) is named as the site's
+// setting, for the administrator: the user neither gave it nor can change it.
+func TestStageDirAdviceSiteSetting(t *testing.T) {
+	t.Setenv(StageDirSourceEnv, "stage_dir= in Slurm's plugstack.conf")
+	base := refuseStageDir("/local/dlbundle", "is writable by others")
+	got := stageDirAdvice(base, "/local/dlbundle", true).Error()
+	if strings.Contains(got, "was given by --stage-dir") || !strings.Contains(got, "/local/dlbundle is the site's setting (stage_dir= in Slurm's plugstack.conf): ask the site's administrator") {
+		t.Errorf("site's dir: %q", got)
+	}
+}

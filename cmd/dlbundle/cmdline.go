@@ -275,6 +275,13 @@ func reportUsage(kctx *kong.Context, err error) {
 	if errors.As(err, &pe) {
 		err, kctx = pe.Unwrap(), pe.Context
 	}
+	if os.Getenv(launcherEnv) != "" {
+		// A launcher plugin wrote this command line, not the user: its
+		// usage would name a command the user never typed; the input
+		// the user gave (the image) and the launcher's hint are the news.
+		fmt.Fprintf(os.Stderr, "dlbundle %s: %v %s\n", verbName(kctx), err, fallbackHint())
+		os.Exit(exitUsage)
+	}
 	fmt.Fprintln(os.Stderr, usageLine(kctx, err))
 	os.Exit(exitUsage)
 }

@@ -103,7 +103,7 @@ func (c *EnvCmd) Run() error {
 	}
 	if err != nil {
 		if !c.Fallback {
-			return fmt.Errorf("%w (use --fallback to print no variable, so that the app runs natively, when staging fails)", err)
+			return fmt.Errorf("%w %s", err, fallbackHint())
 		}
 		fmt.Fprintf(os.Stderr, "dlbundle env: warning: %v; printing no variable: the app runs natively (--fallback)\n", err)
 	} else {
@@ -131,6 +131,22 @@ func (c *EnvCmd) Run() error {
 	}
 	_, err = os.Stdout.Write(out)
 	return err
+}
+
+// launcherEnv names the launcher plugin that runs env for its tasks
+// ("slurm"), so that the one hint a user reads names that launcher's own
+// option, not env's.
+const launcherEnv = "DLBUNDLE_LAUNCHER"
+
+// fallbackHint is the way to run the app natively when staging fails, in
+// the words of whoever ran env.
+func fallbackHint() string {
+	switch os.Getenv(launcherEnv) {
+	case "slurm":
+		return "(srun --dlbundle-fallback runs the tasks natively instead)"
+	default:
+		return "(use --fallback to print no variable, so that the app runs natively, when staging fails)"
+	}
 }
 
 // envVar is one variable to set.

@@ -70,6 +70,9 @@ func main() {
 	if out := os.Getenv(autoTraceVar); out != "" {
 		autoTrace(out) // the Slurm plugin's --dlbundle=auto (autotrace.go); does not return
 	}
+	if base := os.Getenv(autoBuildVar); base != "" {
+		autoBuild(base) // the same, once the traced task has ended; does not return
+	}
 	// The version alone is answered before anything else: kong's model of
 	// the whole command line (~0.3 ms of reflection and help text) and
 	// oneproc.Restore's stop-the-world (which waits for a second thread to

@@ -175,6 +175,65 @@ func TestSpankDlbundleFailureEndsStep(t *testing.T) {
 	}
 }
 
+// TestSpankDlbundleFailureEndsStepOptional: under an `optional`
+// plugstack.conf line, where Slurm 22.05 ignores the errors a plugin
+// returns, a missing and a corrupt image still fail the step: srun exits
+// non-zero, no task runs natively, and srun's output carries dlbundle's
+// message once, with srun's own option as the one hint.
+func TestSpankDlbundleFailureEndsStepOptional(t *testing.T) {
+	needSpank(t)
+	p := newProbe(t, "spankoptional")
+	restore := plugstackLine(t, "optional", "")
+	defer restore()
+	corrupt := filepath.Join(shared.Shared, "spank-optional-corrupt.dlimg")
+	b, err := os.ReadFile(p.image[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(corrupt, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(shared.Shared, "no-such-optional.dlimg")
+	for _, img := range []string{missing, corrupt} {
+		r := srunDlbundle(t, "/dev/shm/t-spank-optional", "-N3", "--ntasks-per-node=2", "--dlbundle="+img, p.native[1])
+		t.Logf("%s: exit %d\n%s", filepath.Base(img), r.code, r.out)
+		if r.code == 0 || strings.Contains(r.out, "version=") || strings.Contains(r.out, "staged=") {
+			t.Errorf("%s under an optional line: srun exit %d and the tasks ran:\n%s", filepath.Base(img), r.code, r.out)
+		}
+		if !strings.Contains(r.out, "dlbundle: ") || !strings.Contains(r.out, filepath.Base(img)) {
+			t.Errorf("%s: srun's output does not carry dlbundle's message naming the image:\n%s", filepath.Base(img), r.out)
+		}
+		if strings.Contains(r.out, "use --fallback") || strings.Contains(r.out, "usage: dlbundle") {
+			t.Errorf("%s: srun's output gives dlbundle's own hint or usage, not srun's:\n%s", filepath.Base(img), r.out)
+		}
+		if !strings.Contains(r.out, "--dlbundle-fallback") {
+			t.Errorf("%s: srun's output does not name --dlbundle-fallback:\n%s", filepath.Base(img), r.out)
+		}
+	}
+}
+
+// plugstackLine rewrites the plugin's plugstack.conf line with the control
+// word (required, optional) and extra arguments (srun and slurmstepd read
+// the file at each step); the returned function puts it back.
+func plugstackLine(t *testing.T, control, args string) func() {
+	t.Helper()
+	conf := filepath.Join(tools, "plugstack.conf")
+	orig, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(orig))
+	f[0] = control
+	line := strings.Join(f, " ")
+	if args != "" {
+		line += " " + args
+	}
+	if err := os.WriteFile(conf, []byte(line+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return func() { os.WriteFile(conf, orig, 0o644) }
+}
+
 // srunRankStrace runs one task under strace, its log named after its rank.
 // The task itself (this script) is started by slurmstepd with the plugin's
 // variables, so strace and the app inherit them.
@@ -399,5 +458,173 @@ func TestSpankAuto(t *testing.T) {
 		if s := stagesOn(t, n, stage); len(s) != 1 {
 			t.Errorf("%s has stages %v, want one", n, s)
 		}
+	}
+}
+
+// srunBounded runs srun as srunDlbundle does, killed after limit (a step
+// the plugin hangs would otherwise hang the test); hung says so.
+func srunBounded(t *testing.T, limit time.Duration, stageDir string, args ...string) (r result, hung bool) {
+	t.Helper()
+	cmd := shared.Command("srun", args...)
+	cmd.Env = append(cmd.Env, "DLBUNDLE_STAGE_DIR="+stageDir)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(limit, func() { hung = true; cmd.Process.Kill() })
+	cmd.Wait()
+	timer.Stop()
+	return result{out.String(), cmd.ProcessState.ExitCode()}, hung
+}
+
+// TestSpankChildBounded: what the plugin runs as dlbundle cannot hang the
+// step. A child that writes 100 KiB to stderr before anything else (more
+// than a pipe holds) fails the step with its text, escaped (a control
+// byte shown as \x01) and cut; a child that never exits is killed at
+// plugstack.conf's timeout= and the step fails naming the setting.
+func TestSpankChildBounded(t *testing.T) {
+	needSpank(t)
+	p := newProbe(t, "spankchild")
+	noisy := filepath.Join(tools, "dlbundle-noisy")
+	write(t, noisy, "#!/bin/sh\nprintf 'noisy\\001child\\n' >&2\nhead -c 102400 /dev/zero | tr '\\000' e >&2\nexit 1\n")
+	stuck := filepath.Join(tools, "dlbundle-stuck")
+	write(t, stuck, "#!/bin/sh\nexec sleep 987654\n")
+	os.Chmod(noisy, 0o755)
+	os.Chmod(stuck, 0o755)
+
+	restore := plugstackLine(t, "optional", "dlbundle="+noisy)
+	r, hung := srunBounded(t, 90*time.Second, "/dev/shm/t-spank-child", "-N3", "--ntasks-per-node=1", "--dlbundle="+p.image[1], p.native[1])
+	restore()
+	if hung {
+		t.Fatalf("a dlbundle writing 100 KiB to stderr first: srun still running after 90 s\n%s", r.out)
+	}
+	if r.code == 0 || strings.Contains(r.out, "staged=") {
+		t.Errorf("a dlbundle that failed: srun exit %d and the tasks ran:\n%s", r.code, r.out)
+	}
+	if !strings.Contains(r.out, `noisy\x01child`) || strings.Contains(r.out, "noisy\x01") {
+		t.Errorf("the child's text is not shown escaped:\n%.2000s", r.out)
+	}
+	if len(r.out) > 3*8192 {
+		t.Errorf("srun's output holds %d bytes of the child's 100 KiB; want it bounded", len(r.out))
+	}
+
+	restore = plugstackLine(t, "optional", "dlbundle="+stuck+" timeout=3")
+	r, hung = srunBounded(t, 90*time.Second, "/dev/shm/t-spank-child", "-N3", "--ntasks-per-node=1", "--dlbundle="+p.image[1], p.native[1])
+	restore()
+	if hung {
+		t.Fatalf("a dlbundle that never exits, timeout=3: srun still running after 90 s\n%s", r.out)
+	}
+	if r.code == 0 || strings.Contains(r.out, "staged=") || !strings.Contains(r.out, "timeout=") {
+		t.Errorf("a dlbundle killed at the timeout: srun exit %d; want the step failed naming timeout=:\n%s", r.code, r.out)
+	}
+	if out, _ := exec.Command("pgrep", "-f", "sleep 987654").Output(); len(out) > 0 {
+		t.Errorf("the child outlived the timeout: pids %s", out)
+	}
+}
+
+// TestSpankAutoBareCommand: srun --dlbundle=auto:DIR python3 SCRIPT (a
+// bare command: srun 22.05 passes it as given, slurmstepd finds it in the
+// task's PATH) traces the first step and serves the later ones; another
+// script under the same interpreter gets its own image, traced in its own
+// first step.
+func TestSpankAutoBareCommand(t *testing.T) {
+	needSpank(t)
+	dir := filepath.Join(shared.Shared, fmt.Sprintf("auto-bare-%d", time.Now().UnixNano()))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := func(name string) string {
+		s := filepath.Join(dir, name+".py")
+		write(t, s, fmt.Sprintf("import os\nprint('script=%s staged=' + ('yes' if os.environ.get('DLBUNDLE_STAGE') else 'no'))\n", name))
+		return s
+	}
+	a, b := script("a"), script("b")
+	auto := filepath.Join(dir, "images")
+	stage := "/dev/shm/t-spank-auto-bare"
+	images := func(want int) []string {
+		var imgs []string
+		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			if imgs, _ = filepath.Glob(filepath.Join(auto, "auto-*.dlimg")); len(imgs) >= want {
+				break
+			}
+		}
+		if len(imgs) != want {
+			logs, _ := filepath.Glob(filepath.Join(auto, "*.log"))
+			var text []byte
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				text = append(text, b...)
+			}
+			t.Fatalf("%d images in %s, want %d\n%s\n%s", len(imgs), auto, want, text, shared.Logs())
+		}
+		return imgs
+	}
+	step := func(script, name, staged string) {
+		t.Helper()
+		r := srunDlbundle(t, stage, "-N3", "--ntasks-per-node=1", "--dlbundle=auto:"+auto, "python3", script)
+		if want := "script=" + name + " staged=" + staged; r.code != 0 || strings.Count(r.out, want) != 3 {
+			t.Fatalf("srun --dlbundle=auto python3 %s: exit %d; want 3 lines %q:\n%s", filepath.Base(script), r.code, want, r.out)
+		}
+	}
+	step(a, "a", "no") // traced
+	first := images(1)
+	if fi, err := os.Stat(auto); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the auto dir dlbundle made: %v %v; want mode 0700 (it holds traces)", fi.Mode(), err)
+	}
+	step(a, "a", "yes") // served from a's image
+	step(b, "b", "no")  // b has none yet: traced, not served from a's
+	both := images(2)
+	step(b, "b", "yes")
+	if both[0] != first[0] && both[1] != first[0] {
+		t.Errorf("a's image %s is gone after b's build: %v", first[0], both)
+	}
+}
+
+// TestSpankBcast: srun --dlbundle=IMAGE --dlbundle-bcast on 3 nodes x 2
+// ranks reads the image from the shared file system once for the step
+// (srun's sbcast; slurmd's tree copies it node to node) where the plain
+// plugin reads it once per node; each node stages its copy and removes it
+// (--consume). plugstack.conf's bcast=1 does the same for every step.
+func TestSpankBcast(t *testing.T) {
+	needSpank(t)
+	p := newProbe(t, "spankbcast")
+	img := p.image[1]
+	st, err := os.Stat(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	measure := func(name string, args ...string) (opens, bytes uint64) {
+		t.Helper()
+		sfs.Reset()
+		start := time.Now()
+		r := srunDlbundle(t, "/dev/shm/t-spank-bcast-"+name, append([]string{"-N3", "--ntasks-per-node=2", "--dlbundle=" + img}, append(args, p.original)...)...)
+		if r.code != 0 {
+			t.Fatalf("%s: srun exit %d\n%s\n%s", name, r.code, r.out, shared.Logs())
+		}
+		ranks(t, r.out, 6, 1, p)
+		s := sfs.Stats()
+		t.Logf("%s: 3 nodes x 2 ranks, %v; shared file system: %d opens, %d reads, %d bytes (image %d bytes)",
+			name, time.Since(start).Round(time.Millisecond), s.Open, s.Read, s.BytesRead, st.Size())
+		return s.Open, s.BytesRead
+	}
+	_, plainBytes := measure("plain")
+	if plainBytes < 3*uint64(st.Size()) {
+		t.Fatalf("without bcast the step read %d bytes; want 3 reads of the %d-byte image, or the count cannot work", plainBytes, st.Size())
+	}
+	opens, bytes := measure("bcast", "--dlbundle-bcast")
+	if opens != 1 || bytes < uint64(st.Size()) || bytes > uint64(st.Size())*3/2 {
+		t.Errorf("--dlbundle-bcast: %d opens, %d bytes read of the shared file system; want the %d-byte image opened and read once", opens, bytes, st.Size())
+	}
+	for _, n := range shared.Nodes {
+		if left, _ := shared.OnNode(n, "sh", "-c", "ls /tmp/dlbundle-bcast-* 2>/dev/null").Output(); len(left) != 0 {
+			t.Errorf("%s keeps the sbcast copy next to the stage: %s", n, left)
+		}
+	}
+	restore := plugstackLine(t, "required", "bcast=1")
+	opens, _ = measure("bcast-default")
+	restore()
+	if opens != 1 {
+		t.Errorf("plugstack.conf bcast=1: the image opened %d times; want once", opens)
 	}
 }

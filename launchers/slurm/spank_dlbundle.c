@@ -8,22 +8,36 @@
  * image (or finds its stage) exactly as `dlbundle exec` would and prints the
  * variables that serve a process from it; each task gets them
  * (slurm_spank_task_init, spank_setenv) just before slurmstepd execs it.
- * The staging protocol is dlbundle's alone: this file only runs it.
+ * The staging protocol is dlbundle's alone: this file only runs it, and
+ * creates, opens or removes no file of its own (the auto build log, the
+ * auto dir and the trace are dlbundle's, written under its trust rules).
  *
- * plugstack.conf (arguments optional):
- *   optional /usr/lib/slurm/spank_dlbundle.so dlbundle=/usr/local/bin/dlbundle \
- *            stage_dir=/local/dlbundle-%u fallback default=/site/base.dlimg
+ * plugstack.conf (in Slurm's plugin dir: Debian's is
+ * /usr/lib/x86_64-linux-gnu/slurm-wlm; arguments optional):
+ *   required /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_dlbundle.so \
+ *            dlbundle=/usr/local/bin/dlbundle stage_dir=/local/dlbundle-%u \
+ *            default=/site/base.dlimg timeout=300
  *   dlbundle=PATH   the dlbundle binary (default: "dlbundle" in the job's PATH)
  *   stage_dir=DIR   passed as --stage-dir (else the job's DLBUNDLE_STAGE_DIR)
  *   fallback        a stage that fails runs the step natively, as
  *                   --dlbundle-fallback does, instead of failing it
  *   default=IMAGE   the image of every step that names none
  *                   (--dlbundle=none turns it off for one step)
+ *   timeout=SECONDS how long a dlbundle the plugin runs may take (staging,
+ *                   auto's build; default 300): then it is killed and the
+ *                   step fails (or falls back)
+ *   bcast=1         --dlbundle-bcast for every step with a file image
+ *
+ * --dlbundle-bcast: srun (slurm_spank_local_user_init) copies the image to
+ * every node with sbcast, one read of the shared file system per step; each
+ * node stages its copy (dlbundle stage --consume) and removes it.
  *
  * --dlbundle=auto[:DIR] needs no image: see auto_setup.
  *
- * A stage that fails ends the step: user_init returns an error after
- * logging dlbundle's own message (slurmstepd sends it to srun's stderr).
+ * A stage that fails ends the step under any plugstack line, `optional`
+ * included (where Slurm 22.05 ignores a plugin's errors): every task exits
+ * 1 in task_init, before exec, the first with dlbundle's message; only
+ * --dlbundle-fallback (or the site's fallback) runs the tasks natively.
  * Nothing is half-staged: dlbundle publishes a stage atomically or not.
  */
 #define _GNU_SOURCE
@@ -32,6 +46,7 @@
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +55,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <slurm/slurm.h>
@@ -59,14 +75,19 @@ SPANK_PLUGIN(dlbundle, 1);
 
 static char opt_image[ARG_MAX_LEN];   /* --dlbundle=IMAGE, or default= */
 static int opt_fallback;              /* --dlbundle-fallback, or fallback */
+static int opt_bcast;                 /* --dlbundle-bcast, or bcast=1 */
+static int child_local;               /* run_child in srun: already the user */
+static char bcast_local[ARG_MAX_LEN]; /* the node-local copy sbcast wrote */
 static char conf_dlbundle[ARG_MAX_LEN] = "dlbundle";
 static char conf_stage_dir[ARG_MAX_LEN];
+static int conf_timeout = 300; /* seconds: timeout= */
 
 static char env_buf[ENV_MAX_LEN]; /* dlbundle env's output: NAME=VALUE\0... */
 static size_t env_len;
 static int env_ready;
 static int env_failed;
 static char fallback_msg[MSG_MAX_LEN + 128]; /* said by the node's first task */
+static char failed_msg[MSG_MAX_LEN + 128];   /* said by the step's first task */
 
 /* --dlbundle=auto[:DIR]: the command's image is DIR/auto-<key>.dlimg (key:
  * a hash of the command's absolute path; DIR defaults to
@@ -79,10 +100,13 @@ static int auto_trace;                   /* this step traces its first task */
 static char auto_dir[ARG_MAX_LEN];
 static char auto_base[ARG_MAX_LEN + 64]; /* DIR/auto-<key> */
 static char auto_path[ARG_MAX_LEN + 96]; /* scratch: auto_base + suffix */
+static char auto_prog[ARG_MAX_LEN];      /* the command, resolved as the task would */
 static char dlbundle_path[ARG_MAX_LEN + ARG_MAX_LEN];
 
 static int opt_image_cb(int val, const char *optarg, int remote);
+static void step_fails(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int opt_fallback_cb(int val, const char *optarg, int remote);
+static int opt_bcast_cb(int val, const char *optarg, int remote);
 
 /* Registered in slurm_spank_init (spank_option_register) rather than
  * exported as spank_options: sbatch and salloc of Slurm 22.05 load the
@@ -98,6 +122,10 @@ static struct spank_option options[] = {
 	{"dlbundle-fallback", NULL,
 	 "If the image cannot be staged, warn and run the tasks natively instead of failing the step.", 0, 0,
 	 opt_fallback_cb},
+	{"dlbundle-bcast", NULL,
+	 "Read the image once for the step: srun copies it to every node with sbcast (slurmd's tree), and each node "
+	 "stages that copy and removes it.",
+	 0, 0, opt_bcast_cb},
 	SPANK_OPTIONS_TABLE_END,
 };
 
@@ -114,6 +142,15 @@ static int opt_image_cb(int val, const char *optarg, int remote)
 		return -1;
 	}
 	strcpy(opt_image, optarg);
+	return 0;
+}
+
+static int opt_bcast_cb(int val, const char *optarg, int remote)
+{
+	(void)val;
+	(void)optarg;
+	(void)remote;
+	opt_bcast = 1;
 	return 0;
 }
 
@@ -157,9 +194,22 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 			rc = copy_arg(opt_image, sizeof opt_image, av[i] + 8, "default");
 		else if (!strcmp(av[i], "fallback"))
 			opt_fallback = 1;
+		else if (!strcmp(av[i], "bcast=1") || !strcmp(av[i], "bcast"))
+			opt_bcast = 1;
+		else if (!strcmp(av[i], "bcast=0"))
+			opt_bcast = 0;
+		else if (!strncmp(av[i], "timeout=", 8)) {
+			char *end;
+			long v = strtol(av[i] + 8, &end, 10);
+			if (*end || end == av[i] + 8 || v < 1 || v > 86400) {
+				slurm_error("dlbundle: plugstack.conf timeout=%s: give whole seconds from 1 to 86400", av[i] + 8);
+				rc = -1;
+			} else
+				conf_timeout = (int)v;
+		}
 		else {
 			slurm_error("dlbundle: unknown plugstack.conf argument %s (known: dlbundle=PATH stage_dir=DIR "
-				    "fallback default=IMAGE)",
+				    "fallback default=IMAGE timeout=SECONDS bcast=1)",
 				    av[i]);
 			rc = -1;
 		}
@@ -169,27 +219,54 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	return 0;
 }
 
-/* read_all reads fd until EOF into buf (at most size bytes; the rest is
- * drained) and returns the length kept, or -1 on a read error. */
-static ssize_t read_all(int fd, char *buf, size_t size, int *truncated)
+/* escape copies len bytes of text (a child's output: the user's bytes)
+ * into dst as printable ASCII: a non-printable byte as \xNN, a newline
+ * kept when keep_nl (else as \x0a), at most dstsize-1 bytes, ending in
+ * "..." when cut. Returns dst. */
+static char *escape(char *dst, size_t dstsize, const char *text, size_t len, int keep_nl)
 {
-	size_t n = 0;
-	char sink[4096];
-	*truncated = 0;
-	for (;;) {
-		char *p = n < size ? buf + n : sink;
-		size_t room = n < size ? size - n : sizeof sink;
-		ssize_t r = read(fd, p, room);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -1;
-		if (r == 0)
-			return (ssize_t)(n < size ? n : size);
-		if (n < size)
-			n += (size_t)r;
-		else
-			*truncated = 1;
+	size_t o = 0;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)text[i];
+		char e[8];
+		size_t el;
+		if ((c >= 0x20 && c < 0x7f) || (c == '\n' && keep_nl)) {
+			e[0] = (char)c;
+			el = 1;
+		} else
+			el = (size_t)snprintf(e, sizeof e, "\\x%02x", c);
+		if (o + el + 4 > dstsize) {
+			memcpy(dst + o, "...", 3);
+			o += 3;
+			break;
+		}
+		memcpy(dst + o, e, el);
+		o += el;
+	}
+	dst[o] = 0;
+	return dst;
+}
+
+/* log_text puts a child's text into slurmd's log, line by line, escaped
+ * and bounded (MSG_MAX_LEN in all): what a user's dlbundle (or whatever
+ * the job's PATH named dlbundle) printed is not the log's to interpret. */
+static void log_text(int is_error, const char *what, const char *text, size_t len)
+{
+	static char esc[MSG_MAX_LEN];
+	escape(esc, sizeof esc, text, len, 1);
+	for (char *line = esc; *line;) {
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = 0;
+		if (*line) {
+			if (is_error)
+				slurm_error("dlbundle: %s%s%s", what ? what : "", what ? ": " : "", line);
+			else
+				slurm_info("dlbundle: %s%s%s", what ? what : "", what ? ": " : "", line);
+		}
+		if (!nl)
+			break;
+		line = nl + 1;
 	}
 }
 
@@ -230,102 +307,94 @@ static int become_user(spank_t sp)
 	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 }
 
-/* run_env runs `dlbundle env --format=env0 [--stage-dir DIR] IMAGE` as the
- * job's user, in the job's environment and working directory (a relative
- * image is the user's), and keeps its output in env_buf and its message in
- * msg. It returns dlbundle's exit status, or -1 with msg set. */
-static int run_env(spank_t sp, char *msg, size_t msgsize)
+/* A child's outcome: its wait status, what it printed (stdout and stderr
+ * apart, each bounded), and whether the timeout ended it. */
+struct child {
+	int status;         /* waitpid's */
+	int timed_out;      /* killed at conf_timeout */
+	size_t out_len, err_len;
+	int out_trunc, err_trunc;
+};
+
+static long now_ms(void)
 {
-	char **env = NULL;
-	uint32_t jobid = 0, stepid = 0;
-	if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS) {
-		snprintf(msg, msgsize, "cannot read the job's environment");
-		return -1;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* keep appends r bytes just read to buf (size bytes), dropping what does
+ * not fit. */
+static void keep(char *buf, size_t size, size_t *len, int *trunc, const char *data, size_t r)
+{
+	size_t room = size - *len;
+	if (r > room) {
+		*trunc = 1;
+		r = room;
 	}
-	spank_get_item(sp, S_JOB_ID, &jobid);
-	spank_get_item(sp, S_JOB_STEPID, &stepid);
-	int out[2], err[2];
-	if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) {
+	memcpy(buf + *len, data, r);
+	*len += r;
+}
+
+/* run_child runs prog (a path, or a name searched in path) with argv and
+ * envp as the job's user (become_user) in its own process group, in cwd
+ * when given (required when cwd_required), stdin /dev/null. It reads the
+ * child's stdout and stderr together (poll: a child that fills one pipe
+ * while the plugin waits on the other cannot hang the step) into out and
+ * err, and kills the group when conf_timeout seconds have passed. 0 with
+ * c filled, or -1 with msg set when the child could not be started. */
+static int run_child(spank_t sp, const char *prog, const char *path, char *const argv[], char **envp, const char *cwd,
+		     int cwd_required, char *out, size_t outsize, char *err, size_t errsize, struct child *c, char *msg,
+		     size_t msgsize)
+{
+	memset(c, 0, sizeof *c);
+	int po[2], pe[2];
+	if (pipe2(po, O_CLOEXEC)) {
 		snprintf(msg, msgsize, "pipe: %s", strerror(errno));
 		return -1;
 	}
-	/* The child's environment and command line are made here, before the
-	 * fork: slurmstepd has threads, and between fork and exec the child
-	 * calls only what is safe there (no malloc, no setenv). The job's
-	 * variables (the stage dir patterns, the registry's credentials, PATH),
-	 * and the ids of this step: the tasks' SLURM_STEP_ID is set later, but
-	 * the alias key must name it. */
-	size_t nenv = 0;
-	while (env && env[nenv])
-		nenv++;
-	char **envp = calloc(nenv + 3, sizeof *envp);
-	if (!envp) {
-		snprintf(msg, msgsize, "out of memory");
-		close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+	if (pipe2(pe, O_CLOEXEC)) {
+		snprintf(msg, msgsize, "pipe: %s", strerror(errno));
+		close(po[0]), close(po[1]);
 		return -1;
 	}
-	static char job_var[64], step_var[64];
-	snprintf(job_var, sizeof job_var, "SLURM_JOB_ID=%u", jobid);
-	snprintf(step_var, sizeof step_var, "SLURM_STEP_ID=%u", stepid);
-	size_t k = 0;
-	for (size_t i = 0; i < nenv; i++)
-		if (strncmp(env[i], "SLURM_JOB_ID=", 13) && strncmp(env[i], "SLURM_STEP_ID=", 14))
-			envp[k++] = env[i];
-	envp[k++] = job_var;
-	envp[k++] = step_var;
-	envp[k] = NULL;
-	char *argv[8];
-	int a = 0;
-	argv[a++] = conf_dlbundle;
-	argv[a++] = "env";
-	argv[a++] = "--format=env0";
-	if (conf_stage_dir[0]) {
-		argv[a++] = "--stage-dir";
-		argv[a++] = conf_stage_dir;
-	}
-	argv[a++] = "--";
-	argv[a++] = opt_image;
-	argv[a] = NULL;
-	const char *cwd = job_env_get(env, "PWD");
-	const char *path = job_env_get(env, "PATH");
-	if (!path)
-		path = "/usr/local/bin:/usr/bin:/bin";
 	static char cand[ARG_MAX_LEN + ARG_MAX_LEN];
-
 	pid_t pid = fork();
 	if (pid < 0) {
 		snprintf(msg, msgsize, "fork: %s", strerror(errno));
-		free(envp);
-		close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+		close(po[0]), close(po[1]), close(pe[0]), close(pe[1]);
 		return -1;
 	}
 	if (pid == 0) {
-		dup2(out[1], 1);
-		dup2(err[1], 2);
+		/* Between fork and exec only what is safe in a child of a
+		 * threaded process: no malloc, no stdio. */
+		setpgid(0, 0);
+		dup2(po[1], 1);
+		dup2(pe[1], 2);
 		int null = open("/dev/null", O_RDONLY);
 		if (null >= 0)
 			dup2(null, 0);
-		if (become_user(sp) != 0) {
+		if (!child_local && become_user(sp) != 0) {
 			static const char m[] = "cannot become the job's user (setresuid, setgroups or no_new_privs failed)\n";
 			write(2, m, sizeof m - 1);
 			_exit(126);
 		}
-		if (cwd && chdir(cwd) != 0 && opt_image[0] != '/' && strncmp(opt_image, "oci://", 6)) {
+		if (cwd && chdir(cwd) != 0 && cwd_required) {
 			static const char m[] = "the image is a relative path and the job's working directory cannot be "
 						"entered on this node; give an absolute path\n";
 			write(2, m, sizeof m - 1);
 			_exit(1);
 		}
-		if (strchr(conf_dlbundle, '/')) {
-			execve(conf_dlbundle, argv, envp);
+		if (strchr(prog, '/')) {
+			execve(prog, argv, envp);
 		} else { /* the job's PATH, as execvp would search it */
 			for (const char *d = path; *d;) {
 				size_t len = strcspn(d, ":");
-				if (len + 1 + strlen(conf_dlbundle) < sizeof cand) {
+				if (len + 1 + strlen(prog) < sizeof cand) {
 					memcpy(cand, len ? d : ".", len ? len : 1);
 					size_t l = len ? len : 1;
 					cand[l] = '/';
-					strcpy(cand + l + 1, conf_dlbundle);
+					strcpy(cand + l + 1, prog);
 					execve(cand, argv, envp);
 				}
 				d += len;
@@ -338,42 +407,194 @@ static int run_env(spank_t sp, char *msg, size_t msgsize)
 		write(2, m, sizeof m - 1);
 		_exit(127);
 	}
+	setpgid(pid, pid); /* both sides: whichever runs first */
+	close(po[1]);
+	close(pe[1]);
+	struct pollfd fds[2] = {{po[0], POLLIN, 0}, {pe[0], POLLIN, 0}};
+	long deadline = now_ms() + (long)conf_timeout * 1000;
+	char chunk[4096];
+	while (fds[0].fd >= 0 || fds[1].fd >= 0) {
+		long left = deadline - now_ms();
+		if (left <= 0) {
+			c->timed_out = 1;
+			break;
+		}
+		int n = poll(fds, 2, left > 1000 ? 1000 : (int)left);
+		if (n < 0 && errno != EINTR)
+			break;
+		for (int i = 0; n > 0 && i < 2; i++) {
+			if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			ssize_t r = read(fds[i].fd, chunk, sizeof chunk);
+			if (r < 0 && (errno == EINTR || errno == EAGAIN))
+				continue;
+			if (r <= 0) {
+				close(fds[i].fd);
+				fds[i].fd = -1;
+				continue;
+			}
+			if (i == 0)
+				keep(out, outsize, &c->out_len, &c->out_trunc, chunk, (size_t)r);
+			else
+				keep(err, errsize, &c->err_len, &c->err_trunc, chunk, (size_t)r);
+		}
+	}
+	/* Both pipes closed: the child is ending (or closed them and goes
+	 * on: it still has until the deadline to exit). */
+	for (;;) {
+		pid_t w = c->timed_out ? 0 : waitpid(pid, &c->status, WNOHANG);
+		if (w == pid)
+			break;
+		if (w < 0 && errno != EINTR) {
+			snprintf(msg, msgsize, "waitpid: %s", strerror(errno));
+			c->status = -1;
+			break;
+		}
+		if (c->timed_out || now_ms() >= deadline) {
+			c->timed_out = 1;
+			kill(-pid, SIGKILL);
+			kill(pid, SIGKILL);
+			while (waitpid(pid, &c->status, 0) < 0 && errno == EINTR)
+				;
+			break;
+		}
+		poll(NULL, 0, 10);
+	}
+	for (int i = 0; i < 2; i++)
+		if (fds[i].fd >= 0)
+			close(fds[i].fd);
+	return 0;
+}
+
+/* job_envp makes the environment of a dlbundle the plugin runs: the job's
+ * variables (the stage dir patterns, the registry's credentials, PATH),
+ * this step's ids (the tasks' SLURM_STEP_ID is set later, but the alias key
+ * must name it), and extra ("NAME=VALUE" strings, NULL-ended). Made before
+ * the fork: slurmstepd has threads, and between fork and exec the child
+ * calls only what is safe there (no malloc, no setenv). Free with free(). */
+static char **job_envp(spank_t sp, char **env, char *const extra[])
+{
+	uint32_t jobid = 0, stepid = 0;
+	spank_get_item(sp, S_JOB_ID, &jobid);
+	spank_get_item(sp, S_JOB_STEPID, &stepid);
+	size_t nenv = 0, nextra = 0;
+	while (env && env[nenv])
+		nenv++;
+	while (extra && extra[nextra])
+		nextra++;
+	char **envp = calloc(nenv + nextra + 3, sizeof *envp);
+	if (!envp)
+		return NULL;
+	static char job_var[64], step_var[64];
+	snprintf(job_var, sizeof job_var, "SLURM_JOB_ID=%u", jobid);
+	snprintf(step_var, sizeof step_var, "SLURM_STEP_ID=%u", stepid);
+	size_t k = 0;
+	for (size_t i = 0; i < nenv; i++) {
+		const char *eq = strchr(env[i], '=');
+		size_t nl = eq ? (size_t)(eq - env[i]) + 1 : strlen(env[i]);
+		int replaced = !strncmp(env[i], "SLURM_JOB_ID=", 13) || !strncmp(env[i], "SLURM_STEP_ID=", 14);
+		for (size_t j = 0; j < nextra && !replaced; j++)
+			replaced = !strncmp(env[i], extra[j], nl);
+		if (!replaced)
+			envp[k++] = env[i];
+	}
+	for (size_t j = 0; j < nextra; j++)
+		envp[k++] = extra[j];
+	envp[k++] = job_var;
+	envp[k++] = step_var;
+	envp[k] = NULL;
+	return envp;
+}
+
+/* run_env runs `dlbundle env --format=env0 [--stage-dir DIR] IMAGE` as the
+ * job's user, in the job's environment and working directory (a relative
+ * image is the user's), and keeps its output in env_buf and its message in
+ * msg (raw: escaped where it is shown). It returns dlbundle's exit status,
+ * or -1 with msg set. */
+static int run_env(spank_t sp, int consume, char *msg, size_t msgsize)
+{
+	/* consume: `dlbundle stage -q --consume IMAGE` instead, for the copy
+	 * sbcast left on the node (--dlbundle-bcast): staged, then removed,
+	 * with a record through which env finds the stage. */
+	static char scratch[MSG_MAX_LEN];
+	const char *verb = consume ? "dlbundle stage --consume" : "dlbundle env";
+	char **env = NULL;
+	if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS) {
+		snprintf(msg, msgsize, "cannot read the job's environment");
+		return -1;
+	}
+	/* dlbundle words its messages for the launcher that ran it: srun's
+	 * option in the hint, plugstack.conf's stage_dir= named as the site's
+	 * setting. */
+	static char *extra[3];
+	int e = 0;
+	extra[e++] = "DLBUNDLE_LAUNCHER=slurm";
+	if (conf_stage_dir[0])
+		extra[e++] = "DLBUNDLE_STAGE_DIR_SOURCE=stage_dir= in Slurm's plugstack.conf";
+	extra[e] = NULL;
+	char **envp = job_envp(sp, env, extra);
+	if (!envp) {
+		snprintf(msg, msgsize, "out of memory");
+		return -1;
+	}
+	char *argv[10];
+	int a = 0;
+	argv[a++] = conf_dlbundle;
+	if (consume) {
+		argv[a++] = "stage";
+		argv[a++] = "-q";
+		argv[a++] = "--consume";
+	} else {
+		argv[a++] = "env";
+		argv[a++] = "--format=env0";
+	}
+	if (conf_stage_dir[0]) {
+		argv[a++] = "--stage-dir";
+		argv[a++] = conf_stage_dir;
+	}
+	argv[a++] = "--";
+	argv[a++] = opt_image;
+	argv[a] = NULL;
+	const char *path = job_env_get(env, "PATH");
+	struct child c;
+	int rc = run_child(sp, conf_dlbundle, path ? path : "/usr/local/bin:/usr/bin:/bin", argv, envp,
+			   job_env_get(env, "PWD"), opt_image[0] != '/' && strncmp(opt_image, "oci://", 6),
+			   consume ? scratch : env_buf, consume ? sizeof scratch : sizeof env_buf, msg, msgsize - 1, &c, msg,
+			   msgsize);
 	free(envp);
-	close(out[1]);
-	close(err[1]);
-	/* Two pipes, one reader: dlbundle writes its message only once its
-	 * output is complete or it failed, and a message fits the pipe (64 KiB):
-	 * stdout first, then stderr, cannot deadlock. */
-	int trunc_out = 0, trunc_err = 0;
-	ssize_t n = read_all(out[0], env_buf, sizeof env_buf, &trunc_out);
-	ssize_t m = read_all(err[0], msg, msgsize - 1, &trunc_err);
-	close(out[0]);
-	close(err[0]);
-	msg[m < 0 ? 0 : m] = 0;
+	if (rc != 0)
+		return -1;
+	msg[c.err_len] = 0;
+	size_t m = c.err_len;
 	while (m > 0 && msg[m - 1] == '\n')
 		msg[--m] = 0;
-	/* dlbundle env's hint names its own --fallback; the plugin's is given
-	 * in the plugin's message. */
-	char *hint = strstr(msg, "\n(use --fallback");
-	if (hint)
-		*hint = 0;
-	int status;
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR) {
-			snprintf(msg, msgsize, "waitpid: %s", strerror(errno));
+	if (c.timed_out) {
+		snprintf(msg, msgsize,
+			 "%s %.1024s did not end within %d seconds and was killed (plugstack.conf's timeout=)", verb,
+			 opt_image, conf_timeout);
+		return -1;
+	}
+	if (c.status < 0)
+		return -1;
+	if (consume) {
+		if (WIFSIGNALED(c.status)) {
+			snprintf(msg + strlen(msg), msgsize - strlen(msg), "%s%s was killed by signal %d", msg[0] ? "; " : "",
+				 verb, WTERMSIG(c.status));
 			return -1;
 		}
-	if (n < 0 || trunc_out) {
-		snprintf(msg, msgsize, "dlbundle env's output is %s", n < 0 ? "unreadable" : "larger than 64 KiB");
+		return WEXITSTATUS(c.status);
+	}
+	if (c.out_trunc) {
+		snprintf(msg, msgsize, "dlbundle env's output is larger than 64 KiB");
 		return -1;
 	}
-	env_len = (size_t)n;
-	if (WIFSIGNALED(status)) {
+	env_len = c.out_len;
+	if (WIFSIGNALED(c.status)) {
 		snprintf(msg + strlen(msg), msgsize - strlen(msg), "%sdlbundle env was killed by signal %d",
-			 msg[0] ? "; " : "", WTERMSIG(status));
+			 msg[0] ? "; " : "", WTERMSIG(c.status));
 		return -1;
 	}
-	return WEXITSTATUS(status);
+	return WEXITSTATUS(c.status);
 }
 
 /* find_dlbundle puts the dlbundle binary's absolute path in dlbundle_path:
@@ -399,6 +620,128 @@ static int find_dlbundle(char **env)
 	return -1;
 }
 
+/* is_program says whether p is a regular file the job's user may execute
+ * (user_init runs with the user's effective ids: AT_EACCESS asks as them). */
+static int is_program(const char *p)
+{
+	struct stat st;
+	return stat(p, &st) == 0 && S_ISREG(st.st_mode) && faccessat(AT_FDCWD, p, X_OK, AT_EACCESS) == 0;
+}
+
+/* join puts dir/name (dir relative to cwd when not absolute) in dst; 0 on
+ * success. */
+static int join(char *dst, size_t size, const char *cwd, const char *dir, size_t dirlen, const char *name)
+{
+	int n;
+	if (dirlen && dir[0] == '/')
+		n = snprintf(dst, size, "%.*s/%s", (int)dirlen, dir, name);
+	else if (!cwd)
+		return -1;
+	else if (dirlen)
+		n = snprintf(dst, size, "%s/%.*s/%s", cwd, (int)dirlen, dir, name);
+	else
+		n = snprintf(dst, size, "%s/%s", cwd, name);
+	return n < 0 || (size_t)n >= size ? -1 : 0;
+}
+
+/* resolve_prog finds the step's command as slurmstepd will exec it: a
+ * name with a slash from the job's working directory, a bare name in the
+ * task's PATH (Slurm 22.05's srun passes it as given), the first regular
+ * file the job's user may execute. 0 with dst absolute, else -1. */
+static int resolve_prog(const char *name, char **env, char *dst, size_t size)
+{
+	const char *cwd = job_env_get(env, "PWD");
+	if (name[0] == '/')
+		return snprintf(dst, size, "%s", name) < (int)size ? 0 : -1;
+	if (strchr(name, '/'))
+		return join(dst, size, cwd, "", 0, name);
+	const char *path = job_env_get(env, "PATH");
+	for (const char *d = path ? path : "/usr/local/bin:/usr/bin:/bin"; *d;) {
+		size_t len = strcspn(d, ":");
+		if (join(dst, size, cwd, d, len, name) == 0 && is_program(dst))
+			return 0;
+		d += len;
+		if (*d == ':')
+			d++;
+	}
+	return -1;
+}
+
+/* is_interpreter says whether the program runs a program it is given (a
+ * script, a module, code): then that program, not the interpreter alone,
+ * is what identifies the command. */
+static int is_interpreter(const char *prog)
+{
+	static const char *const names[] = {"python", "perl", "ruby", "Rscript", "node", "julia", "lua", "php",
+					    "bash", "sh", "dash", "zsh", "ksh", "tclsh", NULL};
+	const char *b = strrchr(prog, '/');
+	b = b ? b + 1 : prog;
+	for (int i = 0; names[i]; i++) {
+		size_t l = strlen(names[i]);
+		/* python3, python3.11, perl5.36, lua5.4: the name and a version */
+		if (!strncmp(b, names[i], l) && strspn(b + l, "0123456789.") == strlen(b + l))
+			return 1;
+	}
+	return 0;
+}
+
+static uint64_t fnv(uint64_t h, const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+	return h;
+}
+
+/* auto_key hashes what identifies the command: the program's resolved
+ * path; for an interpreter also the program it runs: the script (its
+ * absolute path), or -m MODULE, -c/-e CODE. Its other arguments (inputs,
+ * flags) are left out: every run of the program shares one image. The
+ * script's directory goes into auto_script_dir (bundled with the image). */
+static char auto_script_dir[ARG_MAX_LEN];
+static uint64_t auto_key(int argc, char **argv, char **env)
+{
+	uint64_t h = fnv(1469598103934665603ULL, auto_prog, strlen(auto_prog));
+	auto_script_dir[0] = 0;
+	if (!is_interpreter(auto_prog))
+		return h;
+	const char *cwd = job_env_get(env, "PWD");
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "--")) {
+			a = i + 1 < argc ? argv[i + 1] : NULL;
+			if (!a)
+				break;
+		} else if (a[0] == '-') {
+			/* -m MODULE, -c CODE, -e CODE (also -mMODULE): the program */
+			if ((a[1] == 'm' || a[1] == 'c' || a[1] == 'e' || a[1] == 'E') && (a[2] || i + 1 < argc)) {
+				h = fnv(fnv(h, "\0", 1), a, 2);
+				const char *v = a[2] ? a + 2 : argv[i + 1];
+				return fnv(fnv(h, "\0", 1), v, strlen(v));
+			}
+			/* options that take a value: skip it */
+			if (!a[2] && strchr("WXoOIrL", a[1]) && i + 1 < argc)
+				i++;
+			else if (!strcmp(a, "--require") && i + 1 < argc)
+				i++;
+			continue;
+		}
+		/* the script, by its absolute path */
+		static char script[ARG_MAX_LEN];
+		if (a[0] == '/')
+			snprintf(script, sizeof script, "%s", a);
+		else if (!cwd || join(script, sizeof script, cwd, "", 0, a) != 0)
+			snprintf(script, sizeof script, "%s", a);
+		h = fnv(fnv(h, "\0", 1), script, strlen(script));
+		char *slash = strrchr(script, '/');
+		if (slash && slash != script && script[0] == '/') {
+			*slash = 0;
+			snprintf(auto_script_dir, sizeof auto_script_dir, "%s", script);
+		}
+		return h;
+	}
+	return h;
+}
+
 /* auto_setup resolves --dlbundle=auto[:DIR] for this step's command: the
  * image when it exists (then opt_image names it), else auto_trace. */
 static int auto_setup(spank_t sp)
@@ -408,24 +751,29 @@ static int auto_setup(spank_t sp)
 	const char *dir = opt_image + 4; /* after "auto" */
 	if (*dir == ':')
 		dir++;
-	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv[0] || argv[0][0] != '/') {
-		slurm_error("dlbundle: --dlbundle=auto needs the command as an absolute path (srun makes one of a command it finds)");
+	spank_get_item(sp, S_JOB_ENV, &env);
+	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv[0]) {
+		step_fails("--dlbundle=auto: the step's command cannot be read");
 		return -1;
 	}
-	spank_get_item(sp, S_JOB_ENV, &env);
+	if (resolve_prog(argv[0], env, auto_prog, sizeof auto_prog) != 0) {
+		step_fails("--dlbundle=auto: %.1024s: no such program in the job's PATH or working directory (as the job's "
+			   "user); give its path",
+			   argv[0]);
+		return -1;
+	}
 	if (!*dir) {
 		const char *home = job_env_get(env, "HOME");
 		if (!home || snprintf(auto_dir, sizeof auto_dir, "%s/.dlbundle/auto", home) >= (int)sizeof auto_dir) {
-			slurm_error("dlbundle: --dlbundle=auto: no HOME in the job's environment; give a directory: --dlbundle=auto:DIR");
+			step_fails("--dlbundle=auto: no HOME in the job's environment; give a directory: --dlbundle=auto:DIR");
 			return -1;
 		}
 	} else if (snprintf(auto_dir, sizeof auto_dir, "%s", dir) >= (int)sizeof auto_dir || dir[0] != '/') {
-		slurm_error("dlbundle: --dlbundle=auto:%s: give an absolute directory", dir);
+		step_fails("--dlbundle=auto:%.1024s: give an absolute directory", dir);
 		return -1;
 	}
-	uint64_t h = 1469598103934665603ULL; /* FNV-1a: names a file in the user's own directory */
-	for (const char *c = argv[0]; *c; c++)
-		h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+	/* FNV-1a: names a file in the user's own directory */
+	uint64_t h = auto_key(argc, argv, env);
 	snprintf(auto_base, sizeof auto_base, "%s/auto-%016llx", auto_dir, (unsigned long long)h);
 	snprintf(auto_path, sizeof auto_path, "%s.dlimg", auto_base);
 	if (faccessat(AT_FDCWD, auto_path, R_OK, AT_EACCESS) == 0) { /* as the job's user: its effective ids */
@@ -433,7 +781,7 @@ static int auto_setup(spank_t sp)
 		return 0;
 	}
 	if (find_dlbundle(env) != 0) {
-		slurm_error("dlbundle: --dlbundle=auto: no dlbundle in the job's PATH (or dlbundle=PATH in plugstack.conf)");
+		step_fails("--dlbundle=auto: no dlbundle in the job's PATH (or dlbundle=PATH in plugstack.conf)");
 		return -1;
 	}
 	auto_trace = 1;
@@ -451,29 +799,22 @@ static int auto_task(spank_t sp)
 		return 0;
 	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1)
 		return -1;
-	char parent[ARG_MAX_LEN];
-	snprintf(parent, sizeof parent, "%s", auto_dir);
-	char *slash = strrchr(parent, '/');
-	if (slash && slash != parent) {
-		*slash = 0;
-		mkdir(parent, 0700);
-	}
-	if (mkdir(auto_dir, 0700) != 0 && errno != EEXIST) {
-		slurm_error("dlbundle: --dlbundle=auto: cannot create %s: %s", auto_dir, strerror(errno));
-		return -1;
-	}
+	/* DIR is made by dlbundle, as the user, under its trust rule */
 	snprintf(auto_path, sizeof auto_path, "%s.trace", auto_base);
 	if (spank_setenv(sp, "DLBUNDLE_AUTO_TRACE", auto_path, 1) != ESPANK_SUCCESS ||
-	    spank_setenv(sp, "DLBUNDLE_AUTO_ARGV0", argv[0], 1) != ESPANK_SUCCESS)
+	    spank_setenv(sp, "DLBUNDLE_AUTO_ARGV0", auto_prog, 1) != ESPANK_SUCCESS)
 		return -1;
 	argv[0] = dlbundle_path;
 	return 0;
 }
 
-/* auto_build builds DIR/auto-<key>.dlimg from the first task's trace, as
- * the job's user, under a temporary name renamed when complete (a later
- * step never sees half an image); the command's directory is bundled even
- * where build's policy leaves such places out (/tmp, /var/tmp). */
+/* auto_build has dlbundle build DIR/auto-<key>.dlimg from the first task's
+ * trace, as the job's user (DLBUNDLE_AUTO_BUILD: cmd/dlbundle/autotrace.go):
+ * dlbundle writes the image under a temporary name renamed when complete (a
+ * later step never sees half an image) and build's messages into
+ * DIR/auto-<key>.log, both under its trust rule; the command's directory is
+ * bundled even where build's policy leaves such places out (/tmp,
+ * /var/tmp). What dlbundle prints goes to slurmd's log, escaped. */
 static void auto_build(spank_t sp)
 {
 	int argc = 0;
@@ -481,60 +822,41 @@ static void auto_build(spank_t sp)
 	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv[0])
 		return;
 	spank_get_item(sp, S_JOB_ENV, &env);
-	static char trace[ARG_MAX_LEN + 96], img[ARG_MAX_LEN + 96], tmp[ARG_MAX_LEN + 128], appdir[ARG_MAX_LEN];
-	snprintf(trace, sizeof trace, "%s.trace.0", auto_base);
-	snprintf(img, sizeof img, "%s.dlimg", auto_base);
-	snprintf(tmp, sizeof tmp, "%s.dlimg.tmp.%d", auto_base, (int)getpid());
-	/* argv[0] is dlbundle's path in the traced task only: the step's is the command */
-	snprintf(appdir, sizeof appdir, "%s", argv[0]);
-	char *slash = strrchr(appdir, '/');
-	if (slash && slash != appdir)
+	static char base_var[ARG_MAX_LEN + 96], include_var[3 * ARG_MAX_LEN];
+	snprintf(base_var, sizeof base_var, "DLBUNDLE_AUTO_BUILD=%s", auto_base);
+	/* the program's directory and an interpreter's script's (resolved in
+	 * user_init), one a line */
+	static char progdir[ARG_MAX_LEN];
+	snprintf(progdir, sizeof progdir, "%s", auto_prog);
+	char *slash = strrchr(progdir, '/');
+	if (slash && slash != progdir)
 		*slash = 0;
-	char *bargv[] = {dlbundle_path, "build", "--include", appdir, "-o", tmp, trace, NULL};
-	pid_t pid = fork();
-	if (pid < 0)
+	snprintf(include_var, sizeof include_var, "DLBUNDLE_AUTO_INCLUDE=%s%s%s", progdir, auto_script_dir[0] ? "\n" : "",
+		 auto_script_dir);
+	char *extra[] = {base_var, include_var, NULL};
+	char **envp = job_envp(sp, env, extra);
+	if (!envp)
 		return;
-	if (pid == 0) {
-		if (become_user(sp) != 0 || access(trace, R_OK) != 0)
-			_exit(1);
-		int null = open("/dev/null", O_RDWR);
-		if (null >= 0)
-			dup2(null, 1);
-		/* build's messages, for the user: DIR/auto-<key>.log */
-		static char log[ARG_MAX_LEN + 96];
-		snprintf(log, sizeof log, "%s.log", auto_base);
-		int lfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (lfd >= 0)
-			dup2(lfd, 2);
-		pid_t b = fork();
-		if (b == 0) {
-			execve(dlbundle_path, bargv, env);
-			_exit(127);
-		}
-		int st = 0;
-		while (b > 0 && waitpid(b, &st, 0) < 0 && errno == EINTR)
-			;
-		if (b < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-			dprintf(2, "dlbundle: --dlbundle=auto: %s build: %s %d\n", dlbundle_path,
-				b < 0 ? "cannot fork" : WIFSIGNALED(st) ? "killed by signal" : "exit status",
-				b < 0 ? 0 : WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-		else if (rename(tmp, img) != 0)
-			dprintf(2, "dlbundle: --dlbundle=auto: rename %s to %s: %s\n", tmp, img, strerror(errno));
-		else {
-			unlink(trace);
-			_exit(0);
-		}
-		unlink(tmp);
-		_exit(1);
+	char *bargv[] = {dlbundle_path, NULL};
+	static char out[MSG_MAX_LEN], err[MSG_MAX_LEN], msg[256];
+	struct child c;
+	int rc = run_child(sp, dlbundle_path, "", bargv, envp, NULL, 0, out, sizeof out, err, sizeof err, &c, msg, sizeof msg);
+	free(envp);
+	if (rc != 0) {
+		slurm_error("dlbundle: --dlbundle=auto: cannot run %s to build %s.dlimg: %s", dlbundle_path, auto_base, msg);
+		return;
 	}
-	int st = 0;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		slurm_error("dlbundle: --dlbundle=auto: building %s from %s failed (status %#x; its messages: %s.log); the next step traces again",
-			    img, trace, st, auto_base);
+	log_text(0, "--dlbundle=auto build", err, c.err_len);
+	if (c.timed_out)
+		slurm_error("dlbundle: --dlbundle=auto: building %s.dlimg took longer than %d seconds and was killed "
+			    "(plugstack.conf's timeout=); the next step traces again",
+			    auto_base, conf_timeout);
+	else if (c.status < 0 || !WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0)
+		slurm_error("dlbundle: --dlbundle=auto: building %s.dlimg failed (status %#x; its messages: %s.log); "
+			    "the next step traces again",
+			    auto_base, c.status, auto_base);
 	else
-		slurm_info("dlbundle: --dlbundle=auto: built %s; later steps of this command run from it", img);
+		slurm_info("dlbundle: --dlbundle=auto: built %s.dlimg; later steps of this command run from it", auto_base);
 }
 
 /* slurm_spank_task_exit: in slurmstepd as each task's exit is collected.
@@ -548,6 +870,78 @@ int slurm_spank_task_exit(spank_t sp, int ac, char **av)
 	uint32_t gid = 1;
 	if (auto_trace && spank_remote(sp) && spank_get_item(sp, S_TASK_GLOBAL_ID, &gid) == ESPANK_SUCCESS && gid == 0)
 		auto_build(sp);
+	return 0;
+}
+
+/* bcast_applies says whether --dlbundle-bcast (or bcast=1) covers this
+ * step's image: a file (not oci://, not auto, not none). */
+static int bcast_applies(void)
+{
+	return opt_bcast && opt_image[0] && strcmp(opt_image, "none") && strncmp(opt_image, "oci://", 6) &&
+	       !(!strncmp(opt_image, "auto", 4) && (opt_image[4] == 0 || opt_image[4] == ':'));
+}
+
+/* bcast_name puts the node-local copy's path in bcast_local, the same in
+ * srun and on every node: node-local /tmp (sticky), the user, job and step
+ * (a new name each step: nothing left by an earlier one is reused) and a
+ * hash of the image as given. sbcast creates it with O_EXCL as the user:
+ * a name someone took first fails the step (dlbundle refuses a copy that
+ * is not the user's own), it is never written through. */
+static int bcast_name(spank_t sp)
+{
+	uint32_t jobid = 0, stepid = 0, uid = 0;
+	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_STEPID, &stepid) != ESPANK_SUCCESS)
+		return -1;
+	uid_t u;
+	if (spank_get_item(sp, S_JOB_UID, &u) == ESPANK_SUCCESS)
+		uid = (uint32_t)u;
+	else
+		uid = (uint32_t)getuid();
+	uint64_t h = fnv(1469598103934665603ULL, opt_image, strlen(opt_image));
+	snprintf(bcast_local, sizeof bcast_local, "/tmp/dlbundle-bcast-%u.%u.%u-%016llx.dlimg", uid, jobid, stepid,
+		 (unsigned long long)h);
+	return 0;
+}
+
+/* slurm_spank_local_user_init: in srun, once the step exists and before
+ * its tasks start. With --dlbundle-bcast, sbcast reads the image once
+ * and slurmd's tree copies it to every node of the job (as the user); each
+ * node's user_init stages that copy. */
+int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	if (spank_context() != S_CTX_LOCAL || !bcast_applies())
+		return 0;
+	uint32_t jobid = 0;
+	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS || bcast_name(sp) != 0) {
+		slurm_error("dlbundle: --dlbundle-bcast: the job's ids cannot be read in srun");
+		return -1;
+	}
+	static char jobarg[64];
+	snprintf(jobarg, sizeof jobarg, "--jobid=%u", jobid);
+	char *argv[] = {"sbcast", jobarg, opt_image, bcast_local, NULL};
+	extern char **environ;
+	static char out[MSG_MAX_LEN], err[MSG_MAX_LEN], msg[256];
+	struct child c;
+	const char *path = getenv("PATH");
+	child_local = 1; /* srun runs as the user */
+	int rc = run_child(sp, "sbcast", path ? path : "/usr/local/bin:/usr/bin:/bin", argv, environ, NULL, 0, out,
+			   sizeof out, err, sizeof err - 1, &c, msg, sizeof msg);
+	child_local = 0;
+	if (rc != 0) {
+		slurm_error("dlbundle: --dlbundle-bcast: cannot run sbcast: %s", msg);
+		return -1;
+	}
+	if (c.timed_out || c.status != 0) {
+		static char esc[MSG_MAX_LEN];
+		escape(esc, sizeof esc, err, c.err_len, 0);
+		/* the nodes find no copy and fail the step, naming the image */
+		slurm_error("dlbundle: --dlbundle-bcast: sbcast %s %s: %s%s", opt_image, bcast_local,
+			    c.timed_out ? "killed at plugstack.conf's timeout=" : "failed", esc[0] ? esc : "");
+		return -1;
+	}
 	return 0;
 }
 
@@ -572,33 +966,78 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 	(void)av;
 	if (!wanted(sp))
 		return 0;
+	int bcast = bcast_applies(); /* as srun saw it: not an image auto found */
 	if (!strncmp(opt_image, "auto", 4) && (opt_image[4] == 0 || opt_image[4] == ':')) {
 		if (auto_setup(sp) != 0)
-			return -1;
+			return 0; /* step_fails said why */
 		if (auto_trace)
 			return 0; /* no image yet: natively, the first task traced */
 	}
 	char msg[MSG_MAX_LEN] = "";
-	int rc = run_env(sp, msg, sizeof msg);
+	int rc = 0;
+	if (bcast) {
+		/* the copy srun's sbcast left here: staged and removed (the
+		 * node keeps one copy, the stage), then env finds the stage */
+		static char given[ARG_MAX_LEN];
+		snprintf(given, sizeof given, "%s", opt_image);
+		if (bcast_name(sp) != 0) {
+			step_fails("--dlbundle-bcast: the job's ids cannot be read");
+			return 0;
+		}
+		strcpy(opt_image, bcast_local);
+		rc = run_env(sp, 1, msg, sizeof msg);
+		if (rc != 0) {
+			static char m2[MSG_MAX_LEN];
+			snprintf(m2, sizeof m2, "--dlbundle-bcast: the copy of %.1024s that sbcast was to leave on this node: %s",
+				 given, msg);
+			snprintf(msg, sizeof msg, "%s", m2);
+		}
+	}
+	if (rc == 0)
+		rc = run_env(sp, 0, msg, sizeof msg);
 	if (rc == 0) {
 		env_ready = 1;
 		return 0;
 	}
+	/* The message is the user's text (dlbundle's, or whatever the job's
+	 * PATH ran as dlbundle): escaped and bounded wherever it is shown. */
+	if (!msg[0])
+		snprintf(msg, sizeof msg, "dlbundle env %.1024s failed (exit status %d) without a message", opt_image, rc);
+	static char esc[MSG_MAX_LEN];
+	escape(esc, sizeof esc, msg, strlen(msg), 1);
+	/* slurmd's log; the user reads it from the tasks (task_init) */
+	log_text(0, NULL, msg, strlen(msg));
 	if (opt_fallback) {
-		/* slurm_info stays in slurmd's log; the user is told in
-		 * task_init, on the first task's stderr. */
+		/* dlbundle's hint names the option already given */
+		char *hint = strstr(esc, " (srun --dlbundle-fallback");
+		if (hint)
+			*hint = 0;
+		/* the user is told in task_init, on the node's first task's stderr */
 		snprintf(fallback_msg, sizeof fallback_msg,
-			 "dlbundle: warning: %s; running the tasks natively (--dlbundle-fallback)\n",
-			 msg[0] ? msg : "dlbundle env failed");
-		slurm_info("%s", fallback_msg);
+			 "dlbundle: warning: %s; running the tasks natively (--dlbundle-fallback)\n", esc);
 		return 0;
 	}
-	slurm_error("dlbundle: %s (--dlbundle-fallback runs the tasks natively instead)",
-		    msg[0] ? msg : "dlbundle env failed without a message");
-	/* The step ends in task_init, where every task fails before exec: a
-	 * user_init failure is a launch failure, for which srun 22.05 exits 0. */
+	/* The step fails in task_init, where every task exits before exec:
+	 * an error returned here is a launch failure, for which srun 22.05
+	 * exits 0, and under an `optional` plugstack line Slurm ignores the
+	 * plugin's errors altogether. */
+	snprintf(failed_msg, sizeof failed_msg, "dlbundle: %s\n", esc);
 	env_failed = 1;
 	return 0;
+}
+
+/* step_fails makes every task of the step exit 1 with this message (the
+ * plugin's own words: printable), and logs it. */
+static void step_fails(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = snprintf(failed_msg, sizeof failed_msg, "dlbundle: ");
+	vsnprintf(failed_msg + n, sizeof failed_msg - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	slurm_info("%s", failed_msg);
+	strcat(failed_msg, "\n");
+	env_failed = 1;
 }
 
 /* staged_program points the task's argv[0] at the staged copy of the
@@ -636,8 +1075,18 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
 	(void)ac;
 	(void)av;
-	if (env_failed)
-		return -1; /* the task exits 1 without starting the app: the message is user_init's */
+	if (env_failed) {
+		/* Every task exits 1 without starting the app, whatever the
+		 * plugstack line says (a -1 here would be ignored under
+		 * `optional`); each node's first task says why (a node-local
+		 * cause fails that node alone). */
+		int local = -1;
+		if (spank_get_item(sp, S_TASK_ID, &local) == ESPANK_SUCCESS && local == 0) {
+			ssize_t w = write(2, failed_msg, strlen(failed_msg));
+			(void)w;
+		}
+		_exit(1);
+	}
 	if (auto_trace)
 		return auto_task(sp);
 	int local = -1;

@@ -31,8 +31,9 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	// The "## Flux" section comes from the Flux tests (launchers/flux), not
-	// from this run: it is kept as it was.
+	// Everything from the "## Flux" section on (Flux's broadcast, the Slurm
+	// plugin's --dlbundle-bcast) comes from launcher tests (launchers/flux,
+	// internal/cluster), not from this run: it is kept as it was.
 	path := filepath.Join(*out, "launch.md")
 	var flux string
 	if old, err := os.ReadFile(path); err == nil {
