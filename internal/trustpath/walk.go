@@ -275,6 +275,16 @@ func (realFS) close(fd int)                                  { unix.Close(fd) }
 // cannot make the open hang or follow a link. asked names the path in
 // messages.
 func (d *Dir) OpenFile(asked, c string) (*os.File, Node, error) {
+	return d.openFile(asked, c, false)
+}
+
+// OpenOwn is OpenFile for a file that must be the walker's user's own (a
+// record, a note): another's is refused before it is opened.
+func (d *Dir) OpenOwn(asked, c string) (*os.File, Node, error) {
+	return d.openFile(asked, c, true)
+}
+
+func (d *Dir) openFile(asked, c string, own bool) (*os.File, Node, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(d.FD, d.Name(c), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return nil, Node{}, &os.PathError{Op: "open", Path: d.Join(c), Err: err}
@@ -282,6 +292,9 @@ func (d *Dir) OpenFile(asked, c string) (*os.File, Node, error) {
 	n := NodeOf(&st)
 	if err := d.Check(asked, c, n); err != nil {
 		return nil, Node{}, err
+	}
+	if own && n.Uid != d.uid {
+		return nil, Node{}, fmt.Errorf("%s is owned by uid %d, not by uid %d whose it must be; it is not opened", d.Join(c), n.Uid, d.uid)
 	}
 	if n.Type() != unix.S_IFREG {
 		return nil, Node{}, fmt.Errorf("%s is not a regular file (mode %#o); it is not opened", d.Join(c), n.Mode)
@@ -304,6 +317,15 @@ func (d *Dir) OpenFile(asked, c string) (*os.File, Node, error) {
 // reading as Dir.OpenFile does: the door for reading a file someone else
 // may have had a say in.
 func (w *Walker) OpenFile(abs string) (*os.File, Node, error) {
+	return w.openFile(abs, false)
+}
+
+// OpenOwn is OpenFile for a file that must be the walker's user's own.
+func (w *Walker) OpenOwn(abs string) (*os.File, Node, error) {
+	return w.openFile(abs, true)
+}
+
+func (w *Walker) openFile(abs string, own bool) (*os.File, Node, error) {
 	last, err := w.Walk(abs)
 	if err != nil {
 		return nil, Node{}, err
@@ -312,5 +334,5 @@ func (w *Walker) OpenFile(abs string) (*os.File, Node, error) {
 	if !last.Exists {
 		return nil, Node{}, &os.PathError{Op: "open", Path: abs, Err: unix.ENOENT}
 	}
-	return last.Dir.OpenFile(abs, last.Name)
+	return last.Dir.openFile(abs, last.Name, own)
 }
