@@ -25,6 +25,9 @@ type ReportCmd struct {
 	RunID    string   `name:"run" placeholder:"ID" help:"With no file: only the records of this run and the runs it names the start of (slurm-77: every run of Slurm job 77; slurm-77.3: its step 3)."`
 	All      bool     `help:"List every path and library in each category (default: the 30 most taken)."`
 	JSON     bool     `name:"json" help:"Print the summary as one JSON object instead of text: the totals (processes, answered, missing, passed), each list of paths with how many processes took it (lacked, node_local, temporary, per_run, left_out, outside, fallbacks), the runs, the image and report files it was made of, and fold: the build --from command that folds what the image lacked into it (\"\" when nothing). Lists are [] when empty."`
+	Gather   string   `placeholder:"DIR" help:"With --job and no file: copy the job's records from this node into DIR/<job>/<node>.<run>.report instead of summarising them (an Epilog's gather, run as the job's user). DIR and DIR/<job> go through the trust rule: a job dir another user made, or a link at a destination name, is refused, never written through."`
+	Job      string   `placeholder:"ID" help:"The job whose records --gather copies (its runs are slurm-<ID> and slurm-<ID>.*)."`
+	Node     string   `placeholder:"NAME" help:"The node name --gather puts before each record's name (default: the host name)."`
 	Image    string   `placeholder:"IMAGE" type:"existingfile" help:"The image the app ran from: the --include/--exclude it was built with decide which paths build left out by policy (default: build's default rules)."`
 
 	out     io.Writer  // where the summary goes; nil means stdout (tests)
@@ -62,6 +65,9 @@ exit status 2.`
 
 // Run reads the files and prints the summary.
 func (c *ReportCmd) Run() error {
+	if c.Gather != "" || c.Job != "" {
+		return c.gather()
+	}
 	if len(c.Files) == 0 {
 		if err := c.nodeFiles(); err != nil {
 			return err
