@@ -122,8 +122,9 @@ func (s Summary) FoldArgv() []string {
 }
 
 // shellWord quotes s for a POSIX shell when it holds anything but the
-// characters of ordinary paths: in single quotes (' becomes '\''). The
-// caller has refused control bytes.
+// characters of ordinary paths: in single quotes, each quote in s closed,
+// escaped and reopened (as env's shellQuote). The caller has refused
+// control bytes.
 func shellWord(s string) string {
 	for _, c := range s {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/._-+,:=@%", c)) {
