@@ -12,6 +12,7 @@ require (
 	golang.org/x/net v0.58.0
 	golang.org/x/sync v0.22.0
 	golang.org/x/sys v0.49.0
+	golang.org/x/tools v0.49.0
 )
 
 require (
@@ -23,5 +24,6 @@ require (
 	github.com/pierrec/lz4/v4 v4.1.22 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/u-root/uio v0.0.0-20240224005618-d2acac8f3701 // indirect
+	golang.org/x/mod v0.39.0 // indirect
 	gotest.tools/v3 v3.5.2 // indirect
 )

@@ -283,6 +283,9 @@ func hashFile(e *Entry) (string, error) {
 	if n != e.Size {
 		return "", sizeChanged(e, n)
 	}
+	if err := SameSource(f, e); err != nil {
+		return "", err
+	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
@@ -542,6 +545,9 @@ func (p *packer) object(i int, info cpio.Info, emit func(*frameJob) bool) error 
 			if extra, _ := f.Read(make([]byte, 1)); extra > 0 {
 				return sizeChanged(e, read+1+countRest(f))
 			}
+			if err := SameSource(f, e); err != nil {
+				return err
+			}
 			buf = append(buf, make([]byte, round4(e.Size)-e.Size)...) // within capacity
 			e.SHA256 = hex.EncodeToString(h.Sum(nil))
 		}
@@ -574,6 +580,9 @@ func (p *packer) readSmall(i int, hdr []byte) ([]byte, error) {
 	case int64(m) != e.Size:
 		return nil, sizeChanged(e, int64(m))
 	}
+	if err := SameSource(f, e); err != nil {
+		return nil, err
+	}
 	buf = buf[:n]
 	p.elf[i] = readELFIdent(buf[len(hdr):])
 	sum := sha256.Sum256(buf[len(hdr):])
@@ -591,7 +600,7 @@ func checkEmpty(e *Entry) error {
 	if n, _ := f.Read(make([]byte, 1)); n > 0 {
 		return sizeChanged(e, 1+countRest(f))
 	}
-	return nil
+	return SameSource(f, e)
 }
 
 func countRest(f *os.File) int64 {

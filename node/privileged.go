@@ -43,8 +43,8 @@ var privilegedOps = []privilegedOp{
 		"the stage dir's parents may be root's (a site's --stage-dir)"},
 	{"take stage lock", "openat(stage dir, .lock, O_CREAT|O_NOFOLLOW), fchown to the user if root made it, flock",
 		"one stager per node, root's and the user's ranks alike"},
-	{"open image", "(a file; an oci:// image is fetched and staged by the child, as the user's ranks do, root checking its answer as for publish) walk the image path by the Shared rule as the user (trustpath), openat O_RDONLY|O_NONBLOCK|O_NOFOLLOW, fstat: the regular file the walk checked; not a byte read",
-		"a file the job's user may not reach alone (a Prolog's copy)"},
+	{"open image", "(a file; an oci:// image is fetched and staged by the child, as the user's ranks do, root checking its answer as for publish) walk the image path by the Shared rule as the user (trustpath) on a thread with the user's file-system ids and groups (setfsuid: the kernel decides, as the user, every search and the read permission), openat O_RDONLY|O_NONBLOCK|O_NOFOLLOW, fstat: the regular file the walk checked; not a byte read",
+		"the descriptor is handed to the child before it drops to the user (the child reads the image, root never does)"},
 	{"make temp", "mkdirat(stage dir, tmp.<random>, 0700), fchown to the user",
 		"the child writes the stage there, as the user"},
 	{"publish", "check the child's one-line answer has the form staged|exists sha256-<64 hex>; fstatat(stage dir, tmp.<random>): a directory of the user's; renameat2(RENAME_NOREPLACE) to sha256-<hex>",
@@ -146,7 +146,7 @@ func StageFor(ctx context.Context, req StageForRequest) (*Staged, error) {
 		}
 		return nil, errConsumedGone(ref, name)
 	}
-	img, _, err := openImageFileAs(ref, uint32(u.Uid))
+	img, _, err := openImageFileAsUser(ref, u)
 	if err != nil {
 		return nil, err
 	}

@@ -60,8 +60,9 @@ type FoldAdvice struct {
 	Files []string
 }
 
-// command is the build --from command line, as the user can copy it.
-func (f *FoldAdvice) command(flags ...string) string {
+// Argv is the build --from command as words, for a script to exec (no
+// shell): the image the runs used, then flags, then the report files.
+func (f *FoldAdvice) Argv(flags ...string) []string {
 	img, files := "app.dlimg", []string{"RUN.report"}
 	if f != nil && f.Image != "" {
 		img = f.Image
@@ -69,31 +70,69 @@ func (f *FoldAdvice) command(flags ...string) string {
 	if f != nil && len(f.Files) > 0 {
 		files = f.Files
 	}
-	words := append([]string{"-o", shellWord(img), "--from", shellWord(img)}, flags...)
-	return "dlbundle build " + strings.Join(append(words, shellWords(files)...), " ")
+	words := append([]string{"dlbundle", "build", "-o", img, "--from", img}, flags...)
+	return append(words, files...)
+}
+
+// command is the build --from command line, as the user can copy it into
+// a POSIX shell: every word that is not plain path characters in single
+// quotes, where nothing but the quote itself is special. The words come
+// from records and notes another user may have written (a squatted records
+// dir), so a word holding control bytes (which no quoting shows safely on a
+// terminal) gets no command: "" and the word, escaped, in refused.
+func (f *FoldAdvice) command(flags ...string) (cmd, refused string) {
+	words := f.Argv(flags...)
+	for _, w := range words {
+		if untrusted.Quote(w) != w {
+			return "", untrusted.Quote(w)
+		}
+	}
+	return strings.Join(shellWords(words), " "), ""
+}
+
+// line is the command as the text prints it: the command, or why none is
+// given.
+func (f *FoldAdvice) line(flags ...string) string {
+	cmd, refused := f.command(flags...)
+	if cmd == "" {
+		return fmt.Sprintf("(no command given: %s holds control bytes, which no shell quoting shows safely; rename it, or give --image and report files whose names are plain)", refused)
+	}
+	return cmd
 }
 
 // FoldCommand is the build --from command the text advises when the runs
 // lacked something the image could hold (lacked paths, libraries from
-// outside, paths a rule left out), or "" when there is nothing to fold:
-// what a script runs after `report --json`.
+// outside, paths a rule left out), or "" when there is nothing to fold or
+// a word holds control bytes: shell text, single-quoted, safe to eval.
 func (s Summary) FoldCommand() string {
-	if len(s.Lacked) == 0 && len(s.Outside) == 0 && len(s.LeftOut) == 0 {
+	if s.FoldArgv() == nil {
 		return ""
 	}
-	return s.Fold.command()
+	cmd, _ := s.Fold.command()
+	return cmd
+}
+
+// FoldArgv is FoldCommand as an argv array (nil when there is nothing to
+// fold): what a script should run, with no shell between.
+func (s Summary) FoldArgv() []string {
+	if len(s.Lacked) == 0 && len(s.Outside) == 0 && len(s.LeftOut) == 0 {
+		return nil
+	}
+	return s.Fold.Argv()
 }
 
 // shellWord quotes s for a POSIX shell when it holds anything but the
-// characters of ordinary paths.
+// characters of ordinary paths: in single quotes, each quote in s closed,
+// escaped and reopened (as env's shellQuote). The caller has refused
+// control bytes.
 func shellWord(s string) string {
-	if q := untrusted.Quote(s); q != s {
-		return q // control bytes: shown escaped, never raw on a terminal
-	}
 	for _, c := range s {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/._-+,:=@%", c)) {
 			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 		}
+	}
+	if s == "" {
+		return "''"
 	}
 	return s
 }
@@ -396,9 +435,9 @@ func (s Summary) WriteText(w io.Writer, limit int) error {
 		}
 		var flags []string
 		for _, p := range inc {
-			flags = append(flags, "--include", shellWord(p))
+			flags = append(flags, "--include", p)
 		}
-		fmt.Fprintf(bw, "  %s\n", s.Fold.command(flags...))
+		fmt.Fprintf(bw, "  %s\n", s.Fold.line(flags...))
 		if more := len(s.IncludePrefixes) - len(inc); more > 0 {
 			fmt.Fprintf(bw, "  (%d more prefixes in --json's include_prefixes)\n", more)
 		}
@@ -409,7 +448,7 @@ func (s Summary) WriteText(w io.Writer, limit int) error {
 		writeCapped(bw, s.Outside, limit)
 		if len(s.Lacked) == 0 {
 			fmt.Fprintln(bw, "Fold them into the image (no new pilot needed; the next run loads them from the stage):")
-			fmt.Fprintln(bw, "  "+s.Fold.command())
+			fmt.Fprintln(bw, "  "+s.Fold.line())
 		}
 	}
 	if len(s.LeftOut) > 0 {
@@ -418,7 +457,7 @@ func (s Summary) WriteText(w io.Writer, limit int) error {
 		writeCapped(bw, s.LeftOut, limit)
 		fmt.Fprintln(bw, "Folding the reports in bundles them (a run named them); or rebuild with --stat-only-max BYTES.")
 		if len(s.Lacked) == 0 {
-			fmt.Fprintln(bw, "  "+s.Fold.command())
+			fmt.Fprintln(bw, "  "+s.Fold.line())
 		}
 	}
 	if len(s.Lacked) == 0 {
@@ -433,7 +472,7 @@ func (s Summary) WriteText(w io.Writer, limit int) error {
 	fmt.Fprintln(bw, "\nThese lookups went to the shared file system from every process. Fold them (and the")
 	fmt.Fprintln(bw, "libraries above) into the image, with no new pilot: the same rules as any build, files")
 	fmt.Fprintln(bw, "written by the run after the image are left out (the summary says so):")
-	fmt.Fprintln(bw, "  "+s.Fold.command())
+	fmt.Fprintln(bw, "  "+s.Fold.line())
 	return bw.Flush()
 }
 

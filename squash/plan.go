@@ -55,6 +55,14 @@ func (o Options) statOnlyMax() int64 {
 // (data files whose size the app checks) are recorded as external.
 const StatOnlyMaxSize = 2 << 20
 
+// ReportedOnlyMaxSize: a regular file that only reports name (build --from;
+// no pilot saw it) and that is larger than this stays external unless an
+// --include covers it. Reports can come from records another user planted,
+// and a 4 GiB sparse file they name would otherwise be bundled into the
+// image and staged into every node's memory; no shared library or module
+// the fold is for comes near this size.
+const ReportedOnlyMaxSize = 256 << 20
+
 // Plan is what the image writer packs: entries in load order.
 type Plan struct {
 	Entries []image.Entry
@@ -213,6 +221,10 @@ func (b *builder) placeExisting(x *use, w walk) {
 		return
 	}
 	switch {
+	case n.isReg() && x.reported && !x.pilot && n.st.Size > ReportedOnlyMaxSize && !b.rules.Included(n.path):
+		b.addChain(w)
+		b.addExternal(n)
+		b.warn("%s (%d bytes) is named only by reports and larger than 256 MiB: left external (stats and reads go to the file system); --include %s to bundle it", x.path, n.st.Size, x.path)
 	case n.isReg() && !x.read && !x.pycWritten && n.st.Size > b.opts.statOnlyMax():
 		b.addChain(w)
 		b.addExternal(n)

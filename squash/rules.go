@@ -152,6 +152,17 @@ func (rs *Rules) Match(p string) (Verdict, string) {
 	return Bundle, ""
 }
 
+// Included reports whether the longest rule matching p is the user's
+// --include.
+func (rs *Rules) Included(p string) bool {
+	for _, r := range rs.rules {
+		if hasPrefix(p, r.prefix) {
+			return r.user && r.verdict == Bundle
+		}
+	}
+	return false
+}
+
 // hasPrefix reports whether p is prefix or below it, component-wise
 // (/usr/lib matches /usr/lib/x but not /usr/lib64).
 func hasPrefix(p, prefix string) bool {

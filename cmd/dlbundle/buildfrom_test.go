@@ -348,8 +348,11 @@ func TestEpilogGathersTheJobsRecords(t *testing.T) {
 		env := append(append(append([]string{}, base...), job...), "DLBUNDLE_STAGE_DIR="+stagePattern)
 		run(env, cli, "exec", "app.dlimg", "--", "/usr/bin/python3", "-c", "import json, decimal")
 	}
-	shared := filepath.Join(dir, "shared")
+	shared := filepath.Join(dir, "shared") // as /tmp: sticky, every user may create in it
 	if err := os.Mkdir(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
 		t.Fatal(err)
 	}
 	me, err := user.Current()

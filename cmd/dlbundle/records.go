@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlbundle/dlbundle/internal/trustpath"
 	"golang.org/x/sys/unix"
 )
 
@@ -217,14 +218,47 @@ func pruneRecords(dir, keep string) {
 	}
 }
 
+// recordSet is a records dir the trust rule accepted, held by descriptor:
+// its files are opened in it (openRecord), never by a path again.
+type recordSet struct {
+	dir   *trustpath.Dir
+	files []string // paths, oldest first
+}
+
 // nodeRecords lists the record files of a stage directory, oldest first.
-func nodeRecords(stageDir string) ([]string, error) {
+// The stage dir was resolved and checked as staging does (report.go); the
+// records dir must be the caller's own and writable by no one else (as
+// nodeRecord makes it): one that is not is skipped with a warning naming it,
+// since whoever could write it chose what the records say, the fold advice
+// included.
+func nodeRecords(stageDir string) (*recordSet, error) {
 	dir := recordsDir(stageDir)
-	ents, err := os.ReadDir(dir)
+	euid := uint32(os.Geteuid())
+	d, err := (&trustpath.Walker{Rule: trustpath.Private, Uid: euid}).WalkDir(dir)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+		if errors.Is(err, unix.ENOENT) {
 			return nil, fmt.Errorf("no records in %s: no app ran here with 'dlbundle exec' (or DLBUNDLE_RECORD=0 was set); give report files, or --stage-dir where exec staged", stageDir)
 		}
+		fmt.Fprintf(os.Stderr, "dlbundle report: warning: skipped the records in %s: %v\n", dir, err)
+		return nil, fmt.Errorf("no records in %s that are trusted: give report files, or --stage-dir where exec staged", stageDir)
+	}
+	if d.Node.Uid != euid || d.Node.Mode&0o022 != 0 {
+		fmt.Fprintf(os.Stderr, "dlbundle report: warning: skipped the records in %s: owned by uid %d with mode %#o, not a directory of your own that only you can write (uid %d)\n",
+			d.Path, d.Node.Uid, d.Node.Mode&0o7777, euid)
+		d.Close()
+		return nil, fmt.Errorf("no records in %s that are trusted: give report files, or --stage-dir where exec staged", stageDir)
+	}
+	// d.FD is O_PATH: list through a descriptor opened in it.
+	fd, err := unix.Openat(d.FD, d.Name("."), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		d.Close()
+		return nil, &os.PathError{Op: "open", Path: d.Path, Err: err}
+	}
+	df := os.NewFile(uintptr(fd), d.Path)
+	ents, err := df.ReadDir(-1)
+	df.Close()
+	if err != nil {
+		d.Close()
 		return nil, err
 	}
 	type rec struct {
@@ -237,7 +271,7 @@ func nodeRecords(stageDir string) ([]string, error) {
 			continue
 		}
 		if info, err := e.Info(); err == nil && info.Size() > 0 {
-			rs = append(rs, rec{filepath.Join(dir, e.Name()), info.ModTime().UnixNano()})
+			rs = append(rs, rec{d.Join(e.Name()), info.ModTime().UnixNano()})
 		}
 	}
 	sort.Slice(rs, func(i, j int) bool { return rs[i].mt < rs[j].mt })
@@ -246,7 +280,20 @@ func nodeRecords(stageDir string) ([]string, error) {
 		out = append(out, r.path)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no records in %s yet: processes write theirs when they end, and only those that passed something to the file system (a run the image served entirely leaves none)", dir)
+		d.Close()
+		return nil, fmt.Errorf("no records in %s yet: processes write theirs when they end, and only those that passed something to the file system (a run the image served entirely leaves none)", d.Path)
 	}
-	return out, nil
+	return &recordSet{dir: d, files: out}, nil
+}
+
+// open opens the file p (a record, or a note beside one) in the held
+// records dir: a regular file of the caller's own (never a FIFO or a
+// device, never through a link), else an error naming it.
+func (rs *recordSet) open(p string) (*os.File, error) {
+	name := filepath.Base(p)
+	if filepath.Join(rs.dir.Path, name) != p {
+		return nil, fmt.Errorf("%s is not in the records dir %s", p, rs.dir.Path)
+	}
+	f, _, err := rs.dir.OpenOwn(p, name)
+	return f, err
 }

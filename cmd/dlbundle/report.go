@@ -2,7 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"github.com/dlbundle/dlbundle/internal/abspath"
+	"github.com/dlbundle/dlbundle/internal/trustpath"
 	"io"
 	"os"
 	"path/filepath"
@@ -21,10 +24,14 @@ type ReportCmd struct {
 	StageDir string   `name:"stage-dir" placeholder:"DIR" env:"DLBUNDLE_STAGE_DIR" help:"With no file: read the records of this stage directory (default: exec's default)."`
 	RunID    string   `name:"run" placeholder:"ID" help:"With no file: only the records of this run and the runs it names the start of (slurm-77: every run of Slurm job 77; slurm-77.3: its step 3)."`
 	All      bool     `help:"List every path and library in each category (default: the 30 most taken)."`
-	JSON     bool     `name:"json" help:"Print the summary as one JSON object instead of text: the totals (processes, answered, missing, passed), each list of paths with how many processes took it (lacked, node_local, temporary, per_run, left_out, outside, fallbacks), the runs, the image and report files it was made of, and fold: the build --from command that folds what the image lacked into it (\"\" when nothing). Lists are [] when empty."`
+	JSON     bool     `name:"json" help:"Print the summary as one JSON object instead of text: the totals (processes, answered, missing, passed), each list of paths with how many processes took it (lacked, node_local, temporary, per_run, left_out, outside, fallbacks), the runs, the image and report files it was made of, fold_argv: the build --from command that folds what the image lacked into it, as an argv array to run with no shell ([] when nothing), and fold: the same as shell text, single-quoted (\"\" when nothing, or when a name holds control bytes). Lists are [] when empty."`
+	Gather   string   `placeholder:"DIR" help:"With --job and no file: copy the job's records from this node into DIR/<job>/<node>.<run>.report instead of summarising them (an Epilog's gather, run as the job's user). DIR and DIR/<job> go through the trust rule: a job dir another user made, or a link at a destination name, is refused, never written through."`
+	Job      string   `placeholder:"ID" help:"The job whose records --gather copies (its runs are slurm-<ID> and slurm-<ID>.*)."`
+	Node     string   `placeholder:"NAME" help:"The node name --gather puts before each record's name (default: the host name)."`
 	Image    string   `placeholder:"IMAGE" type:"existingfile" help:"The image the app ran from: the --include/--exclude it was built with decide which paths build left out by policy (default: build's default rules)."`
 
-	out io.Writer // where the summary goes; nil means stdout (tests)
+	out     io.Writer  // where the summary goes; nil means stdout (tests)
+	records *recordSet // the node's records when no file was given
 }
 
 // Help explains what the report shows.
@@ -62,9 +69,15 @@ exit status 2.`
 // summed per image the runs used (each run's record names its image): one
 // summary and one fold command per image, never one that mixes images.
 func (c *ReportCmd) Run() error {
+	if c.Gather != "" || c.Job != "" {
+		return c.gather()
+	}
 	if len(c.Files) == 0 {
 		if err := c.nodeFiles(); err != nil {
 			return err
+		}
+		if c.records != nil {
+			defer c.records.dir.Close()
 		}
 		if groups := c.byImage(); len(groups) > 1 && c.Image == "" {
 			out := c.out
@@ -107,7 +120,9 @@ func (c *ReportCmd) byImage() []imageRuns {
 	at := map[string]int{}
 	for _, f := range c.Files {
 		img := ""
-		if b, err := os.ReadFile(strings.TrimSuffix(f, ".report") + ".image"); err == nil {
+		if note, err := c.openNote(strings.TrimSuffix(f, ".report") + ".image"); err == nil {
+			b, _ := io.ReadAll(io.LimitReader(note, 64<<10))
+			note.Close()
 			img = strings.TrimSpace(string(b))
 		}
 		i, ok := at[img]
@@ -124,6 +139,9 @@ func (c *ReportCmd) byImage() []imageRuns {
 // run summarises c.Files.
 func (c *ReportCmd) run() error {
 	for _, name := range c.Files {
+		if c.records != nil {
+			break // opened in the checked records dir below, as regular files only
+		}
 		if err := refuseNonReport(name); err != nil {
 			return err
 		}
@@ -131,7 +149,7 @@ func (c *ReportCmd) run() error {
 	var all []report.ProcessReport
 	bad := 0
 	for _, name := range c.Files {
-		f, err := os.Open(name)
+		f, err := c.openReport(name)
 		if err != nil {
 			return err
 		}
@@ -197,7 +215,8 @@ func (c *ReportCmd) run() error {
 			Image   string   `json:"image"`
 			Reports []string `json:"reports"`
 			Fold    string   `json:"fold"`
-		}{s, img, c.Files, s.FoldCommand()})
+			Argv    []string `json:"fold_argv"`
+		}{s, img, c.Files, s.FoldCommand(), foldArgv(s)})
 	}
 	limit := 30
 	if c.All {
@@ -232,12 +251,58 @@ func refuseNonReport(name string) error {
 	return nil
 }
 
-// nodeFiles sets Files to this node's records (records.go).
+// foldArgv is the fold as an argv array, [] when there is nothing to fold.
+func foldArgv(s report.Summary) []string {
+	if a := s.FoldArgv(); a != nil {
+		return a
+	}
+	return []string{}
+}
+
+// openReport opens a report file: one the caller named (its own input), or
+// one of the node's records, in the records dir that was checked.
+func (c *ReportCmd) openReport(name string) (*os.File, error) {
+	if c.records != nil {
+		return c.records.open(name)
+	}
+	return os.Open(name)
+}
+
+// openNote opens the .image note exec left beside a record: like a record,
+// a regular file of the caller's own only (a note names the image the fold
+// advice reads and rebuilds, and another user may have planted one).
+func (c *ReportCmd) openNote(p string) (*os.File, error) {
+	if c.records != nil {
+		return c.records.open(p)
+	}
+	abs, err := abspath.Abs(p)
+	if err != nil {
+		return nil, err
+	}
+	f, _, err := trustpath.For(trustpath.Shared).OpenOwn(abs)
+	return f, err
+}
+
+// nodeFiles sets Files to this node's records (records.go), in the stage
+// dir found as staging finds it: the same checks, and the same private
+// fallback when another user took the default name.
 func (c *ReportCmd) nodeFiles() error {
-	files, err := nodeRecords(node.ResolveStageDir(c.StageDir))
+	stageDir, squat, found, err := node.LookupStageDirFor(c.StageDir)
 	if err != nil {
 		return err
 	}
+	if squat != nil {
+		fmt.Fprintf(os.Stderr, "dlbundle report: warning: %s\n", squat.Warning())
+	}
+	if !found {
+		return fmt.Errorf("no records in %s: no app ran here with 'dlbundle exec' (or DLBUNDLE_RECORD=0 was set); give report files, or --stage-dir where exec staged", stageDir)
+	}
+	rs, err := nodeRecords(stageDir)
+	if err != nil {
+		return err
+	}
+	c.records = rs
+	files := rs.files
 	if c.RunID != "" {
 		id := cleanRunID(c.RunID)
 		var keep []string
@@ -260,7 +325,15 @@ func (c *ReportCmd) nodeFiles() error {
 func (c *ReportCmd) imageOfRuns() string {
 	img := ""
 	for _, f := range c.Files {
-		b, err := os.ReadFile(strings.TrimSuffix(f, ".report") + ".image")
+		note, err := c.openNote(strings.TrimSuffix(f, ".report") + ".image")
+		if err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				fmt.Fprintf(os.Stderr, "dlbundle report: warning: the image note: %v\n", err)
+			}
+			return ""
+		}
+		b, err := io.ReadAll(io.LimitReader(note, 64<<10))
+		note.Close()
 		if err != nil {
 			return ""
 		}

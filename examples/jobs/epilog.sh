@@ -5,8 +5,8 @@
 # Stages in use (another job of the user still runs from them) are never
 # removed. Runs as root with no PATH; gc runs as the job's user.
 #
-# With DLBUNDLE_RECORDS_TO set (a shared directory every user may create
-# a directory in, e.g. /scratch/dlbundle-records), it first copies the job's
+# With DLBUNDLE_RECORDS_TO set (a shared sticky directory every user may
+# create a directory in, mode 1777, e.g. /scratch/dlbundle-records), it first copies the job's
 # records from the node, what every process of the job passed to the file
 # system (docs/exec.md, "Keeping an image complete"), to
 # $DLBUNDLE_RECORDS_TO/<job id>/<node>.<run>.report, as the job's user. After
@@ -20,15 +20,13 @@ KEEP=${DLBUNDLE_EPILOG_KEEP:-4G}
 STAGE_DIR=${DLBUNDLE_STAGE_DIR:-/dev/shm/dlbundle-%U}
 STAGE_DIR=$(printf '%s' "$STAGE_DIR" | sed "s/%U/$SLURM_JOB_UID/g; s/%u/$SLURM_JOB_USER/g")
 if [ -n "$DLBUNDLE_RECORDS_TO" ]; then
-	# As the user: the records are theirs, and so is the copy. Every run
-	# of the job is named slurm-<job id> or slurm-<job id>.<...>.
-	runuser -u "$SLURM_JOB_USER" -- sh -c '
-		src=$1/records dst=$2/$3
-		for f in "$src/slurm-$3.report" "$src/slurm-$3."*.report; do
-			[ -f "$f" ] && [ ! -L "$f" ] || continue
-			mkdir -p "$dst" && cp "$f" "$dst/$4.${f##*/}"
-		done' sh "$STAGE_DIR" "$DLBUNDLE_RECORDS_TO" "$SLURM_JOB_ID" "${SLURMD_NODENAME:-$(hostname)}" ||
-		echo "dlbundle epilog: copying the job's records failed on $SLURMD_NODENAME" >&2
+	# As the user, by dlbundle (never mkdir/cp in a shared directory: job
+	# ids are public, so another user can make the job's directory first or
+	# leave a link at a destination name): report --gather reads the
+	# records from the checked stage dir and writes through the trust rule.
+	runuser -u "$SLURM_JOB_USER" -- env DLBUNDLE_STAGE_DIR="$STAGE_DIR" "$DLBUNDLE" report \
+		--gather "$DLBUNDLE_RECORDS_TO" --job "$SLURM_JOB_ID" --node "${SLURMD_NODENAME:-$(hostname)}" ||
+		echo "dlbundle epilog: gathering the job's records failed on $SLURMD_NODENAME" >&2
 fi
 runuser -u "$SLURM_JOB_USER" -- "$DLBUNDLE" gc --job "$SLURM_JOB_ID" --keep "$KEEP" >/dev/null ||
 	echo "dlbundle epilog: gc failed on $SLURMD_NODENAME" >&2

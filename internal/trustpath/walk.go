@@ -266,3 +266,73 @@ func (realFS) readlink(fd int) (string, error) {
 
 func (realFS) mkdir(dir int, name string, mode uint32) error { return unix.Mkdirat(dir, name, mode) }
 func (realFS) close(fd int)                                  { unix.Close(fd) }
+
+// OpenFile opens entry c of d for reading: only a regular file, the entry
+// the rule accepts, opened by descriptor in d (never by a path resolved
+// again). Its type is looked at before the open (fstatat, no follow), so a
+// FIFO or a device is never opened, and the open is O_NOFOLLOW|O_NONBLOCK
+// and checked to be that same file (dev, inode): one swapped in between
+// cannot make the open hang or follow a link. asked names the path in
+// messages.
+func (d *Dir) OpenFile(asked, c string) (*os.File, Node, error) {
+	return d.openFile(asked, c, false)
+}
+
+// OpenOwn is OpenFile for a file that must be the walker's user's own (a
+// record, a note): another's is refused before it is opened.
+func (d *Dir) OpenOwn(asked, c string) (*os.File, Node, error) {
+	return d.openFile(asked, c, true)
+}
+
+func (d *Dir) openFile(asked, c string, own bool) (*os.File, Node, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(d.FD, d.Name(c), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, Node{}, &os.PathError{Op: "open", Path: d.Join(c), Err: err}
+	}
+	n := NodeOf(&st)
+	if err := d.Check(asked, c, n); err != nil {
+		return nil, Node{}, err
+	}
+	if own && n.Uid != d.uid {
+		return nil, Node{}, fmt.Errorf("%s is owned by uid %d, not by uid %d whose it must be; it is not opened", d.Join(c), n.Uid, d.uid)
+	}
+	if n.Type() != unix.S_IFREG {
+		return nil, Node{}, fmt.Errorf("%s is not a regular file (mode %#o); it is not opened", d.Join(c), n.Mode)
+	}
+	fd, err := unix.Openat(d.FD, d.Name(c), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, Node{}, &os.PathError{Op: "open", Path: d.Join(c), Err: err}
+	}
+	if err := unix.Fstat(fd, &st); err != nil || st.Dev != n.Dev || st.Ino != n.Ino {
+		unix.Close(fd)
+		return nil, Node{}, fmt.Errorf("%s was replaced while it was opened; not read", d.Join(c))
+	}
+	if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil {
+		unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl&^unix.O_NONBLOCK)
+	}
+	return os.NewFile(uintptr(fd), d.Join(c)), NodeOf(&st), nil
+}
+
+// OpenFile walks abs under the rule (Walk) and opens the file it names for
+// reading as Dir.OpenFile does: the door for reading a file someone else
+// may have had a say in.
+func (w *Walker) OpenFile(abs string) (*os.File, Node, error) {
+	return w.openFile(abs, false)
+}
+
+// OpenOwn is OpenFile for a file that must be the walker's user's own.
+func (w *Walker) OpenOwn(abs string) (*os.File, Node, error) {
+	return w.openFile(abs, true)
+}
+
+func (w *Walker) openFile(abs string, own bool) (*os.File, Node, error) {
+	last, err := w.Walk(abs)
+	if err != nil {
+		return nil, Node{}, err
+	}
+	defer last.Close()
+	if !last.Exists {
+		return nil, Node{}, &os.PathError{Op: "open", Path: abs, Err: unix.ENOENT}
+	}
+	return last.Dir.openFile(abs, last.Name, own)
+}

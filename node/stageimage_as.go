@@ -1,0 +1,85 @@
+package node
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// openImageFileAsUser is openImageFileAs for root staging for u (a
+// Prolog's stage --user, SLURM_JOB_UID): the walk and the open run on a
+// thread whose file-system credentials are u's (setfsuid, setfsgid,
+// setgroups: per thread in the kernel; changing fsuid from 0 drops
+// CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH), so whether u may search every
+// directory on the way and read the image is decided by the kernel as u,
+// not by comparing owners: a victim's 0600 image in a 0700 home is refused
+// to the attacker's job. The thread is never given back to the runtime
+// (LockOSThread without Unlock): it ends with the goroutine, its
+// credentials with it.
+func openImageFileAsUser(path string, u Account) (*os.File, int64, error) {
+	type result struct {
+		f   *os.File
+		n   int64
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := becomeFSUser(u); err != nil {
+			ch <- result{err: fmt.Errorf("take uid %d's file-system credentials to open image %s: %w", u.Uid, path, err)}
+			return
+		}
+		f, n, err := openImageFileAs(path, uint32(u.Uid))
+		if err != nil && (os.IsPermission(err) || errorIsEACCES(err)) {
+			err = fmt.Errorf("image %s: uid %d may not read it (%v); refusing to stage it for them: root stages only what the job's user could read themselves", path, u.Uid, err)
+		}
+		ch <- result{f, n, err}
+	}()
+	r := <-ch
+	return r.f, r.n, r.err
+}
+
+func errorIsEACCES(err error) bool {
+	for e := err; e != nil; {
+		if e == unix.EACCES {
+			return true
+		}
+		u, ok := e.(interface{ Unwrap() error })
+		if !ok {
+			return false
+		}
+		e = u.Unwrap()
+	}
+	return false
+}
+
+// becomeFSUser sets this thread's (only) groups and file-system ids to
+// u's, with raw system calls: glibc and Go's syscall.Setgroups would apply
+// them to every thread.
+func becomeFSUser(u Account) error {
+	groups := make([]uint32, 0, len(u.Groups))
+	for _, g := range u.Groups {
+		groups = append(groups, uint32(g))
+	}
+	var p unsafe.Pointer
+	if len(groups) > 0 {
+		p = unsafe.Pointer(&groups[0])
+	}
+	if _, _, e := syscall.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(groups)), uintptr(p), 0); e != 0 {
+		return fmt.Errorf("setgroups: %w", e)
+	}
+	syscall.RawSyscall(unix.SYS_SETFSGID, uintptr(u.Gid), 0, 0)
+	syscall.RawSyscall(unix.SYS_SETFSUID, uintptr(u.Uid), 0, 0)
+	// Each returns the previous id; asking to set an invalid one returns
+	// the current without changing it.
+	gid, _, _ := syscall.RawSyscall(unix.SYS_SETFSGID, ^uintptr(0), 0, 0)
+	uid, _, _ := syscall.RawSyscall(unix.SYS_SETFSUID, ^uintptr(0), 0, 0)
+	if int(uint32(uid)) != u.Uid || int(uint32(gid)) != u.Gid {
+		return fmt.Errorf("fsuid %d fsgid %d after setfsuid(%d) setfsgid(%d)", uint32(uid), uint32(gid), u.Uid, u.Gid)
+	}
+	return nil
+}
