@@ -561,6 +561,9 @@ static int try_dir(const char *d, size_t dn, const char *name, size_t nn)
 {
 	char orig[DLB_PATH_MAX], cand[DLB_PATH_MAX];
 	if (dn == 0 || d[0] != '/') return S_UNDECIDED; /* relative to the cwd */
+	/* A driver's library is the node's, under names the image may never have
+	 * seen (table.h, dlb_node_bound): ld.so searches for it itself. */
+	if (dlb_node_bound(name, nn)) return S_UNDECIDED;
 	while (dn > 1 && d[dn - 1] == '/') dn--;
 	/* a mapped LD_LIBRARY_PATH entry or $ORIGIN inside the stage: the original */
 	if (dn > root_len && dlb_hasprefix(d, root, root_len) && d[root_len] == '/') { d += root_len; dn -= root_len; }
