@@ -12,6 +12,20 @@ ssize_t proc_readlink(int dirfd, const char *path, char *buf, size_t size)
 	char tmp[DLB_PATH_MAX + 1024];
 	long n = syscall(SYS_readlinkat, dirfd, path, tmp, sizeof tmp);
 	if (n < 0) return -1; /* syscall() has set errno */
+	/* Under the image's own ld.so (exec started it with the program as its
+	 * argument: docs/exec.md, "Images and nodes") the kernel's exe is ld.so;
+	 * the program is the main link map, which ld.so names by the path it was
+	 * given (run normally, the main map's name is ""). Only when the exe is
+	 * in the stage: ld.so run by hand on a node program stays as natively. */
+	if (!strcmp(path, "/proc/self/exe") || !strcmp(path, "/proc/thread-self/exe")) {
+		const char *main_name = _r_debug.r_map ? _r_debug.r_map->l_name : NULL;
+		size_t mn = main_name ? strlen(main_name) : 0;
+		if (mn > 0 && mn < sizeof tmp && main_name[0] == '/' && (size_t)n > stage_root_len &&
+		    !memcmp(tmp, stage_root, stage_root_len) && tmp[stage_root_len] == '/') {
+			memcpy(tmp, main_name, mn);
+			n = (long)mn;
+		}
+	}
 	size_t l = strip_stage(tmp, (size_t)n);
 	if (l > size) l = size;
 	memcpy(buf, tmp, l);
