@@ -85,8 +85,14 @@ func Start(stageDir string, argv []string, environ []string, opts EnvOptions) (*
 			return nil, &StartError{127, err}
 		}
 	}
-	path, argv := underImageLdso(stageDir, file, argv)
-	return &Program{Path: path, Argv: argv, Env: ShimEnv(stageDir, environ, opts)}, nil
+	path, argv2 := underImageLdso(stageDir, file, argv)
+	env := ShimEnv(stageDir, environ, opts)
+	if path != file {
+		// /proc/self/exe names ld.so now: the shim answers with this, and
+		// the audit object takes the program's $ORIGIN from it.
+		env = append(env, "DLBUNDLE_EXE="+strings.TrimPrefix(file, filepath.Join(stageDir, stagefmt.RootDir)))
+	}
+	return &Program{Path: path, Argv: argv2, Env: env}, nil
 }
 
 // underImageLdso starts a bundled, dynamically linked program under the

@@ -72,13 +72,6 @@ func TestCrossGlibc(t *testing.T) {
 	for _, a := range apps {
 		for _, build := range nodes {
 			t.Run(a.name+"/"+build.name, func(t *testing.T) {
-				if a.name == "capp" && os.Getenv("DLBUNDLE_CROSS_CAPP") == "" {
-					// Not yet: under the image's ld.so started explicitly, the
-					// app's dlopen by name through its RUNPATH $ORIGIN/../plugins
-					// fails (libplug_alpha.so: cannot open shared object file);
-					// DLBUNDLE_CROSS_CAPP=1 runs it.
-					t.Skip("dlopen through the main program's RUNPATH under an explicitly started ld.so: not settled yet")
-				}
 				argv := a.argv(t, build)
 				native := build.must(t, argv...)
 				img := build.work + "/" + a.name + ".dlimg"
