@@ -114,3 +114,39 @@ func versionAtLeast(v string, major, minor int) bool {
 	}
 	return x > major || x == major && y >= minor
 }
+
+// StageGlibc describes the glibc a stage's programs run with, for `dlbundle
+// ls`: the image's glibc version and ld.so build id (read as data from the
+// staged files) and whether exec starts the image's ld.so on this node
+// (LdsoChoice). ok is false for a stage without glibc (no ld.so bundled).
+func StageGlibc(stageDir string) (version, buildID string, imageLdso bool, ok bool) {
+	tab, release, err := MapTable(stageDir)
+	if err != nil {
+		return "", "", false, false
+	}
+	final, found := ResolveFile(tab, DynamicLinker())
+	var libc string
+	if found {
+		libc, _ = ResolveFile(tab, filepath.Join(filepath.Dir(final), "libc.so.6"))
+	}
+	release()
+	if !found {
+		return "", "", false, false
+	}
+	tree, err := openStagedTree(filepath.Join(stageDir, RootDir))
+	if err != nil {
+		return "", "", false, false
+	}
+	defer tree.Close()
+	buildID, _ = buildIDIn(tree, final)
+	if libc != "" {
+		if f, err := tree.open(libc); err == nil {
+			if st, err := f.Stat(); err == nil {
+				version, _, _ = image.LibcVersion(sizedFile{f, st.Size()})
+			}
+			f.Close()
+		}
+	}
+	_, _, imageLdso = ImageLdso(stageDir)
+	return version, buildID, imageLdso, true
+}
