@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dlbundle/dlbundle/image"
 )
 
@@ -63,10 +65,19 @@ func WriteLdsoChoice(stageDir string) (string, error) {
 		f.Close()
 		return "", err
 	}
-	version, _, err := image.LibcVersion(sizedFile{f, st.Size()})
+	version, minKernel, err := image.LibcVersion(sizedFile{f, st.Size()})
 	f.Close()
 	if err != nil || version == "" {
 		return "", fmt.Errorf("the image's libc %s: no glibc version found (%v)", libc, err)
+	}
+	// The image's libc refuses to start on a kernel older than its ABI note
+	// says ("FATAL: kernel too old", from inside every process): say so now.
+	var uts unix.Utsname
+	if unix.Uname(&uts) == nil {
+		if release := unix.ByteSliceToString(uts.Release[:]); KernelOlder(release, minKernel) {
+			return "", fmt.Errorf("the image's glibc %s needs Linux %s or later and this node runs %s: "+
+				"run it on a newer node, rebuild the image on a node with an older glibc, or use --fallback to run the app natively", version, minKernel, release)
+		}
 	}
 	if err := os.Symlink(version+" "+final, filepath.Join(stageDir, LdsoChoice)); err != nil {
 		return "", fmt.Errorf("materialize: record the image's ld.so: %w", err)
@@ -149,4 +160,35 @@ func StageGlibc(stageDir string) (version, buildID string, imageLdso bool, ok bo
 	}
 	_, _, imageLdso = ImageLdso(stageDir)
 	return version, buildID, imageLdso, true
+}
+
+// KernelOlder reports whether the kernel release (uname -r: "6.1.0-18-amd64")
+// is older than min ("3.2.0"); false when either cannot be read.
+func KernelOlder(release, min string) bool {
+	num := func(s string) ([3]int, bool) {
+		var v [3]int
+		for i, f := range strings.SplitN(s, ".", 3) {
+			end := 0
+			for end < len(f) && f[end] >= '0' && f[end] <= '9' {
+				end++
+			}
+			n, err := strconv.Atoi(f[:end])
+			if err != nil {
+				return v, i > 0
+			}
+			v[i] = n
+		}
+		return v, true
+	}
+	r, ok1 := num(release)
+	m, ok2 := num(min)
+	if !ok1 || !ok2 || min == "" {
+		return false
+	}
+	for i := range r {
+		if r[i] != m[i] {
+			return r[i] < m[i]
+		}
+	}
+	return false
 }
