@@ -17,6 +17,7 @@ import (
 // pair it with the image's libc (death before main); exec starts the image's
 // own ld.so instead, as staging recorded (STAGE/ldso), so the stage of a
 // cross pair must hold that record and a same-glibc stage must not.
+// A warm exec under strace makes no system call on a path the image bundles.
 // Apps: python3 importing numpy, and the demo C app (RUNPATH $ORIGIN,
 // dlopen by name, /proc/self/exe read to find its data).
 func TestCrossGlibc(t *testing.T) {
@@ -99,6 +100,15 @@ func TestCrossGlibc(t *testing.T) {
 						}
 						if l := ldsoNoise.FindString(errOut); l != "" {
 							t.Errorf("exec is not quiet (%q):\n%s", l, errOut)
+						}
+						// Warm, under strace: no call on a path the image bundles.
+						log := filepath.Join(run.host, name+".strace")
+						execArgv := append([]string{run.work + "/dlbundle-amd64", "exec", "--stage-dir", stage, run.work + "/" + name, "--"}, argv...)
+						if out, _, err := run.run(t, log, execArgv...); err != nil || out != native {
+							t.Fatalf("warm exec under strace: %v, stdout %q", err, out)
+						}
+						if n, report := leaks(t, log, bundledPaths(t, filepath.Join(run.host, name)), execArgv[0]); n != 0 {
+							t.Errorf("a warm exec made %d system calls on paths the image bundles:\n%s", n, strings.Join(report, "\n"))
 						}
 						links, _ := filepath.Glob(filepath.Join(run.root, stage, "sha256-*", "ldso"))
 						if len(links) != 1 {
