@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"debug/elf"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dlbundle/dlbundle/internal/abspath"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
 // Program is a process to start from a stage: the file the kernel executes,
@@ -83,7 +85,50 @@ func Start(stageDir string, argv []string, environ []string, opts EnvOptions) (*
 			return nil, &StartError{127, err}
 		}
 	}
-	return &Program{Path: file, Argv: argv, Env: ShimEnv(stageDir, environ, opts)}, nil
+	path, argv2 := underImageLdso(stageDir, file, argv)
+	env := ShimEnv(stageDir, environ, opts)
+	if path != file {
+		// /proc/self/exe names ld.so now: the shim answers with this, and
+		// the audit object takes the program's $ORIGIN from it.
+		env = append(env, "DLBUNDLE_EXE="+strings.TrimPrefix(file, filepath.Join(stageDir, stagefmt.RootDir)))
+	}
+	return &Program{Path: path, Argv: argv2, Env: env}, nil
+}
+
+// underImageLdso starts a bundled, dynamically linked program under the
+// image's own ld.so when the stage recorded that the node's is another
+// glibc build (stagefmt.LdsoChoice, decided at staging): ld.so and libc.so.6
+// of two builds cannot work together, and the kernel would take the node's
+// ld.so from the program's PT_INTERP. ld.so is started with the program as
+// its argument; from glibc 2.33 `--argv0` keeps argv[0] as given, before it
+// the program's argv[0] is the staged path ld.so opened (docs/exec.md,
+// "Images and nodes"). On a node with the image's glibc the only cost is the
+// failed readlink of the record.
+func underImageLdso(stageDir, file string, argv []string) (string, []string) {
+	ldso, argv0, ok := stagefmt.ImageLdso(stageDir)
+	if !ok || !strings.HasPrefix(file, filepath.Join(stageDir, stagefmt.RootDir)+"/") || !dynamicELF(file) {
+		return file, argv
+	}
+	out := []string{ldso}
+	if argv0 {
+		out = append(out, "--argv0", argv[0])
+	}
+	return ldso, append(append(out, file), argv[1:]...)
+}
+
+// dynamicELF reports whether file is an ELF program with an interpreter.
+func dynamicELF(file string) bool {
+	f, err := elf.Open(file)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return true
+		}
+	}
+	return false
 }
 
 func lookupEnv(environ []string, key string) string {

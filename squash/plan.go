@@ -134,6 +134,7 @@ type builder struct {
 
 	statOnlyLarge []string        // real paths recorded external for their size
 	outputDirs    map[string]bool // directories the pilot wrote into: no entry
+	nodeBoundSeen map[string]bool // driver libraries met (NodeBound)
 }
 
 func (b *builder) warn(format string, args ...any) {
@@ -185,6 +186,16 @@ func (b *builder) place(x *use) {
 		b.skipByRule(reason, x.path)
 		return
 	}
+	if NodeBound(x.path) && b.nodeBound(x.path) {
+		// A driver's library (or the symlink naming it, libcuda.so.1 ->
+		// libcuda.so.535.x: the next driver's link names another file):
+		// it exists, it is the node's, the shim passes it through.
+		if w := b.fs.resolve(x.path, false); w.err == nil && existed {
+			b.addBundleableChain(w)
+			b.addNodeLocal(w.final)
+		}
+		return // a failed lookup is not kept either: the next node may have the driver
+	}
 
 	w := b.fs.resolve(x.path, true)
 	switch {
@@ -218,6 +229,11 @@ func (b *builder) placeExisting(x *use, w walk) {
 			b.addNodeLocal(n)
 		}
 		b.skipByRule(reason, n.path)
+		return
+	}
+	if NodeBound(n.path) && b.nodeBound(n.path) {
+		b.addChain(w) // a symlink of the app's that names a driver library
+		b.addNodeLocal(n)
 		return
 	}
 	switch {
@@ -260,6 +276,29 @@ func (b *builder) placeExisting(x *use, w walk) {
 		b.addChain(w)
 		b.addExternal(n)
 	}
+}
+
+// nodeBound decides for a path NodeBound names: true (record, do not
+// bundle; counted once per path) unless the user's --include covers it, which
+// bundles it with a warning (once per path).
+func (b *builder) nodeBound(p string) bool {
+	if b.nodeBoundSeen == nil {
+		b.nodeBoundSeen = map[string]bool{}
+	}
+	first := !b.nodeBoundSeen[p]
+	b.nodeBoundSeen[p] = true
+	if b.rules.Included(p) {
+		if first {
+			b.warn("%s is the user-space half of a kernel driver and is bundled as --include asks: "+
+				"on a node whose driver differs it will not match the kernel module; drop the --include to load the node's", p)
+		}
+		return false
+	}
+	if first {
+		b.skip(ReasonNodeBound)
+		b.plan.Report.NodeBound = append(b.plan.Report.NodeBound, p)
+	}
+	return true
 }
 
 // changedSince compares the size and mtime the tracer saw at each open with now.

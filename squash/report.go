@@ -55,6 +55,9 @@ type Report struct {
 	// PycCaches lists bytecode caches the pilot wrote and the plan bundles
 	// because they are valid for their sources now.
 	PycCaches []string
+	// NodeBound lists the driver libraries recorded and not bundled
+	// (ReasonNodeBound): the node's copy is loaded at run time.
+	NodeBound []string
 	// Newer lists the paths left out as ReasonNewer.
 	Newer []string
 	// Warnings repeats every message given to Options.Warn.

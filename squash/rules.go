@@ -171,3 +171,14 @@ func hasPrefix(p, prefix string) bool {
 	}
 	return p == prefix || strings.HasPrefix(p, prefix) && p[len(prefix)] == '/'
 }
+
+// Included reports whether the longest prefix rule matching p is the user's
+// --include (which overrides the node-bound default, with a warning).
+func (rs *Rules) Included(p string) bool {
+	for _, r := range rs.rules {
+		if hasPrefix(p, r.prefix) {
+			return r.user && r.verdict == Bundle
+		}
+	}
+	return false
+}

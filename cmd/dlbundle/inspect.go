@@ -70,6 +70,8 @@ type inspectSummary struct {
 	Size         int64                 `json:"size"`
 	Digest       string                `json:"toc_digest"`
 	Arch         string                `json:"arch"`
+	Glibc        *image.Glibc          `json:"glibc"` // null: the image bundles no ld.so
+	GlibcError   string                `json:"glibc_error,omitempty"`
 	Entries      int                   `json:"entries"`
 	ByType       map[string]int        `json:"by_type"`
 	ByKind       map[string]*kindStats `json:"by_kind"`
@@ -155,6 +157,11 @@ func summarise(name string, im *image.Image) *inspectSummary {
 	s := &inspectSummary{Image: name, Size: im.Size(), Digest: im.TOCDigest(), Arch: im.Arch(), ByType: map[string]int{},
 		ByKind: map[string]*kindStats{}, Pilots: im.Pilots(), Build: im.BuildInfo(), DataBytes: im.DataSize(),
 		Missing: []string{}, Directories: []string{}}
+	if g, err := im.Glibc(); err != nil {
+		s.GlibcError = err.Error()
+	} else {
+		s.Glibc = g
+	}
 	stored := map[int64]bool{} // first frame offset of content already counted
 	es := im.Entries()
 	s.Entries = len(es)
@@ -201,6 +208,15 @@ func printSummary(w io.Writer, s *inspectSummary, top int) {
 	fmt.Fprintf(w, "image      %s (%s)\n", s.Image, units.Bytes(s.Size))
 	fmt.Fprintf(w, "identity   %s\n", s.Digest)
 	fmt.Fprintf(w, "arch       %s\n", s.Arch)
+	switch g := s.Glibc; {
+	case s.GlibcError != "":
+		fmt.Fprintf(w, "glibc      cannot be read: %s\n", s.GlibcError)
+	case g == nil:
+		fmt.Fprintf(w, "glibc      none bundled (no ld.so in the image)\n")
+	default:
+		fmt.Fprintf(w, "glibc      %s, ld.so %s (build id %s), libc %s, kernel >= %s\n",
+			orUnknown(g.Version), q(g.Ldso), orUnknown(g.LdsoBuildID), q(orUnknown(g.Libc)), orUnknown(g.MinKernel))
+	}
 	for _, p := range s.Pilots {
 		var h struct {
 			Command []string `json:"command"`
@@ -305,3 +321,10 @@ func printList(w io.Writer, im *image.Image) error {
 // q prints text the image chose: unchanged when printable, Go-quoted
 // otherwise (a newline in a path must not forge an output line).
 func q(s string) string { return untrusted.Quote(s) }
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlbundle/dlbundle/image/registry"
 	"github.com/dlbundle/dlbundle/internal/units"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
 	"github.com/dlbundle/dlbundle/node"
 )
 
@@ -23,8 +24,10 @@ type LsCmd struct {
 func (c *LsCmd) Help() string {
 	return `Lists the stages of this node's stage dir, most recently used first: the
 image each was staged from (IMAGE, its file or repository name; REF, the whole
-path or oci:// reference), its size on the node, its last use and the
-processes using it. A stage is named after the image's content (sha256-...):
+path or oci:// reference), its size on the node, its last use, the
+processes using it and the image's glibc (GLIBC: its version, and whether
+exec runs its programs under the image's ld.so on this node, "image", or the
+node's is the same build, "node"; docs/exec.md, "Images and nodes"). A stage is named after the image's content (sha256-...):
 the same image reached by two paths is one stage, and REF is the first path.
 
   dlbundle ls
@@ -39,6 +42,15 @@ type lsStage struct {
 	Size    int64     `json:"size"`
 	LastUse time.Time `json:"last_use"`
 	InUse   []int     `json:"in_use"`
+	Glibc   *lsGlibc  `json:"glibc"` // null: the image bundles no ld.so
+}
+
+// lsGlibc is the image's glibc in a stage and whose ld.so runs its programs
+// on this node (docs/exec.md, "Images and nodes").
+type lsGlibc struct {
+	Version     string `json:"version"`
+	LdsoBuildID string `json:"ldso_build_id"`
+	Ldso        string `json:"ldso"` // "image": exec starts the image's ld.so here; "node": the node's is the same build
 }
 
 // Run lists the stages, most recently used first.
@@ -68,7 +80,14 @@ func (c *LsCmd) Run() error {
 	var total int64
 	for _, s := range stages {
 		ref := node.StageRef(dir, s.Name)
-		out = append(out, lsStage{Name: s.Name, Image: imageName(ref), Ref: ref, Size: s.Size, LastUse: s.LastUse, InUse: s.InUse})
+		st := lsStage{Name: s.Name, Image: imageName(ref), Ref: ref, Size: s.Size, LastUse: s.LastUse, InUse: s.InUse}
+		if v, id, own, ok := stagefmt.StageGlibc(filepath.Join(dir, s.Name)); ok {
+			st.Glibc = &lsGlibc{Version: v, LdsoBuildID: id, Ldso: "node"}
+			if own {
+				st.Glibc.Ldso = "image"
+			}
+		}
+		out = append(out, st)
 		total += s.Size
 	}
 	if c.JSON {
@@ -77,14 +96,18 @@ func (c *LsCmd) Run() error {
 		}
 		return c.printJSON(dir, out, total)
 	}
-	fmt.Printf("%-19s %-20s %10s  %-19s  %-13s %s\n", "STAGE", "IMAGE", "SIZE", "LAST USE", "IN USE BY", "REF")
+	fmt.Printf("%-19s %-20s %10s  %-19s  %-13s %-18s %s\n", "STAGE", "IMAGE", "SIZE", "LAST USE", "IN USE BY", "GLIBC", "REF")
 	for _, s := range out {
 		use := "-"
 		if len(s.InUse) > 0 {
 			use = fmt.Sprintf("%d processes", len(s.InUse))
 		}
-		fmt.Printf("%-19.19s %-20s %10s  %-19s  %-13s %s\n", s.Name, orDash(ellipsis(s.Image, 20)), units.Bytes(s.Size),
-			s.LastUse.Format(time.DateTime), use, orDash(printable(s.Ref)))
+		glibc := "-"
+		if g := s.Glibc; g != nil {
+			glibc = orUnknown(g.Version) + " (" + g.Ldso + " ld.so)"
+		}
+		fmt.Printf("%-19.19s %-20s %10s  %-19s  %-13s %-18s %s\n", s.Name, orDash(ellipsis(s.Image, 20)), units.Bytes(s.Size),
+			s.LastUse.Format(time.DateTime), use, glibc, orDash(printable(s.Ref)))
 	}
 	fmt.Printf("%d stages, %s in %s\n", len(stages), units.Bytes(total), dir)
 	return nil

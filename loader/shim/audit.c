@@ -44,6 +44,9 @@ static char staged[DLB_PATH_MAX]; /* the answer of the last la_objsearch; the re
 static int debug;
 static int native_env; /* DLBUNDLE_NATIVE_ENV is set: see restore_native_env */
 static void keep_llp(const char *v, size_t n); /* the whole search, below */
+/* DLBUNDLE_EXE: the program exec started under the image's own ld.so
+ * (docs/exec.md, "Images and nodes"); /proc/self/exe names ld.so there. */
+static char exe_env[DLB_PATH_MAX] COLD;
 
 /* gcc may emit calls to these for struct copies and loops even in freestanding code. */
 void *memcpy(void *d, const void *s, size_t n) __attribute__((visibility("hidden")));
@@ -81,6 +84,9 @@ static void environ_entry(const char *kv, size_t len)
 		}
 	} else if (len == 16 && dlb_memeq(kv, "DLBUNDLE_DEBUG=1", 16)) {
 		debug = 1;
+	} else if (len > 13 && len - 13 < sizeof exe_env && dlb_memeq(kv, "DLBUNDLE_EXE=", 13)) {
+		dlb_memcpy(exe_env, kv + 13, len - 13);
+		exe_env[len - 13] = 0;
 	} else if (len >= 20 && dlb_memeq(kv, "DLBUNDLE_NATIVE_ENV=", 20)) {
 		native_env = 1;
 	} else if (len >= 16 && dlb_memeq(kv, "LD_LIBRARY_PATH=", 16)) {
@@ -421,6 +427,13 @@ static long origin_of(const struct link_map *l, char *out, size_t cap_)
 					for (; exe[root_len + i]; i++) exe[i] = exe[root_len + i];
 					exe[i] = 0;
 					exe_len = (long)i;
+					/* the image's ld.so started by exec: $ORIGIN is the program's */
+					size_t b = (size_t)exe_len;
+					while (b > 0 && exe[b - 1] != '/') b--;
+					if (exe_env[0] == '/' && dlb_memeq(exe + b, "ld-", 3)) {
+						exe_len = (long)dlb_strlen(exe_env);
+						dlb_memcpy(exe, exe_env, (size_t)exe_len + 1);
+					}
 				}
 			}
 		}
@@ -561,6 +574,9 @@ static int try_dir(const char *d, size_t dn, const char *name, size_t nn)
 {
 	char orig[DLB_PATH_MAX], cand[DLB_PATH_MAX];
 	if (dn == 0 || d[0] != '/') return S_UNDECIDED; /* relative to the cwd */
+	/* A driver's library is the node's, under names the image may never have
+	 * seen (table.h, dlb_node_bound): ld.so searches for it itself. */
+	if (dlb_node_bound(name, nn)) return S_UNDECIDED;
 	while (dn > 1 && d[dn - 1] == '/') dn--;
 	/* a mapped LD_LIBRARY_PATH entry or $ORIGIN inside the stage: the original */
 	if (dn > root_len && dlb_hasprefix(d, root, root_len) && d[root_len] == '/') { d += root_len; dn -= root_len; }

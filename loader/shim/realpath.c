@@ -12,6 +12,21 @@ ssize_t proc_readlink(int dirfd, const char *path, char *buf, size_t size)
 	char tmp[DLB_PATH_MAX + 1024];
 	long n = syscall(SYS_readlinkat, dirfd, path, tmp, sizeof tmp);
 	if (n < 0) return -1; /* syscall() has set errno */
+	/* Under the image's own ld.so (exec started it with the program as its
+	 * argument: docs/exec.md, "Images and nodes") the kernel's exe is the
+	 * staged ld.so; exec names the program in DLBUNDLE_EXE. Only when the
+	 * exe is a staged ld-*: ld.so run by hand on a node program, or a staged
+	 * program exec'd by this one, stays as natively. */
+	if ((!strcmp(path, "/proc/self/exe") || !strcmp(path, "/proc/thread-self/exe")) && (size_t)n > stage_root_len &&
+	    (size_t)n < sizeof tmp && !memcmp(tmp, stage_root, stage_root_len) && tmp[stage_root_len] == '/') {
+		tmp[n] = 0;
+		const char *base = strrchr(tmp, '/') + 1, *prog = getenv("DLBUNDLE_EXE");
+		size_t pn = prog ? strlen(prog) : 0;
+		if (!strncmp(base, "ld-", 3) && pn > 0 && prog[0] == '/' && pn < sizeof tmp) {
+			memcpy(tmp, prog, pn);
+			n = (long)pn;
+		}
+	}
 	size_t l = strip_stage(tmp, (size_t)n);
 	if (l > size) l = size;
 	memcpy(buf, tmp, l);

@@ -323,6 +323,29 @@ static inline int dlb_unknown(struct dlb_res *r, char *out, size_t on, const cha
 #define DLB_EACCES 13
 #define DLB_NAME_MAX 255
 
+/* dlb_node_bound: a file name of the user-space half of a kernel driver
+ * (NVIDIA's libcuda.so*, libnvidia-*...; the list and its reasons are
+ * squash/nodebound.go's, which this must match). The build records them and
+ * never bundles them; a name absent from a bundled directory's listing is
+ * still not a known ENOENT when it is one of them: the node's next driver
+ * has files the image never saw (libnvidia-gpucomp.so.550), which ld.so must
+ * find on the node. */
+static inline int dlb_node_bound(const char *n, size_t len)
+{
+	/* One string of NUL-terminated prefixes (no pointer array: no
+	 * relocations in the freestanding audit object). */
+	static const char pre[] = "libcuda.so\0libcudadebugger.so\0libnvidia-\0libnvcuvid.so\0libnvoptix.so\0"
+				  "libGLX_nvidia.so\0libEGL_nvidia.so\0libGLESv2_nvidia.so\0libGLESv1_CM_nvidia.so\0"
+				  "libvdpau_nvidia.so\0";
+	if (len < 10 || n[0] != 'l' || n[1] != 'i' || n[2] != 'b') return 0;
+	for (size_t i = 0; i < sizeof pre - 1;) {
+		size_t pn = dlb_strlen(pre + i);
+		if (len >= pn && dlb_memeq(n, pre + i, pn)) return 1;
+		i += pn + 1;
+	}
+	return 0;
+}
+
 /* dlb_resolve resolves the absolute path in against the table the way the
  * kernel would against the original file system, component by component:
  * symlinks are followed from the table (at most 40), ".." pops a resolved
@@ -449,7 +472,7 @@ static int dlb_resolve_walk(const void *base, const struct dlb_asks *ask, const 
 		if (q <= known && kd == on - 1 - cn) kd = on;
 		cur = dlb_lookup_h(base, out, on, oh);
 		if (!cur) {
-			if (parent && parent->type == DLB_DIR) {
+			if (parent && parent->type == DLB_DIR && !(is_last && dlb_node_bound(rest + p, cn))) {
 				/* The file system's lookup refuses a name longer than
 				 * NAME_MAX before it searches the directory. */
 				r->err = cn > DLB_NAME_MAX ? DLB_ENAMETOOLONG : DLB_ENOENT;

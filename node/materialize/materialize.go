@@ -72,6 +72,12 @@ func Materialize(ctx context.Context, src Source, dir string, opts Options) erro
 	if err := writeSearchRules(ctx, dir); err != nil { // runs the node's ld.so on the shim just written
 		return err
 	}
+	// Whether the image's glibc is the node's: compared by the ld.so build
+	// ids, read as data (the image's ld.so only ever runs inside the user's
+	// own process, started by exec). Decided once here, not per process.
+	if _, err := stagefmt.WriteLdsoChoice(dir); err != nil {
+		return err
+	}
 	// The directories ld.so may probe: named by the rules just found.
 	return mirrorProbedDirs(ctx, root, entries, probedNames(dir))
 }

@@ -1,0 +1,152 @@
+package platform
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// TestCrossGlibc: an image built on one node runs on a node with another
+// glibc and prints what it prints natively on the node that built it. The
+// nodes are this machine (Debian 12, glibc 2.36) and the x86-64 chroots
+// (Debian 11, 2.31; Debian 13, 2.41): every ordered pair of them. The
+// kernel would take the run node's ld.so from the program's PT_INTERP and
+// pair it with the image's libc (death before main); exec starts the image's
+// own ld.so instead, as staging recorded (STAGE/ldso), so the stage of a
+// cross pair must hold that record and a same-glibc stage must not.
+// A warm exec under strace makes no system call on a path the image bundles.
+// Apps: python3 importing numpy, and the demo C app (RUNPATH $ORIGIN,
+// dlopen by name, /proc/self/exe read to find its data).
+func TestCrossGlibc(t *testing.T) {
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		t.Skip("the chroots are prepared for an x86-64 host")
+	}
+	if os.Getuid() != 0 {
+		t.Skip("needs root (chroot, mount namespaces); make test runs as root")
+	}
+	if _, err := os.Stat("/usr/bin/gcc"); err != nil {
+		t.Fatalf("gcc is needed: %v", err)
+	}
+	specs := []chrootSpec{
+		{"host", "amd64", "", "/lib64/ld-linux-x86-64.so.2"}, // root "/": this machine as a node
+		{"bullseye-amd64", "amd64", "", "/lib64/ld-linux-x86-64.so.2"},
+		{"trixie-amd64", "amd64", "", "/lib64/ld-linux-x86-64.so.2"},
+	}
+	if only := os.Getenv("DLBUNDLE_CROSS_NODES"); only != "" { // e.g. host,bullseye-amd64
+		var keep []chrootSpec
+		for _, s := range specs {
+			if strings.Contains(","+only+",", ","+s.name+",") {
+				keep = append(keep, s)
+			}
+		}
+		specs = keep
+	}
+	var nodes []*chroot
+	for _, s := range specs {
+		root := "/"
+		if s.name != "host" {
+			root = filepath.Join(chrootRoot(), s.name)
+			if _, err := os.Stat(filepath.Join(root, "usr/bin/python3")); err != nil {
+				t.Logf("chroot %s absent (%v): `make deps` prepares it; its pairs are skipped", s.name, err)
+				continue
+			}
+		}
+		nodes = append(nodes, newChroot(t, s, root))
+	}
+	if len(nodes) < 2 {
+		t.Skip("fewer than two nodes: `make deps` prepares the chroots")
+	}
+	type app struct {
+		name string
+		argv func(t *testing.T, build *chroot) []string
+	}
+	apps := []app{
+		{"numpy", func(*testing.T, *chroot) []string {
+			return []string{"/usr/bin/python3", "-c",
+				"import numpy, sys; print(numpy.arange(10).sum(), numpy.__version__, sys.version_info[:2], sys.executable)"}
+		}},
+		{"capp", func(t *testing.T, build *chroot) []string { return []string{build.demoApp(t)} }},
+	}
+	for _, a := range apps {
+		for _, build := range nodes {
+			t.Run(a.name+"/"+build.name, func(t *testing.T) {
+				argv := a.argv(t, build)
+				native := build.must(t, argv...)
+				img := build.work + "/" + a.name + ".dlimg"
+				tr := build.work + "/" + a.name + ".trace"
+				build.must(t, append([]string{build.work + "/dlbundle-amd64", "trace", "-q", "-o", tr, "--"}, argv...)...)
+				build.must(t, build.work+"/dlbundle-amd64", "build", "-o", img, tr)
+				data, err := os.ReadFile(filepath.Join(build.host, a.name+".dlimg"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, run := range nodes {
+					if run == build {
+						continue
+					}
+					t.Run("on-"+run.name, func(t *testing.T) {
+						name := a.name + "-from-" + build.name + ".dlimg"
+						if err := os.WriteFile(filepath.Join(run.host, name), data, 0o644); err != nil {
+							t.Fatal(err)
+						}
+						stage := run.work + "/stage-" + a.name + "-" + build.name
+						out, errOut, err := run.run(t, "", append([]string{run.work + "/dlbundle-amd64", "exec", "--stage-dir", stage,
+							run.work + "/" + name, "--"}, argv...)...)
+						if err != nil || out != native {
+							t.Fatalf("image of %s on %s: %v\nstdout %q\nnative on %s %q\nstderr:\n%s", build.name, run.name, err, out, build.name, native, errOut)
+						}
+						if l := ldsoNoise.FindString(errOut); l != "" {
+							t.Errorf("exec is not quiet (%q):\n%s", l, errOut)
+						}
+						// Warm, under strace: no call on a path the image bundles.
+						log := filepath.Join(run.host, name+".strace")
+						execArgv := append([]string{run.work + "/dlbundle-amd64", "exec", "--stage-dir", stage, run.work + "/" + name, "--"}, argv...)
+						if out, _, err := run.run(t, log, execArgv...); err != nil || out != native {
+							t.Fatalf("warm exec under strace: %v, stdout %q", err, out)
+						}
+						if n, report := leaks(t, log, bundledPaths(t, filepath.Join(run.host, name)), execArgv[0]); n != 0 {
+							t.Errorf("a warm exec made %d system calls on paths the image bundles:\n%s", n, strings.Join(report, "\n"))
+						}
+						links, _ := filepath.Glob(filepath.Join(run.root, stage, "sha256-*", "ldso"))
+						if len(links) != 1 {
+							t.Errorf("the stage has no record of the image's ld.so (STAGE/ldso): the check cannot have worked")
+						}
+					})
+				}
+			})
+		}
+	}
+}
+
+// The stage of an image on the node that built it has no STAGE/ldso: the
+// mechanism costs a same-glibc node nothing but one failed readlink.
+func TestSameGlibcStageHasNoLdsoRecord(t *testing.T) {
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		t.Skip("x86-64 only")
+	}
+	dir := t.TempDir()
+	cli := dlbundleFor(t, "amd64")
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(cli, args...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("dlbundle %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	run("trace", "-q", "-o", "ls.trace", "--", "/bin/ls", "--version")
+	run("build", "-o", "ls.dlimg", "ls.trace")
+	run("exec", "--stage-dir", filepath.Join(dir, "stage"), "ls.dlimg", "--", "/bin/ls", "--version")
+	stages, _ := filepath.Glob(filepath.Join(dir, "stage", "sha256-*"))
+	if len(stages) != 1 {
+		t.Fatalf("stages: %v", stages)
+	}
+	if _, err := os.Lstat(filepath.Join(stages[0], "ldso")); err == nil {
+		t.Errorf("a stage on the node that built the image records another ld.so")
+	}
+}
