@@ -153,7 +153,7 @@ func (rs *Rules) Match(p string) (Verdict, string) {
 }
 
 // Included reports whether the longest rule matching p is the user's
-// --include.
+// --include (which overrides, e.g., the node-bound default, with a warning).
 func (rs *Rules) Included(p string) bool {
 	for _, r := range rs.rules {
 		if hasPrefix(p, r.prefix) {
@@ -172,13 +172,3 @@ func hasPrefix(p, prefix string) bool {
 	return p == prefix || strings.HasPrefix(p, prefix) && p[len(prefix)] == '/'
 }
 
-// Included reports whether the longest prefix rule matching p is the user's
-// --include (which overrides the node-bound default, with a warning).
-func (rs *Rules) Included(p string) bool {
-	for _, r := range rs.rules {
-		if hasPrefix(p, r.prefix) {
-			return r.user && r.verdict == Bundle
-		}
-	}
-	return false
-}
