@@ -171,4 +171,3 @@ func hasPrefix(p, prefix string) bool {
 	}
 	return p == prefix || strings.HasPrefix(p, prefix) && p[len(prefix)] == '/'
 }
-
