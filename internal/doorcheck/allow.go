@@ -35,6 +35,7 @@ func init() {
 		{"node.removeIdleFetches", inStage},
 		{"node.removeStage", inStage},
 		{"node.removeTree", inStage},
+		{"node.RetireReplaced", inStage + " (the stages of one image path, listed to retire the old ones)"},
 		{"node.stageChild1", inStage + "; the child runs as the job's user"},
 		{"node.stageLocked", inStage},
 		{"node.touchIfOlder", inStage},
@@ -54,6 +55,7 @@ func init() {
 		// loader: the stage it runs from, and the node's libc.
 		{"loader/stagefmt.WriteShim", inStage},
 		{"loader/stagefmt.MarkNodeELF", inStage},
+		{"loader/stagefmt.WriteLdsoChoice", inStage + "; and " + nodeLib},
 		{"loader/stagefmt.MapTable", inStage},
 		{"loader/stagefmt.openStagedTree", inStage},
 		{"loader/stagefmt.stagedTree.open", inStage + " (os.Root keeps every open beneath it)"},
