@@ -168,12 +168,20 @@ func crossNodes(t *testing.T) []*chroot {
 
 // childScript runs, from Python's subprocess, a bundled program (printf,
 // run by the pilot too) and, unless PILOT is set, a node program the pilot
-// never ran (expr), which the image therefore lacks.
+// never ran (expr, env), which the image therefore lacks, one of which
+// (env, under the node's ld.so) runs bundled programs in its turn. The
+// bundled getconf prints the glibc it runs with: the image's, as on the
+// build node, only if it was started under the image's ld.so.
 const childScript = `import os, subprocess, sys
 print(subprocess.run(["printf", "%s-%s\\n", "bundled", "child"], capture_output=True, text=True).stdout, end="")
+print(os.confstr("CS_GNU_LIBC_VERSION"), subprocess.run(["getconf", "GNU_LIBC_VERSION"], capture_output=True, text=True).stdout, end="")
 if not os.environ.get("PILOT"):
     r = subprocess.run(["/usr/bin/expr", "6", "*", "7"], capture_output=True, text=True)
     print(r.stdout.strip(), r.returncode, r.stderr)
+    r = subprocess.run(["/usr/bin/env", "printf", "%s\\n", "node-to-bundled"], capture_output=True, text=True)
+    print(r.stdout.strip(), r.returncode, r.stderr)
+    r = subprocess.run(["/usr/bin/env", "getconf", "GNU_LIBC_VERSION"], capture_output=True, text=True)
+    print("via env:", r.stdout.strip(), r.returncode, r.stderr)
 print(sys.executable)`
 
 // TestCrossGlibcChildren: on a node with another glibc, the programs a
@@ -189,7 +197,7 @@ func TestCrossGlibcChildren(t *testing.T) {
 	for _, build := range nodes {
 		t.Run(build.name, func(t *testing.T) {
 			native := build.must(t, argv...)
-			if !strings.Contains(native, "bundled-child\n42 0 \n") {
+			if !strings.HasPrefix(native, "bundled-child\nglibc 2.") || !strings.Contains(native, "\n42 0 \nnode-to-bundled 0 \nvia env: glibc 2.") {
 				t.Fatalf("natively: %q", native)
 			}
 			img := build.work + "/children.dlimg"
@@ -200,8 +208,8 @@ func TestCrossGlibcChildren(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if bundled := bundledPaths(t, filepath.Join(build.host, "children.dlimg")); bundled["/usr/bin/expr"] {
-				t.Fatalf("the image holds /usr/bin/expr: the test needs a node program it lacks")
+			if bundled := bundledPaths(t, filepath.Join(build.host, "children.dlimg")); bundled["/usr/bin/expr"] || bundled["/usr/bin/env"] {
+				t.Fatalf("the image holds /usr/bin/expr or /usr/bin/env: the test needs node programs it lacks")
 			}
 			for _, run := range nodes {
 				if run == build {
