@@ -200,16 +200,27 @@ static const char *cross_ldso(const char *sp, int *argv0)
 		return NULL;
 	ldso++;
 	if (!strcmp(sp, ldso)) return NULL; /* the staged ld.so itself (ldd, or by hand) */
-	/* dynamically linked: has PT_INTERP (ld.so refuses a static program) */
+	/* Dynamically linked against glibc: a PT_INTERP naming glibc's ld.so
+	 * (ld-linux-*.so.N, ld64.so.N). Not a static program (ld.so refuses
+	 * one), not another libc's (musl's ld-musl-*), not another class (a
+	 * 32-bit program's headers are not ElfW's size). */
 	ElfW(Ehdr) eh;
 	int fd = (int)syscall(SYS_openat, AT_FDCWD, sp, O_RDONLY | O_CLOEXEC), dyn = 0;
 	if (fd < 0) return NULL;
 	if (syscall(SYS_pread64, fd, &eh, sizeof eh, 0) == (long)sizeof eh && eh.e_phentsize == sizeof(ElfW(Phdr)) &&
 	    eh.e_phnum > 0 && eh.e_phnum <= 64) {
 		ElfW(Phdr) ph[64];
+		char in[256];
 		long want = (long)eh.e_phnum * (long)sizeof *ph;
 		if (syscall(SYS_pread64, fd, ph, want, eh.e_phoff) == want)
-			for (int i = 0; i < eh.e_phnum; i++) dyn |= ph[i].p_type == PT_INTERP;
+			for (int i = 0; i < eh.e_phnum; i++) {
+				if (ph[i].p_type != PT_INTERP || ph[i].p_filesz < 2 || ph[i].p_filesz > sizeof in) continue;
+				if (syscall(SYS_pread64, fd, in, ph[i].p_filesz, ph[i].p_offset) != (long)ph[i].p_filesz) break;
+				in[ph[i].p_filesz - 1] = 0;
+				const char *b = strrchr(in, '/') ? strrchr(in, '/') + 1 : in;
+				dyn = !strncmp(b, "ld-linux", 8) || !strncmp(b, "ld64.so", 7);
+				break;
+			}
 	}
 	syscall(SYS_close, fd);
 	if (!dyn) return NULL;
