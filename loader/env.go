@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -25,6 +26,15 @@ const (
 	// entry before any constructor runs, and passes the mapped one on to
 	// children that inherit the app's value.
 	EnvNativeEnv = "DLBUNDLE_NATIVE_ENV"
+	// EnvLdso is set when the stage's image glibc is not the node's
+	// (stagefmt.LdsoChoice): "<glibc version> <staged ld.so>". The shim then
+	// starts bundled children under that ld.so and gives processes that
+	// run under the node's ld.so the node's glibc (docs/exec.md, "Images
+	// and nodes").
+	EnvLdso = "DLBUNDLE_LDSO"
+	// EnvExe names the program a process started under the image's ld.so
+	// runs (/proc/self/exe names ld.so there).
+	EnvExe       = "DLBUNDLE_EXE"
 	EnvMappedEnv = "DLBUNDLE_MAPPED_ENV"
 	// EnvDirty lists the directories (newline-separated) that a process
 	// wrote into, for its children (read-your-writes, docs/loader.md). ShimEnv
@@ -62,11 +72,14 @@ func ShimEnv(stageDir string, environ []string, opts EnvOptions) []string {
 			set[EnvMappedEnv] = "LD_LIBRARY_PATH=" + mapped
 		}
 	}
+	if v, ok := ldsoEnv(stageDir); ok {
+		set[EnvLdso] = v
+	}
 	set[EnvDirty] = ""
 	out := make([]string, 0, len(environ)+len(set))
 	for _, kv := range environ {
 		k, v, _ := strings.Cut(kv, "=")
-		if k == EnvNativeEnv || k == EnvMappedEnv {
+		if k == EnvNativeEnv || k == EnvMappedEnv || k == EnvLdso || k == EnvExe {
 			continue // ours (an exec under exec): set again below, or dropped
 		}
 		nv, ok := set[k]
@@ -94,7 +107,7 @@ func ShimEnv(stageDir string, environ []string, opts EnvOptions) []string {
 		}
 		set[k] = nv
 	}
-	for _, k := range []string{"LD_AUDIT", "LD_PRELOAD", EnvStage, EnvReport, EnvDebug, EnvNativeEnv, EnvMappedEnv, EnvDirty} {
+	for _, k := range []string{"LD_AUDIT", "LD_PRELOAD", EnvStage, EnvReport, EnvDebug, EnvNativeEnv, EnvMappedEnv, EnvLdso, EnvDirty} {
 		if v, ok := set[k]; ok {
 			out = append(out, k+"="+v)
 		}
@@ -158,4 +171,18 @@ func mapLibraryPath(stageDir, llp string) string {
 		}
 	}
 	return strings.Join(dirs, ":")
+}
+
+// ldsoEnv is EnvLdso's value for the stage, from its LdsoChoice record; ok
+// false on a node whose ld.so is the image's (no record: one failed readlink).
+func ldsoEnv(stageDir string) (string, bool) {
+	text, err := os.Readlink(filepath.Join(stageDir, stagefmt.LdsoChoice))
+	if err != nil {
+		return "", false
+	}
+	version, p, found := strings.Cut(text, " ")
+	if !found || !strings.HasPrefix(p, "/") || strings.ContainsAny(version, " /") {
+		return "", false
+	}
+	return version + " " + filepath.Join(stageDir, stagefmt.RootDir, p), true
 }

@@ -90,7 +90,7 @@ func Start(stageDir string, argv []string, environ []string, opts EnvOptions) (*
 	if path != file {
 		// /proc/self/exe names ld.so now: the shim answers with this, and
 		// the audit object takes the program's $ORIGIN from it.
-		env = append(env, "DLBUNDLE_EXE="+strings.TrimPrefix(file, filepath.Join(stageDir, stagefmt.RootDir)))
+		env = append(env, EnvExe+"="+strings.TrimPrefix(file, filepath.Join(stageDir, stagefmt.RootDir)))
 	}
 	return &Program{Path: path, Argv: argv2, Env: env}, nil
 }

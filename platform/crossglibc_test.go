@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -30,35 +31,7 @@ func TestCrossGlibc(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/gcc"); err != nil {
 		t.Fatalf("gcc is needed: %v", err)
 	}
-	specs := []chrootSpec{
-		{"host", "amd64", "", "/lib64/ld-linux-x86-64.so.2"}, // root "/": this machine as a node
-		{"bullseye-amd64", "amd64", "", "/lib64/ld-linux-x86-64.so.2"},
-		{"trixie-amd64", "amd64", "", "/lib64/ld-linux-x86-64.so.2"},
-	}
-	if only := os.Getenv("DLBUNDLE_CROSS_NODES"); only != "" { // e.g. host,bullseye-amd64
-		var keep []chrootSpec
-		for _, s := range specs {
-			if strings.Contains(","+only+",", ","+s.name+",") {
-				keep = append(keep, s)
-			}
-		}
-		specs = keep
-	}
-	var nodes []*chroot
-	for _, s := range specs {
-		root := "/"
-		if s.name != "host" {
-			root = filepath.Join(chrootRoot(), s.name)
-			if _, err := os.Stat(filepath.Join(root, "usr/bin/python3")); err != nil {
-				t.Logf("chroot %s absent (%v): `make deps` prepares it; its pairs are skipped", s.name, err)
-				continue
-			}
-		}
-		nodes = append(nodes, newChroot(t, s, root))
-	}
-	if len(nodes) < 2 {
-		t.Skip("fewer than two nodes: `make deps` prepares the chroots")
-	}
+	nodes := crossNodes(t)
 	type app struct {
 		name string
 		argv func(t *testing.T, build *chroot) []string
@@ -148,5 +121,129 @@ func TestSameGlibcStageHasNoLdsoRecord(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(stages[0], "ldso")); err == nil {
 		t.Errorf("a stage on the node that built the image records another ld.so")
+	}
+}
+
+// crossNodes: this machine and the x86-64 chroots as nodes of three glibc
+// versions (DLBUNDLE_CROSS_NODES=host,bullseye-amd64 picks some); skips the
+// test with fewer than two.
+func crossNodes(t *testing.T) []*chroot {
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		t.Skip("the chroots are prepared for an x86-64 host")
+	}
+	if os.Getuid() != 0 {
+		t.Skip("needs root (chroot, mount namespaces); make test runs as root")
+	}
+	specs := []chrootSpec{
+		{"host", "amd64", "", "/lib64/ld-linux-x86-64.so.2"}, // root "/": this machine as a node
+		{"bullseye-amd64", "amd64", "", "/lib64/ld-linux-x86-64.so.2"},
+		{"trixie-amd64", "amd64", "", "/lib64/ld-linux-x86-64.so.2"},
+	}
+	if only := os.Getenv("DLBUNDLE_CROSS_NODES"); only != "" { // e.g. host,bullseye-amd64
+		var keep []chrootSpec
+		for _, s := range specs {
+			if strings.Contains(","+only+",", ","+s.name+",") {
+				keep = append(keep, s)
+			}
+		}
+		specs = keep
+	}
+	var nodes []*chroot
+	for _, s := range specs {
+		root := "/"
+		if s.name != "host" {
+			root = filepath.Join(chrootRoot(), s.name)
+			if _, err := os.Stat(filepath.Join(root, "usr/bin/python3")); err != nil {
+				t.Logf("chroot %s absent (%v): `make deps` prepares it; its pairs are skipped", s.name, err)
+				continue
+			}
+		}
+		nodes = append(nodes, newChroot(t, s, root))
+	}
+	if len(nodes) < 2 {
+		t.Skip("fewer than two nodes: `make deps` prepares the chroots")
+	}
+	return nodes
+}
+
+// childScript runs, from Python's subprocess, a bundled program (printf,
+// run by the pilot too) and, unless PILOT is set, a node program the pilot
+// never ran (expr, env), which the image therefore lacks, one of which
+// (env, under the node's ld.so) runs bundled programs in its turn. The
+// bundled getconf prints the glibc it runs with: the image's, as on the
+// build node, only if it was started under the image's ld.so.
+const childScript = `import os, subprocess, sys
+print(subprocess.run(["printf", "%s-%s\\n", "bundled", "child"], capture_output=True, text=True).stdout, end="")
+print(os.confstr("CS_GNU_LIBC_VERSION"), subprocess.run(["getconf", "GNU_LIBC_VERSION"], capture_output=True, text=True).stdout, end="")
+if not os.environ.get("PILOT"):
+    r = subprocess.run(["/usr/bin/expr", "6", "*", "7"], capture_output=True, text=True)
+    print(r.stdout.strip(), r.returncode, r.stderr)
+    r = subprocess.run(["/usr/bin/env", "printf", "%s\\n", "node-to-bundled"], capture_output=True, text=True)
+    print(r.stdout.strip(), r.returncode, r.stderr)
+    r = subprocess.run(["/usr/bin/env", "getconf", "GNU_LIBC_VERSION"], capture_output=True, text=True)
+    print("via env:", r.stdout.strip(), r.returncode, r.stderr)
+print(sys.executable)`
+
+// TestCrossGlibcChildren: on a node with another glibc, the programs a
+// served process starts run too, with the output of the build node's native
+// run: a bundled one (the shim's exec wrapper starts it under the image's
+// ld.so, as exec does) and a node program the image lacks (it runs under the
+// node's ld.so, and the shim gives that process the node's glibc objects,
+// not the image's). `dlbundle env IMG -- CMD` prints the command under the
+// image's ld.so, and the command it prints runs the same way.
+func TestCrossGlibcChildren(t *testing.T) {
+	nodes := crossNodes(t)
+	argv := []string{"/usr/bin/python3", "-c", childScript}
+	for _, build := range nodes {
+		t.Run(build.name, func(t *testing.T) {
+			native := build.must(t, argv...)
+			if !strings.HasPrefix(native, "bundled-child\nglibc 2.") || !strings.Contains(native, "\n42 0 \nnode-to-bundled 0 \nvia env: glibc 2.") {
+				t.Fatalf("natively: %q", native)
+			}
+			img := build.work + "/children.dlimg"
+			tr := build.work + "/children.trace"
+			build.must(t, append([]string{"/usr/bin/env", "PILOT=1", build.work + "/dlbundle-amd64", "trace", "-q", "-o", tr, "--"}, argv...)...)
+			build.must(t, build.work+"/dlbundle-amd64", "build", "-o", img, tr)
+			data, err := os.ReadFile(filepath.Join(build.host, "children.dlimg"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bundled := bundledPaths(t, filepath.Join(build.host, "children.dlimg")); bundled["/usr/bin/expr"] || bundled["/usr/bin/env"] {
+				t.Fatalf("the image holds /usr/bin/expr or /usr/bin/env: the test needs node programs it lacks")
+			}
+			for _, run := range nodes {
+				if run == build {
+					continue
+				}
+				t.Run("on-"+run.name, func(t *testing.T) {
+					name := "children-from-" + build.name + ".dlimg"
+					if err := os.WriteFile(filepath.Join(run.host, name), data, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					stage := run.work + "/stage-children-" + build.name
+					out, errOut, err := run.run(t, "", append([]string{run.work + "/dlbundle-amd64", "exec", "--stage-dir", stage,
+						run.work + "/" + name, "--"}, argv...)...)
+					if err != nil || out != native {
+						t.Fatalf("image of %s on %s: %v\nstdout %q\nnative on %s %q\nstderr:\n%s", build.name, run.name, err, out, build.name, native, errOut)
+					}
+					// env: the printed command starts the image's ld.so, and runs.
+
+					sh := `eval "$("$0" env --stage-dir "$1" "$2" -- "$3" -c "$4")" && exec "$@"`
+					out, errOut, err = run.run(t, "", "/bin/sh", "-c", sh, run.work+"/dlbundle-amd64", stage, run.work+"/"+name, argv[0], argv[2])
+					if err != nil || out != native {
+						t.Fatalf("dlbundle env -- CMD, then exec \"$@\": %v\nstdout %q, native %q\nstderr:\n%s", err, out, native, errOut)
+					}
+					printed := run.must(t, run.work+"/dlbundle-amd64", "env", "--stage-dir", stage, run.work+"/"+name, "--", argv[0], "-c", "pass")
+					if !strings.Contains(printed, "DLBUNDLE_EXE=/usr/bin/python3") || !regexp.MustCompile(`(?m)^set -- \S+/root/\S+/ld-\S+\.so\S* (--argv0 /usr/bin/python3 )?\S+/root/usr/bin/python3\S* -c pass$`).MatchString(printed) {
+						t.Errorf("env -- CMD on a node with another glibc does not print the command under the image's ld.so:\n%s", printed)
+					}
+					// Plain env (no command) warns, and names the way that works.
+					_, errOut, err = run.run(t, "", run.work+"/dlbundle-amd64", "env", "--stage-dir", stage, run.work+"/"+name)
+					if err != nil || !strings.Contains(errOut, "warning") || !strings.Contains(errOut, "-- CMD") {
+						t.Errorf("plain env on a node with another glibc (%v) does not warn or name `env IMG -- CMD`:\n%s", err, errOut)
+					}
+				})
+			}
+		})
 	}
 }

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
 
 	"github.com/dlbundle/dlbundle/loader"
+	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
 // EnvCmd stages an image on this node as exec does and prints the
@@ -124,6 +126,27 @@ func (c *EnvCmd) Run() error {
 			return fmt.Errorf("%w; no environment printed", serr)
 		}
 		cmd = p
+		// Under the image's own ld.so (a node with another glibc):
+		// /proc/self/exe names ld.so, and the shim takes the program from
+		// DLBUNDLE_EXE (docs/exec.md, "Images and nodes").
+		ldso, _, cross := stagefmt.ImageLdso(dir)
+		cross = cross && dir != ""
+		for _, kv := range p.Env {
+			if v, ok := strings.CutPrefix(kv, loader.EnvExe+"="); ok && cross && p.Path == ldso {
+				set = append(set, envVar{loader.EnvExe, v})
+				unset = slices.DeleteFunc(unset, func(k string) bool { return k == loader.EnvExe })
+			}
+		}
+	} else if staged != nil && err == nil {
+		if _, _, cross := stagefmt.ImageLdso(staged.Dir); cross {
+			// The variables alone cannot choose the ld.so: the kernel
+			// takes it from the program's PT_INTERP, the node's, and the
+			// shim then gives that process the node's glibc: a bundled
+			// program started by its path runs with the node's libc.
+			fmt.Fprintf(os.Stderr, "dlbundle env: warning: %s was built on a node with another glibc than this one's: "+
+				"a bundled program started by its original path runs under this node's ld.so and glibc, not the image's; "+
+				"use `dlbundle env %s -- CMD ARGS...` and execute the command it prints (\"$@\"), which starts the image's ld.so\n", c.Image, c.Image)
+		}
 	}
 	out, err := formatEnv(c.Format, set, unset, cmd)
 	if err != nil {

@@ -47,6 +47,12 @@ static void keep_llp(const char *v, size_t n); /* the whole search, below */
 /* DLBUNDLE_EXE: the program exec started under the image's own ld.so
  * (docs/exec.md, "Images and nodes"); /proc/self/exe names ld.so there. */
 static char exe_env[DLB_PATH_MAX] COLD;
+/* DLBUNDLE_LDSO: the stage's image glibc is not the node's (STAGE/ldso,
+ * docs/exec.md "Images and nodes"). foreign: and this process runs under
+ * the node's ld.so (a node program, started by the kernel's PT_INTERP), so
+ * the image's glibc objects must not be served to it: see glibc_object. */
+static int cross, foreign;
+static unsigned long aux_base = 1, aux_execfn; /* AT_BASE, AT_EXECFN; 1: not read */
 
 /* gcc may emit calls to these for struct copies and loops even in freestanding code. */
 void *memcpy(void *d, const void *s, size_t n) __attribute__((visibility("hidden")));
@@ -87,6 +93,8 @@ static void environ_entry(const char *kv, size_t len)
 	} else if (len > 13 && len - 13 < sizeof exe_env && dlb_memeq(kv, "DLBUNDLE_EXE=", 13)) {
 		dlb_memcpy(exe_env, kv + 13, len - 13);
 		exe_env[len - 13] = 0;
+	} else if (len > 14 && dlb_memeq(kv, "DLBUNDLE_LDSO=", 14)) {
+		cross = 1;
 	} else if (len >= 20 && dlb_memeq(kv, "DLBUNDLE_NATIVE_ENV=", 20)) {
 		native_env = 1;
 	} else if (len >= 16 && dlb_memeq(kv, "LD_LIBRARY_PATH=", 16)) {
@@ -148,6 +156,7 @@ static void read_environ(void)
  * before any other code of the process runs. */
 #define AUXV_WORDS 128 /* the kernel's copy holds fewer (AT_VECTOR_SIZE) */
 #define AT_NULL_ 0
+#define AT_BASE_ 7
 #define AT_RANDOM_ 25
 #define AT_EXECFN_ 31
 
@@ -180,7 +189,8 @@ static char **initial_env(void)
 	unsigned long rnd = 0, execfn = 0;
 	for (size_t i = 0; n > 0 && i + 1 < (size_t)n / sizeof *v; i += 2) {
 		if (v[i] == AT_RANDOM_) rnd = v[i + 1];
-		else if (v[i] == AT_EXECFN_) execfn = v[i + 1];
+		else if (v[i] == AT_EXECFN_) execfn = aux_execfn = v[i + 1];
+		else if (v[i] == AT_BASE_) aux_base = v[i + 1];
 		else if (v[i] == AT_NULL_) { words = i + 2; break; }
 	}
 	if (!words || rnd < 4096) return 0;
@@ -777,6 +787,16 @@ unsigned int la_version(unsigned int version)
 		say("environ", "read from /proc/self/environ", 0);
 	}
 	if (root_len) map_table();
+	/* Under the staged ld.so, started as a command (dlbundle exec, or the
+	 * exec wrappers of a served parent: exec.c), the kernel loaded no
+	 * interpreter (AT_BASE 0) and AT_EXECFN names the staged file. Anything
+	 * else in a cross stage runs under the node's ld.so. Auxv unread: as
+	 * before (served). */
+	if (cross && aux_base != 1) {
+		const char *fn = (const char *)aux_execfn;
+		foreign = !(aux_base == 0 && fn && root_len && dlb_memeq(fn, root, root_len) && fn[root_len] == '/');
+		if (foreign) say("foreign", "ld.so: the image's glibc objects go to the node's", 0);
+	}
 	if (table) read_rules();
 	else env = 0; /* inactive: the environment stays as it is */
 	if (native_env) restore_native_env(env);
@@ -807,10 +827,45 @@ static int nolib(const char *name)
 	return 1;
 }
 
+/* glibc_object: name (a path or a bare name) is one of glibc's own objects:
+ * ld.so, libc and the libraries built with it, which share its private
+ * symbols (GLIBC_PRIVATE) and structures, NSS modules, gconv modules. In a
+ * foreign process (above) the node's ld.so must get the node's copies: the
+ * image's libc.so.6 of another build dies at start ("GLIBC_2.35 not found",
+ * dl-call-libc-early-init.c assertion). By basename, up to the first '.' or
+ * '-' (libc.so.6, libc-2.31.so, ld-linux-x86-64.so.2); hwcaps subdirectories
+ * keep the basename. */
+static int glibc_object(const char *name)
+{
+	/* one string, no pointer table: nothing for ld.so to relocate */
+	static const char stems[] = "|ld|ld64|libc|libm|libmvec|libpthread|libdl|librt|libresolv|libutil|libanl|"
+		"libBrokenLocale|libc_malloc_debug|libthread_db|libmemusage|libpcprofile|libSegFault|libnsl|";
+	const char *b = name;
+	for (const char *p = name; *p; p++)
+		if (*p == '/') {
+			if (dlb_memeq(p, "/gconv/", 7)) return 1;
+			b = p + 1;
+		}
+	size_t n = 0;
+	while (b[n] && b[n] != '.' && b[n] != '-') n++;
+	if (n > 7 && dlb_memeq(b, "libnss_", 7)) return 1;
+	for (const char *s = stems; s[1]; ) {
+		const char *e = s + 1;
+		while (*e != '|') e++;
+		if ((size_t)(e - s - 1) == n && dlb_memeq(s + 1, b, n)) return 1;
+		s = e;
+	}
+	return 0;
+}
+
 static char *path_answer(const char *name, unsigned int flag);
 static void note(char kind, const char *p);
 char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag)
 {
+	if (foreign && glibc_object(name)) {
+		say("node-glibc", name, 0);
+		return (char *)name;
+	}
 	if (flag == LA_SER_ORIG)
 		/* the cookie of the object on whose behalf ld.so loads: glibc
 		 * initialises every cookie to the object's link_map */
@@ -844,8 +899,20 @@ static __attribute__((noinline)) char *path_answer(const char *name, unsigned in
 	const char *orig = name;
 	/* The stage itself (the shim's own objects) is never looked up: it may
 	 * lie below a directory whose listing was taken before it existed. */
-	if (dlb_hasprefix(name, root, root_len - 5) && !dlb_hasprefix(name, root, root_len))
+	if (dlb_hasprefix(name, root, root_len - 5) && !dlb_hasprefix(name, root, root_len)) {
+		/* A foreign process may run on glibc before 2.34 (an image built
+		 * on a newer node), where preload-2.34.so cannot load (it takes
+		 * dlsym from libc.so.6 at GLIBC_2.34); preload.so loads on every
+		 * glibc from 2.17 (loader/shim/build.sh). */
+		size_t n = dlb_strlen(name);
+		if (foreign && n > 16 && n < sizeof staged && dlb_memeq(name + n - 16, "/preload-2.34.so", 16)) {
+			dlb_memcpy(staged, name, n - 16);
+			dlb_memcpy(staged + n - 16, "/preload.so", 12);
+			say("node-glibc", name, staged);
+			return staged;
+		}
 		return (char *)name;
+	}
 	/* $ORIGIN of an executable that runs from the stage is inside the stage
 	 * (ld.so reads /proc/self/exe with a raw syscall): look up the original. */
 	if (dlb_hasprefix(name, root, root_len) && name[root_len] == '/')

@@ -179,6 +179,97 @@ static int script_line(const char *sp, char *buf, size_t bufsz, char **interp, c
 	return 0;
 }
 
+/* ---- a bundled child under the image's own ld.so (cross stage) ----
+ *
+ * DLBUNDLE_LDSO ("<glibc version> <staged ld.so>") says the stage's image
+ * glibc is not the node's (STAGE/ldso, docs/exec.md "Images and nodes").
+ * The kernel would take the node's ld.so from a bundled program's PT_INTERP
+ * and pair it with the image's libc; so a bundled, dynamically linked
+ * program is started as dlbundle exec starts one: <staged ld.so> [--argv0
+ * ARGV0] <staged program> ARGS, with DLBUNDLE_EXE naming the program
+ * (/proc/self/exe and the main program's $ORIGIN, audit.c). glibc before
+ * 2.33 has no --argv0: argv[0] is then the staged path (unstage_argv0 shows
+ * the original). Stack buffers only: this runs in vfork children. */
+
+/* cross_ldso returns the staged ld.so when sp (a staged ELF) must start
+ * under it, and sets *argv0 when that ld.so takes --argv0. */
+static const char *cross_ldso(const char *sp, int *argv0)
+{
+	const char *v = getenv("DLBUNDLE_LDSO"), *ldso = v ? strchr(v, ' ') : NULL;
+	if (!ldso || ldso[1] != '/' || !stage_root_len || strncmp(sp, stage_root, stage_root_len) || sp[stage_root_len] != '/')
+		return NULL;
+	ldso++;
+	if (!strcmp(sp, ldso)) return NULL; /* the staged ld.so itself (ldd, or by hand) */
+	/* Dynamically linked against glibc: a PT_INTERP naming glibc's ld.so
+	 * (ld-linux-*.so.N, ld64.so.N). Not a static program (ld.so refuses
+	 * one), not another libc's (musl's ld-musl-*), not another class (a
+	 * 32-bit program's headers are not ElfW's size). */
+	ElfW(Ehdr) eh;
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, sp, O_RDONLY | O_CLOEXEC), dyn = 0;
+	if (fd < 0) return NULL;
+	if (syscall(SYS_pread64, fd, &eh, sizeof eh, 0) == (long)sizeof eh && eh.e_phentsize == sizeof(ElfW(Phdr)) &&
+	    eh.e_phnum > 0 && eh.e_phnum <= 64) {
+		ElfW(Phdr) ph[64];
+		char in[256];
+		long want = (long)eh.e_phnum * (long)sizeof *ph;
+		if (syscall(SYS_pread64, fd, ph, want, eh.e_phoff) == want)
+			for (int i = 0; i < eh.e_phnum; i++) {
+				if (ph[i].p_type != PT_INTERP || ph[i].p_filesz < 2 || ph[i].p_filesz > sizeof in) continue;
+				if (syscall(SYS_pread64, fd, in, ph[i].p_filesz, ph[i].p_offset) != (long)ph[i].p_filesz) break;
+				in[ph[i].p_filesz - 1] = 0;
+				const char *b = strrchr(in, '/') ? strrchr(in, '/') + 1 : in;
+				dyn = !strncmp(b, "ld-linux", 8) || !strncmp(b, "ld64.so", 7);
+				break;
+			}
+	}
+	syscall(SYS_close, fd);
+	if (!dyn) return NULL;
+	/* glibc 2.33 and later: "2.33", "2.41", "3.0" */
+	long major = strtol(v, NULL, 10), minor = strchr(v, '.') ? strtol(strchr(v, '.') + 1, NULL, 10) : 0;
+	*argv0 = major > 2 || (major == 2 && minor >= 33);
+	return ldso;
+}
+
+/* cross_argv fills av (argc + 5 slots) with ld.so's command line. */
+static void cross_argv(char **av, const char *ldso, int argv0, const char *sp, char *const argv[], int argc)
+{
+	int k = 0;
+	av[k++] = (char *)ldso;
+	if (argv0 && argc > 0) {
+		av[k++] = (char *)"--argv0";
+		av[k++] = argv[0];
+	}
+	av[k++] = (char *)sp;
+	for (int i = 1; i < argc; i++) av[k++] = argv[i];
+	av[k] = NULL;
+}
+
+/* cross_env fills ev (n + 2 slots) with src[0..n) less any inherited
+ * DLBUNDLE_EXE (the parent's program), then exe = "DLBUNDLE_EXE=<original>".
+ * ev may be src (the entries only move left). */
+static char *const *cross_env(char *const src[], size_t n, char **ev, char *exe, size_t exesz, const char *sp)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(src[i], "DLBUNDLE_EXE=", 13)) ev[k++] = src[i];
+	const char *orig = sp + stage_root_len;
+	size_t ol = strlen(orig);
+	if (13 + ol < exesz) {
+		memcpy(exe, "DLBUNDLE_EXE=", 13);
+		memcpy(exe + 13, orig, ol + 1);
+		ev[k++] = exe;
+	}
+	ev[k] = NULL;
+	return ev;
+}
+
+static size_t env_count(char *const envp[])
+{
+	size_t n = 0;
+	while (envp && envp[n]) n++;
+	return n;
+}
+
 /* ---- a process whose ids cannot read the stage ----
  *
  * A child that changed its ids before exec (subprocess.run(user='nobody'),
@@ -332,7 +423,18 @@ static int execve_depth(const char *path, char *const argv[], char *const envp[]
 		t = path; /* the kernel decides */
 	}
 	size_t n;
-	if (env_for_child(envp, &n)) {
+	int mapped = env_for_child(envp, &n), argv0;
+	const char *ldso = t == sp ? cross_ldso(sp, &argv0) : NULL;
+	if (ldso) {
+		int argc = 0;
+		while (argv && argv[argc]) argc++;
+		if (!mapped) n = env_count(envp);
+		char *av[argc + 5], *ev[n + 2], exe[DLB_PATH_MAX + 16];
+		cross_argv(av, ldso, argv0, sp, argv, argc);
+		debug_log("cross", "execve", ldso, sp);
+		return real_execve(ldso, av, cross_env(mapped ? env_mapped(envp, ev, n) : envp, n, ev, exe, sizeof exe, sp));
+	}
+	if (mapped) {
 		char *v[n + 1]; /* on the stack: this runs in vfork children */
 		return real_execve(t, argv, env_mapped(envp, v, n));
 	}
@@ -440,6 +542,30 @@ static int spawn_native(pid_t *pid, const char *path, const posix_spawn_file_act
 	return real_posix_spawn(pid, path, fa, attr, argv, env_native(envp, v, n, buf));
 }
 
+/* spawn_staged: posix_spawn of t, the staged copy when staged; under the
+ * image's ld.so in a cross stage (cross_ldso). */
+static int spawn_staged(pid_t *pid, const char *t, int staged, const posix_spawn_file_actions_t *fa,
+			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	size_t n;
+	int mapped = env_for_child(envp, &n), argv0;
+	const char *ldso = staged ? cross_ldso(t, &argv0) : NULL;
+	if (ldso) {
+		int argc = 0;
+		while (argv && argv[argc]) argc++;
+		if (!mapped) n = env_count(envp);
+		char *av[argc + 5], *ev[n + 2], exe[DLB_PATH_MAX + 16];
+		cross_argv(av, ldso, argv0, t, argv, argc);
+		debug_log("cross", "posix_spawn", ldso, t);
+		return real_posix_spawn(pid, ldso, fa, attr, av, cross_env(mapped ? env_mapped(envp, ev, n) : envp, n, ev, exe, sizeof exe, t));
+	}
+	if (mapped) {
+		char *v[n + 1];
+		return real_posix_spawn(pid, t, fa, attr, argv, env_mapped(envp, v, n));
+	}
+	return real_posix_spawn(pid, t, fa, attr, argv, envp);
+}
+
 /* spawn_depth: posix_spawn as execve_depth: a bundled ELF from the stage, a
  * bundled "#!" script through its interpreter as the kernel would start it
  * (at most 4 levels). */
@@ -463,12 +589,7 @@ static int spawn_depth(pid_t *pid, const char *path, const posix_spawn_file_acti
 		}
 		t = path; /* the kernel decides */
 	}
-	size_t n;
-	if (env_for_child(envp, &n)) {
-		char *v[n + 1];
-		return real_posix_spawn(pid, t, fa, attr, argv, env_mapped(envp, v, n));
-	}
-	return real_posix_spawn(pid, t, fa, attr, argv, envp);
+	return spawn_staged(pid, t, t == sp, fa, attr, argv, envp);
 }
 
 int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
@@ -501,7 +622,7 @@ static int spawnp_search(pid_t *pid, const char *file, const posix_spawn_file_ac
 		int err, script, priv;
 		const char *t = exec_target("posix_spawnp", cand, sp, sizeof sp, &err, &script, &priv);
 		if (priv) return spawn_native(pid, cand, fa, attr, argv, envp);
-		if (t == sp) return script ? spawn_depth(pid, cand, fa, attr, argv, envp, 0) : real_posix_spawn(pid, t, fa, attr, argv, envp);
+		if (t == sp) return script ? spawn_depth(pid, cand, fa, attr, argv, envp, 0) : spawn_staged(pid, t, 1, fa, attr, argv, envp);
 		if (t) break; /* undecided */
 		if (!e) break;
 		p = e + 1;
