@@ -45,7 +45,10 @@ func WriteLdsoChoice(stageDir string) (string, error) {
 	defer tree.Close()
 	imageID, err := buildIDIn(tree, final)
 	if err != nil {
-		return "", err
+		// Not an ELF object with a build id (a damaged or hostile image):
+		// it cannot be the image's ld.so, so nothing is recorded and the
+		// node's ld.so runs the programs, as on a node of the same glibc.
+		return "", nil
 	}
 	node, err := os.Open(DynamicLinker())
 	if err != nil {
