@@ -200,6 +200,25 @@ func TestExecLeavesNodeRecordsReportReadsThem(t *testing.T) {
 	if !strings.Contains(text, "2 runs:") || !strings.Contains(text, "  "+later+"\n") {
 		t.Fatalf("report of the node's records does not keep 2 runs apart or name %s:\n%s", later, text)
 	}
+	// With no --stage-dir, report finds the records where the Slurm plugin
+	// stages for the site: plugstack.conf's stage_dir=, through an include.
+	etc := filepath.Join(dir, "etc")
+	if err := os.MkdirAll(filepath.Join(etc, "plugstack.conf.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{
+		"slurm.conf":                     "ClusterName=test\n",
+		"plugstack.conf":                 "include plugstack.conf.d/*.conf\n",
+		"plugstack.conf.d/dlbundle.conf": "# the site's line\nrequired /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_dlbundle.so dlbundle=/usr/local/bin/dlbundle stage_dir=" + stage + "\n",
+	} {
+		if err := os.WriteFile(filepath.Join(etc, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env = append(env, "SLURM_CONF="+filepath.Join(etc, "slurm.conf"))
+	if site := run(0, "report"); site != text {
+		t.Errorf("report with the site's stage_dir= in plugstack.conf:\n%s\nwant as with --stage-dir:\n%s", site, text)
+	}
 	i := strings.Index(text, "dlbundle build -o ")
 	if i < 0 {
 		t.Fatalf("no build --from advice:\n%s", text)

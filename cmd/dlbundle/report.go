@@ -21,7 +21,7 @@ import (
 // ReportCmd summarises DLBUNDLE_REPORT files.
 type ReportCmd struct {
 	Files    []string `arg:"" optional:"" name:"file" type:"existingfile" help:"Report file(s) written by 'dlbundle exec --report FILE' (or DLBUNDLE_REPORT=FILE): one JSON line per process. Default: this node's records (every exec without --report leaves them beside its stage)."`
-	StageDir string   `name:"stage-dir" placeholder:"DIR" env:"DLBUNDLE_STAGE_DIR" help:"With no file: read the records of this stage directory (default: exec's default)."`
+	StageDir string   `name:"stage-dir" placeholder:"DIR" env:"DLBUNDLE_STAGE_DIR" help:"With no file: read the records of this stage directory (default: where the Slurm plugin stages, plugstack.conf's stage_dir= (found through SLURM_CONF), when records are there; else exec's default)."`
 	RunID    string   `name:"run" placeholder:"ID" help:"With no file: only the records of this run and the runs it names the start of (slurm-77: every run of Slurm job 77; slurm-77.3: its step 3)."`
 	All      bool     `help:"List every path and library in each category (default: the 30 most taken)."`
 	JSON     bool     `name:"json" help:"Print the summary as one JSON object instead of text: the totals (processes, answered, missing, passed), each list of paths with how many processes took it (lacked, node_local, temporary, per_run, left_out, outside, fallbacks), the runs, the image and report files it was made of, fold_argv: the build --from command that folds what the image lacked into it, as an argv array to run with no shell ([] when nothing), and fold: the same as shell text, single-quoted (\"\" when nothing, or when a name holds control bytes). Lists are [] when empty."`
@@ -287,6 +287,18 @@ func (c *ReportCmd) openNote(p string) (*os.File, error) {
 // dir found as staging finds it: the same checks, and the same private
 // fallback when another user took the default name.
 func (c *ReportCmd) nodeFiles() error {
+	// Where the Slurm plugin stages for the site (plugstack.conf's
+	// stage_dir=), when the user named no stage dir and records are there.
+	if c.StageDir == "" && os.Getenv(node.StageDirEnv) == "" {
+		if site := slurmSiteStageDir(); site != "" {
+			if dir, _, found, err := node.LookupStageDirFor(site); err == nil && found {
+				if rs, err := nodeRecords(dir); err == nil {
+					rs.dir.Close()
+					c.StageDir = site
+				}
+			}
+		}
+	}
 	stageDir, squat, found, err := node.LookupStageDirFor(c.StageDir)
 	if err != nil {
 		return err

@@ -21,6 +21,8 @@ const (
 
 func init() {
 	for _, e := range []struct{ fn, why string }{
+		// cmd/dlbundle: where the Slurm plugin stages, for report.
+		{"cmd/dlbundle.eachLine", "Slurm's slurm.conf and plugstack.conf (and what they include), read as the caller with its own credentials, only to choose where the caller's own report looks; regular files only (O_NONBLOCK, then fstat), at most 1 MiB; the stage dir chosen is then checked by the rule like any other"},
 		// node: the stage dir and what is staged in it.
 		{"node.GC", inStage},
 		{"node.ListStages", inStage},
