@@ -134,13 +134,21 @@ func elfNote(r io.ReaderAt, typ uint32) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return GNUNote(f, typ), nil
+}
+
+// GNUNote is the descriptor of the first GNU note of type typ (3:
+// NT_GNU_BUILD_ID, 1: NT_GNU_ABI_TAG) in f's PT_NOTE segments, nil if none.
+// The file may be hostile: a segment over 64 KiB or one that cannot be read
+// is skipped, and every size is bounded by the segment.
+func GNUNote(f *elf.File, typ uint32) []byte {
 	for _, p := range f.Progs {
 		if p.Type != elf.PT_NOTE || p.Filesz > 1<<16 {
 			continue
 		}
 		b := make([]byte, p.Filesz)
 		if _, err := p.ReadAt(b, 0); err != nil && err != io.EOF {
-			return nil, err
+			continue
 		}
 		align := uint64(4)
 		if p.Align == 8 {
@@ -156,7 +164,7 @@ func elfNote(r io.ReaderAt, typ uint32) ([]byte, error) {
 				break
 			}
 			if t == typ && nsz == 4 && string(b[off:off+3]) == "GNU" {
-				return append([]byte(nil), b[descOff:descEnd]...), nil
+				return append([]byte(nil), b[descOff:descEnd]...)
 			}
 			next := (descEnd + align - 1) &^ (align - 1)
 			if next > uint64(len(b)) {
@@ -165,5 +173,5 @@ func elfNote(r io.ReaderAt, typ uint32) ([]byte, error) {
 			b = b[next:]
 		}
 	}
-	return nil, nil
+	return nil
 }

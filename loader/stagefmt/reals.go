@@ -1,12 +1,13 @@
 package stagefmt
 
 import (
-	"bytes"
 	"debug/elf"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/dlbundle/dlbundle/image"
 )
 
 // The real functions' places. Every served process resolves the ~90
@@ -56,7 +57,8 @@ func formatReals(r io.ReaderAt, names []string) []byte {
 	if err != nil || len(names) == 0 {
 		return nil
 	}
-	id := buildID(f)
+	// The build id the preload reads in the loaded libc's memory.
+	id := image.GNUNote(f, 3 /* NT_GNU_BUILD_ID */)
 	if len(id) == 0 || len(id) > 64 {
 		return nil
 	}
@@ -109,35 +111,6 @@ func formatReals(r io.ReaderAt, names []string) []byte {
 		return nil
 	}
 	return []byte(b.String())
-}
-
-// buildID returns the GNU build-id note of f (NT_GNU_BUILD_ID in a PT_NOTE
-// segment: what the preload reads in the loaded object's memory).
-func buildID(f *elf.File) []byte {
-	for _, p := range f.Progs {
-		if p.Type != elf.PT_NOTE || p.Filesz > 1<<16 {
-			continue
-		}
-		data := make([]byte, p.Filesz)
-		if _, err := p.ReadAt(data, 0); err != nil {
-			continue
-		}
-		for len(data) >= 12 {
-			nameSize := f.ByteOrder.Uint32(data[0:4])
-			descSize := f.ByteOrder.Uint32(data[4:8])
-			typ := f.ByteOrder.Uint32(data[8:12])
-			name := (uint64(nameSize) + 3) &^ 3
-			desc := (uint64(descSize) + 3) &^ 3
-			if 12+name+desc > uint64(len(data)) {
-				break
-			}
-			if typ == 3 /* NT_GNU_BUILD_ID */ && nameSize == 4 && bytes.Equal(data[12:16], []byte("GNU\x00")) {
-				return append([]byte(nil), data[12+name:12+name+uint64(descSize)]...)
-			}
-			data = data[12+name+desc:]
-		}
-	}
-	return nil
 }
 
 // checkReals checks a block as the preload reads it: the libc line, then
