@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -34,27 +35,13 @@ func openImageFileAsUser(path string, u Account) (*os.File, int64, error) {
 			return
 		}
 		f, n, err := openImageFileAs(path, uint32(u.Uid))
-		if err != nil && (os.IsPermission(err) || errorIsEACCES(err)) {
+		if err != nil && (os.IsPermission(err) || errors.Is(err, unix.EACCES)) {
 			err = fmt.Errorf("image %s: uid %d may not read it (%v); refusing to stage it for them: root stages only what the job's user could read themselves", path, u.Uid, err)
 		}
 		ch <- result{f, n, err}
 	}()
 	r := <-ch
 	return r.f, r.n, r.err
-}
-
-func errorIsEACCES(err error) bool {
-	for e := err; e != nil; {
-		if e == unix.EACCES {
-			return true
-		}
-		u, ok := e.(interface{ Unwrap() error })
-		if !ok {
-			return false
-		}
-		e = u.Unwrap()
-	}
-	return false
 }
 
 // becomeFSUser sets this thread's (only) groups and file-system ids to
