@@ -287,31 +287,24 @@ func (c *ReportCmd) openNote(p string) (*os.File, error) {
 // dir found as staging finds it: the same checks, and the same private
 // fallback when another user took the default name.
 func (c *ReportCmd) nodeFiles() error {
-	// Where the Slurm plugin stages for the site (plugstack.conf's
-	// stage_dir=), when the user named no stage dir and records are there.
+	var rs *recordSet
 	if c.StageDir == "" && os.Getenv(node.StageDirEnv) == "" {
-		if site := slurmSiteStageDir(); site != "" {
-			if dir, _, found, err := node.LookupStageDirFor(site); err == nil && found {
-				if rs, err := nodeRecords(dir); err == nil {
-					rs.dir.Close()
-					c.StageDir = site
-				}
-			}
+		rs = siteRecords()
+	}
+	if rs == nil {
+		stageDir, squat, found, err := node.LookupStageDirFor(c.StageDir)
+		if err != nil {
+			return err
 		}
-	}
-	stageDir, squat, found, err := node.LookupStageDirFor(c.StageDir)
-	if err != nil {
-		return err
-	}
-	if squat != nil {
-		fmt.Fprintf(os.Stderr, "dlbundle report: warning: %s\n", squat.Warning())
-	}
-	if !found {
-		return fmt.Errorf("no records in %s: no app ran here with 'dlbundle exec' (or DLBUNDLE_RECORD=0 was set); give report files, or --stage-dir where exec staged", stageDir)
-	}
-	rs, err := nodeRecords(stageDir)
-	if err != nil {
-		return err
+		if squat != nil {
+			fmt.Fprintf(os.Stderr, "dlbundle report: warning: %s\n", squat.Warning())
+		}
+		if !found {
+			return fmt.Errorf("no records in %s: no app ran here with 'dlbundle exec' (or DLBUNDLE_RECORD=0 was set); give report files, or --stage-dir where exec staged", stageDir)
+		}
+		if rs, err = nodeRecords(stageDir); err != nil {
+			return err
+		}
 	}
 	c.records = rs
 	files := rs.files
@@ -330,6 +323,28 @@ func (c *ReportCmd) nodeFiles() error {
 	}
 	c.Files = files
 	return nil
+}
+
+// siteRecords are the records where the Slurm plugin stages for the site
+// (plugstack.conf's stage_dir=), found and checked as staging finds its
+// stage dir; nil when the site set none or no records are there.
+func siteRecords() *recordSet {
+	site := slurmSiteStageDir()
+	if site == "" {
+		return nil
+	}
+	dir, squat, found, err := node.LookupStageDirFor(site)
+	if err != nil || !found {
+		return nil
+	}
+	rs, err := nodeRecords(dir)
+	if err != nil {
+		return nil
+	}
+	if squat != nil {
+		fmt.Fprintf(os.Stderr, "dlbundle report: warning: %s\n", squat.Warning())
+	}
+	return rs
 }
 
 // imageOfRuns is the image the records' runs used, as exec noted it beside
