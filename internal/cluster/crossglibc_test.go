@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dlbundle/dlbundle/image"
 )
 
 // buildChroot is a Debian root of another release, as a pilot node.
@@ -105,5 +107,50 @@ func TestSpankCrossGlibc(t *testing.T) {
 		if out, err := shared.OnNode(n, "sh", "-c", "ls /dev/shm/t-spank-cross/*/ldso").Output(); err != nil || len(out) == 0 {
 			t.Errorf("%s: no ldso record in its stage (%v): the test did not run across glibc versions", n, err)
 		}
+	}
+}
+
+// TestSpankOtherArchRefused: an image of aarch64 programs (Debian's
+// arm64 /usr/bin/true from the chroot make deps prepares) on the fake
+// cluster's x86-64 nodes: the step fails before any task runs, each node's
+// first task printing dlbundle's one line that names both architectures;
+// with --dlbundle-fallback the tasks run natively, with a warning.
+func TestSpankOtherArchRefused(t *testing.T) {
+	needSpank(t)
+	dir := os.Getenv("DLBUNDLE_CHROOTS")
+	if dir == "" {
+		dir = "/var/cache/dlbundle/chroots"
+	}
+	src := filepath.Join(dir, "bookworm-arm64", "usr/bin/true")
+	st, err := os.Stat(src)
+	if err != nil {
+		t.Skipf("chroot bookworm-arm64 absent (%v): `make deps` prepares it", err)
+	}
+	img := filepath.Join(shared.Shared, "arm64-true.dlimg")
+	f, err := os.Create(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = image.Write(f, []image.Entry{{Path: "/opt/dlbundle-cluster-arm64/bin/true", Type: image.TypeRegular, Mode: 0o100755,
+		Size: st.Size(), MtimeNS: st.ModTime().UnixNano(), Kind: image.KindELFExec, SourcePath: src}}, image.WriteOptions{})
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := srunDlbundle(t, "/dev/shm/t-spank-arch", "-N3", "--ntasks-per-node=2", "--dlbundle="+img, "/bin/echo", "ran-natively")
+	var lines []string
+	for _, l := range strings.Split(r.out, "\n") {
+		if strings.Contains(l, "dlbundle:") {
+			lines = append(lines, l)
+		}
+	}
+	if r.code == 0 || strings.Contains(r.out, "ran-natively") || len(lines) != 3 ||
+		!strings.Contains(lines[0], "aarch64") || !strings.Contains(lines[0], "x86_64") {
+		t.Fatalf("aarch64 image on x86-64 nodes: exit %d; want a failed step, no task run, one dlbundle line per node naming both architectures:\n%s", r.code, r.out)
+	}
+	t.Logf("the message: %s", lines[0])
+	r = srunDlbundle(t, "/dev/shm/t-spank-arch", "-N3", "--ntasks-per-node=2", "--dlbundle="+img, "--dlbundle-fallback", "/bin/echo", "ran-natively")
+	if r.code != 0 || strings.Count(r.out, "ran-natively\n") != 6 || !strings.Contains(r.out, "dlbundle: warning:") {
+		t.Fatalf("aarch64 image with --dlbundle-fallback: exit %d; want 6 native tasks and a warning:\n%s", r.code, r.out)
 	}
 }

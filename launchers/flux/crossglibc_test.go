@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/internal/clitest"
 )
 
@@ -38,7 +39,9 @@ func inChroot(t *testing.T, root, home string, argv ...string) string {
 // (another glibc): each task prints the build node's native line, glibc
 // 2.31 included, because dlbundle_ldso.so, loaded by dlbundle.lua from
 // beside it, starts the task under the image's ld.so. Without that plugin
-// the task prints this machine's glibc (the check can fail).
+// the task prints this machine's glibc or dies (the check can fail). An
+// image of aarch64 programs fails the job with dlbundle's one line, and
+// -o dlbundle-fallback runs it natively.
 func TestFluxCrossGlibc(t *testing.T) {
 	flux := fluxBin(t)
 	if os.Getuid() != 0 {
@@ -106,7 +109,31 @@ func TestFluxCrossGlibc(t *testing.T) {
 	plain := filepath.Join(dir, "plain.lua")
 	os.WriteFile(plain, lua, 0o644)
 	jobPlain := "flux run -o userrc=" + plain + " -o dlbundle=" + img + " -N3 -n3 " + argv[0] + " -c '" + crossScript + "'"
-	script := job + " > served.out 2>&1; " + jobPlain + " > plain.out 2>&1; true"
+	// An image of another architecture (Debian's arm64 true, when the
+	// chroot is there): the job fails with dlbundle's line naming both;
+	// -o dlbundle-fallback runs it natively.
+	armImg := ""
+	if src := filepath.Join(chroots, "bookworm-arm64", "usr/bin/true"); fileExists(src) {
+		armImg = filepath.Join(dir, "arm64.dlimg")
+		st, _ := os.Stat(src)
+		f, err := os.Create(armImg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = image.Write(f, []image.Entry{{Path: "/opt/dlbundle-flux-arm64/bin/true", Type: image.TypeRegular, Mode: 0o100755,
+			Size: st.Size(), MtimeNS: st.ModTime().UnixNano(), Kind: image.KindELFExec, SourcePath: src}}, image.WriteOptions{})
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := job + " > served.out 2>&1; " + jobPlain + " > plain.out 2>&1; "
+	if armImg != "" {
+		arm := "flux run -o userrc=" + filepath.Join(luad, "dlbundle.lua") + " -o dlbundle=" + armImg + " -N3 -n3 "
+		script += arm + "/bin/echo ran-natively > arch.out 2>&1; echo $? > arch.rc; " +
+			arm + "-o dlbundle-fallback /bin/echo ran-natively > archfb.out 2>&1; echo $? > archfb.rc; "
+	}
+	script += "true"
 	if out, code := run(t, dir, env, flux, "start", "--test-size=3", "sh", "-c", script); code != 0 {
 		t.Fatalf("flux start --test-size=3: exit %d\n%s", code, out)
 	}
@@ -119,4 +146,25 @@ func TestFluxCrossGlibc(t *testing.T) {
 		t.Errorf("without dlbundle_ldso.so the tasks printed the build node's line too: the test cannot tell\n%s", without)
 	}
 	t.Logf("without dlbundle_ldso.so:\n%s", without)
+	if armImg == "" {
+		t.Logf("chroot bookworm-arm64 absent: the other architecture's refusal not checked (make deps prepares it)")
+		return
+	}
+	read := func(name string) string {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		return string(b)
+	}
+	if out := read("arch.out"); strings.TrimSpace(read("arch.rc")) == "0" || strings.Contains(out, "ran-natively") ||
+		!strings.Contains(out, "image is for aarch64, this node is x86_64") {
+		t.Errorf("aarch64 image under flux run: exit %s; want a failed job with dlbundle's line and no task run:\n%s", read("arch.rc"), out)
+	}
+	if out := read("archfb.out"); strings.TrimSpace(read("archfb.rc")) != "0" || strings.Count(out, "ran-natively\n") != 3 ||
+		!strings.Contains(out, "dlbundle: warning:") {
+		t.Errorf("aarch64 image with -o dlbundle-fallback: exit %s; want 3 native tasks and a warning:\n%s", read("archfb.rc"), out)
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
