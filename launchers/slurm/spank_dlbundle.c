@@ -39,6 +39,10 @@
  *
  * --dlbundle=auto[:DIR] needs no image: see auto_setup.
  *
+ * On a node whose glibc is not the image's (the stage's ldso record), each
+ * task whose program the image holds starts dlbundle in its place, which
+ * execs the image's ld.so with the program: see check_glibc.
+ *
  * A stage that fails ends the step under any plugstack line, `optional`
  * included (where Slurm 22.05 ignores a plugin's errors): every task exits
  * 1 in task_init, before exec, the first with dlbundle's message; only
