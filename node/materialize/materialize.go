@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/loader/stagefmt"
+	"github.com/dlbundle/dlbundle/squash"
 )
 
 // Source is what a stage is made from; *image.Image satisfies it.
@@ -76,6 +77,11 @@ func Materialize(ctx context.Context, src Source, dir string, opts Options) erro
 	// ids, read as data (the image's ld.so only ever runs inside the user's
 	// own process, started by exec). Decided once here, not per process.
 	if _, err := stagefmt.WriteLdsoChoice(dir); err != nil {
+		return err
+	}
+	// A driver library of the node that the image's glibc cannot load
+	// would stop the app at its load, after it started: say so now.
+	if err := stagefmt.CheckNodeBound(dir, nodeBoundPaths(entries)); err != nil {
 		return err
 	}
 	// The directories ld.so may probe: named by the rules just found.
@@ -238,4 +244,16 @@ func mkdirsIn(ctx context.Context, parent string, names []string) error {
 		}
 	}
 	return err
+}
+
+// nodeBoundPaths are the driver libraries the image records and leaves on
+// the node (squash.NodeBound): external entries of those names.
+func nodeBoundPaths(entries []image.Entry) []string {
+	var out []string
+	for _, e := range entries {
+		if e.Type == image.TypeExternal && squash.NodeBound(e.Path) {
+			out = append(out, e.Path)
+		}
+	}
+	return out
 }
