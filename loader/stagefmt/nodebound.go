@@ -69,7 +69,7 @@ func CheckNodeBound(stageDir string, nodeBound []string) error {
 		if lib != "" {
 			return fmt.Errorf("the node's driver library %s needs %s of %s, which the image's glibc %s lacks: "+
 				"the app cannot load it under the image's glibc; rebuild the image on a node whose glibc is at least as new as this driver needs, "+
-				"run it on a node with glibc %s, or use --fallback to run the app natively", p, ver, lib, version, version)
+				"or run it on a node with glibc %s", p, ver, lib, version, version)
 		}
 	}
 	return nil
