@@ -345,3 +345,42 @@ func TestCrossGlibcScripts(t *testing.T) {
 	}
 	crossPairs(t, nodes, apps)
 }
+
+// TestImageWithoutLibdlRefusedOnAnotherGlibc: an image of a glibc before
+// 2.34 built without that glibc's libdl.so.2 (as dlbundle built them before
+// it bundled it for the shim; here left out with --exclude) is refused on a
+// node with another glibc, with one line that says what is missing and
+// what to do, instead of every process dying before main.
+func TestImageWithoutLibdlRefusedOnAnotherGlibc(t *testing.T) {
+	nodes := crossNodes(t)
+	var build, run *chroot
+	for _, n := range nodes {
+		switch n.name {
+		case "bullseye-amd64":
+			build = n
+		case "host":
+			run = n
+		}
+	}
+	if build == nil || run == nil {
+		t.Skip("needs the bullseye-amd64 chroot and this node")
+	}
+	script := build.optFile(t, "script.sh", shScript, 0o755)
+	build.must(t, build.work+"/dlbundle-amd64", "trace", "-q", "-o", build.work+"/sh.trace", "--", script)
+	libdl := build.must(t, "/usr/bin/readlink", "-f", "/lib/x86_64-linux-gnu/libdl.so.2")
+	build.must(t, build.work+"/dlbundle-amd64", "build", "--exclude", strings.TrimSpace(libdl), "-o", build.work+"/sh.dlimg", build.work+"/sh.trace")
+	data, err := os.ReadFile(filepath.Join(build.host, "sh.dlimg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(run.host, "sh.dlimg"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := run.run(t, "", run.work+"/dlbundle-amd64", "exec", "--stage-dir", run.work+"/stage", run.work+"/sh.dlimg", "--", script)
+	line := strings.TrimRight(errOut, "\n")
+	if err == nil || out != "" || strings.Contains(line, "\n") ||
+		!strings.Contains(line, "lacks its libdl.so.2") || !strings.Contains(line, "rebuild the image") || !strings.Contains(line, "--fallback") {
+		t.Errorf("exec of a glibc 2.31 image without libdl.so.2 on glibc 2.36: %v, stdout %q, stderr (want one line saying so):\n%s", err, out, errOut)
+	}
+	t.Logf("the refusal: %s", line)
+}

@@ -33,10 +33,12 @@ var glibcObjects = map[string]bool{
 // recorded path the node lacks, or that is not an ELF object, is left to
 // the app's own error, as natively. Without the record (the node's glibc is
 // the image's) there is nothing to check.
+//
+// The same holds for the shim's own needs: the preload object for a glibc
+// before 2.34 (preload.so) needs libdl.so.2, which images built by an older
+// dlbundle leave out when the app never loaded it; the node's copy would
+// stop every process before main, so such an image is refused too.
 func CheckNodeBound(stageDir string, nodeBound []string) error {
-	if len(nodeBound) == 0 {
-		return nil
-	}
 	ldso, _, ok := ImageLdso(stageDir)
 	if !ok {
 		return nil
@@ -48,13 +50,22 @@ func CheckNodeBound(stageDir string, nodeBound []string) error {
 		return err
 	}
 	defer release()
+	imageDir := filepath.Dir(ldso[len(filepath.Join(stageDir, RootDir)):])
+	if PreloadFor(stageDir) == PreloadObject {
+		if _, ok := ResolveFile(tab, filepath.Join(imageDir, "libdl.so.2")); !ok {
+			return fmt.Errorf("the image's glibc %s lacks its libdl.so.2 (%s), which dlbundle's shim needs on a node whose glibc is not the image's: "+
+				"rebuild the image with this dlbundle (its build bundles it), or run it on a node with glibc %s", version, filepath.Join(imageDir, "libdl.so.2"), version)
+		}
+	}
+	if len(nodeBound) == 0 {
+		return nil
+	}
 	tree, err := openStagedTree(filepath.Join(stageDir, RootDir))
 	if err != nil {
 		return err
 	}
 	defer tree.Close()
-	imageLdso := ldso[len(filepath.Join(stageDir, RootDir)):]
-	c := glibcCheck{tab: tab, tree: tree, imageDir: filepath.Dir(imageLdso), nodeDir: filepath.Dir(NodeLibc()),
+	c := glibcCheck{tab: tab, tree: tree, imageDir: imageDir, nodeDir: filepath.Dir(NodeLibc()),
 		defined: map[string]map[string]bool{}}
 	for _, p := range nodeBound {
 		f, err := openNodeFile(p)
