@@ -73,6 +73,9 @@ func main() {
 	if base := os.Getenv(autoBuildVar); base != "" {
 		autoBuild(base) // the same, once the traced task has ended; does not return
 	}
+	if base := os.Getenv(autoFoldVar); base != "" {
+		autoFold(base) // the same, once a step served from the image has ended on a node (autofold.go)
+	}
 	// The version alone is answered before anything else: kong's model of
 	// the whole command line (~0.3 ms of reflection and help text) and
 	// oneproc.Restore's stop-the-world (which waits for a second thread to
