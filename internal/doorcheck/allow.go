@@ -69,7 +69,6 @@ func init() {
 		{"cmd/dlbundle.readReportFile", ownIn},
 		{"cmd/dlbundle.hasImageFooter", ownIn},
 		{"cmd/dlbundle.writePage", ownIn + " (the report files given to --html)"},
-		{"cmd/dlbundle.noteMPISingleton", "the trace the caller just wrote through outfile.Create, read back with its own credentials"},
 		{"cmd/dlbundle.fileDigest", image},
 		{"cmd/dlbundle.listingChange", image},
 		{"cmd/dlbundle.createImageFile", ownOut},
