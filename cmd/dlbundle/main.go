@@ -37,6 +37,8 @@ type CLI struct {
 	TraceStub TraceStubCmd `cmd:"" name:"__trace-stub" hidden:""`
 	// Internal: the child that reads an image for root's stage --user, as the user.
 	StageChild StageChildCmd `cmd:"" name:"__stage-child" hidden:""`
+	// Internal: the Slurm plugin's srun side of --dlbundle-bcast (sbcast once per job).
+	Bcast BcastCmd `cmd:"" name:"__bcast" hidden:""`
 
 	// About dlbundle itself, last in --help.
 	VersionCmd VersionCmd    `cmd:"" name:"version" help:"Print the dlbundle version (as --version, -v)."`

@@ -41,6 +41,8 @@ func init() {
 		{"node.stageLocked", inStage},
 		{"node.touchIfOlder", inStage},
 		{"node.writeAlias", inStage},
+		{"node.Broadcasted", inStage},
+		{"node.LockBroadcast", inStage},
 		{"node.writeFailure", inStage},
 		{"node.writeStageRef", inStage},
 		{"node.stageUsers", procfs},
