@@ -40,7 +40,12 @@ static const void *table;         /* the mmap-ed lookup table, or NULL: do nothi
 static char root[PREFIX_MAX];     /* $DLBUNDLE_STAGE/root */
 _Static_assert(DLB_STAGE_MAX + 6 <= PREFIX_MAX, "root holds DLBUNDLE_STAGE/root");
 static size_t root_len;
-static char staged[DLB_PATH_MAX]; /* the answer of the last la_objsearch; the resolver's scratch before it */
+/* the answer of the last la_objsearch; the resolver's scratch before it.
+ * aligned(1): placed after the small state every process writes (the build
+ * sorts .bss by alignment, largest first), so that the few bytes a process
+ * uses of it lie on the same page as that state: one page first touched
+ * (one fault), not two. */
+static char staged[DLB_PATH_MAX] __attribute__((aligned(1)));
 static int debug;
 static int native_env; /* DLBUNDLE_NATIVE_ENV is set: see restore_native_env */
 static void keep_llp(const char *v, size_t n); /* the whole search, below */
@@ -52,7 +57,11 @@ static char exe_env[DLB_PATH_MAX] COLD;
  * the node's ld.so (a node program, started by the kernel's PT_INTERP), so
  * the image's glibc objects must not be served to it: see glibc_object. */
 static int cross, foreign;
-static unsigned long aux_base = 1, aux_execfn; /* AT_BASE, AT_EXECFN; 1: not read */
+/* AT_BASE, AT_EXECFN; aux_read: the vector was read (a flag of its own, not
+ * "aux_base = 1: not read": the only initialised variable put a .data page
+ * of its own in the object, and its first write cost every process a fault) */
+static unsigned long aux_base, aux_execfn;
+static int aux_read;
 
 /* gcc may emit calls to these for struct copies and loops even in freestanding code. */
 void *memcpy(void *d, const void *s, size_t n) __attribute__((visibility("hidden")));
@@ -190,7 +199,7 @@ static char **initial_env(void)
 	for (size_t i = 0; n > 0 && i + 1 < (size_t)n / sizeof *v; i += 2) {
 		if (v[i] == AT_RANDOM_) rnd = v[i + 1];
 		else if (v[i] == AT_EXECFN_) execfn = aux_execfn = v[i + 1];
-		else if (v[i] == AT_BASE_) aux_base = v[i + 1];
+		else if (v[i] == AT_BASE_) aux_base = v[i + 1], aux_read = 1;
 		else if (v[i] == AT_NULL_) { words = i + 2; break; }
 	}
 	if (!words || rnd < 4096) return 0;
@@ -793,7 +802,7 @@ unsigned int la_version(unsigned int version)
 	 * interpreter (AT_BASE 0) and AT_EXECFN names the staged file. Anything
 	 * else in a cross stage runs under the node's ld.so. Auxv unread: as
 	 * before (served). */
-	if (cross && aux_base != 1) {
+	if (cross && aux_read) {
 		const char *fn = (const char *)aux_execfn;
 		foreign = !(aux_base == 0 && fn && root_len && dlb_memeq(fn, root, root_len) && fn[root_len] == '/');
 		if (foreign) say("foreign", "ld.so: the image's glibc objects go to the node's", 0);
@@ -1082,11 +1091,16 @@ unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie)
 		size_t i = 0;
 		for (; n[root_len + i]; i++) n[i] = n[root_len + i];
 		n[i] = 0;
-	} else if (table && n && n[0] == '/' && !dlb_hasprefix(n, root, root_len - 5)) {
-		/* From outside the stage (or ld.so itself, or a path the table
-		 * holds that ld.so reached undecided: the preload's report
-		 * leaves those out by the table). Not the executable (""), nor
-		 * the vDSO (no '/'), nor the shim's own objects. */
+	} else if (table && n && n[0] == '/' && !dlb_hasprefix(n, root, root_len - 5) &&
+		   !(aux_read && aux_base && map->l_addr == aux_base)) {
+		/* From outside the stage (or a path the table holds that ld.so
+		 * reached undecided: the preload's report leaves those out by
+		 * the table). Not the executable (""), nor the vDSO (no '/'),
+		 * nor the shim's own objects, nor ld.so itself where the kernel
+		 * loaded it (l_addr is AT_BASE; the node's by design, which the
+		 * report leaves out too): noting it in every process touched
+		 * two pages of .bss (three faults: the set of hashes is read,
+		 * then written) for nothing. */
 		note(DLB_NOTE_LIB, n);
 	}
 	return 0; /* no symbol binding callbacks: they would slow every call */
