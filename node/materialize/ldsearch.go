@@ -90,7 +90,9 @@ func writeSearchRules(ctx context.Context, dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, stagefmt.SearchFile), rules, 0o444); err != nil {
 		return fmt.Errorf("materialize: write search rules: %w", err)
 	}
-	return nil
+	// The shim reads them from the table it maps anyway (STAGE/search stays
+	// for dlbundle's own readers, such as probedNames).
+	return stagefmt.AppendSearch(dir, rules)
 }
 
 // nodeSearchRules returns this node's rules for the stage being written in
