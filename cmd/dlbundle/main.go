@@ -12,6 +12,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/dlbundle/dlbundle/internal/oneproc"
+	"github.com/dlbundle/dlbundle/internal/stagetime"
 	"github.com/dlbundle/dlbundle/internal/version"
 )
 
@@ -87,6 +88,7 @@ func main() {
 		fmt.Println(version.Version)
 		os.Exit(0)
 	}
+	stagetime.EnableFromEnv() // DLBUNDLE_STAGE_TIMING=1: where staging's time goes
 	// Package init ran on one P (internal/oneproc). Only a warm exec and
 	// the trace stub, which exec the app at once, stay there; exec
 	// restores GOMAXPROCS itself when it has to stage.
