@@ -12,6 +12,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/dlbundle/dlbundle/internal/oneproc"
+	"github.com/dlbundle/dlbundle/internal/stagetime"
 	"github.com/dlbundle/dlbundle/internal/version"
 )
 
@@ -75,6 +76,9 @@ func main() {
 	if base := os.Getenv(autoBuildVar); base != "" {
 		autoBuild(base) // the same, once the traced task has ended; does not return
 	}
+	if base := os.Getenv(autoFoldVar); base != "" {
+		autoFold(base) // the same, once a step served from the image has ended on a node (autofold.go)
+	}
 	if argv0 := os.Getenv(ldsoArgv0Var); argv0 != "" {
 		ldsoStart(argv0) // the Slurm plugin, on a node of another glibc (ldsostart.go); does not return
 	}
@@ -87,6 +91,7 @@ func main() {
 		fmt.Println(version.Version)
 		os.Exit(0)
 	}
+	stagetime.EnableFromEnv() // DLBUNDLE_STAGE_TIMING=1: where staging's time goes
 	// Package init ran on one P (internal/oneproc). Only a warm exec and
 	// the trace stub, which exec the app at once, stay there; exec
 	// restores GOMAXPROCS itself when it has to stage.

@@ -109,6 +109,8 @@ static char failed_msg[MSG_MAX_LEN + 128];   /* said by the step's first task */
  * others run natively, and slurm_spank_task_exit builds the image from
  * that trace when the traced task has ended. */
 static int auto_trace;                   /* this step traces its first task */
+static int auto_serve;                   /* this step runs from the auto image: folds its misses in */
+static uint32_t tasks_ended;             /* this node's tasks whose exit task_exit saw */
 static char auto_dir[ARG_MAX_LEN];
 static char auto_base[ARG_MAX_LEN + 64]; /* DIR/auto-<key> */
 static char auto_path[ARG_MAX_LEN + 96]; /* scratch: auto_base + suffix */
@@ -790,6 +792,8 @@ static int auto_setup(spank_t sp)
 	snprintf(auto_path, sizeof auto_path, "%s.dlimg", auto_base);
 	if (faccessat(AT_FDCWD, auto_path, R_OK, AT_EACCESS) == 0) { /* as the job's user: its effective ids */
 		strcpy(opt_image, auto_path);
+		/* the fold at the step's end runs dlbundle as auto_build does */
+		auto_serve = find_dlbundle(env) == 0;
 		return 0;
 	}
 	if (find_dlbundle(env) != 0) {
@@ -871,17 +875,68 @@ static void auto_build(spank_t sp)
 		slurm_info("dlbundle: --dlbundle=auto: built %s.dlimg; later steps of this command run from it", auto_base);
 }
 
+/* auto_fold has dlbundle fold this node's records of the step into
+ * DIR/auto-<key>.dlimg, as the job's user (DLBUNDLE_AUTO_FOLD:
+ * cmd/dlbundle/autofold.go), when the step ran from that image: the next
+ * step of the command then loads from the image what this one missed.
+ * dlbundle decides whether the records name anything the image lacks,
+ * serialises the nodes' folds on a lock in DIR and renames each new image
+ * over the old one when complete; the plugin only starts it. The stage dir
+ * is the one env staged in (plugstack.conf's stage_dir=, else the job's),
+ * where the step's tasks left their records. */
+static void auto_fold(spank_t sp)
+{
+	char **env = NULL;
+	spank_get_item(sp, S_JOB_ENV, &env);
+	static char base_var[ARG_MAX_LEN + 96], stage_var[ARG_MAX_LEN + 32];
+	snprintf(base_var, sizeof base_var, "DLBUNDLE_AUTO_FOLD=%s", auto_base);
+	char *extra[3] = {base_var, NULL, NULL};
+	if (conf_stage_dir[0]) {
+		snprintf(stage_var, sizeof stage_var, "DLBUNDLE_STAGE_DIR=%s", conf_stage_dir);
+		extra[1] = stage_var;
+	}
+	char **envp = job_envp(sp, env, extra);
+	if (!envp)
+		return;
+	char *bargv[] = {dlbundle_path, NULL};
+	static char out[MSG_MAX_LEN], err[MSG_MAX_LEN], msg[256];
+	struct child c;
+	int rc = run_child(sp, dlbundle_path, "", bargv, envp, NULL, 0, out, sizeof out, err, sizeof err, &c, msg, sizeof msg);
+	free(envp);
+	if (rc != 0) {
+		slurm_error("dlbundle: --dlbundle=auto: cannot run %s to fold this step's misses into %s.dlimg: %s",
+			    dlbundle_path, auto_base, msg);
+		return;
+	}
+	log_text(0, "--dlbundle=auto fold", err, c.err_len);
+	if (c.timed_out)
+		slurm_error("dlbundle: --dlbundle=auto: folding this step's misses into %s.dlimg took longer than %d seconds "
+			    "and was killed (plugstack.conf's timeout=); the image is as it was",
+			    auto_base, conf_timeout);
+	else if (c.status < 0 || !WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0)
+		slurm_error("dlbundle: --dlbundle=auto: folding this step's misses into %s.dlimg failed (status %#x); "
+			    "the image is as it was",
+			    auto_base, c.status);
+}
+
 /* slurm_spank_task_exit: in slurmstepd as each task's exit is collected.
- * The build runs when the traced task has ended, inside this callback:
- * at the step's end (slurm_spank_exit) slurmstepd has already sent
- * SIGTERM to every process it started, and the build was one of them. */
+ * The build runs when the traced task has ended, and the fold of a step
+ * served from the auto image when the node's last task has ended (every
+ * task's processes have written their records), inside this callback: at
+ * the step's end (slurm_spank_exit) slurmstepd has already sent SIGTERM to
+ * every process it started, and the build was one of them. */
 int slurm_spank_task_exit(spank_t sp, int ac, char **av)
 {
 	(void)ac;
 	(void)av;
-	uint32_t gid = 1;
-	if (auto_trace && spank_remote(sp) && spank_get_item(sp, S_TASK_GLOBAL_ID, &gid) == ESPANK_SUCCESS && gid == 0)
+	uint32_t gid = 1, ntasks = 0;
+	if (!spank_remote(sp))
+		return 0;
+	if (auto_trace && spank_get_item(sp, S_TASK_GLOBAL_ID, &gid) == ESPANK_SUCCESS && gid == 0)
 		auto_build(sp);
+	if (auto_serve && env_ready && spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &ntasks) == ESPANK_SUCCESS &&
+	    ++tasks_ended == ntasks)
+		auto_fold(sp);
 	return 0;
 }
 
