@@ -71,42 +71,48 @@ func (c *buildChroot) run(t *testing.T, argv ...string) string {
 const crossScript = `import os, sys, numpy; print(os.confstr("CS_GNU_LIBC_VERSION"), numpy.arange(10).sum(), numpy.__version__, sys.version_info[:2], sys.executable)`
 
 // TestSpankCrossGlibc: python3 with numpy traced and built on Debian 11
-// (glibc 2.31), served by srun --dlbundle on 3 nodes of glibc 2.36 (this
-// machine): each task prints the build node's native line, glibc 2.31
-// included (under the node's ld.so it would die before main, or, with the
-// node's libc, print the node's version).
+// (glibc 2.31) and on Debian 13 (2.41), each served by srun --dlbundle on 3
+// nodes of glibc 2.36 (this machine): each task prints the build node's
+// native line, its glibc included (under the node's ld.so an older image's
+// process gets the node's libc and prints the node's version, a newer
+// image's dies before main).
 func TestSpankCrossGlibc(t *testing.T) {
 	needSpank(t)
-	build := newBuildChroot(t, "bullseye-amd64")
-	argv := []string{"/usr/bin/python3", "-c", crossScript}
-	native := strings.TrimSpace(build.run(t, argv...))
-	if !strings.HasPrefix(native, "glibc 2.31 ") {
-		t.Fatalf("natively on Debian 11: %q; want glibc 2.31", native)
-	}
-	host, err := exec.Command(argv[0], argv[1:]...).Output()
-	if err == nil && strings.TrimSpace(string(host)) == native {
-		t.Fatalf("this machine prints the build node's line natively too (%q): the test cannot tell", native)
-	}
-	build.run(t, append([]string{build.work + "/dlbundle", "trace", "-q", "-o", build.work + "/app.trace", "--"}, argv...)...)
-	build.run(t, build.work+"/dlbundle", "build", "-o", build.work+"/app.dlimg", build.work+"/app.trace")
-	data, err := os.ReadFile(filepath.Join(build.root, build.work, "app.dlimg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	img := filepath.Join(shared.Shared, "cross-bullseye.dlimg")
-	if err := os.WriteFile(img, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r := srunDlbundle(t, "/dev/shm/t-spank-cross", append([]string{"-N3", "--ntasks-per-node=1", "--dlbundle=" + img}, argv...)...)
-	if r.code != 0 || strings.Count(r.out, native+"\n") != 3 {
-		t.Fatalf("srun --dlbundle= of Debian 11's image on 3 nodes of this machine's glibc: exit %d; want 3 lines %q:\n%s\n%s",
-			r.code, native, r.out, shared.Logs())
-	}
-	// The stages say so: an ldso record on every node.
-	for _, n := range shared.Nodes {
-		if out, err := shared.OnNode(n, "sh", "-c", "ls /dev/shm/t-spank-cross/*/ldso").Output(); err != nil || len(out) == 0 {
-			t.Errorf("%s: no ldso record in its stage (%v): the test did not run across glibc versions", n, err)
-		}
+	for _, c := range []struct{ chroot, glibc string }{{"bullseye-amd64", "2.31"}, {"trixie-amd64", "2.41"}} {
+		t.Run(c.chroot, func(t *testing.T) {
+			build := newBuildChroot(t, c.chroot)
+			argv := []string{"/usr/bin/python3", "-c", crossScript}
+			native := strings.TrimSpace(build.run(t, argv...))
+			if !strings.HasPrefix(native, "glibc "+c.glibc+" ") {
+				t.Fatalf("natively on %s: %q; want glibc %s", c.chroot, native, c.glibc)
+			}
+			host, err := exec.Command(argv[0], argv[1:]...).Output()
+			if err == nil && strings.TrimSpace(string(host)) == native {
+				t.Fatalf("this machine prints the build node's line natively too (%q): the test cannot tell", native)
+			}
+			build.run(t, append([]string{build.work + "/dlbundle", "trace", "-q", "-o", build.work + "/app.trace", "--"}, argv...)...)
+			build.run(t, build.work+"/dlbundle", "build", "-o", build.work+"/app.dlimg", build.work+"/app.trace")
+			data, err := os.ReadFile(filepath.Join(build.root, build.work, "app.dlimg"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			img := filepath.Join(shared.Shared, "cross-"+c.chroot+".dlimg")
+			if err := os.WriteFile(img, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			stage := "/dev/shm/t-spank-cross-" + c.chroot
+			r := srunDlbundle(t, stage, append([]string{"-N3", "--ntasks-per-node=1", "--dlbundle=" + img}, argv...)...)
+			if r.code != 0 || strings.Count(r.out, native+"\n") != 3 {
+				t.Fatalf("srun --dlbundle= of %s's image on 3 nodes of this machine's glibc: exit %d; want 3 lines %q:\n%s\n%s",
+					c.chroot, r.code, native, r.out, shared.Logs())
+			}
+			// The stages say so: an ldso record on every node.
+			for _, n := range shared.Nodes {
+				if out, err := shared.OnNode(n, "sh", "-c", "ls "+stage+"/*/ldso").Output(); err != nil || len(out) == 0 {
+					t.Errorf("%s: no ldso record in its stage (%v): the test did not run across glibc versions", n, err)
+				}
+			}
+		})
 	}
 }
 
