@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -43,8 +44,8 @@ func CheckNodeBound(stageDir string, nodeBound []string) error {
 	if !ok {
 		return nil
 	}
-	version, _ := os.Readlink(filepath.Join(stageDir, LdsoChoice))
-	version, _, _ = cutSpace(version)
+	text, _ := os.Readlink(filepath.Join(stageDir, LdsoChoice))
+	version, _, _ := strings.Cut(text, " ")
 	tab, release, err := MapTable(stageDir)
 	if err != nil {
 		return err
@@ -84,15 +85,6 @@ func CheckNodeBound(stageDir string, nodeBound []string) error {
 		}
 	}
 	return nil
-}
-
-func cutSpace(s string) (string, string, bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == ' ' {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return s, "", false
 }
 
 type glibcCheck struct {
