@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -10,9 +11,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/internal/clitest"
+	"golang.org/x/sys/unix"
 )
 
 // rankApp: every rank imports json; the ranks other than 0 also import
@@ -335,6 +338,33 @@ int main(int argc, char **argv) { int r; MPI_Init(&argc, &argv); MPI_Comm_rank(M
 	tr, err := os.ReadFile(filepath.Join(dir, "dlbundle.trace"))
 	if err != nil || strings.Contains(string(tr), `/orted"`) {
 		t.Errorf("the pilot's trace records a daemon or is missing (%v)", err)
+	}
+
+	// -o a FIFO with a reader: the trace goes to the reader, and the note
+	// is not looked for by opening the FIFO again (that open would wait
+	// for a writer forever).
+	fifo := filepath.Join(dir, "trace.fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := os.ReadFile(fifo)
+		got <- b
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd = exec.CommandContext(ctx, cli, "trace", "-o", fifo, "--", app)
+	cmd.Dir, cmd.Env = dir, append(clitest.CleanEnv(dir), "TMPDIR="+tmp, "OMPI_MCA_plm_rsh_agent=false")
+	out, err = cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("trace -o FIFO did not end (it opened the FIFO again to read the trace back):\n%s", out)
+	}
+	if err != nil || !strings.Contains(string(out), "rank 0") {
+		t.Fatalf("trace -o FIFO of the MPI program: %v\n%s", err, out)
+	}
+	if b := <-got; !strings.Contains(string(b), "dlbundle-trace") {
+		t.Errorf("the FIFO's reader got %d bytes, not the trace", len(b))
 	}
 }
 
