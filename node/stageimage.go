@@ -258,8 +258,8 @@ const fetchedMark = "fetched "
 // readFetched returns the digest recorded in result by a fetch that ended
 // after since.
 func readFetched(result string, since time.Time) (string, bool) {
-	b, err := os.ReadFile(result)
-	if err != nil || len(b) > 1<<20 {
+	b, ok := readMarker(result)
+	if !ok {
 		return "", false
 	}
 	stamp, text, ok := strings.Cut(string(b), "\n")

@@ -1,9 +1,12 @@
 package node
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/dlbundle/dlbundle/internal/trustpath"
 )
 
 // stageRefName is the file in a stage that records the image reference it
@@ -20,7 +23,12 @@ func writeStageRef(dir, ref string) {
 // StageRef is the image reference stage name of dir was staged from, or ""
 // when it was staged by a dlbundle that did not record it.
 func StageRef(dir, name string) string {
-	b, err := os.ReadFile(filepath.Join(dir, name, stageRefName))
+	f, _, err := trustpath.For(trustpath.Private).OpenOwn(filepath.Join(dir, name, stageRefName))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4097))
 	if err != nil || len(b) > 4096 {
 		return ""
 	}
