@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dlbundle/dlbundle/internal/trustpath"
 )
 
 // StageInfo describes one published stage of a stage directory.
@@ -333,40 +335,74 @@ func removeStage(dir string, s StageInfo) (removed bool, aliases int, err error)
 // (fetchImage) that no process is doing: those whose fetch lock is free. The
 // lock files stay (one per reference fetched on the node, empty): removing a
 // lock file that another process is about to open would give two fetchers
-// two locks.
+// two locks. All by descriptor in the stage dir, walked by the Private rule.
 func removeIdleFetches(dir string) {
-	locks, _ := filepath.Glob(filepath.Join(dir, ".fetch-*.lock"))
-	for _, l := range locks {
-		key := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(l), ".fetch-"), ".lock")
-		f, err := os.OpenFile(l, os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	d, err := trustpath.For(trustpath.Private).WalkDir(dir)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	for _, n := range dirNames(d) {
+		if !strings.HasPrefix(n, ".fetch-") || !strings.HasSuffix(n, ".lock") {
+			continue
+		}
+		key := strings.TrimSuffix(strings.TrimPrefix(n, ".fetch-"), ".lock")
+		fd, err := unix.Openat(d.FD, d.Name(n), unix.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != nil {
 			continue
 		}
-		if flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
-			removeFetchLeftovers(dir, key)
-			os.Remove(filepath.Join(dir, fetchPrefix+key+".result"))
+		if flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil {
+			removeFetchLeftoversIn(d, key)
+			unix.Unlinkat(d.FD, d.Name(fetchPrefix+key+".result"), 0)
 		}
-		f.Close()
+		unix.Close(fd)
 	}
+}
+
+// dirNames lists the held directory d (its O_PATH descriptor cannot be
+// read: a descriptor is opened in it).
+func dirNames(d *trustpath.Dir) []string {
+	fd, err := unix.Openat(d.FD, d.Name("."), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), d.Path)
+	defer f.Close()
+	names, _ := f.Readdirnames(-1)
+	return names
 }
 
 // consumedSince reports whether a consumed record points at stage name.
 func consumedSince(dir, name string) bool {
-	aliases, _ := os.ReadDir(filepath.Join(dir, aliasDirName))
-	for _, a := range aliases {
-		if !isConsumedAlias(a.Name()) {
+	d, err := trustpath.For(trustpath.Private).WalkDir(filepath.Join(dir, aliasDirName))
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	for _, a := range dirNames(d) {
+		if !isConsumedAlias(a) {
 			continue
 		}
-		if t, err := os.Readlink(filepath.Join(dir, aliasDirName, a.Name())); err == nil && filepath.Base(t) == name {
+		if t, err := readlinkat(d.FD, d.Name(a)); err == nil && filepath.Base(t) == name {
 			return true
 		}
 	}
 	return false
 }
 
+// touchIfOlder sets the times of path (not through a link at its name) to
+// t if they are older, by descriptor in its directory.
 func touchIfOlder(path string, t time.Time) {
-	if fi, err := os.Lstat(path); err == nil && fi.ModTime().Before(t) {
-		os.Chtimes(path, t, t)
+	d, err := trustpath.For(trustpath.Private).WalkDir(filepath.Dir(path))
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	name := d.Name(filepath.Base(path))
+	var st unix.Stat_t
+	if unix.Fstatat(d.FD, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && time.Unix(st.Mtim.Unix()).Before(t) {
+		ts := unix.NsecToTimespec(t.UnixNano())
+		unix.UtimesNanoAt(d.FD, name, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
 	}
 }
 

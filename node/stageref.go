@@ -2,11 +2,11 @@ package node
 
 import (
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/dlbundle/dlbundle/internal/trustpath"
+	"golang.org/x/sys/unix"
 )
 
 // stageRefName is the file in a stage that records the image reference it
@@ -17,7 +17,17 @@ const stageRefName = "ref"
 // writeStageRef records ref in the stage being built at dir. A failure only
 // costs ls its name for the stage, so it is not one.
 func writeStageRef(dir, ref string) {
-	_ = os.WriteFile(filepath.Join(dir, stageRefName), []byte(ref+"\n"), 0o444)
+	d, err := trustpath.For(trustpath.Private).WalkDir(dir)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	fd, err := unix.Openat(d.FD, d.Name(stageRefName), unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o444)
+	if err != nil {
+		return
+	}
+	unix.Write(fd, []byte(ref+"\n"))
+	unix.Close(fd)
 }
 
 // StageRef is the image reference stage name of dir was staged from, or ""
