@@ -374,21 +374,30 @@ func lookupAlias(dir, alias string, mustHave []string) *Staged {
 	return &Staged{Dir: final}
 }
 
-// writeAlias points alias at the stage name, atomically (symlink + rename).
+// writeAlias points alias at the stage name, atomically (symlink + rename),
+// by descriptor in the stage dir walked by the Private rule and its by-path
+// directory (made 0700).
 func writeAlias(dir, alias, name string) error {
 	if alias == "" {
 		return nil
 	}
-	aliasDir := filepath.Join(dir, aliasDirName)
-	if err := os.Mkdir(aliasDir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+	d, err := trustpath.For(trustpath.Private).WalkDir(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	aliasDir := d.Join(aliasDirName)
+	bd, err := d.Enter(aliasDir, aliasDirName, 0o700)
+	if err != nil {
 		return fmt.Errorf("create %s: %w", aliasDir, err)
 	}
-	tmp := filepath.Join(aliasDir, ".tmp."+randomName())
-	if err := os.Symlink(filepath.Join("..", name), tmp); err != nil {
+	defer bd.Close()
+	tmp := ".tmp." + randomName()
+	if err := unix.Symlinkat(filepath.Join("..", name), bd.FD, bd.Name(tmp)); err != nil {
 		return fmt.Errorf("write stage alias: %w", err)
 	}
-	if err := os.Rename(tmp, filepath.Join(aliasDir, alias)); err != nil {
-		os.Remove(tmp)
+	if err := unix.Renameat(bd.FD, bd.Name(tmp), bd.FD, bd.Name(alias)); err != nil {
+		unix.Unlinkat(bd.FD, bd.Name(tmp), 0)
 		return fmt.Errorf("write stage alias: %w", err)
 	}
 	return nil
