@@ -277,10 +277,11 @@ func GC(ctx context.Context, dir string, opts GCOptions) (*GCResult, error) {
 	// Aliases whose stage is gone (removed by hand or above) serve nothing;
 	// a consumed record still does: it stops its job from opening the freed
 	// path again (another user may have put a file there), until the job's
-	// epilog (gc --job) removes it.
+	// epilog (gc --job) removes it; so does a broadcast record, which names
+	// no stage (the job's later steps skip the copy).
 	aliases, _ := os.ReadDir(aliasDir)
 	for _, a := range aliases {
-		if isConsumedAlias(a.Name()) {
+		if isConsumedAlias(a.Name()) || isBcastAlias(a.Name()) {
 			continue
 		}
 		t, err := os.Readlink(filepath.Join(aliasDir, a.Name()))

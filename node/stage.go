@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dlbundle/dlbundle/internal/stagetime"
 	"github.com/dlbundle/dlbundle/internal/trustpath"
 	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
@@ -127,13 +128,20 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 	if err := checkLoaderSplit(req.Dir); err != nil {
 		return nil, err
 	}
-	if s := lookupAlias(req.Dir, req.Alias, req.MustHave); s != nil {
+	stop := stagetime.Start("alias lookup")
+	s := lookupAlias(req.Dir, req.Alias, req.MustHave)
+	stop()
+	if s != nil {
 		return s, nil
 	}
 	if req.OnMiss != nil {
+		stop := stagetime.Start("restore GOMAXPROCS (oneproc)")
 		req.OnMiss()
+		stop()
 	}
+	stop = stagetime.Start("stage lock")
 	lock, waited, err := lockStage(ctx, filepath.Join(req.Dir, stageLockName), req.OnWait)
+	stop()
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +174,7 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 	}
 	// Open may let the lock go while it waits on the network (fetchImage).
 	ctl := &stageLockCtl{l: lock, path: filepath.Join(req.Dir, stageLockName)}
-	s, err := stageLocked(context.WithValue(ctx, stageLockCtlKey{}, ctl), req)
+	s, err = stageLocked(context.WithValue(ctx, stageLockCtlKey{}, ctl), req)
 	switch {
 	case marker == "":
 	case err == nil:
@@ -182,14 +190,23 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 func stageLocked(ctx context.Context, req StageRequest) (*Staged, error) {
 	// We hold the lock, so no live process is writing any temp dir: remove
 	// what stagers that died left behind, even if we stage nothing.
-	if err := removeStaleTemps(req.Dir); err != nil {
-		return nil, err
-	}
-	img, closeImage, err := req.Open(ctx)
+	stop := stagetime.Start("remove stale temps")
+	err := removeStaleTemps(req.Dir)
+	stop()
 	if err != nil {
 		return nil, err
 	}
-	defer closeImage()
+	stop = stagetime.Start("image: open, trust walk, TOC")
+	img, closeImage, err := req.Open(ctx)
+	stop()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		stop := stagetime.Start("image: close")
+		closeImage()
+		stop()
+	}()
 	name, err := digestDirName(img.Digest())
 	if err != nil {
 		return nil, err
@@ -210,7 +227,10 @@ func stageLocked(ctx context.Context, req StageRequest) (*Staged, error) {
 		if err != nil {
 			return nil, fmt.Errorf("create stage: %w", err)
 		}
-		if err := img.Materialize(ctx, tmp); err != nil {
+		stop := stagetime.Start("materialize (all)")
+		err = img.Materialize(ctx, tmp)
+		stop()
+		if err != nil {
 			removeTree(tmp)
 			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
 				return nil, fmt.Errorf("stage image into %s: %w; free space there or stage elsewhere with --stage-dir", req.Dir, err)
@@ -223,9 +243,12 @@ func stageLocked(ctx context.Context, req StageRequest) (*Staged, error) {
 			removeTree(tmp)
 			return nil, fmt.Errorf("stage image into %s: %w", req.Dir, err)
 		}
+		stop = stagetime.Start("publish: ref, rename")
 		writeStageRef(tmp, req.Ref) // for ls: which image this stage is
 		// MkdirTemp made it 0700; the stage is private to this user anyway.
-		if err := os.Rename(tmp, final); err != nil {
+		err = os.Rename(tmp, final)
+		stop()
+		if err != nil {
 			removeTree(tmp)
 			return nil, fmt.Errorf("publish stage %s: %w", final, err)
 		}
@@ -233,7 +256,9 @@ func stageLocked(ctx context.Context, req StageRequest) (*Staged, error) {
 	}
 	// The alias only spares later ranks the image read: if it cannot be
 	// written (e.g. no space left), the stage is still good to use.
+	stop = stagetime.Start("publish: alias")
 	_ = writeAlias(req.Dir, req.Alias, name)
+	stop()
 	return staged, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/image/registry"
 	"github.com/dlbundle/dlbundle/internal/abspath"
+	"github.com/dlbundle/dlbundle/internal/stagetime"
 	"github.com/dlbundle/dlbundle/internal/trustpath"
 	"github.com/dlbundle/dlbundle/node/materialize"
 )
@@ -158,11 +159,15 @@ func fetchImage(ctx context.Context, ref, stageDir string, opts materialize.Opti
 //   - with its TOC header checked against stageDir's free inodes and bytes
 //     before the TOC is read (image.OpenOptions).
 func openImageFile(path, stageDir string) (*image.Image, func() error, error) {
+	stop := stagetime.Start("image: trust walk, open")
 	f, size, err := openImageFileAs(path, uint32(os.Geteuid()))
+	stop()
 	if err != nil {
 		return nil, nil, err
 	}
+	stop = stagetime.Start("image: footer and TOC read, digest, decoded")
 	im, err := image.OpenWith(f, size, image.OpenOptions{StageDir: stageDir})
+	stop()
 	if err != nil {
 		f.Close()
 		return nil, nil, fmt.Errorf("%s: %w", path, err)

@@ -410,15 +410,24 @@ func TestEpilogGathersTheJobsRecords(t *testing.T) {
 	}
 	run(append(base, "DLBUNDLE="+cli, "DLBUNDLE_STAGE_DIR="+stagePattern, "DLBUNDLE_RECORDS_TO="+shared,
 		"SLURM_JOB_ID=77", "SLURM_JOB_UID="+uid, "SLURM_JOB_USER="+me.Username, "SLURMD_NODENAME=n1"), "/bin/sh", epilog)
-	got, _ := filepath.Glob(filepath.Join(shared, "*", "*"))
-	want := []string{filepath.Join(shared, "77", "n1.slurm-77.0.report"), filepath.Join(shared, "77", "n1.slurm-77.report")}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Fatalf("gathered %v, want %v (job 77's two runs, not job 78's)", got, want)
+	all, _ := filepath.Glob(filepath.Join(shared, "*", "*"))
+	want := []string{filepath.Join(shared, "77", "n1.slurm-77.0.image"), filepath.Join(shared, "77", "n1.slurm-77.0.report"),
+		filepath.Join(shared, "77", "n1.slurm-77.image"), filepath.Join(shared, "77", "n1.slurm-77.report")}
+	if strings.Join(all, " ") != strings.Join(want, " ") {
+		t.Fatalf("gathered %v, want %v (job 77's two runs with the notes naming their image, not job 78's)", all, want)
 	}
+	got, _ := filepath.Glob(filepath.Join(shared, "*", "*.report"))
 	text := run(base, cli, append([]string{"report"}, got...)...)
 	if !strings.Contains(text, "2 runs:") || !strings.Contains(text, "/usr/lib/python3.11/decimal.py") || !strings.Contains(text, "--from") {
 		t.Errorf("report of the gathered records:\n%s", text)
 	}
+	// The fold names the runs' image (the gathered notes), and works as
+	// printed.
+	advice := foldAdvice(t, text)
+	if img := filepath.Join(dir, "app.dlimg"); len(advice) != 1 || advice[0][2] != img {
+		t.Fatalf("the report of the gathered records advises %v; want one fold into %s", advice, img)
+	}
+	run(base, cli, advice[0]...)
 }
 
 // exec says before the app starts, once per launch, that the command is

@@ -32,6 +32,8 @@ func init() {
 		{"node.RetireReplaced", inStage + " (the stages of one image path, listed to retire the old ones)"},
 		{"node.stageChild1", inStage + "; the child runs as the job's user"},
 		{"node.stageLocked", inStage},
+		{"node.Broadcasted", inStage},
+		{"node.LockBroadcast", inStage},
 		{"node.stageUsers", procfs},
 		{"node/materialize.Materialize", inStage + " (the new stage, made 0700 by the staging child)"},
 		{"node/materialize.keepRules", inStage},
@@ -51,6 +53,7 @@ func init() {
 		{"loader/stagefmt.stagedTree.open", inStage + " (os.Root keeps every open beneath it)"},
 		{"loader/stagefmt.openLibc", nodeLib},
 		{"loader/stagefmt.LibcDefines", nodeLib},
+		{"loader/stagefmt.openNodeFile", "a driver library of the node at the path the image records (only names squash.NodeBound accepts: libcuda.so*, libnvidia-*...) or a glibc object beside the node's libc; read as data (O_NONBLOCK, then fstat: regular files only) for its ELF version needs, of which only a glibc version name can reach a message"},
 		{"loader.StagedScript", inStage},
 		{"loader.isELF", "a program the caller asked to run, found on its own PATH as execve would: the caller's own input"},
 		// cmd/dlbundle: the caller's own inputs and outputs.

@@ -25,8 +25,10 @@ enum {
 
 struct dlb_header {
 	char magic[8];
-	uint32_t version, nbuckets, nentries, reserved0;
-	uint64_t buckets, entries, strings, size, reserved1;
+	uint32_t version, nbuckets, nentries;
+	uint32_t search_len; /* the node's search rules (STAGE/search's text), appended at staging; 0: none */
+	uint64_t buckets, entries, strings, size;
+	uint64_t search;     /* their offset; a NUL follows them */
 };
 
 struct dlb_entry {

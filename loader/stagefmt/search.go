@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -79,4 +83,80 @@ func CheckSearchRules(b []byte) error {
 		return fmt.Errorf("search rules: %d subdirectories and %d directories; the shim holds 32 and 16", caps, dirs)
 	}
 	return nil
+}
+
+// AppendSearch appends the node's search rules (the text of STAGE/search,
+// real functions' places included) to the stage's table and names them in
+// its header (search, search_len), so that audit.so finds them in the
+// mapping it makes anyway: one file opened per process, not two (the open,
+// read and close of STAGE/search, and the page its buffer took, were paid
+// by every process). The text is checked as the shim reads it and ends with
+// a NUL that search_len leaves out. Called once, at staging, after the table
+// is written and before the stage is published; a table that already holds
+// rules is an error (the header names one block).
+func AppendSearch(dir string, rules []byte) error {
+	if err := CheckSearchRules(rules); err != nil {
+		return err
+	}
+	tpath := filepath.Join(dir, TableFile)
+	f, err := os.Open(tpath)
+	if err != nil {
+		return fmt.Errorf("materialize: append search rules: %w", err)
+	}
+	var hb [tableHeaderLen]byte
+	_, err = io.ReadFull(f, hb[:])
+	st, serr := f.Stat()
+	f.Close()
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("materialize: append search rules to %s: %w", tpath, err)
+	}
+	var hdr tableHeaderRec
+	hdr.get(hb[:])
+	switch {
+	case string(hdr.Magic[:]) != tableMagic:
+		return fmt.Errorf("materialize: append search rules: %s is not a lookup table", tpath)
+	case hdr.Size != uint64(st.Size()):
+		return fmt.Errorf("materialize: append search rules: %s is %d bytes, its header says %d", tpath, st.Size(), hdr.Size)
+	case hdr.Search != 0 || hdr.SearchLen != 0:
+		return fmt.Errorf("materialize: append search rules: %s holds rules already", tpath)
+	}
+	hdr.Search = hdr.Size
+	hdr.SearchLen = uint32(len(rules))
+	hdr.Size += uint64(len(rules)) + 1
+	hdr.put(hb[:])
+	// The table is written read-only (0444); the stage is not published yet.
+	if err := os.Chmod(tpath, 0o644); err != nil {
+		return fmt.Errorf("materialize: append search rules: %w", err)
+	}
+	w, err := os.OpenFile(tpath, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("materialize: append search rules: %w", err)
+	}
+	_, err = w.WriteAt(append(slices.Clip(rules), 0), int64(hdr.Search))
+	if err == nil {
+		_, err = w.WriteAt(hb[:], 0) // last: a table whose header names the block holds it
+	}
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("materialize: append search rules to %s: %w", tpath, err)
+	}
+	return os.Chmod(tpath, 0o444)
+}
+
+// TableSearch returns the search rules a table holds (AppendSearch), or nil.
+func TableSearch(tab []byte) []byte {
+	if len(tab) < tableHeaderLen {
+		return nil
+	}
+	var hdr tableHeaderRec
+	hdr.get(tab)
+	if hdr.SearchLen == 0 || hdr.Search > uint64(len(tab)) || uint64(hdr.SearchLen) >= uint64(len(tab))-hdr.Search {
+		return nil
+	}
+	return tab[hdr.Search : hdr.Search+uint64(hdr.SearchLen)]
 }

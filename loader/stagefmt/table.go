@@ -39,12 +39,12 @@ type tableHeaderRec struct {
 	Version   uint32  `c:"version"`
 	NBuckets  uint32  `c:"nbuckets"`
 	NEntries  uint32  `c:"nentries"`
-	Reserved0 uint32  `c:"reserved0"`
-	Buckets   uint64  `c:"buckets"` // offsets in the table
+	SearchLen uint32  `c:"search_len"` // of the node's search rules (AppendSearch), without their NUL; 0: none
+	Buckets   uint64  `c:"buckets"`    // offsets in the table
 	Entries   uint64  `c:"entries"`
 	Strings   uint64  `c:"strings"`
-	Size      uint64  `c:"size"` // of the whole table
-	Reserved1 uint64  `c:"reserved1"`
+	Size      uint64  `c:"size"`   // of the whole table
+	Search    uint64  `c:"search"` // offset of the node's search rules, appended at staging; 0: none
 }
 
 // EntryRec is struct dlb_entry (tableEntryLen bytes): one path.
@@ -86,12 +86,12 @@ func (r *tableHeaderRec) put(b []byte) {
 	w.U32(r.Version)
 	w.U32(r.NBuckets)
 	w.U32(r.NEntries)
-	w.U32(r.Reserved0)
+	w.U32(r.SearchLen)
 	w.U64(r.Buckets)
 	w.U64(r.Entries)
 	w.U64(r.Strings)
 	w.U64(r.Size)
-	w.U64(r.Reserved1)
+	w.U64(r.Search)
 }
 
 func (r *tableHeaderRec) get(b []byte) {
@@ -100,12 +100,12 @@ func (r *tableHeaderRec) get(b []byte) {
 	r.Version = g.U32()
 	r.NBuckets = g.U32()
 	r.NEntries = g.U32()
-	r.Reserved0 = g.U32()
+	r.SearchLen = g.U32()
 	r.Buckets = g.U64()
 	r.Entries = g.U64()
 	r.Strings = g.U64()
 	r.Size = g.U64()
-	r.Reserved1 = g.U64()
+	r.Search = g.U64()
 }
 
 func (r *EntryRec) put(b []byte) {
