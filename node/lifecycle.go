@@ -304,9 +304,13 @@ func GC(ctx context.Context, dir string, opts GCOptions) (*GCResult, error) {
 // stages anew under the lock: no process can have checked the stage and
 // still be on its way to start the app from it when it is deleted.
 func removeStage(dir string, s StageInfo) (removed bool, aliases int, err error) {
-	final := filepath.Join(dir, s.Name)
-	tmp := filepath.Join(dir, "tmp.gc-"+randomName())
-	if err := os.Rename(final, tmp); err != nil {
+	d, err := trustpath.For(trustpath.Private).WalkDir(dir)
+	if err != nil {
+		return false, 0, fmt.Errorf("remove stage %s: %w", s.Name, err)
+	}
+	defer d.Close()
+	tmp := "tmp.gc-" + randomName()
+	if err := unix.Renameat(d.FD, d.Name(s.Name), d.FD, d.Name(tmp)); err != nil {
 		return false, 0, fmt.Errorf("remove stage %s: %w", s.Name, err)
 	}
 	used := consumedSince(dir, s.Name) // a job consumed its image after the listing
@@ -316,17 +320,20 @@ func removeStage(dir string, s StageInfo) (removed bool, aliases int, err error)
 		}
 	}
 	if used {
-		if err := os.Rename(tmp, final); err != nil {
+		if err := unix.Renameat(d.FD, d.Name(tmp), d.FD, d.Name(s.Name)); err != nil {
 			return false, 0, fmt.Errorf("put back stage %s, used while gc removed it: %w", s.Name, err)
 		}
 		return false, 0, nil
 	}
-	for _, a := range s.Aliases {
-		if os.Remove(filepath.Join(dir, aliasDirName, a)) == nil {
-			aliases++
+	if bd, err := d.Enter(d.Join(aliasDirName), aliasDirName, 0); err == nil {
+		for _, a := range s.Aliases {
+			if unix.Unlinkat(bd.FD, bd.Name(a), 0) == nil {
+				aliases++
+			}
 		}
+		bd.Close()
 	}
-	if err := removeTree(tmp); err != nil {
+	if err := removeTree(d.Join(tmp)); err != nil {
 		return true, aliases, fmt.Errorf("remove stage %s: %w", s.Name, err)
 	}
 	return true, aliases, nil
@@ -371,6 +378,18 @@ func dirNames(d *trustpath.Dir) []string {
 	defer f.Close()
 	names, _ := f.Readdirnames(-1)
 	return names
+}
+
+// dirEntries lists the held directory d, with each entry's type.
+func dirEntries(d *trustpath.Dir) []os.DirEntry {
+	fd, err := unix.Openat(d.FD, d.Name("."), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), d.Path)
+	defer f.Close()
+	ents, _ := f.ReadDir(-1)
+	return ents
 }
 
 // consumedSince reports whether a consumed record points at stage name.
@@ -423,7 +442,12 @@ func RetireReplaced(ctx context.Context, dir, keep, ref string) ([]StageInfo, er
 		return nil, nil
 	}
 	var old []string
-	ents, _ := os.ReadDir(dir)
+	d, err := trustpath.For(trustpath.Private).WalkDir(dir)
+	if err != nil {
+		return nil, nil
+	}
+	ents := dirEntries(d)
+	d.Close()
 	for _, e := range ents {
 		if e.IsDir() && e.Name() != keep && strings.HasPrefix(e.Name(), "sha256-") && StageRef(dir, e.Name()) == ref {
 			old = append(old, e.Name())

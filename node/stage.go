@@ -178,7 +178,7 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 	switch {
 	case marker == "":
 	case err == nil:
-		os.Remove(marker)
+		removeMarker(req.Dir, marker)
 	case errors.Is(err, ErrStagedElsewhere): // already another's recorded failure
 	case ctx.Err() == nil: // not for our own SIGTERM or time limit: waiters try themselves
 		_ = writeFailure(req.Dir, marker, err)
@@ -309,6 +309,20 @@ func writeFailure(dir, marker string, err error) error {
 		return &os.PathError{Op: "rename", Path: marker, Err: rerr}
 	}
 	return nil
+}
+
+// removeMarker removes a failure marker, a name in the stage dir dir, by
+// descriptor in it.
+func removeMarker(dir, marker string) {
+	if filepath.Dir(marker) != dir {
+		return
+	}
+	d, err := trustpath.For(trustpath.Private).WalkDir(dir)
+	if err != nil {
+		return
+	}
+	unix.Unlinkat(d.FD, d.Name(filepath.Base(marker)), 0)
+	d.Close()
 }
 
 // readMarker reads a failure marker or fetch result (at most 1 MiB): a

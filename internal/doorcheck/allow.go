@@ -25,11 +25,8 @@ func init() {
 		// node: the stage dir and what is staged in it.
 		{"node.GC", inStage},
 		{"node.ListStages", inStage},
-		{"node.Stage", inStage},
 		{"node.lookupAlias", inStage},
-		{"node.removeStage", inStage},
 		{"node.removeTree", inStage},
-		{"node.RetireReplaced", inStage + " (the stages of one image path, listed to retire the old ones)"},
 		{"node.stageChild1", inStage + "; the child runs as the job's user"},
 		{"node.stageLocked", inStage},
 		{"node.Broadcasted", inStage},
