@@ -35,10 +35,12 @@ type StageInfo struct {
 
 // ListStages lists the published stages of dir, most recently used first.
 func ListStages(dir string) ([]StageInfo, error) {
-	ents, err := os.ReadDir(dir)
+	d, err := trustpath.For(trustpath.Private).WalkDir(dir)
 	if err != nil {
 		return nil, err
 	}
+	defer d.Close()
+	ents := dirEntries(d)
 	byName := map[string]*StageInfo{}
 	var out []*StageInfo
 	for _, e := range ents {
@@ -55,9 +57,9 @@ func ListStages(dir string) ([]StageInfo, error) {
 		byName[s.Name] = s
 		out = append(out, s)
 	}
-	aliases, _ := os.ReadDir(filepath.Join(dir, aliasDirName))
-	for _, a := range aliases {
-		target, err := os.Readlink(filepath.Join(dir, aliasDirName, a.Name()))
+	bd, _ := d.Enter(d.Join(aliasDirName), aliasDirName, 0)
+	for _, a := range heldEntries(bd) {
+		target, err := readlinkat(bd.FD, bd.Name(a.Name()))
 		if err != nil {
 			continue
 		}
@@ -74,6 +76,7 @@ func ListStages(dir string) ([]StageInfo, error) {
 			}
 		}
 	}
+	bd.Close()
 	users := stageUsers(dir)
 	for _, s := range out {
 		s.InUse = users[s.Name]
@@ -196,43 +199,52 @@ func GC(ctx context.Context, dir string, opts GCOptions) (*GCResult, error) {
 		removeIdleFetches(dir)
 	}
 	res := &GCResult{}
-	aliasDir := filepath.Join(dir, aliasDirName)
+	// The stage dir and its aliases' directory, held: every name below is
+	// listed, read and removed by descriptor.
+	d, err := trustpath.For(trustpath.Private).WalkDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	bd, _ := d.Enter(d.Join(aliasDirName), aliasDirName, 0) // nil: no aliases yet
+	defer bd.Close()
 	if opts.Job != "" {
 		prefix := AliasJobPrefix(opts.Job)
-		aliases, _ := os.ReadDir(aliasDir)
-		for _, a := range aliases {
+		for _, a := range heldEntries(bd) {
 			if strings.HasPrefix(a.Name(), prefix) {
 				res.Aliases++
 				if !opts.DryRun {
 					// Keep the job's use of the stage as its last use.
 					if fi, err := a.Info(); err == nil {
-						if t, err := os.Readlink(filepath.Join(aliasDir, a.Name())); err == nil {
+						if t, err := readlinkat(bd.FD, bd.Name(a.Name())); err == nil {
 							touchIfOlder(filepath.Join(dir, filepath.Base(t)), fi.ModTime())
 						}
 					}
-					os.Remove(filepath.Join(aliasDir, a.Name()))
+					unix.Unlinkat(bd.FD, bd.Name(a.Name()), 0)
 				}
 			}
 		}
 	}
-	if opts.Job != "" && !opts.DryRun {
-		// The job's failure markers (stage.go) name its aliases.
-		failed, _ := filepath.Glob(filepath.Join(dir, failedPrefix+AliasJobPrefix(opts.Job)+"*"))
-		for _, f := range failed {
-			os.Remove(f)
-		}
-	}
 	if !opts.DryRun {
-		// A failure marker answers only the ranks that waited for the
-		// failing stager or came within failureReuse of it: one older than
-		// staleFailure answers no one (a finished job's, whose epilog ran
-		// no gc --job), so plain gc removes it too. We hold the lock: no
-		// waiter is between the failure and its reading.
-		failed, _ := filepath.Glob(filepath.Join(dir, failedPrefix+"*"))
-		for _, f := range failed {
-			if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > staleFailure {
-				os.Remove(f)
+		// The job's failure markers (stage.go) name its aliases. A failure
+		// marker answers only the ranks that waited for the failing stager
+		// or came within failureReuse of it: one older than staleFailure
+		// answers no one (a finished job's, whose epilog ran no gc --job),
+		// so plain gc removes it too. We hold the lock: no waiter is
+		// between the failure and its reading.
+		for _, n := range dirNames(d) {
+			if !strings.HasPrefix(n, failedPrefix) {
+				continue
 			}
+			var st unix.Stat_t
+			switch {
+			case opts.Job != "" && strings.HasPrefix(n, failedPrefix+AliasJobPrefix(opts.Job)):
+			case unix.Fstatat(d.FD, d.Name(n), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG &&
+				time.Since(time.Unix(st.Mtim.Unix())) > staleFailure:
+			default:
+				continue
+			}
+			unix.Unlinkat(d.FD, d.Name(n), 0)
 		}
 	}
 	stages, err := ListStages(dir)
@@ -279,16 +291,15 @@ func GC(ctx context.Context, dir string, opts GCOptions) (*GCResult, error) {
 	// path again (another user may have put a file there), until the job's
 	// epilog (gc --job) removes it; so does a broadcast record, which names
 	// no stage (the job's later steps skip the copy).
-	aliases, _ := os.ReadDir(aliasDir)
-	for _, a := range aliases {
+	for _, a := range heldEntries(bd) {
 		if isConsumedAlias(a.Name()) || isBcastAlias(a.Name()) {
 			continue
 		}
-		t, err := os.Readlink(filepath.Join(aliasDir, a.Name()))
+		t, err := readlinkat(bd.FD, bd.Name(a.Name()))
 		if err == nil && !isDir(filepath.Join(dir, filepath.Base(t))) {
 			res.Aliases++
 			if !opts.DryRun {
-				os.Remove(filepath.Join(aliasDir, a.Name()))
+				unix.Unlinkat(bd.FD, bd.Name(a.Name()), 0)
 			}
 		}
 	}
@@ -378,6 +389,15 @@ func dirNames(d *trustpath.Dir) []string {
 	defer f.Close()
 	names, _ := f.Readdirnames(-1)
 	return names
+}
+
+// heldEntries is dirEntries of d, or nothing for a nil d (a directory
+// that is not there).
+func heldEntries(d *trustpath.Dir) []os.DirEntry {
+	if d == nil {
+		return nil
+	}
+	return dirEntries(d)
 }
 
 // dirEntries lists the held directory d, with each entry's type.

@@ -23,8 +23,6 @@ func init() {
 		// cmd/dlbundle: where the Slurm plugin stages, for report.
 		{"cmd/dlbundle.eachLine", "Slurm's slurm.conf and plugstack.conf (and what they include), read as the caller with its own credentials, only to choose where the caller's own report looks; regular files only (O_NONBLOCK, then fstat), at most 1 MiB; the stage dir chosen is then checked by the rule like any other"},
 		// node: the stage dir and what is staged in it.
-		{"node.GC", inStage},
-		{"node.ListStages", inStage},
 		{"node.lookupAlias", inStage},
 		{"node.removeTree", inStage},
 		{"node.stageChild1", inStage + "; the child runs as the job's user"},
