@@ -333,10 +333,12 @@ static void keep_llp(const char *v, size_t n)
 }
 
 /* read_rules parses the node's search rules (format: loader/ldsearch.go),
- * which staging appended to the table (stagefmt.AppendSearch: the header's
- * search and search_len), so the mapping already made holds them: no file
- * of their own to open and read in every process. A table without them (the
- * probe of the node's ld.so failed) leaves ncap 0: ld.so searches itself. */
+ * which staging wrote into the room the table keeps for them right after
+ * its header (stagefmt.WriteSearch: the header's search and search_len), so
+ * the mapping already made holds them, on the pages the header's own fault
+ * maps: no file of their own to open and read in every process. A table
+ * without them (the probe of the node's ld.so failed) leaves ncap 0: ld.so
+ * searches itself. */
 static void read_rules(const char *m, size_t size)
 {
 	const struct dlb_header *h = (const void *)m;
