@@ -28,10 +28,7 @@
 #define LINE_CAP (512u << 10)
 #define OUTSIDE_MAX 256 /* libraries from outside the image listed per process */
 
-/* The report file's name is kept at the start of report_buf (below), whose
- * first page a reporting process touches anyway: 4 KB less of the state
- * every process writes at start-up. */
-static int report_on; /* DLBUNDLE_REPORT names a file: report_buf starts with its name */
+static int report_on; /* DLBUNDLE_REPORT names a file: report_names starts with its name */
 /* DLBUNDLE_RUN (set by dlbundle exec, one per launch): the line starts with
  * {"run":"<id>", so that a file several runs append to keeps them apart.
  * Only [A-Za-z0-9._:-] is taken, so the id needs no JSON escaping. */
@@ -232,11 +229,19 @@ sighandler_t signal(int sig, sighandler_t h) { return set_handler(sig, h, SA_RES
 sighandler_t bsd_signal(int sig, sighandler_t h) { return set_handler(sig, h, SA_RESTART, 1); }
 sighandler_t sysv_signal(int sig, sighandler_t h) { return set_handler(sig, h, SA_RESETHAND | SA_NODEFER, 0); }
 
-/* The report writer's buffer: the report file's name, the executable's
- * name (from exe_at), then the line (report_write). Static, not on the
- * stack: _exit may run on a small signal stack. */
-static char report_buf[2 * DLB_PATH_MAX + LINE_CAP] DLB_COLD;
-static size_t exe_at;  /* where the executable's name starts in report_buf */
+/* The names start-up takes for the report: the report file's name, then
+ * the executable's (from exe_at). aligned(1): the build sorts .bss by
+ * alignment, largest first, so this comes after the small state every
+ * process writes at start-up, and the names' first bytes lie on that page.
+ * In a buffer of their own (page-aligned, they cost every process a page
+ * fault of their own, though a process the image served entirely writes no
+ * line at exit). */
+static char report_names[2 * DLB_PATH_MAX] __attribute__((aligned(1)));
+/* The report writer's buffer: the line (report_write), and the link map
+ * walk's scratch before it. Static, not on the stack: _exit may run on a
+ * small signal stack. */
+static char report_buf[DLB_PATH_MAX + LINE_CAP] DLB_COLD;
+static size_t exe_at;  /* where the executable's name starts in report_names */
 static size_t exe_len; /* its length; 0: not taken, read /proc/self/exe at exit */
 
 /* note_exe takes the report's exe at start-up: the program as the process
@@ -252,7 +257,7 @@ static void note_exe(void)
 	const char *fn = (const char *)getauxval(AT_EXECFN);
 	size_t n = fn ? strlen(fn) : 0, at = 0;
 	if (n == 0 || n >= DLB_PATH_MAX || !strncmp(fn, "/dev/fd/", 8) || !strncmp(fn, "/proc/", 6)) return;
-	char *exe = report_buf + exe_at;
+	char *exe = report_names + exe_at;
 	if (fn[0] != '/') {
 		while (n > 2 && fn[0] == '.' && fn[1] == '/') { fn += 2; n -= 2; }
 		long c = syscall(SYS_getcwd, exe, DLB_PATH_MAX);
@@ -272,7 +277,7 @@ void report_init(const struct shim_env *v)
 	const char *f = v->report;
 	size_t fl = f ? strlen(f) : 0;
 	if (fl == 0 || fl >= DLB_PATH_MAX) return;
-	memcpy(report_buf, f, fl + 1);
+	memcpy(report_names, f, fl + 1);
 	exe_at = fl + 1;
 	report_on = 1;
 	const char *max = v->report_max;
@@ -509,8 +514,9 @@ static int counted_anything(void)
 __attribute__((destructor)) void report_write(void)
 {
 	/* Static, not on the stack: _exit may run on a small signal stack.
-	 * One writer per process (reported). The line is formatted right after
-	 * the executable's name in report_buf, and the arrays are one struct:
+	 * One writer per process (reported). The line is formatted in
+	 * report_buf (the names are on the start-up state's page), and the
+	 * arrays are one struct:
 	 * a process's report writes two pages, not five (each page first
 	 * touched costs a fault; gcc may also read the arrays' first entries
 	 * before it checks their counts). */
@@ -534,15 +540,15 @@ __attribute__((destructor)) void report_write(void)
 	else if (me != report_pid)
 		return;
 	if (__atomic_exchange_n(&reported, 1, __ATOMIC_ACQ_REL)) return;
-	char *exe = report_buf + exe_at, *buf = exe;
+	char *exe = report_names + exe_at;
 	long en = (long)exe_len;
 	if (!en) {
 		en = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, DLB_PATH_MAX - 1);
 		if (en < 0) en = 0;
 		en = (long)strip_stage(exe, (size_t)en); /* the original path, not the staged copy (in place: may run in a signal handler) */
 	}
-	char *line = buf + en + 1;
-	size_t line_cap = LINE_CAP + DLB_PATH_MAX - ((size_t)en + 1);
+	char *line = report_buf;
+	size_t line_cap = sizeof report_buf;
 	uint32_t n = __atomic_load_n(&nslots, __ATOMIC_ACQUIRE);
 	if (n > MAX_PATHS) n = MAX_PATHS;
 	for (uint32_t i = 0; i < n; i++) {
@@ -586,7 +592,7 @@ __attribute__((destructor)) void report_write(void)
 	 * must not hang the process at exit; then only a regular file of this
 	 * process's own (effective) uid gets the line: another user's file would
 	 * hand them what the app looked up. */
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, report_buf, /* the report file's name */
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, report_names, /* the report file's name */
 			      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0644);
 	if (fd < 0) return;
 	struct stat st;
