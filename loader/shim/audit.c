@@ -1025,6 +1025,11 @@ static void note(char kind, const char *p)
 	dlb_memcpy(notes + used + 1, p, n + 1);
 	dlb_audit_share.notes = notes;
 	__atomic_store_n(&dlb_audit_share.notes_len, used + (uint32_t)n + 2, __ATOMIC_RELEASE);
+	/* The preload's want_fatal (table.h), once its start-up has run: a
+	 * call into the main namespace's code, made under ld.so's load lock,
+	 * which it does not take. */
+	void (*noted)(void) = __atomic_load_n(&dlb_audit_share.noted, __ATOMIC_ACQUIRE);
+	if (noted) noted();
 }
 
 /* ---- the share, handed to the preload (table.h, DLB_SHARE_SLOT) ---- */

@@ -104,7 +104,7 @@ static void report_child_reset(void)
 
 /* ---- fatal signals: a process killed by SIGTERM (Slurm's time limit, a
  * scheduler's cancel) or that abort()s runs no destructor and no _exit. With
- * a report file only, report_init installs report_fatal for the signals
+ * a report file only, want_fatal (below) installs report_fatal for the signals
  * below whose disposition is SIG_DFL: an app's own handler (installed before
  * us, or later: it simply replaces ours) and ignored signals are left
  * alone. report_fatal writes the report, restores SIG_DFL and sends the
@@ -167,14 +167,37 @@ static void restore_action(int sig, const struct sigaction *a)
  * blocked meanwhile, so none is delivered to report_fatal where the app's
  * own action stood: one sent then stays pending and meets that action once
  * it is back (or is discarded, where that is SIG_IGN, as POSIX says). */
+/* sig_lock: install_fatal may run at any time in any thread (want_fatal),
+ * so it and the app's sigaction of another thread take turns: otherwise the
+ * app's action could land between report_fatal's install and the view kept
+ * for it, and sigaction() would report one while the other is in force.
+ * install_fatal holds it with every signal blocked in its thread (no handler
+ * of this thread can wait for it meanwhile); the wrapper takes it only until
+ * install_fatal has run, and a signal handler that calls sigaction while its
+ * own thread holds it gives up after a while and goes on without it (the
+ * race above, as before this lock). */
+static int sig_lock;
+static int fatal_done; /* install_fatal has run: no more turns to take */
+static int sig_lock_take(void)
+{
+	if (__atomic_load_n(&fatal_done, __ATOMIC_ACQUIRE)) return 0;
+	for (long spins = 0; __atomic_exchange_n(&sig_lock, 1, __ATOMIC_ACQUIRE); spins++)
+		if (spins > 10000000) return 0;
+	return 1;
+}
+static void sig_lock_give(int held)
+{
+	if (held) __atomic_store_n(&sig_lock, 0, __ATOMIC_RELEASE);
+}
+
 static void install_fatal(void)
 {
 	if (!real_sigaction) return;
-	sigset_t fatal, saved;
-	sigemptyset(&fatal);
-	for (unsigned i = 0; i < NFATAL; i++) sigaddset(&fatal, fatal_sigs[i]);
+	sigset_t all, saved;
+	sigfillset(&all);
 	/* the kernel's mask is 8 bytes; glibc's sigset_t begins with it */
-	if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, &fatal, &saved, 8) != 0) return;
+	if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &saved, 8) != 0) return;
+	int held = sig_lock_take();
 	for (unsigned i = 0; i < NFATAL; i++) {
 		int sig = fatal_sigs[i];
 		struct sigaction old, sa;
@@ -190,12 +213,32 @@ static void install_fatal(void)
 		dfl_view[i] = old;
 		__atomic_store_n(&stood_in[sig], (unsigned char)(i + 1), __ATOMIC_RELEASE);
 	}
+	__atomic_store_n(&fatal_done, 1, __ATOMIC_RELEASE);
+	sig_lock_give(held);
 	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &saved, NULL, 8);
 }
 
-int sigaction(int sig, const struct sigaction *act, struct sigaction *oldact)
+/* want_fatal installs report_fatal once, when the process first has
+ * something to report (report_count, report_fallback, report_closing,
+ * audit.so's notes), not at start-up: a process the image served entirely
+ * writes no line to the node's records (report_write), so the 12 system
+ * calls of the install and the views' page were paid by every process for
+ * the few that pass something to the file system. With --report (no bound:
+ * every process writes a line) it runs at start-up, as before. */
+static int fatal_wanted;
+static void want_fatal(void)
 {
-	if (!real_sigaction) real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
+	if (!report_on || __atomic_load_n(&fatal_wanted, __ATOMIC_RELAXED)) return;
+	/* A vfork child shares this memory but not the signal actions: what
+	 * it installed would leave the parent, which it marks done, without. */
+	pid_t me = (pid_t)syscall(SYS_getpid);
+	if (report_pid && me != report_pid) return;
+	if (__atomic_exchange_n(&fatal_wanted, 1, __ATOMIC_ACQ_REL)) return;
+	install_fatal();
+}
+
+static int sigaction_held(int sig, const struct sigaction *act, struct sigaction *oldact)
+{
 	int k = sig > 0 && sig < NSIG ? __atomic_load_n(&stood_in[sig], __ATOMIC_ACQUIRE) : 0;
 	if (!k) return real_sigaction(sig, act, oldact);
 	struct sigaction view = dfl_view[k - 1];
@@ -208,6 +251,19 @@ int sigaction(int sig, const struct sigaction *act, struct sigaction *oldact)
 	}
 	if (oldact) *oldact = view;
 	return 0;
+}
+
+int sigaction(int sig, const struct sigaction *act, struct sigaction *oldact)
+{
+	if (!real_sigaction) real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
+	/* a read (act NULL), or a signal report_fatal never stands in for:
+	 * nothing install_fatal could change under it */
+	int fatal = 0;
+	for (unsigned i = 0; i < NFATAL && act; i++) fatal |= sig == fatal_sigs[i];
+	int held = fatal && sig_lock_take();
+	int rc = sigaction_held(sig, act, oldact);
+	sig_lock_give(held);
+	return rc;
 }
 
 /* signal() and its variants set the action with glibc's internal
@@ -300,7 +356,12 @@ void report_init(const struct shim_env *v)
 	report_pid = (pid_t)syscall(SYS_getpid);
 	note_exe();
 	pthread_atfork(NULL, NULL, report_child_reset);
-	install_fatal();
+	/* Libraries audit.so already noted (from outside the stage, at
+	 * start-up): something to report; later notes call want_fatal
+	 * themselves (the share's noted hook). */
+	struct dlb_audit_share *a = (struct dlb_audit_share *)shim_notes();
+	if (a) __atomic_store_n(&a->noted, want_fatal, __ATOMIC_RELEASE);
+	if (!report_max || (a && __atomic_load_n(&a->notes_len, __ATOMIC_ACQUIRE))) want_fatal();
 }
 
 /* ---- libraries from outside the image ----
@@ -332,6 +393,7 @@ static uint32_t nclosed, closed_used;
 void report_closing(const char *name)
 {
 	if (!report_on || !name || name[0] != '/' || !shim_from_outside(name)) return;
+	want_fatal();
 	size_t n = strlen(name) + 1;
 	for (uint32_t i = 0; i < __atomic_load_n(&nclosed, __ATOMIC_ACQUIRE) && i < CLOSED_MAX; i++)
 		if (closed[i] && !strcmp(closed[i], name)) return;
@@ -448,7 +510,9 @@ void report_count(int kind, const char *p)
 {
 	if (!report_on) return;
 	__atomic_fetch_add(&counts[kind], 1, __ATOMIC_RELAXED);
-	if (kind != REPORT_PASSED || !p) return;
+	if (kind != REPORT_PASSED) return;
+	want_fatal();
+	if (!p) return;
 	size_t n = strlen(p);
 	uint64_t h = dlb_hash(p, n) | 1;
 	for (uint32_t i = (uint32_t)h % SEEN_MAX, k = 0; k < SEEN_MAX; k++, i = (i + 1) % SEEN_MAX) {
