@@ -182,7 +182,7 @@ static int sig_lock_take(void)
 {
 	if (__atomic_load_n(&fatal_done, __ATOMIC_ACQUIRE)) return 0;
 	for (long spins = 0; __atomic_exchange_n(&sig_lock, 1, __ATOMIC_ACQUIRE); spins++)
-		if (spins > 10000000) return 0;
+		if (spins > 1000000) return 0;
 	return 1;
 }
 static void sig_lock_give(int held)
@@ -256,10 +256,9 @@ static int sigaction_held(int sig, const struct sigaction *act, struct sigaction
 int sigaction(int sig, const struct sigaction *act, struct sigaction *oldact)
 {
 	if (!real_sigaction) real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
-	/* a read (act NULL), or a signal report_fatal never stands in for:
-	 * nothing install_fatal could change under it */
+	/* only for a signal report_fatal may stand in for */
 	int fatal = 0;
-	for (unsigned i = 0; i < NFATAL && act; i++) fatal |= sig == fatal_sigs[i];
+	for (unsigned i = 0; i < NFATAL; i++) fatal |= sig == fatal_sigs[i];
 	int held = fatal && sig_lock_take();
 	int rc = sigaction_held(sig, act, oldact);
 	sig_lock_give(held);
