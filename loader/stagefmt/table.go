@@ -39,12 +39,12 @@ type tableHeaderRec struct {
 	Version   uint32  `c:"version"`
 	NBuckets  uint32  `c:"nbuckets"`
 	NEntries  uint32  `c:"nentries"`
-	SearchLen uint32  `c:"search_len"` // of the node's search rules (AppendSearch), without their NUL; 0: none
+	SearchLen uint32  `c:"search_len"` // of the node's search rules (WriteSearch), without their NUL; 0: none yet
 	Buckets   uint64  `c:"buckets"`    // offsets in the table
 	Entries   uint64  `c:"entries"`
 	Strings   uint64  `c:"strings"`
 	Size      uint64  `c:"size"`   // of the whole table
-	Search    uint64  `c:"search"` // offset of the node's search rules, appended at staging; 0: none
+	Search    uint64  `c:"search"` // offset of the room for the node's search rules (SearchRoom bytes)
 }
 
 // EntryRec is struct dlb_entry (tableEntryLen bytes): one path.
@@ -289,7 +289,7 @@ func TableSize(entries []image.Entry) uint64 {
 	for nb < 2*rows {
 		nb <<= 1
 	}
-	return align8(tableHeaderLen+4*nb) + tableEntryLen*rows + tableRecordLen*records + strs
+	return align8(tableHeaderLen+SearchRoom+4*nb) + tableEntryLen*rows + tableRecordLen*records + strs
 }
 
 // dotNames holds the names "." and ".." for every listing's first two
@@ -486,7 +486,7 @@ func EncodeTable(entries []image.Entry) ([]byte, error) {
 		}
 	}
 	strs += uint64(len(dotNames))
-	bucketsOff := uint64(tableHeaderLen)
+	bucketsOff := uint64(tableHeaderLen + SearchRoom) // the room for the node's rules first (search.go)
 	entriesOff := align8(bucketsOff + 4*uint64(nb))
 	listingsOff := entriesOff + tableEntryLen*uint64(len(rows))
 	stringsOff := listingsOff + tableRecordLen*records
@@ -559,7 +559,7 @@ func EncodeTable(entries []image.Entry) ([]byte, error) {
 		ent.Dev, ent.Ino = e.Dev, e.Ino
 		ent.put(buf[entriesOff+tableEntryLen*uint64(k):][:tableEntryLen])
 	}
-	hdr := tableHeaderRec{Version: tableVersion, NBuckets: nb, NEntries: uint32(len(rows)),
+	hdr := tableHeaderRec{Version: tableVersion, NBuckets: nb, NEntries: uint32(len(rows)), Search: tableHeaderLen,
 		Buckets: bucketsOff, Entries: entriesOff, Strings: stringsOff, Size: uint64(len(buf))}
 	copy(hdr.Magic[:], tableMagic)
 	hdr.put(buf[:tableHeaderLen])

@@ -100,7 +100,7 @@ func writeSearchRules(ctx context.Context, dir string) error {
 	}
 	// The shim reads them from the table it maps anyway (STAGE/search stays
 	// for dlbundle's own readers, such as probedNames).
-	return stagefmt.AppendSearch(dir, rules)
+	return stagefmt.WriteSearch(dir, rules)
 }
 
 // nodeSearchRules returns this node's rules for the stage being written in
