@@ -72,8 +72,9 @@ const (
 
 // probeResult is what nodeSearchRules found, run beside the extraction.
 type probeResult struct {
-	rules []byte
-	err   error
+	rules   []byte
+	err     error // the probe's: the stage goes on without rules
+	shimErr error // writing the shim objects first failed: staging fails
 }
 
 // writeSearchRules writes STAGE/search after extraction: this node's rules

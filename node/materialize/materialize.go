@@ -54,12 +54,6 @@ func Materialize(ctx context.Context, src Source, dir string, opts Options) (err
 	if err := os.Mkdir(root, 0o755); err != nil {
 		return fmt.Errorf("materialize: %w", err)
 	}
-	stop = stagetime.Start("shim objects written")
-	err = stagefmt.WriteShimObjects(filepath.Join(dir, stagefmt.ShimDir))
-	stop()
-	if err != nil {
-		return err
-	}
 	// Nothing started here may still write into dir once Materialize has
 	// returned (the caller removes dir on failure): on every way out, the
 	// side tasks are cancelled on failure and waited for.
@@ -82,9 +76,9 @@ func Materialize(ctx context.Context, src Source, dir string, opts Options) (err
 		}
 		cancel()
 	}()
-	// The lookup table depends on the entries only; the node's ld.so
-	// search rules on the node only (the probe lists the shim's audit.so,
-	// just written).
+	// The lookup table depends on the entries only; the shim objects on
+	// nothing of the image, and the node's ld.so search rules on the node
+	// only (the probe lists the shim's audit.so, written first).
 	go func() {
 		defer stagetime.Worker()()
 		var err error
@@ -92,10 +86,17 @@ func Materialize(ctx context.Context, src Source, dir string, opts Options) (err
 		tableDone <- err
 	}()
 	go func() {
-		stop := stagetime.Start("ld.so search rules (probe: a process, beside extract)")
+		stop := stagetime.Start("shim objects written (beside extract)")
+		err := stagefmt.WriteShimObjects(filepath.Join(dir, stagefmt.ShimDir))
+		stop()
+		if err != nil {
+			probeDone <- probeResult{shimErr: err}
+			return
+		}
+		stop = stagetime.Start("ld.so search rules (probe: a process, beside extract)")
 		rules, err := nodeSearchRules(sideCtx, dir)
 		stop()
-		probeDone <- probeResult{rules, err}
+		probeDone <- probeResult{rules: rules, err: err}
 	}()
 	// The first bytes of every file as it is written tell which are ELF
 	// objects of this node's class and machine (the table's FlagELFNode):
@@ -139,6 +140,13 @@ func Materialize(ctx context.Context, src Source, dir string, opts Options) (err
 	if err != nil {
 		return err
 	}
+	stop = stagetime.Start("shim and ld.so probe: wait")
+	probe := <-probeDone
+	probeDone = nil
+	stop()
+	if probe.shimErr != nil {
+		return probe.shimErr
+	}
 	// After relativizeSymlinks: the preload's choice reads the staged libc
 	// through the stage's own symlinks, which must point inside the stage
 	// by then.
@@ -148,10 +156,6 @@ func Materialize(ctx context.Context, src Source, dir string, opts Options) (err
 	if err != nil {
 		return err
 	}
-	stop = stagetime.Start("ld.so search rules: wait for the probe")
-	probe := <-probeDone
-	probeDone = nil
-	stop()
 	if err := writeSearchRules(dir, probe); err != nil {
 		return err
 	}
