@@ -25,8 +25,6 @@ func init() {
 		// node: the stage dir and what is staged in it.
 		{"node.lookupAlias", inStage},
 		{"node.removeTree", inStage},
-		{"node.stageChild1", inStage + "; the child runs as the job's user"},
-		{"node.stageLocked", inStage},
 		{"node.Broadcasted", inStage},
 		{"node.LockBroadcast", inStage},
 		{"node.stageUsers", procfs},
