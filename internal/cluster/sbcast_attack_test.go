@@ -81,7 +81,13 @@ func TestSbcastExampleSurvivesHostileCoUser(t *testing.T) {
 	for id := last + 1; id <= last+4; id++ {
 		fmt.Fprintf(&plant, "%s sh -c 'ln -s /tmp/root-file /tmp/dlbundle-%d.dlimg; mkdir -m 0777 /tmp/dlbundle-%d'\n", nobody, id, id)
 	}
-	plant.WriteString("ls -la --time-style=+ " + stage + " /tmp | grep -v -e root-file -e ' \\.$' -e ' \\.\\.$'\n")
+	// What is planted, as stat sees it, and the squat's names.
+	look := fmt.Sprintf("stat -c '%%N %%F %%U %%a' %s/.lock %s/sha256-*", stage, stage)
+	for id := last + 1; id <= last+4; id++ {
+		look += fmt.Sprintf(" /tmp/dlbundle-%d.dlimg /tmp/dlbundle-%d", id, id)
+	}
+	look += "; ls -A " + stage + "\n"
+	plant.WriteString(look)
 	before := map[string]string{}
 	for _, n := range shared.Nodes {
 		out, err := shared.OnNode(n, "sh", "-c", plant.String()).CombinedOutput()
@@ -105,7 +111,7 @@ func TestSbcastExampleSurvivesHostileCoUser(t *testing.T) {
 	if !strings.Contains(out, "belongs to uid 65534") {
 		t.Errorf("no warning naming uid 65534, whose stage dir the job could not use:\n%s", out)
 	}
-	check := "cat /tmp/root-file; ls -la --time-style=+ " + stage + " /tmp | grep -v -e root-file -e ' \\.$' -e ' \\.\\.$' -e 't-sbcast-hostile\\.' -e 'dlbundle-" + job + "\\.[0-9a-f]'"
+	check := "cat /tmp/root-file; " + look
 	for _, n := range shared.Nodes {
 		got, _ := shared.OnNode(n, "sh", "-c", check).CombinedOutput()
 		if want := "root\n" + before[n]; string(got) != want {
