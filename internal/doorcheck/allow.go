@@ -43,6 +43,7 @@ func init() {
 		{"loader/stagefmt.MarkNodeELF", inStage},
 		{"loader/stagefmt.WriteLdsoChoice", inStage + "; and " + nodeLib},
 		{"loader/stagefmt.MapTable", inStage},
+		{"loader/stagefmt.WriteSearch", inStage + " (the new stage's table, written before the stage is published)"},
 		{"loader/stagefmt.openStagedTree", inStage},
 		{"loader/stagefmt.stagedTree.open", inStage + " (os.Root keeps every open beneath it)"},
 		{"loader/stagefmt.openLibc", nodeLib},
