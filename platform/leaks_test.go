@@ -18,9 +18,14 @@ import (
 //     loads the node's glibc objects, by design (docs/exec.md, "Images and
 //     nodes"). The calls of such a process, up to its next execve, are not
 //     counted.
+//   - emulatorInterp: under qemu-user the emulator opens the program's
+//     PT_INTERP itself (the guest's ld.so, by the path the program names),
+//     which on the architecture's own hardware the kernel loads with no
+//     system call of the process: that open is not counted.
 type leakCheck struct {
-	links    map[string]string
-	nodeExec map[string]bool
+	links          map[string]string
+	nodeExec       map[string]bool
+	emulatorInterp string
 }
 
 // imageLinks are the image's symlinks (path -> target).
