@@ -244,6 +244,18 @@ func TestCrossGlibcChildren(t *testing.T) {
 					if err != nil || out != native {
 						t.Fatalf("image of %s on %s: %v\nstdout %q\nnative on %s %q\nstderr:\n%s", build.name, run.name, err, out, build.name, native, errOut)
 					}
+					// Warm, under strace: no call on a path the image bundles
+					// but those of the node programs the image lacks, which
+					// get the node's glibc by design.
+					log := filepath.Join(run.host, name+".strace")
+					execArgv := append([]string{run.work + "/dlbundle-amd64", "exec", "--stage-dir", stage, run.work + "/" + name, "--"}, argv...)
+					if out, _, err := run.run(t, log, execArgv...); err != nil || out != native {
+						t.Fatalf("warm exec under strace: %v, stdout %q", err, out)
+					}
+					check := leakCheck{links: imageLinks(t, filepath.Join(run.host, name)), nodeExec: map[string]bool{"/usr/bin/expr": true, "/usr/bin/env": true}}
+					if n, report := leaksIn(t, log, bundledPaths(t, filepath.Join(run.host, name)), execArgv[0], check); n != 0 {
+						t.Errorf("a warm exec made %d system calls on paths the image bundles:\n%s", n, strings.Join(report, "\n"))
+					}
 					// env: the printed command starts the image's ld.so, and runs.
 
 					sh := `eval "$("$0" env --stage-dir "$1" "$2" -- "$3" -c "$4")" && exec "$@"`
