@@ -40,7 +40,8 @@ func init() {
 		{"node/materialize.probedNames", inStage},
 		{"node/materialize.nodeLdso", nodeLib + "; opened O_NONBLOCK"},
 		// loader: the stage it runs from, and the node's libc.
-		{"loader/stagefmt.WriteShim", inStage},
+		{"loader/stagefmt.WriteShimObjects", inStage},
+		{"loader/stagefmt.RecordPreload", inStage},
 		{"loader/stagefmt.MarkNodeELF", inStage},
 		{"loader/stagefmt.WriteLdsoChoice", inStage + "; and " + nodeLib},
 		{"loader/stagefmt.MapTable", inStage},
