@@ -171,7 +171,7 @@ func Materialize(ctx context.Context, src Source, dir string, opts Options) (err
 	}
 	// A driver library of the node that the image's glibc cannot load
 	// would stop the app at its load, after it started: say so now.
-	if err := stagefmt.CheckNodeBound(dir, nodeBoundPaths(entries)); err != nil {
+	if err := stagefmt.CheckNodeBound(dir, nodeBoundPaths(entries), squash.NodeCacheLookup()); err != nil {
 		return err
 	}
 	// The directories ld.so may probe: named by the rules just found.
