@@ -170,7 +170,7 @@ func TestFluxFoldClosesMPIProgram(t *testing.T) {
 	// tests make their directories there meanwhile).
 	for _, l := range strings.Split(out, "\n") {
 		if strings.Contains(l, "has changed") {
-			t.Logf("W39C-DEBUG %s", l)
+			t.Logf("the fold says: %s", l)
 		}
 		if strings.Contains(l, "has changed") && !strings.Contains(l, "warning: /var/lib has changed") {
 			t.Errorf("the fold warns of a change nobody made:\n%s", l)
