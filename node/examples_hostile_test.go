@@ -233,6 +233,25 @@ func TestExampleScriptsSurviveHostileCoUser(t *testing.T) {
 		victim.unchanged(t, "prolog.sh for "+c.image)
 	}
 
+	// The Prolog's other form (its comment): root's own `dlbundle stage`
+	// in a Prolog stages for SLURM_JOB_UID, with no fallback: the squat is
+	// refused, naming the squatter, and so are the attacker's FIFO and
+	// link; nothing of the squat is used.
+	// link; nothing of the squat is used. In a stage dir of its own (not
+	// squatted) the image FIFO and link are refused by the image's walk.
+	for _, c := range []struct{ stageDir, image, want string }{
+		{stagePattern, img, "owned by uid 1001 (squatted)"},
+		{filepath.Join(shm, "own-%U"), filepath.Join(tmp, "app.dlimg"), "owned by uid 1001"},
+		{filepath.Join(shm, "own-%U"), filepath.Join(tmp, "secret.dlimg"), "symbolic link of uid 1001"},
+	} {
+		env := slurm("SLURM_SCRIPT_CONTEXT=prolog_slurmd", "PATH=/usr/bin:/bin", "DLBUNDLE_STAGE_DIR="+c.stageDir)
+		out, code := runBounded(t, 0, env, cli, "stage", "--quiet", c.image)
+		if code == 0 || !strings.Contains(out, c.want) || strings.Contains(out, "victim's secret") {
+			t.Errorf("root's stage of %s into %s in a Prolog, for the victim: exit %d; want a refusal saying %q:\n%s", c.image, c.stageDir, code, c.want, out)
+		}
+		victim.unchanged(t, "root's stage in a Prolog of "+c.image)
+	}
+
 	// TaskProlog (the victim, in the task's environment): the stage dir
 	// line only, and the victim's exec with it finds the Prolog's stage
 	// (not the squat) and runs.

@@ -20,8 +20,9 @@ import (
 // Debian 11 (glibc 2.31) seen through an overlay whose libc.so.6 has its
 // ABI note (.note.ABI-tag, the minimum kernel ld.so and dlbundle read)
 // edited to Linux 99.0.0 after the trace, so that the chroot itself is
-// untouched; on this node (glibc 2.36) exec exits 1 with one line naming
-// both kernels and the ways out, and --fallback runs the command natively.
+// untouched; on this node (glibc 2.36) exec and env exit 1 with one line
+// naming both kernels and the ways out; with --fallback exec runs the
+// command natively and env prints no variable.
 func TestKernelTooOldRefused(t *testing.T) {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skip("the chroots are prepared for an x86-64 host")
@@ -67,7 +68,15 @@ func TestKernelTooOldRefused(t *testing.T) {
 	stage := filepath.Join(t.TempDir(), "stage")
 	run := func(args ...string) (string, string, int) {
 		t.Helper()
-		cmd := exec.Command(cli, append(append([]string{"exec", "--stage-dir", stage}, args...), img, "--", "/bin/ls", "--version")...)
+		verb := "exec"
+		if len(args) > 0 && args[0] == "env" {
+			verb, args = "env", args[1:]
+		}
+		argv := append(append([]string{verb, "--stage-dir", stage}, args...), img)
+		if verb == "exec" {
+			argv = append(argv, "--", "/bin/ls", "--version")
+		}
+		cmd := exec.Command(cli, argv...)
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/", "LANG=C.UTF-8"}
 		var o, e strings.Builder
 		cmd.Stdout, cmd.Stderr = &o, &e
@@ -92,6 +101,14 @@ func TestKernelTooOldRefused(t *testing.T) {
 	}
 	if strings.Contains(line, "\n") || ldsoNoise.MatchString(line) {
 		t.Errorf("the refusal is not the stager's one line:\n%s", errOut)
+	}
+	out, errOut, code = run("env")
+	if code != 1 || out != "" || strings.Contains(strings.TrimRight(errOut, "\n"), "\n") || !strings.Contains(errOut, "needs Linux 99.0.0 or later") {
+		t.Errorf("env: exit %d, stdout %q (want 1, no variable, one line), stderr:\n%s", code, out, errOut)
+	}
+	out, errOut, code = run("env", "--fallback")
+	if code != 0 || strings.Contains(out, "LD_") || !strings.Contains(errOut, "warning") {
+		t.Errorf("env --fallback: exit %d, stdout %q (want no variable, a warning), stderr:\n%s", code, out, errOut)
 	}
 	out, errOut, code = run("--fallback")
 	if code != 0 || out != string(native) || !strings.Contains(errOut, "warning") || !strings.Contains(errOut, "natively") {

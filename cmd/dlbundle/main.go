@@ -79,6 +79,9 @@ func main() {
 	if base := os.Getenv(autoFoldVar); base != "" {
 		autoFold(base) // the same, once a step served from the image has ended on a node (autofold.go)
 	}
+	if argv0 := os.Getenv(ldsoArgv0Var); argv0 != "" {
+		ldsoStart(argv0) // the Slurm plugin, on a node of another glibc (ldsostart.go); does not return
+	}
 	// The version alone is answered before anything else: kong's model of
 	// the whole command line (~0.3 ms of reflection and help text) and
 	// oneproc.Restore's stop-the-world (which waits for a second thread to

@@ -635,7 +635,8 @@ func TestSpankBcast(t *testing.T) {
 // node stages and removes its copy; the later steps (3 nodes x 2 ranks) copy
 // nothing, the two other nodes stage the copy they were left and the first
 // node finds its stage. A rewritten image is a new copy (a second read),
-// and the job's Epilog (gc --job) removes what no step used.
+// two steps started at once copy once, and the job's Epilog (gc --job)
+// removes what no step used.
 func TestSpankBcastOncePerJob(t *testing.T) {
 	needSpank(t)
 	p := newProbe(t, "spankbcastjob")
@@ -726,6 +727,23 @@ func TestSpankBcastOncePerJob(t *testing.T) {
 	ranks(t, r.out, 4, 1, p)
 	if s.Open != 2 {
 		t.Errorf("image changed between the job's 2 steps: opened %d times; want 2 (each version copied once)", s.Open)
+	}
+	epilogCleans()
+
+	// Two steps started together (srun & srun &) copy once: the second
+	// finds the first one's record (here slurmctld's step creation keeps
+	// them apart; where their copies overlap, dlbundle's per-job lock
+	// makes the second wait for the record).
+	sfs.Reset()
+	script = "set -e; " + step + "--overlap -N3 -n3 " + p.original + " & " + step + "--overlap -N3 -n3 " + p.original + " & wait; echo steps-done"
+	r = job("parallel", script)
+	s = sfs.Stats()
+	if r.code != 0 || !strings.Contains(r.out, "steps-done") {
+		t.Fatalf("salloc, two steps at once: exit %d\n%s\n%s", r.code, r.out, shared.Logs())
+	}
+	ranks(t, r.out, 6, 1, p)
+	if s.Open != 1 {
+		t.Errorf("two steps of one job started together: the image opened %d times; want once", s.Open)
 	}
 	epilogCleans()
 }

@@ -39,6 +39,10 @@
  *
  * --dlbundle=auto[:DIR] needs no image: see auto_setup.
  *
+ * On a node whose glibc is not the image's (the stage's ldso record), each
+ * task whose program the image holds starts dlbundle in its place, which
+ * execs the image's ld.so with the program: see check_glibc.
+ *
  * A stage that fails ends the step under any plugstack line, `optional`
  * included (where Slurm 22.05 ignores a plugin's errors): every task exits
  * 1 in task_init, before exec, the first with dlbundle's message; only
@@ -93,6 +97,7 @@ static char env_buf[ENV_MAX_LEN]; /* dlbundle env's output: NAME=VALUE\0... */
 static size_t env_len;
 static int env_ready;
 static int env_failed;
+static int cross_glibc; /* the stage's ldso record: this node's glibc is not the image's */
 static char fallback_msg[MSG_MAX_LEN + 128]; /* said by the node's first task */
 static char failed_msg[MSG_MAX_LEN + 128];   /* said by the step's first task */
 
@@ -1069,6 +1074,51 @@ static int wanted(spank_t sp)
 	return stepid != SLURM_BATCH_SCRIPT && stepid != SLURM_EXTERN_CONT && stepid != SLURM_INTERACTIVE_STEP;
 }
 
+/* env_value is NAME's value in dlbundle env's output, or NULL. */
+static const char *env_value(const char *name)
+{
+	size_t nl = strlen(name);
+	for (size_t i = 0; i < env_len;) {
+		const char *kv = env_buf + i;
+		size_t len = strnlen(kv, env_len - i);
+		if (i + len >= env_len)
+			break;
+		if (len > nl && !strncmp(kv, name, nl) && kv[nl] == '=')
+			return kv + nl + 1;
+		i += len + 1;
+	}
+	return NULL;
+}
+
+/* check_glibc: a stage holds an ldso record (loader/stagefmt/ldso.go) when
+ * the image's ld.so is another glibc build than this node's: then a bundled
+ * program must start under the image's ld.so, with the program as its
+ * argument (the kernel would take the node's from PT_INTERP, and two halves
+ * of glibc from two builds fail before main, or the shim gives the process
+ * the node's libc, another glibc than the image's libraries were built
+ * for). task_init can change the path slurmstepd execs but not add
+ * arguments, so there each task starts dlbundle, which execs the image's
+ * ld.so (cmd/dlbundle/ldsostart.go). On a node of the image's glibc this
+ * costs one failed readlink per node and step. */
+static void check_glibc(spank_t sp)
+{
+	const char *stage = env_value("DLBUNDLE_STAGE");
+	static char rec[ARG_MAX_LEN + 16], text[ARG_MAX_LEN];
+	if (!stage || snprintf(rec, sizeof rec, "%s/ldso", stage) >= (int)sizeof rec ||
+	    readlink(rec, text, sizeof text - 1) < 0)
+		return;
+	char **env = NULL;
+	spank_get_item(sp, S_JOB_ENV, &env);
+	if (find_dlbundle(env) != 0) {
+		step_fails("this node's glibc is not the one %.1024s was built with, and the tasks must start under the "
+			   "image's ld.so through dlbundle, which is not in the job's PATH (set dlbundle=PATH in "
+			   "plugstack.conf)",
+			   opt_image);
+		return;
+	}
+	cross_glibc = 1;
+}
+
 /* slurm_spank_user_init: once per node and step, in slurmstepd, as the
  * job's user, before any task is forked. */
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
@@ -1119,6 +1169,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 		rc = run_env(sp, 0, msg, sizeof msg);
 	if (rc == 0) {
 		env_ready = 1;
+		check_glibc(sp);
 		return 0;
 	}
 	/* The message is the user's text (dlbundle's, or whatever the job's
@@ -1172,23 +1223,68 @@ static void step_fails(const char *fmt, ...)
  * path. The argv array is the task's (slurmstepd forked the task before
  * task_init), so the change is the task's alone. */
 static char staged_path[ARG_MAX_LEN + ARG_MAX_LEN];
-static void staged_program(spank_t sp, const char *stage)
+/* staged_elf says whether path is an executable ELF file (the stage's). */
+static int staged_elf(const char *path)
 {
-	int argc = 0;
-	char **argv = NULL;
-	if (!stage || spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv ||
-	    !argv[0] || argv[0][0] != '/')
-		return;
-	if (snprintf(staged_path, sizeof staged_path, "%s/root%s", stage, argv[0]) >= (int)sizeof staged_path)
-		return;
-	int fd = open(staged_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
-		return;
+		return 0;
 	char magic[4] = {0};
 	ssize_t n = read(fd, magic, sizeof magic);
 	close(fd);
-	if (n == 4 && !memcmp(magic, "\177ELF", 4) && access(staged_path, X_OK) == 0)
-		argv[0] = staged_path;
+	return n == 4 && !memcmp(magic, "\177ELF", 4) && access(path, X_OK) == 0;
+}
+
+/* staged_in_path finds a bare command name in the job's PATH inside the
+ * stage (as exec asks the stage first): its original path in prog and its
+ * staged copy in staged_path. 0 when found. */
+static char cross_prog[ARG_MAX_LEN + ARG_MAX_LEN];
+static int staged_in_path(spank_t sp, const char *stage, const char *name)
+{
+	char **env = NULL;
+	spank_get_item(sp, S_JOB_ENV, &env);
+	const char *path = job_env_get(env, "PATH");
+	for (const char *d = path ? path : "/usr/local/bin:/usr/bin:/bin"; *d;) {
+		size_t len = strcspn(d, ":");
+		if (len && d[0] == '/' &&
+		    snprintf(cross_prog, sizeof cross_prog, "%.*s/%s", (int)len, d, name) < (int)sizeof cross_prog &&
+		    snprintf(staged_path, sizeof staged_path, "%s/root%s", stage, cross_prog) < (int)sizeof staged_path &&
+		    staged_elf(staged_path))
+			return 0;
+		d += len;
+		if (*d == ':')
+			d++;
+	}
+	return -1;
+}
+
+static int staged_program(spank_t sp, const char *stage)
+{
+	int argc = 0;
+	char **argv = NULL;
+	if (!stage || spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv || !argv[0])
+		return 0;
+	if (argv[0][0] == '/') {
+		if (snprintf(staged_path, sizeof staged_path, "%s/root%s", stage, argv[0]) >= (int)sizeof staged_path ||
+		    !staged_elf(staged_path))
+			return 0;
+		snprintf(cross_prog, sizeof cross_prog, "%s", argv[0]);
+	} else if (!cross_glibc || strchr(argv[0], '/') || staged_in_path(sp, stage, argv[0]) != 0)
+		return 0; /* a bare name: slurmstepd's own PATH search, except where the image's ld.so must start it */
+	if (cross_glibc) {
+		/* dlbundle in the task's place execs the image's ld.so with
+		 * the program (check_glibc): DLBUNDLE_LDSO_PROG names it, and
+		 * the task's own argv[0] stays the program's (ld.so --argv0) */
+		if (spank_setenv(sp, "DLBUNDLE_LDSO_ARGV0", argv[0], 1) != ESPANK_SUCCESS ||
+		    spank_setenv(sp, "DLBUNDLE_LDSO_PROG", cross_prog, 1) != ESPANK_SUCCESS) {
+			slurm_error("dlbundle: cannot set DLBUNDLE_LDSO_ARGV0 in the task's environment");
+			return -1;
+		}
+		argv[0] = dlbundle_path;
+		return 0;
+	}
+	argv[0] = staged_path;
+	return 0;
 }
 
 /* slurm_spank_task_init: in each task, just before slurmstepd execs it:
@@ -1242,6 +1338,5 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 		if (eq && !strncmp(kv, "DLBUNDLE_STAGE=", 15))
 			stage = eq + 1;
 	}
-	staged_program(sp, stage);
-	return 0;
+	return staged_program(sp, stage);
 }

@@ -333,10 +333,12 @@ static void keep_llp(const char *v, size_t n)
 }
 
 /* read_rules parses the node's search rules (format: loader/ldsearch.go),
- * which staging appended to the table (stagefmt.AppendSearch: the header's
- * search and search_len), so the mapping already made holds them: no file
- * of their own to open and read in every process. A table without them (the
- * probe of the node's ld.so failed) leaves ncap 0: ld.so searches itself. */
+ * which staging wrote into the room the table keeps for them right after
+ * its header (stagefmt.WriteSearch: the header's search and search_len), so
+ * the mapping already made holds them, on the pages the header's own fault
+ * maps: no file of their own to open and read in every process. A table
+ * without them (the probe of the node's ld.so failed) leaves ncap 0: ld.so
+ * searches itself. */
 static void read_rules(const char *m, size_t size)
 {
 	const struct dlb_header *h = (const void *)m;
@@ -1023,6 +1025,11 @@ static void note(char kind, const char *p)
 	dlb_memcpy(notes + used + 1, p, n + 1);
 	dlb_audit_share.notes = notes;
 	__atomic_store_n(&dlb_audit_share.notes_len, used + (uint32_t)n + 2, __ATOMIC_RELEASE);
+	/* The preload's want_fatal (table.h), once its start-up has run: a
+	 * call into the main namespace's code, made under ld.so's load lock,
+	 * which it does not take. */
+	void (*noted)(void) = __atomic_load_n(&dlb_audit_share.noted, __ATOMIC_ACQUIRE);
+	if (noted) noted();
 }
 
 /* ---- the share, handed to the preload (table.h, DLB_SHARE_SLOT) ---- */

@@ -259,7 +259,8 @@ static void read_shim_env(struct shim_env *v)
 volatile int init_done;
 void shim_init(void)
 {
-	real_dlerror = (char *(*)(void))dlsym(RTLD_NEXT, "dlerror");
+	/* (real_dlerror is one of the real functions below: from the stage's
+	 * record, or dlsym; no lookup of its own in every process) */
 	const struct dlb_audit_share *share = NULL;
 	struct shim_env v;
 	read_shim_env(&v);

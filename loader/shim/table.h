@@ -88,6 +88,10 @@ struct dlb_audit_share {
 	 * notes_dropped. */
 	const char *notes;
 	uint32_t notes_len, notes_dropped;
+	/* Set by the preload at start-up (report.c, want_fatal): audit.so calls
+	 * it after each note, so that a process that loads a library from
+	 * outside later (dlopen) gets its fatal-signal handlers then. */
+	void (*noted)(void);
 };
 #define DLB_SHARE_SLOT "dlb_share_slot"
 /* A library ld.so opened from outside the stage, noted at la_objopen: a later

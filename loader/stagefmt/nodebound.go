@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -43,8 +44,8 @@ func CheckNodeBound(stageDir string, nodeBound []string) error {
 	if !ok {
 		return nil
 	}
-	version, _ := os.Readlink(filepath.Join(stageDir, LdsoChoice))
-	version, _, _ = cutSpace(version)
+	text, _ := os.Readlink(filepath.Join(stageDir, LdsoChoice))
+	version, _, _ := strings.Cut(text, " ")
 	tab, release, err := MapTable(stageDir)
 	if err != nil {
 		return err
@@ -72,28 +73,32 @@ func CheckNodeBound(stageDir string, nodeBound []string) error {
 		if err != nil {
 			continue
 		}
-		lib, ver, err := c.missing(f, 0)
+		l, err := c.missing(f, "")
 		f.Close()
-		if err != nil {
+		if err != nil || l.lib == "" {
 			continue
 		}
-		if lib != "" {
-			return fmt.Errorf("the node's driver library %s needs %s of %s, which the image's glibc %s lacks: "+
-				"the app cannot load it under the image's glibc; rebuild the image on a node whose glibc is at least as new as this driver needs, "+
-				"or run it on a node with glibc %s", p, ver, lib, version, version)
+		if l.via != "" {
+			why := fmt.Sprintf("needs %s of %s, which the image's glibc %s lacks", l.ver, l.lib, version)
+			if l.ver == "GLIBC_PRIVATE" {
+				why = fmt.Sprintf("is of the node's glibc build (it needs %s of %s, internals of that build only)", l.ver, l.lib)
+			}
+			return fmt.Errorf("the node's driver library %s needs %s, which the image lacks, and the node's copy of it %s: "+
+				"the app cannot load them under the image's glibc %s; "+
+				"rebuild the image from a trace in which the app loads %s, or run it on a node with glibc %s", p, l.via, why, version, l.via, version)
 		}
+		return fmt.Errorf("the node's driver library %s needs %s of %s, which the image's glibc %s lacks: "+
+			"the app cannot load it under the image's glibc; rebuild the image on a node whose glibc is at least as new as this driver needs, "+
+			"or run it on a node with glibc %s", p, l.ver, l.lib, version, version)
 	}
 	return nil
 }
 
-func cutSpace(s string) (string, string, bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == ' ' {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return s, "", false
-}
+// lack is a glibc symbol version that a node-bound library needs and its
+// process under the image's glibc would not find: ver of the glibc object
+// lib, needed by the library itself or, when via is set, by the node's copy
+// of via, a glibc object the image does not bundle.
+type lack struct{ lib, ver, via string }
 
 type glibcCheck struct {
 	tab      []byte
@@ -103,53 +108,68 @@ type glibcCheck struct {
 	defined  map[string]map[string]bool
 }
 
-// missing returns the first glibc object and version that the ELF object f
-// needs and the glibc its process would get lacks ("" when none).
-func (c *glibcCheck) missing(f *os.File, depth int) (lib, ver string, err error) {
+// missing returns the first glibc version that the ELF object f needs and
+// the glibc its process would get lacks (lib "" when none). via is the glibc
+// object f is the node's copy of ("" for the driver library itself).
+func (c *glibcCheck) missing(f *os.File, via string) (lack, error) {
 	ef, err := elf.NewFile(f)
 	if err != nil {
-		return "", "", err
+		return lack{}, err
 	}
 	defer ef.Close()
-	needs, err := ef.DynamicVersionNeeds()
-	if err != nil {
-		return "", "", nil // no version needs: nothing to check
-	}
+	needs, _ := ef.DynamicVersionNeeds() // none: no version to check, still its DT_NEEDED
 	for _, n := range needs {
 		if !glibcObjects[n.Name] {
 			continue
 		}
-		defined, fromNode := c.versionsOf(n.Name)
-		if fromNode {
-			// The image lacks this glibc object: the node's copy loads,
-			// and must itself find what it needs in the image's glibc.
-			if depth > 2 {
-				continue
+		if via != "" {
+			// The node's copy of a glibc object is of the node's glibc
+			// build: what it needs privately of its own build (internal
+			// symbols that change between builds) the image's cannot give.
+			for _, d := range n.Needs {
+				if d.Dep == "GLIBC_PRIVATE" && d.Flags&elf.VER_FLG_WEAK == 0 {
+					return lack{n.Name, d.Dep, via}, nil
+				}
 			}
-			g, err := openNodeFile(filepath.Join(c.nodeDir, n.Name))
-			if err != nil {
-				continue
-			}
-			lib, ver, _ := c.missing(g, depth+1)
-			g.Close()
-			if lib != "" {
-				return lib, ver, nil
-			}
-			continue
 		}
-		if len(defined) == 0 {
-			continue // the image's copy has no version table we can read: nothing to compare with
+		defined, fromNode := c.versionsOf(n.Name)
+		if fromNode || len(defined) == 0 {
+			continue // from the node: below; unreadable: nothing to compare with
 		}
 		for _, d := range n.Needs {
 			if d.Flags&elf.VER_FLG_WEAK != 0 {
 				continue
 			}
 			if !defined[d.Dep] {
-				return n.Name, d.Dep, nil
+				return lack{n.Name, d.Dep, via}, nil
 			}
 		}
 	}
-	return "", "", nil
+	if via != "" {
+		return lack{}, nil // one level: a node glibc object's own needs are glibc's, checked above
+	}
+	// A glibc object it needs (DT_NEEDED, versioned or not) that the image
+	// lacks comes from the node: that copy must itself find what it needs
+	// in the image's glibc.
+	libs, _ := ef.ImportedLibraries()
+	for _, name := range libs {
+		if !glibcObjects[name] {
+			continue
+		}
+		if _, fromNode := c.versionsOf(name); !fromNode {
+			continue
+		}
+		g, err := openNodeFile(filepath.Join(c.nodeDir, name))
+		if err != nil {
+			continue
+		}
+		l, _ := c.missing(g, name)
+		g.Close()
+		if l.lib != "" {
+			return l, nil
+		}
+	}
+	return lack{}, nil
 }
 
 // versionsOf returns the versions the image's copy of the glibc object

@@ -10,10 +10,11 @@ import (
 	"github.com/dlbundle/dlbundle/image"
 )
 
-// The node's rules appended to a table are found through its header, the
-// table's own lookups and listings still answer, and a second append (or
-// rules the shim would not read) is refused and leaves the table as it was.
-func TestAppendSearch(t *testing.T) {
+// The node's rules written into a table's room are found through its
+// header, the table's own lookups and listings still answer, and a second
+// write (or rules the shim would not read, or a table without the room) is
+// refused and leaves the table as it was.
+func TestWriteSearch(t *testing.T) {
 	es := []image.Entry{
 		{Path: "/", Type: image.TypeDir, Ino: 2, Listing: []image.DirEntry{{Name: "lib", Type: image.TypeDir, Ino: 11}}},
 		{Path: "/lib", Type: image.TypeDir, Ino: 11, Listing: []image.DirEntry{{Name: "libc.so.6", Type: image.TypeRegular, Ino: 21}}},
@@ -31,14 +32,14 @@ func TestAppendSearch(t *testing.T) {
 	if err := os.WriteFile(tpath, tab, 0o444); err != nil {
 		t.Fatal(err)
 	}
-	if err := AppendSearch(dir, []byte("not rules\n")); err == nil {
-		t.Error("AppendSearch took rules the shim would not read")
+	if err := WriteSearch(dir, []byte("not rules\n")); err == nil {
+		t.Error("WriteSearch took rules the shim would not read")
 	}
 	rules, err := FormatSearchRules([]string{"glibc-hwcaps/x86-64-v3/", ""}, []string{"/lib", "/usr/lib"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := AppendSearch(dir, rules); err != nil {
+	if err := WriteSearch(dir, rules); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(tpath)
@@ -48,8 +49,9 @@ func TestAppendSearch(t *testing.T) {
 	if !bytes.Equal(TableSearch(got), rules) {
 		t.Errorf("the table's rules = %q, want %q", TableSearch(got), rules)
 	}
-	if !bytes.Equal(got[len(tab):], append(slices.Clone(rules), 0)) || !bytes.Equal(got[tableHeaderLen:len(tab)], tab[tableHeaderLen:]) {
-		t.Error("the rules are not appended after the table, with a NUL, the rest unchanged")
+	room := tableHeaderLen + len(rules) + 1
+	if len(got) != len(tab) || !bytes.Equal(got[tableHeaderLen:room], append(slices.Clone(rules), 0)) || !bytes.Equal(got[room:], tab[room:]) {
+		t.Error("the rules are not in the room after the header, with a NUL, the rest unchanged")
 	}
 	if st, err := os.Stat(tpath); err != nil || st.Mode().Perm() != 0o444 {
 		t.Errorf("the table's mode after the append: %v %v, want 0444", st.Mode(), err)
@@ -57,10 +59,22 @@ func TestAppendSearch(t *testing.T) {
 	if names, ok := Listing(got, "/lib"); !ok || len(names) != 3 {
 		t.Errorf("the table's listing of /lib after the append: %v %v", names, ok)
 	}
-	if err := AppendSearch(dir, rules); err == nil {
-		t.Error("a second AppendSearch was taken")
+	if err := WriteSearch(dir, rules); err == nil {
+		t.Error("a second WriteSearch was taken")
 	}
 	if again, _ := os.ReadFile(tpath); !bytes.Equal(again, got) {
-		t.Error("a refused AppendSearch changed the table")
+		t.Error("a refused WriteSearch changed the table")
+	}
+	// A table without the room (its header names none): refused.
+	var hdr tableHeaderRec
+	hdr.get(tab)
+	hdr.Search = 0
+	hdr.put(tab)
+	other := t.TempDir()
+	if err := os.WriteFile(filepath.Join(other, TableFile), tab, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSearch(other, rules); err == nil {
+		t.Error("WriteSearch wrote into a table without room for the rules")
 	}
 }
