@@ -58,8 +58,8 @@ func autoFold(base string) {
 	if rc == nil {
 		os.Exit(0) // no record: every process of the step was served entirely
 	}
-	defer rc.records.dir.Close()
 	s, _, err := rc.summary()
+	rc.records.dir.Close()
 	if err != nil {
 		fail("%v", err)
 	}
@@ -88,7 +88,8 @@ func autoFold(base string) {
 	if err != nil {
 		fail("lock %s.lock: %v", base, err)
 	}
-	defer unix.Close(fd) // drops the lock
+	// The lock is held until this process exits (every path below ends
+	// in os.Exit): the kernel drops it then, even on SIGKILL at timeout=.
 
 	// Under the lock: the image as the last fold left it.
 	unfolded := readUnfolded(base + ".unfolded")

@@ -162,8 +162,19 @@ func TestFluxFoldClosesMPIProgram(t *testing.T) {
 	if code != 0 || fold == nil {
 		t.Fatalf("dlbundle report: exit %d, no fold into %s:\n%s", code, img, rep)
 	}
-	if out, code := run(t, dir, env, bin, fold...); code != 0 || strings.Contains(out, "has changed") {
+	out, code := run(t, dir, env, bin, fold...)
+	if code != 0 {
 		t.Fatalf("the fold as printed: exit %d\n%s", code, out)
+	}
+	// Nothing here changed since the pilot; /var/lib itself may have (other
+	// tests make their directories there meanwhile).
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "has changed") {
+			t.Logf("the fold says: %s", l)
+		}
+		if strings.Contains(l, "has changed") && !strings.Contains(l, "warning: /var/lib has changed") {
+			t.Errorf("the fold warns of a change nobody made:\n%s", l)
+		}
 	}
 	callsAfter, libsAfter := job("after")
 	for r := range callsAfter {

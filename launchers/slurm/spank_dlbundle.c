@@ -24,7 +24,7 @@
  *   default=IMAGE   the image of every step that names none
  *                   (--dlbundle=none turns it off for one step)
  *   timeout=SECONDS how long a dlbundle the plugin runs may take (staging,
- *                   auto's build; default 300): then it is killed and the
+ *                   auto's build and folds; default 300): then it is killed and the
  *                   step fails (or falls back)
  *   bcast=1         --dlbundle-bcast for every step with a file image
  *
