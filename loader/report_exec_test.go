@@ -25,6 +25,7 @@ const reportProbeSource = `#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/syscall.h>
 int main(int argc, char **argv) {
 	for (int i = 2; i < argc; i++) {
 		void *h = dlopen(argv[i], RTLD_NOW);
@@ -34,6 +35,15 @@ int main(int argc, char **argv) {
 	if (argc > 1 && !strcmp(argv[1], "term")) raise(SIGTERM);
 	if (argc > 1 && !strcmp(argv[1], "abort")) abort();
 	if (argc > 1 && !strcmp(argv[1], "hup")) raise(SIGHUP);
+	if (argc > 1 && !strcmp(argv[1], "kernel-term")) {
+		/* SIGTERM's action as the kernel holds it, not through sigaction()
+		 * (which the shim answers); the handler is the first word */
+		void *k[8] = {0};
+		if (syscall(SYS_rt_sigaction, SIGTERM, NULL, k, 8) != 0) return 4;
+		printf("%s\n", k[0] == (void *)SIG_DFL ? "dfl" : "caught");
+		fflush(stdout);
+		raise(SIGTERM);
+	}
 	return 0;
 }
 `
@@ -191,6 +201,60 @@ func TestReportAfterFatalSignal(t *testing.T) {
 		}
 		if len(rs) != 1 || !strings.HasSuffix(rs[0].Exe, "/probe") || len(rs[0].Outside) == 0 {
 			t.Errorf("%s: report = %+v; want the probe's one line, with its libraries from outside", c.arg, rs)
+		}
+	}
+}
+
+// TestRecordsHandlersWhenThereIsSomethingToRecord: with the node's records
+// (exec without --report: bounded, and a process the image served entirely
+// writes no line), the fatal-signal handler is installed only once the
+// process has something to record: a probe the image serves entirely (its
+// pilot's image) keeps SIGTERM's default action (as the kernel holds it)
+// and leaves no line when killed; one that then dlopens a library from
+// outside (which only audit.so sees) gets the handler, and its line is in
+// the records after SIGTERM.
+func TestRecordsHandlersWhenThereIsSomethingToRecord(t *testing.T) {
+	f := newReportFixture(t)
+	probe, img, stage := filepath.Join(f.work, "probe"), filepath.Join(f.work, "pilot.dlimg"), filepath.Join(f.work, "pstage")
+	trace := filepath.Join(f.work, "probe.trace")
+	for _, cli := range [][]string{{"trace", "-q", "-o", trace, "--", probe}, {"build", "-o", img, trace}} {
+		if _, stderr, _, state := clitest.RunCLI(t, clitest.CleanEnv(f.work), cli...); !state.Success() {
+			t.Fatalf("dlbundle %v: %v\n%s", cli, state, stderr)
+		}
+	}
+	for _, c := range []struct {
+		args  []string
+		state string
+		lines int
+	}{{[]string{"kernel-term"}, "dfl", 0}, {[]string{"kernel-term", f.outsideLib}, "caught", 1}} {
+		records, _ := filepath.Glob(filepath.Join(stage, "records", "*.report"))
+		for _, r := range records {
+			os.Remove(r)
+		}
+		cli := append([]string{"exec", "--stage-dir", stage, img, "--", probe}, c.args...)
+		out, stderr, _, state := clitest.RunCLI(t, clitest.CleanEnv(f.work), cli...)
+		ws, _ := state.Sys().(syscall.WaitStatus)
+		if !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+			t.Errorf("%v: app ended %v, want killed by SIGTERM (stderr %q)", c.args, ws, stderr)
+		}
+		if strings.TrimSpace(out) != c.state {
+			t.Errorf("%v: SIGTERM's action in the kernel: %q, want %q", c.args, out, c.state)
+		}
+		records, _ = filepath.Glob(filepath.Join(stage, "records", "*.report"))
+		var lines []report.ProcessReport
+		for _, r := range records {
+			b, err := os.ReadFile(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs, bad, err := report.ReadReports(bytes.NewReader(b))
+			if err != nil || bad != 0 {
+				t.Fatalf("records %s %q: %d bad lines, %v", r, b, bad, err)
+			}
+			lines = append(lines, rs...)
+		}
+		if len(lines) != c.lines || (c.lines == 1 && (!strings.HasSuffix(lines[0].Exe, "/probe") || len(lines[0].Outside) == 0)) {
+			t.Errorf("%v: records = %+v; want %d line(s), the probe's with its library from outside", c.args, lines, c.lines)
 		}
 	}
 }

@@ -263,8 +263,8 @@ const fetchedMark = "fetched "
 // readFetched returns the digest recorded in result by a fetch that ended
 // after since.
 func readFetched(result string, since time.Time) (string, bool) {
-	b, err := os.ReadFile(result)
-	if err != nil || len(b) > 1<<20 {
+	b, ok := readMarker(result)
+	if !ok {
 		return "", false
 	}
 	stamp, text, ok := strings.Cut(string(b), "\n")
@@ -279,9 +279,20 @@ func readFetched(result string, since time.Time) (string, bool) {
 // removeFetchLeftovers removes the download of key (and its .partial-*
 // files). The caller holds its fetch lock, or has found it free.
 func removeFetchLeftovers(dir, key string) {
-	left, _ := filepath.Glob(filepath.Join(dir, fetchPrefix+key+".dlimg*"))
-	for _, f := range left {
-		os.Remove(f)
+	d, err := trustpath.For(trustpath.Private).WalkDir(dir)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	removeFetchLeftoversIn(d, key)
+}
+
+// removeFetchLeftoversIn is removeFetchLeftovers in the held stage dir d.
+func removeFetchLeftoversIn(d *trustpath.Dir, key string) {
+	for _, n := range dirNames(d) {
+		if strings.HasPrefix(n, fetchPrefix+key+".dlimg") {
+			unix.Unlinkat(d.FD, d.Name(n), 0)
+		}
 	}
 }
 

@@ -169,6 +169,7 @@ func run(bin, compare, out string, rounds, longRounds, pairs int) error {
 		{name: "/bin/true started with dlbundle env's variables (launcher-less: eval, mpirun -x, Flux)", argv: []string{"/bin/true"}, env: envEnv},
 		{name: "the staged /bin/true started by its path with env's variables (srun --dlbundle)", argv: []string{staged}, env: envEnv},
 	}
+	var compareEnv []string // the other build's launcher-less variables, when it prints them
 	if compare != "" {
 		short = append(short,
 			&stats{name: "compare: " + compare + " --version", argv: []string{compare, "--version"}},
@@ -185,6 +186,7 @@ func run(bin, compare, out string, rounds, longRounds, pairs int) error {
 			fmt.Fprintf(os.Stderr, "clibench: %s: %v; its launcher-less row is left out\n", compare, err)
 		} else {
 			short = append(short, &stats{name: "compare: /bin/true started with " + compare + " env's variables", argv: []string{"/bin/true"}, env: cenv})
+			compareEnv = cenv
 		}
 	}
 	long := []*stats{
@@ -203,6 +205,11 @@ func run(bin, compare, out string, rounds, longRounds, pairs int) error {
 	paired := []*pairStats{
 		{name: "/bin/true with dlbundle env's variables minus /bin/true", served: &stats{argv: []string{"/bin/true"}, env: envEnv}},
 		{name: "/bin/true with an empty LD_AUDIT module and an empty LD_PRELOAD minus /bin/true", served: &stats{argv: []string{"/bin/true"}, env: emptyEnv}},
+	}
+	// The other build's shim in the same pairs: before and after, with the
+	// empty pair beside both.
+	if compareEnv != nil {
+		paired = append(paired, &pairStats{name: "/bin/true with " + compare + " env's variables minus /bin/true", served: &stats{argv: []string{"/bin/true"}, env: compareEnv}})
 	}
 	start := time.Now()
 	load0 := loadavg()
@@ -245,8 +252,12 @@ func run(bin, compare, out string, rounds, longRounds, pairs int) error {
 		ms(shimmed.wall-trueS.wall), ms(shimmed.cpu-trueS.cpu), shimmed.minflt-trueS.minflt)
 	fmt.Fprintf(&b, "| per-rank cost of the launcher-less path (dlbundle env's variables, no launcher process) <= 0.3 ms over native | %s wall, %s CPU, %d minor faults over /bin/true; exec's %s | %s |\n",
 		ms(envS.wall-trueS.wall), ms(envS.cpu-trueS.cpu), envS.minflt-trueS.minflt, ms(fixed), met(envS.wall-trueS.wall <= 300*time.Microsecond))
-	fmt.Fprintf(&b, "| the launcher-less path <= 0.15 ms over native, median of %d alternating pairs (native, served) | %s wall (%s for the empty audit+preload pair in the same rounds: %s of the share is ours) | %s |\n",
-		paired[0].n, ms(paired[0].diff), ms(paired[1].diff), ms(paired[0].diff-paired[1].diff), met(paired[0].diff <= 150*time.Microsecond))
+	fmt.Fprintf(&b, "| the launcher-less path <= 0.15 ms over native, median of %d alternating pairs (native, served) | %s wall, %d minor faults (%s, %d faults for the empty audit+preload pair in the same rounds: %s of the share is ours) | %s |\n",
+		paired[0].n, ms(paired[0].diff), paired[0].minflt, ms(paired[1].diff), paired[1].minflt, ms(paired[0].diff-paired[1].diff), met(paired[0].diff <= 150*time.Microsecond))
+	if len(paired) > 2 {
+		fmt.Fprintf(&b, "| the same with %s's shim, in the same pairs | %s wall, %d minor faults (%s above the empty pair) | |\n",
+			compare, ms(paired[2].diff), paired[2].minflt, ms(paired[2].diff-paired[1].diff))
+	}
 	fmt.Fprintf(&b, "| the same, the staged copy started by its path (srun --dlbundle) | %s wall, %s CPU, %d minor faults over /bin/true | %s |\n",
 		ms(stagedS.wall-trueS.wall), ms(stagedS.cpu-trueS.cpu), stagedS.minflt-trueS.minflt, met(stagedS.wall-trueS.wall <= 300*time.Microsecond))
 	fmt.Fprintf(&b, "| 100,000 arguments add <= 50 ms to exec (goal 4) | %s wall, %s CPU | %s |\n", ms(execAdds), ms(execAddsCPU), met(execAdds <= 50*time.Millisecond))
@@ -340,11 +351,12 @@ type pairStats struct {
 	served *stats
 	n      int
 	diff   time.Duration // median of served minus native over the pairs
+	minflt int64         // the same for minor page faults
 }
 
 func measurePairs(ps []*pairStats, pairs int) {
 	native := &stats{argv: []string{"/bin/true"}}
-	diffs := make([][]int64, len(ps))
+	diffs, faults := make([][]int64, len(ps)), make([][]int64, len(ps))
 	for i := range pairs {
 		for j, p := range ps {
 			var a, b sample
@@ -354,11 +366,13 @@ func measurePairs(ps []*pairStats, pairs int) {
 				b, a = runOnce(p.served), runOnce(native)
 			}
 			diffs[j] = append(diffs[j], int64(b.wall-a.wall))
+			faults[j] = append(faults[j], b.minflt-a.minflt)
 		}
 	}
 	for j, p := range ps {
 		p.n = pairs
 		p.diff = median(diffs[j], func(x int64) int64 { return x })
+		p.minflt = int64(median(faults[j], func(x int64) int64 { return x }))
 	}
 }
 

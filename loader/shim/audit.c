@@ -40,7 +40,12 @@ static const void *table;         /* the mmap-ed lookup table, or NULL: do nothi
 static char root[PREFIX_MAX];     /* $DLBUNDLE_STAGE/root */
 _Static_assert(DLB_STAGE_MAX + 6 <= PREFIX_MAX, "root holds DLBUNDLE_STAGE/root");
 static size_t root_len;
-static char staged[DLB_PATH_MAX]; /* the answer of the last la_objsearch; the resolver's scratch before it */
+/* the answer of the last la_objsearch; the resolver's scratch before it.
+ * aligned(1): placed after the small state every process writes (the build
+ * sorts .bss by alignment, largest first), so that the few bytes a process
+ * uses of it lie on the same page as that state: one page first touched
+ * (one fault), not two. */
+static char staged[DLB_PATH_MAX] __attribute__((aligned(1)));
 static int debug;
 static int native_env; /* DLBUNDLE_NATIVE_ENV is set: see restore_native_env */
 static void keep_llp(const char *v, size_t n); /* the whole search, below */
@@ -52,7 +57,11 @@ static char exe_env[DLB_PATH_MAX] COLD;
  * the node's ld.so (a node program, started by the kernel's PT_INTERP), so
  * the image's glibc objects must not be served to it: see glibc_object. */
 static int cross, foreign;
-static unsigned long aux_base = 1, aux_execfn; /* AT_BASE, AT_EXECFN; 1: not read */
+/* AT_BASE, AT_EXECFN; aux_read: the vector was read (a flag of its own, not
+ * "aux_base = 1: not read": the only initialised variable put a .data page
+ * of its own in the object, and its first write cost every process a fault) */
+static unsigned long aux_base, aux_execfn;
+static int aux_read;
 
 /* gcc may emit calls to these for struct copies and loops even in freestanding code. */
 void *memcpy(void *d, const void *s, size_t n) __attribute__((visibility("hidden")));
@@ -190,7 +199,7 @@ static char **initial_env(void)
 	for (size_t i = 0; n > 0 && i + 1 < (size_t)n / sizeof *v; i += 2) {
 		if (v[i] == AT_RANDOM_) rnd = v[i + 1];
 		else if (v[i] == AT_EXECFN_) execfn = aux_execfn = v[i + 1];
-		else if (v[i] == AT_BASE_) aux_base = v[i + 1];
+		else if (v[i] == AT_BASE_) aux_base = v[i + 1], aux_read = 1;
 		else if (v[i] == AT_NULL_) { words = i + 2; break; }
 	}
 	if (!words || rnd < 4096) return 0;
@@ -258,6 +267,7 @@ static const char *map_file(const char *path, size_t *size, uint64_t *dev, long 
 /* The table for the preload (table.h): set once, here, before any code of
  * the process runs; handed over by hand_share. */
 static struct dlb_audit_share dlb_audit_share;
+static void read_rules(const char *m, size_t size);
 
 static void map_table(void)
 {
@@ -273,6 +283,7 @@ static void map_table(void)
 	if (m && dlb_check(m, size)) {
 		table = m;
 		dlb_audit_share = (struct dlb_audit_share){.table = m, .size = size, .dev = dev, .root = root};
+		read_rules(m, size);
 	} else if (m) {
 		dlb_sys(DLB_SYS_munmap, (long)m, (long)size, 0);
 		say("bad table", path, 0);
@@ -303,7 +314,8 @@ enum { S_MISS, S_FOUND, S_UNDECIDED };
 
 #define CAPS_MAX 32
 #define SYSDIRS_MAX 16
-static char rules[8192]; /* the rules, then the real functions' places (for the preload) */
+/* The rules point into the table's mapping (read-only, never NUL-terminated
+ * here): every use goes by the lengths. */
 static const char *cap[CAPS_MAX], *sysdir[SYSDIRS_MAX];
 static size_t cap_len[CAPS_MAX], sysdir_len[SYSDIRS_MAX];
 static unsigned ncap, nsysdir;
@@ -320,35 +332,35 @@ static void keep_llp(const char *v, size_t n)
 	llp_state = 1;
 }
 
-/* read_rules parses STAGE/search (format: loader/ldsearch.go). */
-static void read_rules(void)
+/* read_rules parses the node's search rules (format: loader/ldsearch.go),
+ * which staging wrote into the room the table keeps for them right after
+ * its header (stagefmt.WriteSearch: the header's search and search_len), so
+ * the mapping already made holds them, on the pages the header's own fault
+ * maps: no file of their own to open and read in every process. A table
+ * without them (the probe of the node's ld.so failed) leaves ncap 0: ld.so
+ * searches itself. */
+static void read_rules(const char *m, size_t size)
 {
-	char path[PREFIX_MAX + 16];
-	size_t l = root_len - 5;
-	dlb_memcpy(path, root, l);
-	dlb_memcpy(path + l, "/search", 8);
-	long fd = dlb_sys(DLB_SYS_openat, -100, path, 02000000);
-	if (fd < 0) return;
-	long n = dlb_sys(DLB_SYS_read, fd, rules, sizeof rules - 1);
-	dlb_sys(DLB_SYS_close, fd, 0, 0);
-	if (n <= 0 || n == (long)sizeof rules - 1 || !dlb_memeq(rules, "dlbundle-search 1\n", 18)) return;
-	rules[n] = 0;
+	const struct dlb_header *h = (const void *)m;
+	if (!h->search_len || h->search > size || h->search_len >= size - h->search) return;
+	const char *p = m + h->search, *end = p + h->search_len;
+	if (!dlb_memeq(p, "dlbundle-search 1\n", 18)) return;
 	unsigned nc = 0, nd = 0;
-	for (char *p = rules + 18; *p;) {
-		if (dlb_memeq(p, "libc ", 5)) {
+	for (p += 18; p < end;) {
+		if ((size_t)(end - p) >= 5 && dlb_memeq(p, "libc ", 5)) {
 			/* the rest is the real functions' places, which the preload
 			 * reads (loader/stagefmt/reals.go); it gets them through
 			 * dlb_audit_share */
 			dlb_audit_share.reals = p;
-			dlb_audit_share.reals_len = (uint64_t)(rules + n - p);
+			dlb_audit_share.reals_len = (uint64_t)(end - p);
 			break;
 		}
-		char *e = p;
-		while (*e && *e != '\n') e++;
-		if (!*e) return; /* unterminated: not ours */
-		*e = 0;
-		if (dlb_memeq(p, "cap ", 4) && nc < CAPS_MAX) { cap[nc] = p + 4; cap_len[nc++] = (size_t)(e - p - 4); }
-		else if (dlb_memeq(p, "dir /", 5) && nd < SYSDIRS_MAX) { sysdir[nd] = p + 4; sysdir_len[nd++] = (size_t)(e - p - 4); }
+		const char *e = p;
+		while (e < end && *e != '\n') e++;
+		if (e == end) return; /* unterminated: not ours */
+		size_t n = (size_t)(e - p);
+		if (n >= 4 && dlb_memeq(p, "cap ", 4) && nc < CAPS_MAX) { cap[nc] = p + 4; cap_len[nc++] = n - 4; }
+		else if (n >= 5 && dlb_memeq(p, "dir /", 5) && nd < SYSDIRS_MAX) { sysdir[nd] = p + 4; sysdir_len[nd++] = n - 4; }
 		else return;
 		p = e + 1;
 	}
@@ -792,13 +804,12 @@ unsigned int la_version(unsigned int version)
 	 * interpreter (AT_BASE 0) and AT_EXECFN names the staged file. Anything
 	 * else in a cross stage runs under the node's ld.so. Auxv unread: as
 	 * before (served). */
-	if (cross && aux_base != 1) {
+	if (cross && aux_read) {
 		const char *fn = (const char *)aux_execfn;
 		foreign = !(aux_base == 0 && fn && root_len && dlb_memeq(fn, root, root_len) && fn[root_len] == '/');
 		if (foreign) say("foreign", "ld.so: the image's glibc objects go to the node's", 0);
 	}
-	if (table) read_rules();
-	else env = 0; /* inactive: the environment stays as it is */
+	if (!table) env = 0; /* inactive: the environment stays as it is */
 	if (native_env) restore_native_env(env);
 	for (char **e = env; e && *e; e++)
 		if (dlb_memeq(*e, "DLBUNDLE_DIRTY=", 15)) dirty_slot = e;
@@ -1014,6 +1025,11 @@ static void note(char kind, const char *p)
 	dlb_memcpy(notes + used + 1, p, n + 1);
 	dlb_audit_share.notes = notes;
 	__atomic_store_n(&dlb_audit_share.notes_len, used + (uint32_t)n + 2, __ATOMIC_RELEASE);
+	/* The preload's want_fatal (table.h), once its start-up has run: a
+	 * call into the main namespace's code, made under ld.so's load lock,
+	 * which it does not take. */
+	void (*noted)(void) = __atomic_load_n(&dlb_audit_share.noted, __ATOMIC_ACQUIRE);
+	if (noted) noted();
 }
 
 /* ---- the share, handed to the preload (table.h, DLB_SHARE_SLOT) ---- */
@@ -1082,11 +1098,16 @@ unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie)
 		size_t i = 0;
 		for (; n[root_len + i]; i++) n[i] = n[root_len + i];
 		n[i] = 0;
-	} else if (table && n && n[0] == '/' && !dlb_hasprefix(n, root, root_len - 5)) {
-		/* From outside the stage (or ld.so itself, or a path the table
-		 * holds that ld.so reached undecided: the preload's report
-		 * leaves those out by the table). Not the executable (""), nor
-		 * the vDSO (no '/'), nor the shim's own objects. */
+	} else if (table && n && n[0] == '/' && !dlb_hasprefix(n, root, root_len - 5) &&
+		   !(aux_read && aux_base && map->l_addr == aux_base)) {
+		/* From outside the stage (or a path the table holds that ld.so
+		 * reached undecided: the preload's report leaves those out by
+		 * the table). Not the executable (""), nor the vDSO (no '/'),
+		 * nor the shim's own objects, nor ld.so itself where the kernel
+		 * loaded it (l_addr is AT_BASE; the node's by design, which the
+		 * report leaves out too): noting it in every process touched
+		 * two pages of .bss (three faults: the set of hashes is read,
+		 * then written) for nothing. */
 		note(DLB_NOTE_LIB, n);
 	}
 	return 0; /* no symbol binding callbacks: they would slow every call */

@@ -259,7 +259,8 @@ static void read_shim_env(struct shim_env *v)
 volatile int init_done;
 void shim_init(void)
 {
-	real_dlerror = (char *(*)(void))dlsym(RTLD_NEXT, "dlerror");
+	/* (real_dlerror is one of the real functions below: from the stage's
+	 * record, or dlsym; no lookup of its own in every process) */
 	const struct dlb_audit_share *share = NULL;
 	struct shim_env v;
 	read_shim_env(&v);
@@ -494,6 +495,26 @@ unknown:
 	if (!fallback(r, canon)) report_count(REPORT_PASSED, r->rewritten ? *pp : p);
 	debug_log("pass", fn, path, r->rewritten ? canon : 0);
 	return DLB_UNKNOWN;
+}
+
+/* note_dir_open: an open the shim passes through without a lookup
+ * (O_DIRECTORY) of path, absolute: when it is a bundled directory, the
+ * report names it (report_dir_open). Nothing is counted otherwise, and the
+ * walk runs only while a report is kept. */
+void note_dir_open(const char *path)
+{
+	ensure_init();
+	if (!table || !report_wanted() || path[0] != '/') return;
+	if (!strncmp(path, stage_root, stage_root_len - 5) && (path[stage_root_len - 5] == '/' || !path[stage_root_len - 5]))
+		return;
+	char canon[DLB_PATH_MAX];
+	struct dlb_res r;
+	r.rewritten = 0;
+	r.why = DLB_WHY_LACKS;
+	if (shim_resolve(path, 0, 1, canon, &r) == DLB_BUNDLED && r.ent->type == DLB_DIR) {
+		report_dir_open(canon, r.len, 0);
+		debug_log("dir-open", "open", path, canon);
+	}
 }
 
 /* staged builds stage_root + canon. */

@@ -28,10 +28,7 @@
 #define LINE_CAP (512u << 10)
 #define OUTSIDE_MAX 256 /* libraries from outside the image listed per process */
 
-/* The report file's name is kept at the start of report_buf (below), whose
- * first page a reporting process touches anyway: 4 KB less of the state
- * every process writes at start-up. */
-static int report_on; /* DLBUNDLE_REPORT names a file: report_buf starts with its name */
+static int report_on; /* DLBUNDLE_REPORT names a file: report_names starts with its name */
 /* DLBUNDLE_RUN (set by dlbundle exec, one per launch): the line starts with
  * {"run":"<id>", so that a file several runs append to keeps them apart.
  * Only [A-Za-z0-9._:-] is taken, so the id needs no JSON escaping. */
@@ -72,7 +69,8 @@ static pid_t report_pid; /* the process whose counts these are; 0 in a fork chil
 #define FB_SLOTS 32
 #define FB_ARENA (16u << 10)
 static const char *const fb_names[FB_NREASONS] = {"written", "written-everything", "no-table", "bad-table",
-						  "stage-too-long", "dirfd", "groups", "too-long", "other-uid"};
+						  "stage-too-long", "dirfd", "groups", "too-long", "other-uid",
+						  "dir-open"};
 static struct fb_slot {
 	uint64_t key; /* hash of reason and dir, | 1; 0: free */
 	uint32_t reason, off, len1;
@@ -107,7 +105,7 @@ static void report_child_reset(void)
 
 /* ---- fatal signals: a process killed by SIGTERM (Slurm's time limit, a
  * scheduler's cancel) or that abort()s runs no destructor and no _exit. With
- * a report file only, report_init installs report_fatal for the signals
+ * a report file only, want_fatal (below) installs report_fatal for the signals
  * below whose disposition is SIG_DFL: an app's own handler (installed before
  * us, or later: it simply replaces ours) and ignored signals are left
  * alone. report_fatal writes the report, restores SIG_DFL and sends the
@@ -170,14 +168,37 @@ static void restore_action(int sig, const struct sigaction *a)
  * blocked meanwhile, so none is delivered to report_fatal where the app's
  * own action stood: one sent then stays pending and meets that action once
  * it is back (or is discarded, where that is SIG_IGN, as POSIX says). */
+/* sig_lock: install_fatal may run at any time in any thread (want_fatal),
+ * so it and the app's sigaction of another thread take turns: otherwise the
+ * app's action could land between report_fatal's install and the view kept
+ * for it, and sigaction() would report one while the other is in force.
+ * install_fatal holds it with every signal blocked in its thread (no handler
+ * of this thread can wait for it meanwhile); the wrapper takes it only until
+ * install_fatal has run, and a signal handler that calls sigaction while its
+ * own thread holds it gives up after a while and goes on without it (the
+ * race above, as before this lock). */
+static int sig_lock;
+static int fatal_done; /* install_fatal has run: no more turns to take */
+static int sig_lock_take(void)
+{
+	if (__atomic_load_n(&fatal_done, __ATOMIC_ACQUIRE)) return 0;
+	for (long spins = 0; __atomic_exchange_n(&sig_lock, 1, __ATOMIC_ACQUIRE); spins++)
+		if (spins > 1000000) return 0;
+	return 1;
+}
+static void sig_lock_give(int held)
+{
+	if (held) __atomic_store_n(&sig_lock, 0, __ATOMIC_RELEASE);
+}
+
 static void install_fatal(void)
 {
 	if (!real_sigaction) return;
-	sigset_t fatal, saved;
-	sigemptyset(&fatal);
-	for (unsigned i = 0; i < NFATAL; i++) sigaddset(&fatal, fatal_sigs[i]);
+	sigset_t all, saved;
+	sigfillset(&all);
 	/* the kernel's mask is 8 bytes; glibc's sigset_t begins with it */
-	if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, &fatal, &saved, 8) != 0) return;
+	if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &saved, 8) != 0) return;
+	int held = sig_lock_take();
 	for (unsigned i = 0; i < NFATAL; i++) {
 		int sig = fatal_sigs[i];
 		struct sigaction old, sa;
@@ -193,12 +214,32 @@ static void install_fatal(void)
 		dfl_view[i] = old;
 		__atomic_store_n(&stood_in[sig], (unsigned char)(i + 1), __ATOMIC_RELEASE);
 	}
+	__atomic_store_n(&fatal_done, 1, __ATOMIC_RELEASE);
+	sig_lock_give(held);
 	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &saved, NULL, 8);
 }
 
-int sigaction(int sig, const struct sigaction *act, struct sigaction *oldact)
+/* want_fatal installs report_fatal once, when the process first has
+ * something to report (report_count, report_fallback, report_closing,
+ * audit.so's notes), not at start-up: a process the image served entirely
+ * writes no line to the node's records (report_write), so the 12 system
+ * calls of the install and the views' page were paid by every process for
+ * the few that pass something to the file system. With --report (no bound:
+ * every process writes a line) it runs at start-up, as before. */
+static int fatal_wanted;
+static void want_fatal(void)
 {
-	if (!real_sigaction) real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
+	if (!report_on || __atomic_load_n(&fatal_wanted, __ATOMIC_RELAXED)) return;
+	/* A vfork child shares this memory but not the signal actions: what
+	 * it installed would leave the parent, which it marks done, without. */
+	pid_t me = (pid_t)syscall(SYS_getpid);
+	if (report_pid && me != report_pid) return;
+	if (__atomic_exchange_n(&fatal_wanted, 1, __ATOMIC_ACQ_REL)) return;
+	install_fatal();
+}
+
+static int sigaction_held(int sig, const struct sigaction *act, struct sigaction *oldact)
+{
 	int k = sig > 0 && sig < NSIG ? __atomic_load_n(&stood_in[sig], __ATOMIC_ACQUIRE) : 0;
 	if (!k) return real_sigaction(sig, act, oldact);
 	struct sigaction view = dfl_view[k - 1];
@@ -211,6 +252,18 @@ int sigaction(int sig, const struct sigaction *act, struct sigaction *oldact)
 	}
 	if (oldact) *oldact = view;
 	return 0;
+}
+
+int sigaction(int sig, const struct sigaction *act, struct sigaction *oldact)
+{
+	if (!real_sigaction) real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
+	/* only for a signal report_fatal may stand in for */
+	int fatal = 0;
+	for (unsigned i = 0; i < NFATAL; i++) fatal |= sig == fatal_sigs[i];
+	int held = fatal && sig_lock_take();
+	int rc = sigaction_held(sig, act, oldact);
+	sig_lock_give(held);
+	return rc;
 }
 
 /* signal() and its variants set the action with glibc's internal
@@ -232,11 +285,19 @@ sighandler_t signal(int sig, sighandler_t h) { return set_handler(sig, h, SA_RES
 sighandler_t bsd_signal(int sig, sighandler_t h) { return set_handler(sig, h, SA_RESTART, 1); }
 sighandler_t sysv_signal(int sig, sighandler_t h) { return set_handler(sig, h, SA_RESETHAND | SA_NODEFER, 0); }
 
-/* The report writer's buffer: the report file's name, the executable's
- * name (from exe_at), then the line (report_write). Static, not on the
- * stack: _exit may run on a small signal stack. */
-static char report_buf[2 * DLB_PATH_MAX + LINE_CAP] DLB_COLD;
-static size_t exe_at;  /* where the executable's name starts in report_buf */
+/* The names start-up takes for the report: the report file's name, then
+ * the executable's (from exe_at). aligned(1): the build sorts .bss by
+ * alignment, largest first, so this comes after the small state every
+ * process writes at start-up, and the names' first bytes lie on that page.
+ * In a buffer of their own (page-aligned, they cost every process a page
+ * fault of their own, though a process the image served entirely writes no
+ * line at exit). */
+static char report_names[2 * DLB_PATH_MAX] __attribute__((aligned(1)));
+/* The report writer's buffer: the line (report_write), and the link map
+ * walk's scratch before it. Static, not on the stack: _exit may run on a
+ * small signal stack. */
+static char report_buf[DLB_PATH_MAX + LINE_CAP] DLB_COLD;
+static size_t exe_at;  /* where the executable's name starts in report_names */
 static size_t exe_len; /* its length; 0: not taken, read /proc/self/exe at exit */
 
 /* note_exe takes the report's exe at start-up: the program as the process
@@ -252,7 +313,7 @@ static void note_exe(void)
 	const char *fn = (const char *)getauxval(AT_EXECFN);
 	size_t n = fn ? strlen(fn) : 0, at = 0;
 	if (n == 0 || n >= DLB_PATH_MAX || !strncmp(fn, "/dev/fd/", 8) || !strncmp(fn, "/proc/", 6)) return;
-	char *exe = report_buf + exe_at;
+	char *exe = report_names + exe_at;
 	if (fn[0] != '/') {
 		while (n > 2 && fn[0] == '.' && fn[1] == '/') { fn += 2; n -= 2; }
 		long c = syscall(SYS_getcwd, exe, DLB_PATH_MAX);
@@ -272,7 +333,7 @@ void report_init(const struct shim_env *v)
 	const char *f = v->report;
 	size_t fl = f ? strlen(f) : 0;
 	if (fl == 0 || fl >= DLB_PATH_MAX) return;
-	memcpy(report_buf, f, fl + 1);
+	memcpy(report_names, f, fl + 1);
 	exe_at = fl + 1;
 	report_on = 1;
 	const char *max = v->report_max;
@@ -295,7 +356,12 @@ void report_init(const struct shim_env *v)
 	report_pid = (pid_t)syscall(SYS_getpid);
 	note_exe();
 	pthread_atfork(NULL, NULL, report_child_reset);
-	install_fatal();
+	/* Libraries audit.so already noted (from outside the stage, at
+	 * start-up): something to report; later notes call want_fatal
+	 * themselves (the share's noted hook). */
+	struct dlb_audit_share *a = (struct dlb_audit_share *)shim_notes();
+	if (a) __atomic_store_n(&a->noted, want_fatal, __ATOMIC_RELEASE);
+	if (!report_max || (a && __atomic_load_n(&a->notes_len, __ATOMIC_ACQUIRE))) want_fatal();
 }
 
 /* ---- libraries from outside the image ----
@@ -327,6 +393,7 @@ static uint32_t nclosed, closed_used;
 void report_closing(const char *name)
 {
 	if (!report_on || !name || name[0] != '/' || !shim_from_outside(name)) return;
+	want_fatal();
 	size_t n = strlen(name) + 1;
 	for (uint32_t i = 0; i < __atomic_load_n(&nclosed, __ATOMIC_ACQUIRE) && i < CLOSED_MAX; i++)
 		if (closed[i] && !strcmp(closed[i], name)) return;
@@ -443,7 +510,9 @@ void report_count(int kind, const char *p)
 {
 	if (!report_on) return;
 	__atomic_fetch_add(&counts[kind], 1, __ATOMIC_RELAXED);
-	if (kind != REPORT_PASSED || !p) return;
+	if (kind != REPORT_PASSED) return;
+	want_fatal();
+	if (!p) return;
 	size_t n = strlen(p);
 	uint64_t h = dlb_hash(p, n) | 1;
 	for (uint32_t i = (uint32_t)h % SEEN_MAX, k = 0; k < SEEN_MAX; k++, i = (i + 1) % SEEN_MAX) {
@@ -460,6 +529,15 @@ void report_count(int kind, const char *p)
 	/* The set is full (more than SEEN_MAX distinct paths): from here on
 	 * "dropped" may count a path more than once (docs/loader.md). */
 	__atomic_fetch_add(&dropped, 1, __ATOMIC_RELAXED);
+}
+
+int report_wanted(void) { return report_on; }
+
+void report_dir_open(const char *dir, size_t n, int was_answered)
+{
+	if (!report_on) return;
+	if (was_answered) __atomic_fetch_sub(&counts[REPORT_ANSWERED], 1, __ATOMIC_RELAXED);
+	report_fallback(FB_DIR_OPEN, dir, n);
 }
 
 void report_fallback(int reason, const char *dir, size_t n)
@@ -509,8 +587,9 @@ static int counted_anything(void)
 __attribute__((destructor)) void report_write(void)
 {
 	/* Static, not on the stack: _exit may run on a small signal stack.
-	 * One writer per process (reported). The line is formatted right after
-	 * the executable's name in report_buf, and the arrays are one struct:
+	 * One writer per process (reported). The line is formatted in
+	 * report_buf (the names are on the start-up state's page), and the
+	 * arrays are one struct:
 	 * a process's report writes two pages, not five (each page first
 	 * touched costs a fault; gcc may also read the arrays' first entries
 	 * before it checks their counts). */
@@ -534,15 +613,15 @@ __attribute__((destructor)) void report_write(void)
 	else if (me != report_pid)
 		return;
 	if (__atomic_exchange_n(&reported, 1, __ATOMIC_ACQ_REL)) return;
-	char *exe = report_buf + exe_at, *buf = exe;
+	char *exe = report_names + exe_at;
 	long en = (long)exe_len;
 	if (!en) {
 		en = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, DLB_PATH_MAX - 1);
 		if (en < 0) en = 0;
 		en = (long)strip_stage(exe, (size_t)en); /* the original path, not the staged copy (in place: may run in a signal handler) */
 	}
-	char *line = buf + en + 1;
-	size_t line_cap = LINE_CAP + DLB_PATH_MAX - ((size_t)en + 1);
+	char *line = report_buf;
+	size_t line_cap = sizeof report_buf;
 	uint32_t n = __atomic_load_n(&nslots, __ATOMIC_ACQUIRE);
 	if (n > MAX_PATHS) n = MAX_PATHS;
 	for (uint32_t i = 0; i < n; i++) {
@@ -586,7 +665,7 @@ __attribute__((destructor)) void report_write(void)
 	 * must not hang the process at exit; then only a regular file of this
 	 * process's own (effective) uid gets the line: another user's file would
 	 * hand them what the app looked up. */
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, report_buf, /* the report file's name */
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, report_names, /* the report file's name */
 			      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0644);
 	if (fd < 0) return;
 	struct stat st;

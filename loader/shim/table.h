@@ -25,8 +25,10 @@ enum {
 
 struct dlb_header {
 	char magic[8];
-	uint32_t version, nbuckets, nentries, reserved0;
-	uint64_t buckets, entries, strings, size, reserved1;
+	uint32_t version, nbuckets, nentries;
+	uint32_t search_len; /* the node's search rules (STAGE/search's text), appended at staging; 0: none */
+	uint64_t buckets, entries, strings, size;
+	uint64_t search;     /* their offset; a NUL follows them */
 };
 
 struct dlb_entry {
@@ -86,6 +88,10 @@ struct dlb_audit_share {
 	 * notes_dropped. */
 	const char *notes;
 	uint32_t notes_len, notes_dropped;
+	/* Set by the preload at start-up (report.c, want_fatal): audit.so calls
+	 * it after each note, so that a process that loads a library from
+	 * outside later (dlopen) gets its fatal-signal handlers then. */
+	void (*noted)(void);
 };
 #define DLB_SHARE_SLOT "dlb_share_slot"
 /* A library ld.so opened from outside the stage, noted at la_objopen: a later

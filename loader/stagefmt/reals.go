@@ -32,8 +32,8 @@ import (
 // depends on the CPU and the process's tunables), global or weak, with a
 // value. Anything else is "-".
 
-// MaxRealsText bounds the block (audit.c holds the search file, rules and
-// this block, in 8 KiB).
+// MaxRealsText bounds the block (the table's room for the search rules,
+// SearchRoom, holds rules and this block).
 const MaxRealsText = 4000
 
 // FormatReals returns the block for the libc of the stage in stageDir, or

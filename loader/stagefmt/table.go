@@ -40,12 +40,12 @@ type tableHeaderRec struct {
 	Version   uint32  `c:"version"`
 	NBuckets  uint32  `c:"nbuckets"`
 	NEntries  uint32  `c:"nentries"`
-	Reserved0 uint32  `c:"reserved0"`
-	Buckets   uint64  `c:"buckets"` // offsets in the table
+	SearchLen uint32  `c:"search_len"` // of the node's search rules (WriteSearch), without their NUL; 0: none yet
+	Buckets   uint64  `c:"buckets"`    // offsets in the table
 	Entries   uint64  `c:"entries"`
 	Strings   uint64  `c:"strings"`
-	Size      uint64  `c:"size"` // of the whole table
-	Reserved1 uint64  `c:"reserved1"`
+	Size      uint64  `c:"size"`   // of the whole table
+	Search    uint64  `c:"search"` // offset of the room for the node's search rules (SearchRoom bytes)
 }
 
 // EntryRec is struct dlb_entry (tableEntryLen bytes): one path.
@@ -87,12 +87,12 @@ func (r *tableHeaderRec) put(b []byte) {
 	w.U32(r.Version)
 	w.U32(r.NBuckets)
 	w.U32(r.NEntries)
-	w.U32(r.Reserved0)
+	w.U32(r.SearchLen)
 	w.U64(r.Buckets)
 	w.U64(r.Entries)
 	w.U64(r.Strings)
 	w.U64(r.Size)
-	w.U64(r.Reserved1)
+	w.U64(r.Search)
 }
 
 func (r *tableHeaderRec) get(b []byte) {
@@ -101,12 +101,12 @@ func (r *tableHeaderRec) get(b []byte) {
 	r.Version = g.U32()
 	r.NBuckets = g.U32()
 	r.NEntries = g.U32()
-	r.Reserved0 = g.U32()
+	r.SearchLen = g.U32()
 	r.Buckets = g.U64()
 	r.Entries = g.U64()
 	r.Strings = g.U64()
 	r.Size = g.U64()
-	r.Reserved1 = g.U64()
+	r.Search = g.U64()
 }
 
 func (r *EntryRec) put(b []byte) {
@@ -290,7 +290,7 @@ func TableSize(entries []image.Entry) uint64 {
 	for nb < 2*rows {
 		nb <<= 1
 	}
-	return align8(tableHeaderLen+4*nb) + tableEntryLen*rows + tableRecordLen*records + strs
+	return align8(tableHeaderLen+SearchRoom+4*nb) + tableEntryLen*rows + tableRecordLen*records + strs
 }
 
 // dotNames holds the names "." and ".." for every listing's first two
@@ -487,7 +487,7 @@ func EncodeTable(entries []image.Entry) ([]byte, error) {
 		}
 	}
 	strs += uint64(len(dotNames))
-	bucketsOff := uint64(tableHeaderLen)
+	bucketsOff := uint64(tableHeaderLen + SearchRoom) // the room for the node's rules first (search.go)
 	entriesOff := align8(bucketsOff + 4*uint64(nb))
 	listingsOff := entriesOff + tableEntryLen*uint64(len(rows))
 	stringsOff := listingsOff + tableRecordLen*records
@@ -560,7 +560,7 @@ func EncodeTable(entries []image.Entry) ([]byte, error) {
 		ent.Dev, ent.Ino = e.Dev, e.Ino
 		ent.put(buf[entriesOff+tableEntryLen*uint64(k):][:tableEntryLen])
 	}
-	hdr := tableHeaderRec{Version: tableVersion, NBuckets: nb, NEntries: uint32(len(rows)),
+	hdr := tableHeaderRec{Version: tableVersion, NBuckets: nb, NEntries: uint32(len(rows)), Search: tableHeaderLen,
 		Buckets: bucketsOff, Entries: entriesOff, Strings: stringsOff, Size: uint64(len(buf))}
 	copy(hdr.Magic[:], tableMagic)
 	hdr.put(buf[:tableHeaderLen])

@@ -95,7 +95,9 @@ func writeSearchRules(dir string, probe probeResult) error {
 	if err := os.WriteFile(filepath.Join(dir, stagefmt.SearchFile), rules, 0o444); err != nil {
 		return fmt.Errorf("materialize: write search rules: %w", err)
 	}
-	return nil
+	// The shim reads them from the table it maps anyway (STAGE/search stays
+	// for dlbundle's own readers, such as probedNames).
+	return stagefmt.WriteSearch(dir, rules)
 }
 
 // nodeSearchRules returns this node's rules for the stage being written in

@@ -14,6 +14,7 @@ import (
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/internal/stagetime"
 	"github.com/dlbundle/dlbundle/loader/stagefmt"
+	"github.com/dlbundle/dlbundle/squash"
 )
 
 // Source is what a stage is made from; *image.Image satisfies it.
@@ -175,6 +176,11 @@ func Materialize(ctx context.Context, src Source, dir string, opts Options) (err
 		}
 	}
 	if err != nil {
+		return err
+	}
+	// A driver library of the node that the image's glibc cannot load
+	// would stop the app at its load, after it started: say so now.
+	if err := stagefmt.CheckNodeBound(dir, nodeBoundPaths(entries)); err != nil {
 		return err
 	}
 	// The directories ld.so may probe: named by the rules just found.
@@ -377,4 +383,16 @@ func mkdirsIn(ctx context.Context, parent string, names []string) error {
 		}
 	}
 	return err
+}
+
+// nodeBoundPaths are the driver libraries the image records and leaves on
+// the node (squash.NodeBound): external entries of those names.
+func nodeBoundPaths(entries []image.Entry) []string {
+	var out []string
+	for _, e := range entries {
+		if e.Type == image.TypeExternal && squash.NodeBound(e.Path) {
+			out = append(out, e.Path)
+		}
+	}
+	return out
 }
