@@ -151,7 +151,8 @@ func Materialize(ctx context.Context, src Source, dir string, opts Options) (err
 	// After relativizeSymlinks: these read the staged libc and ld.so
 	// through the stage's own symlinks, which must point inside the stage
 	// by then. Each parses one ELF object of the image with debug/elf,
-	// independently of the others: they run at once.
+	// independently of the others: they run at once. None writes the
+	// table (the search rules go into it after them).
 	libcDone := make(chan error, 3)
 	go func() {
 		// Which preload build this node's processes load.
@@ -159,7 +160,17 @@ func Materialize(ctx context.Context, src Source, dir string, opts Options) (err
 		defer stop()
 		libcDone <- stagefmt.RecordPreload(filepath.Join(dir, stagefmt.ShimDir))
 	}()
-	go func() { libcDone <- writeSearchRules(dir, probe) }()
+	var reals []byte
+	go func() {
+		// Where the real functions lie in the libc the stage serves (none:
+		// the preload looks them all up); only with the node's rules.
+		if probe.err == nil {
+			stop := stagetime.Start("reals: where libc's functions lie")
+			reals = stagefmt.FormatReals(dir)
+			stop()
+		}
+		libcDone <- nil
+	}()
 	go func() {
 		// Whether the image's glibc is the node's: compared by the ld.so
 		// build ids, read as data (the image's ld.so only ever runs inside
@@ -178,9 +189,10 @@ func Materialize(ctx context.Context, src Source, dir string, opts Options) (err
 	if err != nil {
 		return err
 	}
-	// A driver library of the node that the image's glibc cannot load
-	// would stop the app at its load, after it started: say so now.
-	if err := stagefmt.CheckNodeBound(dir, nodeBoundPaths(entries)); err != nil {
+	stop = stagetime.Start("search rules written")
+	err = writeSearchRules(dir, probe, reals)
+	stop()
+	if err != nil {
 		return err
 	}
 	// The directories ld.so may probe: named by the rules just found.

@@ -65,6 +65,20 @@ func TestMaterializeMarksNodeELFFromDecodedBytes(t *testing.T) {
 	if err != nil || len(marks) != 1 {
 		t.Fatalf("expected table: %d marks, %v", len(marks), err)
 	}
+	// The node's search rules go into the table's room after it is written
+	// (stagefmt.WriteSearch): into the expected one too.
+	if rules := stagefmt.TableSearch(staged); len(rules) > 0 {
+		wdir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(wdir, stagefmt.TableFile), want, 0o444); err != nil {
+			t.Fatal(err)
+		}
+		if err := stagefmt.WriteSearch(wdir, rules); err != nil {
+			t.Fatal(err)
+		}
+		if want, err = os.ReadFile(filepath.Join(wdir, stagefmt.TableFile)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if !bytes.Equal(staged, want) {
 		t.Errorf("the staged table is not the encoded one with only %s flagged as this node's ELF", lib)
 	}
