@@ -25,8 +25,6 @@ func init() {
 		// node: the stage dir and what is staged in it.
 		{"node.lookupAlias", inStage},
 		{"node.removeTree", inStage},
-		{"node.stageChild1", inStage + "; the child runs as the job's user"},
-		{"node.stageLocked", inStage},
 		{"node.Broadcasted", inStage},
 		{"node.LockBroadcast", inStage},
 		{"node.stageUsers", procfs},
@@ -45,6 +43,7 @@ func init() {
 		{"loader/stagefmt.MarkNodeELF", inStage},
 		{"loader/stagefmt.WriteLdsoChoice", inStage + "; and " + nodeLib},
 		{"loader/stagefmt.MapTable", inStage},
+		{"loader/stagefmt.WriteSearch", inStage + " (the new stage's table, written before the stage is published)"},
 		{"loader/stagefmt.openStagedTree", inStage},
 		{"loader/stagefmt.stagedTree.open", inStage + " (os.Root keeps every open beneath it)"},
 		{"loader/stagefmt.openLibc", nodeLib},
