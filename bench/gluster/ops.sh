@@ -76,7 +76,7 @@ calls() {
 	gluster --mode=script volume profile "$VOL" info incremental |
 		awk -v n="$1" '/Interval .* Stats:/ {on=1}
 			on && $NF ~ /^[A-Z]+$/ && $(NF-1) ~ /^[0-9]+$/ {c[$NF] += $(NF-1); t += $(NF-1)}
-			END {printf "%.1f", t/n; for (f in c) printf " %s=%.1f", f, c[f]/n; print ""}'
+			END {printf "%.1f", t/n; if (t == 0) printf " none"; for (f in c) printf " %s=%.1f", f, c[f]/n; print ""}'
 }
 # ops NAME SCRIPT: SCRIPT run N times in a shell with E's environment; the
 # brick's operations per process.

@@ -19,7 +19,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dlbundle/dlbundle/internal/stagetime"
 	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
@@ -80,18 +79,14 @@ type probeResult struct {
 // writeSearchRules writes STAGE/search after extraction: this node's rules
 // (probe: from the stage dir's record of them or else from a probe of the
 // node's ld.so, run meanwhile), then where the real functions lie in the
-// stage's libc. A probe that failed leaves no file (the shim falls back)
-// and says why.
-func writeSearchRules(dir string, probe probeResult) error {
+// stage's libc (reals: stagefmt.FormatReals). A probe that failed leaves no
+// file (the shim falls back) and says why.
+func writeSearchRules(dir string, probe probeResult, reals []byte) error {
 	if probe.err != nil {
 		fmt.Fprintf(os.Stderr, "dlbundle: ld.so search rules unknown (%v); ld.so will probe search directories itself\n", probe.err)
 		return nil
 	}
-	// Then where the real functions lie in the libc the stage serves
-	// (stagefmt.FormatReals; none: the preload looks them all up).
-	stop := stagetime.Start("reals: where libc's functions lie")
-	rules := append(probe.rules, stagefmt.FormatReals(dir)...)
-	stop()
+	rules := append(probe.rules, reals...)
 	if err := os.WriteFile(filepath.Join(dir, stagefmt.SearchFile), rules, 0o444); err != nil {
 		return fmt.Errorf("materialize: write search rules: %w", err)
 	}

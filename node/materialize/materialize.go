@@ -148,23 +148,49 @@ func Materialize(ctx context.Context, src Source, dir string, opts Options) (err
 	if probe.shimErr != nil {
 		return probe.shimErr
 	}
-	// After relativizeSymlinks: the preload's choice reads the staged libc
+	// After relativizeSymlinks: these read the staged libc and ld.so
 	// through the stage's own symlinks, which must point inside the stage
-	// by then.
-	stop = stagetime.Start("preload choice (the staged libc's versions)")
-	err = stagefmt.RecordPreload(filepath.Join(dir, stagefmt.ShimDir))
-	stop()
+	// by then. Each parses one ELF object of the image with debug/elf,
+	// independently of the others: they run at once. None writes the
+	// table (the search rules go into it after them).
+	libcDone := make(chan error, 3)
+	go func() {
+		// Which preload build this node's processes load.
+		stop := stagetime.Start("preload choice (the staged libc's versions)")
+		defer stop()
+		libcDone <- stagefmt.RecordPreload(filepath.Join(dir, stagefmt.ShimDir))
+	}()
+	var reals []byte
+	go func() {
+		// Where the real functions lie in the libc the stage serves (none:
+		// the preload looks them all up); only with the node's rules.
+		if probe.err == nil {
+			stop := stagetime.Start("reals: where libc's functions lie")
+			reals = stagefmt.FormatReals(dir)
+			stop()
+		}
+		libcDone <- nil
+	}()
+	go func() {
+		// Whether the image's glibc is the node's: compared by the ld.so
+		// build ids, read as data (the image's ld.so only ever runs inside
+		// the user's own process, started by exec). Decided once here,
+		// not per process.
+		stop := stagetime.Start("ld.so choice (build ids)")
+		defer stop()
+		_, err := stagefmt.WriteLdsoChoice(dir)
+		libcDone <- err
+	}()
+	for range 3 {
+		if e := <-libcDone; e != nil && err == nil {
+			err = e
+		}
+	}
 	if err != nil {
 		return err
 	}
-	if err := writeSearchRules(dir, probe); err != nil {
-		return err
-	}
-	// Whether the image's glibc is the node's: compared by the ld.so build
-	// ids, read as data (the image's ld.so only ever runs inside the user's
-	// own process, started by exec). Decided once here, not per process.
-	stop = stagetime.Start("ld.so choice (build ids)")
-	_, err = stagefmt.WriteLdsoChoice(dir)
+	stop = stagetime.Start("search rules written")
+	err = writeSearchRules(dir, probe, reals)
 	stop()
 	if err != nil {
 		return err
