@@ -161,12 +161,6 @@ static void restore_action(int sig, const struct sigaction *a)
 	syscall(SYS_rt_sigaction, sig, &k, NULL, sizeof k.mask);
 }
 
-/* install_fatal sets report_fatal and reads the action it replaced in one
- * call per signal (not a read, then a set: 9 system calls fewer per
- * process), and puts back an action that was not SIG_DFL. The signals are
- * blocked meanwhile, so none is delivered to report_fatal where the app's
- * own action stood: one sent then stays pending and meets that action once
- * it is back (or is discarded, where that is SIG_IGN, as POSIX says). */
 /* sig_lock: install_fatal may run at any time in any thread (want_fatal),
  * so it and the app's sigaction of another thread take turns: otherwise the
  * app's action could land between report_fatal's install and the view kept
@@ -190,6 +184,12 @@ static void sig_lock_give(int held)
 	if (held) __atomic_store_n(&sig_lock, 0, __ATOMIC_RELEASE);
 }
 
+/* install_fatal sets report_fatal and reads the action it replaced in one
+ * call per signal (not a read, then a set: 9 system calls fewer per
+ * process), and puts back an action that was not SIG_DFL. The signals are
+ * blocked meanwhile, so none is delivered to report_fatal where the app's
+ * own action stood: one sent then stays pending and meets that action once
+ * it is back (or is discarded, where that is SIG_IGN, as POSIX says). */
 static void install_fatal(void)
 {
 	if (!real_sigaction) return;
@@ -331,7 +331,11 @@ void report_init(const struct shim_env *v)
 	real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
 	const char *f = v->report;
 	size_t fl = f ? strlen(f) : 0;
-	if (fl == 0 || fl >= DLB_PATH_MAX) return;
+	if (fl == 0 || fl >= DLB_PATH_MAX) {
+		/* no report: no install to take turns with */
+		__atomic_store_n(&fatal_done, 1, __ATOMIC_RELEASE);
+		return;
+	}
 	memcpy(report_names, f, fl + 1);
 	exe_at = fl + 1;
 	report_on = 1;
