@@ -13,6 +13,8 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
+
+	"github.com/dlbundle/dlbundle/internal/stagetime"
 )
 
 // The parallel decoder behind Extract and Verify: the workers take batches of
@@ -102,6 +104,7 @@ func (im *Image) decodeObjects(ctx context.Context, workers int, sink objectSink
 		go func() {
 			defer wg.Done()
 			defer dec.Close()
+			defer stagetime.Worker()()
 			rawMem, freeRaw := populated(maxRaw + 64) // decodeFrame's size with its slack
 			defer freeRaw()
 			raw := rawMem[:0]
@@ -341,10 +344,12 @@ func (im *Image) readBatch(ctx context.Context, p *batchPlan, buf *[]byte) (*fra
 		*buf = make([]byte, p.bufSize)
 	}
 	data := (*buf)[:b.end-b.start]
+	t0 := stagetime.Now()
 	if n, err := im.r.ReadAt(data, b.start); n < len(data) {
 		t := b.frames[0]
 		return nil, fmt.Errorf("reading %s frame %d at offset %d: %w (truncated image?)", quote(im.toc.Entries[t.owner].Path), t.k, b.start, err)
 	}
+	stagetime.Since("workers: read image (pread)", t0, int64(len(data)))
 	for _, t := range b.frames {
 		f := im.toc.Entries[t.owner].Frames[t.k]
 		t.comp = data[f.Offset-b.start : f.Offset-b.start+f.CSize]
@@ -356,6 +361,7 @@ func (im *Image) readBatch(ctx context.Context, p *batchPlan, buf *[]byte) (*fra
 // of objects whose frames all lie in b (local) or the others, and checks the
 // digest of each such object whose last frame is in b.
 func (im *Image) hashFrames(b *frameBatch, local bool) error {
+	defer stagetime.Since("workers: hash frames (sha256)", stagetime.Now(), 0)
 	for _, t := range b.frames {
 		if t.obj.fh == nil || t.local != local {
 			continue
@@ -372,6 +378,7 @@ func (im *Image) hashFrames(b *frameBatch, local bool) error {
 
 // checkGap checks the members in g (streamCheck.gap).
 func (im *Image) checkGap(p *batchPlan, g gapSpan) error {
+	defer stagetime.Since("workers: check cpio members between objects", stagetime.Now(), g.n)
 	p.gapReader.Reset(io.NewSectionReader(im.r, g.from, g.n))
 	return p.sc.gap(p.gapReader, g.n, g.o)
 }
@@ -379,7 +386,9 @@ func (im *Image) checkGap(p *batchPlan, g gapSpan) error {
 // decodeTask decodes one frame and passes its content to sink; it returns
 // the content size and the (grown) decode buffer.
 func (im *Image) decodeTask(dec *zstd.Decoder, t *frameTask, raw []byte, sink objectSink) (int64, []byte, error) {
+	t0 := stagetime.Now()
 	content, raw, err := im.decodeFrame(dec, t.owner, t.k, t.comp, raw)
+	stagetime.Since("workers: decode (zstd)", t0, int64(len(content)))
 	if err == nil {
 		// Whichever frame of the object comes first opens its files:
 		// creating thousands of small files in parallel.

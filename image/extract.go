@@ -14,6 +14,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dlbundle/dlbundle/internal/stagetime"
 )
 
 // ExtractOptions tune Extract.
@@ -53,10 +55,16 @@ func (im *Image) Extract(ctx context.Context, dir string, opts ExtractOptions) (
 		t.close()
 	}()
 	x := &extractor{im: im, dir: dir, t: t, files: map[int][]int{}, memFS: isMemFS(t.root)}
-	if err := x.mkdirs(); err != nil {
+	stop := stagetime.Start("extract: mkdirs")
+	err = x.mkdirs()
+	stop()
+	if err != nil {
 		return err
 	}
-	if err := x.emptyFiles(); err != nil {
+	stop = stagetime.Start("extract: empty files")
+	err = x.emptyFiles()
+	stop()
+	if err != nil {
 		return err
 	}
 	var total int64
@@ -71,14 +79,20 @@ func (im *Image) Extract(ctx context.Context, dir string, opts ExtractOptions) (
 	// The frames' digest authenticates the content (decompression is
 	// deterministic) at a third of the hashing: the content digest itself is
 	// checked by Verify and Content.
+	stop = stagetime.Start("extract: decode and write files (wall)")
 	err = im.decodeObjects(ctx, opts.Workers, x, progress, digestChecks{frames: !opts.SkipDigests, stream: true})
+	stop()
 	x.closeAll()
 	if err != nil {
 		return err
 	}
-	if err := x.symlinks(); err != nil {
+	stop = stagetime.Start("extract: symlinks")
+	err = x.symlinks()
+	stop()
+	if err != nil {
 		return err
 	}
+	defer stagetime.Start("extract: directory modes and times")()
 	return x.finishDirs()
 }
 
@@ -138,7 +152,9 @@ func (x *extractor) create(e *Entry) (int, error) {
 		return -1, fmt.Errorf("extracting %s: %w", quote(e.Path), err)
 	}
 	defer release()
+	t0 := stagetime.Now()
 	fd, err := unix.Openat(parent, path.Base(e.Path), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	stagetime.Since("workers: create files (openat)", t0, 0)
 	if err != nil {
 		return -1, fmt.Errorf("extracting %s: %w", quote(e.Path), &os.PathError{Op: "openat", Path: x.local(e.Path), Err: err})
 	}
@@ -179,6 +195,7 @@ func fileMode(e *Entry) os.FileMode {
 
 // finishFile sets mode and mtime and closes fd.
 func (x *extractor) finishFile(fd int, e *Entry) error {
+	t0 := stagetime.Now()
 	err := unix.Fchmod(fd, uint32(unixMode(fileMode(e))))
 	if err == nil {
 		err = futimens(fd, e.MtimeNS)
@@ -186,6 +203,7 @@ func (x *extractor) finishFile(fd int, e *Entry) error {
 	if cerr := unix.Close(fd); err == nil {
 		err = cerr
 	}
+	stagetime.Since("workers: file mode, times, close", t0, 0)
 	if err != nil {
 		return fmt.Errorf("extracting %s: %w", quote(e.Path), &os.PathError{Op: "finish", Path: x.local(e.Path), Err: err})
 	}
@@ -235,11 +253,13 @@ func (x *extractor) write(owner int, off int64, content []byte) error {
 	x.mu.Lock()
 	fs := x.files[owner]
 	x.mu.Unlock()
+	t0 := stagetime.Now()
 	for _, fd := range fs {
 		if err := pwriteAll(fd, content, off, x.memFS); err != nil {
 			return fmt.Errorf("extracting %s: %w", quote(x.im.toc.Entries[owner].Path), err)
 		}
 	}
+	stagetime.Since("workers: write (pwrite)", t0, int64(len(content)*len(fs)))
 	return nil
 }
 

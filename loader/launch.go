@@ -210,3 +210,16 @@ func isExecutable(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && st.Mode().IsRegular() && unix.Access(path, unix.X_OK) == nil
 }
+
+// UnderImageLdso is underImageLdso for a launcher that has already chosen
+// the staged program (file, inside stageDir's tree) and set the shim's
+// environment (the Slurm plugin, through dlbundle: cmd/dlbundle's
+// ldsostart.go): the path to execute, its argv, and the value of EnvExe
+// when that path is the image's ld.so ("" otherwise).
+func UnderImageLdso(stageDir, file string, argv []string) (path string, argv2 []string, exe string) {
+	path, argv2 = underImageLdso(stageDir, file, argv)
+	if path != file {
+		exe = strings.TrimPrefix(file, filepath.Join(stageDir, stagefmt.RootDir))
+	}
+	return path, argv2, exe
+}

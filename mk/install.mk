@@ -16,7 +16,7 @@ DESTDIR    ?=
 WITH_SLURM ?= auto
 WITH_FLUX  ?= auto
 INSTALL_VARS = PREFIX='$(PREFIX)' DESTDIR='$(DESTDIR)' BIN='$(BIN)' SPANK_SO=bin/spank_dlbundle.so \
-  FLUX_LUA=launchers/flux/dlbundle.lua WITH_SLURM='$(WITH_SLURM)' WITH_FLUX='$(WITH_FLUX)' \
+  FLUX_LUA=launchers/flux/dlbundle.lua FLUX_LDSO_C=launchers/flux/ldso/dlbundle_ldso.c WITH_SLURM='$(WITH_SLURM)' WITH_FLUX='$(WITH_FLUX)' \
   SLURM_PLUGINDIR='$(SLURM_PLUGINDIR)' SLURM_PLUGSTACK='$(SLURM_PLUGSTACK)' SPANK_ARGS='$(SPANK_ARGS)' \
   FLUX='$(FLUX)' FLUX_LUAD='$(FLUX_LUAD)'
 

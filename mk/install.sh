@@ -8,13 +8,15 @@
 #
 # From the environment (mk/install.mk passes make's variables):
 #   PREFIX DESTDIR        as usual; DESTDIR only prefixes what is written
-#   BIN SPANK_SO FLUX_LUA what to install (built by make)
+#   BIN SPANK_SO FLUX_LUA what to install (built by make); FLUX_LDSO_C the Flux C
+#                         plugin's source (built here against Flux's headers)
 #   WITH_SLURM WITH_FLUX  auto (install if found), yes (fail if not found), no
 #   SLURM_PLUGINDIR       Slurm's plugin dir (else asked of Slurm)
 #   SLURM_PLUGSTACK       Slurm's plugstack.conf (else asked of Slurm)
 #   SPANK_ARGS            more words for the plugstack line, e.g. stage_dir=/local/dlbundle
 #   FLUX                  the flux command (else flux on PATH, else /opt/flux/bin/flux)
 #   FLUX_LUAD             the job shell's lua.d (else asked of flux)
+#   FLUX_INCLUDE          Flux's headers (else <flux prefix>/include)
 set -eu
 
 PREFIX=${PREFIX:-/usr/local}
@@ -156,6 +158,24 @@ install_flux() {
 	fi
 	put "$FLUX_LUA" "$DESTDIR$luad/dlbundle.lua" 0644
 	say "Flux plugin:     $DESTDIR$luad/dlbundle.lua (the job shell's lua.d)"
+	# Its C half, which dlbundle.lua loads from beside itself: on a node of
+	# another glibc than an image's, it starts the tasks under the image's
+	# ld.so (the Lua API cannot change a task's command). Built here against
+	# the installed Flux's own headers (<flux prefix>/include).
+	flux=${flux:-${FLUX:-$(command -v flux || true)}}
+	if [ -z "$flux" ] && [ -x /opt/flux/bin/flux ]; then flux=/opt/flux/bin/flux; fi
+	inc=${FLUX_INCLUDE:-}
+	if [ -z "$inc" ] && [ -n "$flux" ]; then inc=$(dirname "$(dirname "$flux")")/include; fi
+	if [ -n "$inc" ] && [ -f "$inc/flux/shell.h" ]; then
+		so=$(mktemp)
+		${CC:-cc} -std=gnu11 -O2 -fPIC -shared -I "$inc" -o "$so" "${FLUX_LDSO_C:-launchers/flux/ldso/dlbundle_ldso.c}" ||
+			{ rm -f "$so"; die "cc ${FLUX_LDSO_C:-launchers/flux/ldso/dlbundle_ldso.c} failed (against $inc/flux/shell.h)"; }
+		put "$so" "$DESTDIR$luad/dlbundle_ldso.so" 0644
+		rm -f "$so"
+		say "Flux plugin:     $DESTDIR$luad/dlbundle_ldso.so (tasks under an image's ld.so on a node of another glibc)"
+	else
+		say "Flux plugin:     dlbundle_ldso.so skipped (no flux/shell.h under ${inc:-<flux prefix>/include}; FLUX_INCLUDE=DIR): on a node of another glibc than an image's, tasks run under the node's ld.so"
+	fi
 }
 
 do_install() {

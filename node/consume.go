@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,4 +122,101 @@ type consumedImage struct{ name string }
 func (c consumedImage) Digest() string { return strings.Replace(c.name, "-", ":", 1) }
 func (c consumedImage) Materialize(context.Context, string) error {
 	return fmt.Errorf("the stage %s of a consumed image was removed; copy the image to the node again", c.name)
+}
+
+// A broadcast record says that a job's launcher has already copied an
+// image to every node of the job (the Slurm plugin's --dlbundle-bcast:
+// sbcast to a per-job name): the job's later steps skip the copy, so the
+// shared file system is read once per job. It lives in the stage dir of the
+// host the launcher runs on (srun's), as an alias of the job
+// (job-<id>.bcast-<64 hex>), so gc --job removes it with the job's other
+// records; plain gc keeps it (it names no stage, and is not dangling).
+
+// isBcastAlias reports whether an alias name is a broadcast record.
+func isBcastAlias(name string) bool {
+	i := strings.LastIndex(name, ".bcast-")
+	return strings.HasPrefix(name, "job-") && i > 0 && isSHA256Digest("sha256:"+name[i+len(".bcast-"):])
+}
+
+func bcastKey(job, dest string) string {
+	h := sha256.Sum256([]byte("dlbundle-bcast-v1\x00" + dest + "\x00" + job))
+	return AliasJobPrefix(job) + "bcast-" + hex.EncodeToString(h[:])
+}
+
+// Broadcasted says whether job's record in stageDir says dest was copied
+// to every node of the job already.
+func Broadcasted(stageDir, job, dest string) bool {
+	fi, err := os.Lstat(filepath.Join(stageDir, aliasDirName, bcastKey(job, dest)))
+	return err == nil && fi.Mode()&os.ModeSymlink != 0
+}
+
+// RecordBroadcast writes job's record that dest is on every node of the
+// job (after the copy succeeded).
+func RecordBroadcast(stageDir, job, dest string) error {
+	return writeAlias(stageDir, bcastKey(job, dest), "bcast")
+}
+
+// LockBroadcast takes job's broadcast lock in stageDir, a file among the
+// job's aliases (gc --job removes it with them): one step of the job copies
+// at a time, and a second that started meanwhile (srun & srun &) finds the
+// first one's record instead of failing on the name it is writing.
+func LockBroadcast(stageDir, job string) (unlock func(), err error) {
+	aliasDir := filepath.Join(stageDir, aliasDirName)
+	if err := os.Mkdir(aliasDir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("create %s: %w", aliasDir, err)
+	}
+	name := filepath.Join(aliasDir, AliasJobPrefix(job)+"bcast.lock")
+	fd, err := unix.Open(name, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "flock", Path: name, Err: err}
+	}
+	return func() { unix.Close(fd) }, nil
+}
+
+// BcastCopyDir and BcastCopyPrefix name the node-local copies the Slurm
+// plugin's --dlbundle-bcast has sbcast write, one per job, user and image:
+// /tmp/dlbundle-bcast-<uid>.<job>-<16 hex>.dlimg (launchers/slurm's
+// bcast_name makes the same name).
+const BcastCopyDir = "/tmp"
+
+func BcastCopyPrefix(uid int, job string) string {
+	return fmt.Sprintf("dlbundle-bcast-%d.%s-", uid, job)
+}
+
+// RemoveBcastCopies removes, at the end of a job (gc --job, as the job's
+// user), the copies sbcast left on this node for the job that no step
+// consumed (a node of the job that ran no step with the image). Only the
+// caller's own regular files are removed, by name in /tmp's descriptor:
+// in the sticky /tmp a name the caller does not own cannot be unlinked by
+// it anyway, and a link is never followed. It returns how many went.
+func RemoveBcastCopies(job string) (int, error) {
+	fd, err := unix.Open(BcastCopyDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, &os.PathError{Op: "open", Path: BcastCopyDir, Err: err}
+	}
+	d := os.NewFile(uintptr(fd), BcastCopyDir)
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return 0, err
+	}
+	prefix, uid := BcastCopyPrefix(os.Getuid(), job), uint32(os.Getuid())
+	n := 0
+	for _, name := range names {
+		if !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, ".dlimg") {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != uid {
+			continue
+		}
+		if unix.Unlinkat(fd, name, 0) == nil {
+			n++
+		}
+	}
+	return n, nil
 }

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,5 +143,74 @@ func TestConsumedRecordOutlivesGCWhileItsJobRuns(t *testing.T) {
 	runAs(t, victimUID, job("91", "0"), cli, "gc", "--stage-dir", stage, "--keep", "0", "--grace", "0s")
 	if s, _ := filepath.Glob(filepath.Join(stage, "sha256-*")); len(s) != 0 {
 		t.Errorf("after job 90 ended, gc kept its stage: %v", s)
+	}
+}
+
+// A job's broadcast record (--dlbundle-bcast) survives plain gc, which
+// removes dangling aliases (it names no stage), and goes with its job's
+// gc --job; another job's record is its own.
+func TestBcastRecordLivesWithItsJob(t *testing.T) {
+	dir := t.TempDir()
+	dest := "/tmp/dlbundle-bcast-0.7-0123456789abcdef.dlimg"
+	if Broadcasted(dir, "7", dest) {
+		t.Fatal("a record before any copy")
+	}
+	unlock, err := LockBroadcast(dir, "7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := RecordBroadcast(dir, "7", dest); err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	if !Broadcasted(dir, "7", dest) || Broadcasted(dir, "8", dest) || Broadcasted(dir, "7", dest+"x") {
+		t.Fatal("the record answers for its job and copy only")
+	}
+	if _, err := GC(context.Background(), dir, GCOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !Broadcasted(dir, "7", dest) {
+		t.Fatal("plain gc removed the job's broadcast record: its next step would copy the image again")
+	}
+	if _, err := GC(context.Background(), dir, GCOptions{Job: "7"}); err != nil {
+		t.Fatal(err)
+	}
+	if Broadcasted(dir, "7", dest) {
+		t.Fatal("gc --job kept the finished job's broadcast record")
+	}
+	if left, _ := os.ReadDir(filepath.Join(dir, aliasDirName)); len(left) != 0 {
+		t.Fatalf("gc --job left %v", left)
+	}
+}
+
+// gc --job removes the job's copies sbcast left in /tmp that are the
+// caller's own regular files, and nothing else: not another job's, not a
+// link, not another user's file under the name.
+func TestRemoveBcastCopiesOwnOnly(t *testing.T) {
+	needRoot(t)
+	job := fmt.Sprintf("t%d", time.Now().UnixNano())
+	pre := filepath.Join(BcastCopyDir, BcastCopyPrefix(os.Getuid(), job))
+	mine, other, link, others := pre+"aaaa.dlimg", filepath.Join(BcastCopyDir, BcastCopyPrefix(os.Getuid(), job+"9")+"aaaa.dlimg"), pre+"bbbb.dlimg", pre+"cccc.dlimg"
+	for _, f := range []string{mine, other, others} {
+		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(f) })
+	}
+	if err := os.Chown(others, 1001, 1001); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(mine, link); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(link) })
+	n, err := RemoveBcastCopies(job)
+	if err != nil || n != 1 {
+		t.Fatalf("RemoveBcastCopies: %d, %v; want 1 removed", n, err)
+	}
+	for f, want := range map[string]bool{mine: false, other: true, link: true, others: true} {
+		if _, err := os.Lstat(f); (err == nil) != want {
+			t.Errorf("%s: exists %v, want %v", f, err == nil, want)
+		}
 	}
 }

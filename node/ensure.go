@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/dlbundle/dlbundle/image/registry"
+	"github.com/dlbundle/dlbundle/internal/stagetime"
 	"github.com/dlbundle/dlbundle/loader/stagefmt"
 	"github.com/dlbundle/dlbundle/node/materialize"
 )
@@ -52,7 +53,9 @@ func Ensure(ctx context.Context, req EnsureRequest) (*Staged, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	stop := stagetime.Start("stage dir: open and check")
 	dir, squat, err := OpenStageDirFor(req.StageDir)
+	stop()
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +78,9 @@ func Ensure(ctx context.Context, req EnsureRequest) (*Staged, error) {
 		// New content at an image path staged before (a rebuilt image):
 		// its old stage goes once no process uses it (gc's rule). Best
 		// effort: what stays is for a later gc.
+		stop := stagetime.Start("retire the image's older stage")
 		_, _ = RetireReplaced(ctx, dir, filepath.Base(s.Dir), ref)
+		stop()
 	}
 	// A squatted stage dir: said once per node and launch, by the process
 	// that looked at the image (the others found its stage by the alias).

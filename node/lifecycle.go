@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dlbundle/dlbundle/internal/trustpath"
 )
 
 // StageInfo describes one published stage of a stage directory.
@@ -33,10 +35,12 @@ type StageInfo struct {
 
 // ListStages lists the published stages of dir, most recently used first.
 func ListStages(dir string) ([]StageInfo, error) {
-	ents, err := os.ReadDir(dir)
+	d, err := trustpath.For(trustpath.Private).WalkDir(dir)
 	if err != nil {
 		return nil, err
 	}
+	defer d.Close()
+	ents := dirEntries(d)
 	byName := map[string]*StageInfo{}
 	var out []*StageInfo
 	for _, e := range ents {
@@ -53,9 +57,9 @@ func ListStages(dir string) ([]StageInfo, error) {
 		byName[s.Name] = s
 		out = append(out, s)
 	}
-	aliases, _ := os.ReadDir(filepath.Join(dir, aliasDirName))
-	for _, a := range aliases {
-		target, err := os.Readlink(filepath.Join(dir, aliasDirName, a.Name()))
+	bd, _ := d.Enter(d.Join(aliasDirName), aliasDirName, 0)
+	for _, a := range heldEntries(bd) {
+		target, err := readlinkat(bd.FD, bd.Name(a.Name()))
 		if err != nil {
 			continue
 		}
@@ -72,6 +76,7 @@ func ListStages(dir string) ([]StageInfo, error) {
 			}
 		}
 	}
+	bd.Close()
 	users := stageUsers(dir)
 	for _, s := range out {
 		s.InUse = users[s.Name]
@@ -194,43 +199,52 @@ func GC(ctx context.Context, dir string, opts GCOptions) (*GCResult, error) {
 		removeIdleFetches(dir)
 	}
 	res := &GCResult{}
-	aliasDir := filepath.Join(dir, aliasDirName)
+	// The stage dir and its aliases' directory, held: every name below is
+	// listed, read and removed by descriptor.
+	d, err := trustpath.For(trustpath.Private).WalkDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	bd, _ := d.Enter(d.Join(aliasDirName), aliasDirName, 0) // nil: no aliases yet
+	defer bd.Close()
 	if opts.Job != "" {
 		prefix := AliasJobPrefix(opts.Job)
-		aliases, _ := os.ReadDir(aliasDir)
-		for _, a := range aliases {
+		for _, a := range heldEntries(bd) {
 			if strings.HasPrefix(a.Name(), prefix) {
 				res.Aliases++
 				if !opts.DryRun {
 					// Keep the job's use of the stage as its last use.
 					if fi, err := a.Info(); err == nil {
-						if t, err := os.Readlink(filepath.Join(aliasDir, a.Name())); err == nil {
+						if t, err := readlinkat(bd.FD, bd.Name(a.Name())); err == nil {
 							touchIfOlder(filepath.Join(dir, filepath.Base(t)), fi.ModTime())
 						}
 					}
-					os.Remove(filepath.Join(aliasDir, a.Name()))
+					unix.Unlinkat(bd.FD, bd.Name(a.Name()), 0)
 				}
 			}
 		}
 	}
-	if opts.Job != "" && !opts.DryRun {
-		// The job's failure markers (stage.go) name its aliases.
-		failed, _ := filepath.Glob(filepath.Join(dir, failedPrefix+AliasJobPrefix(opts.Job)+"*"))
-		for _, f := range failed {
-			os.Remove(f)
-		}
-	}
 	if !opts.DryRun {
-		// A failure marker answers only the ranks that waited for the
-		// failing stager or came within failureReuse of it: one older than
-		// staleFailure answers no one (a finished job's, whose epilog ran
-		// no gc --job), so plain gc removes it too. We hold the lock: no
-		// waiter is between the failure and its reading.
-		failed, _ := filepath.Glob(filepath.Join(dir, failedPrefix+"*"))
-		for _, f := range failed {
-			if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > staleFailure {
-				os.Remove(f)
+		// The job's failure markers (stage.go) name its aliases. A failure
+		// marker answers only the ranks that waited for the failing stager
+		// or came within failureReuse of it: one older than staleFailure
+		// answers no one (a finished job's, whose epilog ran no gc --job),
+		// so plain gc removes it too. We hold the lock: no waiter is
+		// between the failure and its reading.
+		for _, n := range dirNames(d) {
+			if !strings.HasPrefix(n, failedPrefix) {
+				continue
 			}
+			var st unix.Stat_t
+			switch {
+			case opts.Job != "" && strings.HasPrefix(n, failedPrefix+AliasJobPrefix(opts.Job)):
+			case unix.Fstatat(d.FD, d.Name(n), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG &&
+				time.Since(time.Unix(st.Mtim.Unix())) > staleFailure:
+			default:
+				continue
+			}
+			unix.Unlinkat(d.FD, d.Name(n), 0)
 		}
 	}
 	stages, err := ListStages(dir)
@@ -275,17 +289,17 @@ func GC(ctx context.Context, dir string, opts GCOptions) (*GCResult, error) {
 	// Aliases whose stage is gone (removed by hand or above) serve nothing;
 	// a consumed record still does: it stops its job from opening the freed
 	// path again (another user may have put a file there), until the job's
-	// epilog (gc --job) removes it.
-	aliases, _ := os.ReadDir(aliasDir)
-	for _, a := range aliases {
-		if isConsumedAlias(a.Name()) {
+	// epilog (gc --job) removes it; so does a broadcast record, which names
+	// no stage (the job's later steps skip the copy).
+	for _, a := range heldEntries(bd) {
+		if isConsumedAlias(a.Name()) || isBcastAlias(a.Name()) {
 			continue
 		}
-		t, err := os.Readlink(filepath.Join(aliasDir, a.Name()))
+		t, err := readlinkat(bd.FD, bd.Name(a.Name()))
 		if err == nil && !isDir(filepath.Join(dir, filepath.Base(t))) {
 			res.Aliases++
 			if !opts.DryRun {
-				os.Remove(filepath.Join(aliasDir, a.Name()))
+				unix.Unlinkat(bd.FD, bd.Name(a.Name()), 0)
 			}
 		}
 	}
@@ -301,9 +315,13 @@ func GC(ctx context.Context, dir string, opts GCOptions) (*GCResult, error) {
 // stages anew under the lock: no process can have checked the stage and
 // still be on its way to start the app from it when it is deleted.
 func removeStage(dir string, s StageInfo) (removed bool, aliases int, err error) {
-	final := filepath.Join(dir, s.Name)
-	tmp := filepath.Join(dir, "tmp.gc-"+randomName())
-	if err := os.Rename(final, tmp); err != nil {
+	d, err := trustpath.For(trustpath.Private).WalkDir(dir)
+	if err != nil {
+		return false, 0, fmt.Errorf("remove stage %s: %w", s.Name, err)
+	}
+	defer d.Close()
+	tmp := "tmp.gc-" + randomName()
+	if err := unix.Renameat(d.FD, d.Name(s.Name), d.FD, d.Name(tmp)); err != nil {
 		return false, 0, fmt.Errorf("remove stage %s: %w", s.Name, err)
 	}
 	used := consumedSince(dir, s.Name) // a job consumed its image after the listing
@@ -313,17 +331,20 @@ func removeStage(dir string, s StageInfo) (removed bool, aliases int, err error)
 		}
 	}
 	if used {
-		if err := os.Rename(tmp, final); err != nil {
+		if err := unix.Renameat(d.FD, d.Name(tmp), d.FD, d.Name(s.Name)); err != nil {
 			return false, 0, fmt.Errorf("put back stage %s, used while gc removed it: %w", s.Name, err)
 		}
 		return false, 0, nil
 	}
-	for _, a := range s.Aliases {
-		if os.Remove(filepath.Join(dir, aliasDirName, a)) == nil {
-			aliases++
+	if bd, err := d.Enter(d.Join(aliasDirName), aliasDirName, 0); err == nil {
+		for _, a := range s.Aliases {
+			if unix.Unlinkat(bd.FD, bd.Name(a), 0) == nil {
+				aliases++
+			}
 		}
+		bd.Close()
 	}
-	if err := removeTree(tmp); err != nil {
+	if err := removeTree(d.Join(tmp)); err != nil {
 		return true, aliases, fmt.Errorf("remove stage %s: %w", s.Name, err)
 	}
 	return true, aliases, nil
@@ -333,40 +354,95 @@ func removeStage(dir string, s StageInfo) (removed bool, aliases int, err error)
 // (fetchImage) that no process is doing: those whose fetch lock is free. The
 // lock files stay (one per reference fetched on the node, empty): removing a
 // lock file that another process is about to open would give two fetchers
-// two locks.
+// two locks. All by descriptor in the stage dir, walked by the Private rule.
 func removeIdleFetches(dir string) {
-	locks, _ := filepath.Glob(filepath.Join(dir, ".fetch-*.lock"))
-	for _, l := range locks {
-		key := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(l), ".fetch-"), ".lock")
-		f, err := os.OpenFile(l, os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	d, err := trustpath.For(trustpath.Private).WalkDir(dir)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	for _, n := range dirNames(d) {
+		if !strings.HasPrefix(n, ".fetch-") || !strings.HasSuffix(n, ".lock") {
+			continue
+		}
+		key := strings.TrimSuffix(strings.TrimPrefix(n, ".fetch-"), ".lock")
+		fd, err := unix.Openat(d.FD, d.Name(n), unix.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != nil {
 			continue
 		}
-		if flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
-			removeFetchLeftovers(dir, key)
-			os.Remove(filepath.Join(dir, fetchPrefix+key+".result"))
+		if flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil {
+			removeFetchLeftoversIn(d, key)
+			unix.Unlinkat(d.FD, d.Name(fetchPrefix+key+".result"), 0)
 		}
-		f.Close()
+		unix.Close(fd)
 	}
+}
+
+// dirNames lists the held directory d (its O_PATH descriptor cannot be
+// read: a descriptor is opened in it).
+func dirNames(d *trustpath.Dir) []string {
+	fd, err := unix.Openat(d.FD, d.Name("."), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), d.Path)
+	defer f.Close()
+	names, _ := f.Readdirnames(-1)
+	return names
+}
+
+// heldEntries is dirEntries of d, or nothing for a nil d (a directory
+// that is not there).
+func heldEntries(d *trustpath.Dir) []os.DirEntry {
+	if d == nil {
+		return nil
+	}
+	return dirEntries(d)
+}
+
+// dirEntries lists the held directory d, with each entry's type.
+func dirEntries(d *trustpath.Dir) []os.DirEntry {
+	fd, err := unix.Openat(d.FD, d.Name("."), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), d.Path)
+	defer f.Close()
+	ents, _ := f.ReadDir(-1)
+	return ents
 }
 
 // consumedSince reports whether a consumed record points at stage name.
 func consumedSince(dir, name string) bool {
-	aliases, _ := os.ReadDir(filepath.Join(dir, aliasDirName))
-	for _, a := range aliases {
-		if !isConsumedAlias(a.Name()) {
+	d, err := trustpath.For(trustpath.Private).WalkDir(filepath.Join(dir, aliasDirName))
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	for _, a := range dirNames(d) {
+		if !isConsumedAlias(a) {
 			continue
 		}
-		if t, err := os.Readlink(filepath.Join(dir, aliasDirName, a.Name())); err == nil && filepath.Base(t) == name {
+		if t, err := readlinkat(d.FD, d.Name(a)); err == nil && filepath.Base(t) == name {
 			return true
 		}
 	}
 	return false
 }
 
+// touchIfOlder sets the times of path (not through a link at its name) to
+// t if they are older, by descriptor in its directory.
 func touchIfOlder(path string, t time.Time) {
-	if fi, err := os.Lstat(path); err == nil && fi.ModTime().Before(t) {
-		os.Chtimes(path, t, t)
+	d, err := trustpath.For(trustpath.Private).WalkDir(filepath.Dir(path))
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	name := d.Name(filepath.Base(path))
+	var st unix.Stat_t
+	if unix.Fstatat(d.FD, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && time.Unix(st.Mtim.Unix()).Before(t) {
+		ts := unix.NsecToTimespec(t.UnixNano())
+		unix.UtimesNanoAt(d.FD, name, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
 	}
 }
 
@@ -386,7 +462,12 @@ func RetireReplaced(ctx context.Context, dir, keep, ref string) ([]StageInfo, er
 		return nil, nil
 	}
 	var old []string
-	ents, _ := os.ReadDir(dir)
+	d, err := trustpath.For(trustpath.Private).WalkDir(dir)
+	if err != nil {
+		return nil, nil
+	}
+	ents := dirEntries(d)
+	d.Close()
 	for _, e := range ents {
 		if e.IsDir() && e.Name() != keep && strings.HasPrefix(e.Name(), "sha256-") && StageRef(dir, e.Name()) == ref {
 			old = append(old, e.Name())

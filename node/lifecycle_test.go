@@ -255,3 +255,34 @@ func TestGCKeepsStageUsedAfterItWasListed(t *testing.T) {
 		t.Errorf("removeStage of an unused stage: removed %v, %d aliases, %v", removed, aliases, err)
 	}
 }
+
+// gc removes the downloads and result of a fetch no process is doing (its
+// lock free), by descriptor in the stage dir, and keeps the lock files and
+// what a held fetch lock covers.
+func TestRemoveIdleFetchesKeepsHeldOnes(t *testing.T) {
+	dir, err := OpenStageDir(filepath.Join(t.TempDir(), "stage"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{".fetch-idle.lock", "fetch-idle.dlimg", "fetch-idle.dlimg.partial-1", "fetch-idle.result",
+		".fetch-busy.lock", "fetch-busy.dlimg", "fetch-busy.result", "fetch-idleother.dlimg"} {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, err := os.OpenFile(filepath.Join(dir, ".fetch-busy.lock"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := unix.Flock(int(held.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	removeIdleFetches(dir)
+	for n, want := range map[string]bool{".fetch-idle.lock": true, "fetch-idle.dlimg": false, "fetch-idle.dlimg.partial-1": false,
+		"fetch-idle.result": false, ".fetch-busy.lock": true, "fetch-busy.dlimg": true, "fetch-busy.result": true, "fetch-idleother.dlimg": true} {
+		if _, err := os.Lstat(filepath.Join(dir, n)); (err == nil) != want {
+			t.Errorf("%s exists: %v, want %v", n, err == nil, want)
+		}
+	}
+}

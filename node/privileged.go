@@ -39,17 +39,17 @@ import (
 // parse: root looks at what the child made only by fstatat on the stage
 // directory's descriptor.
 var privilegedOps = []privilegedOp{
-	{"open stage dir", "walk the stage dir's path by the Private rule as the user (trustpath), mkdirat the missing ones, fchown the stage dir root made to the user, open it O_DIRECTORY|O_NOFOLLOW and check by fstat: a directory of the user's, writable by no one else",
+	{"open stage dir", "walk the stage dir's parents by the Private rule for the user (trustpath), mkdirat the missing ones; then with the user's file-system credentials (asUserFS) walk them again, mkdirat the stage dir, open it O_DIRECTORY|O_NOFOLLOW and check by fstat: a directory of the user's, writable by no one else; root makes and fchowns it only where the user may not write the parent",
 		"the stage dir's parents may be root's (a site's --stage-dir)"},
-	{"take stage lock", "openat(stage dir, .lock, O_CREAT|O_NOFOLLOW), fchown to the user if root made it, flock",
+	{"take stage lock", "as the user (asUserFS): openat(stage dir, .lock, O_CREAT|O_NOFOLLOW), fstat: the user's regular file with one link; flock",
 		"one stager per node, root's and the user's ranks alike"},
-	{"open image", "(a file; an oci:// image is fetched and staged by the child, as the user's ranks do, root checking its answer as for publish) walk the image path by the Shared rule as the user (trustpath) on a thread with the user's file-system ids and groups (setfsuid: the kernel decides, as the user, every search and the read permission), openat O_RDONLY|O_NONBLOCK|O_NOFOLLOW, fstat: the regular file the walk checked; not a byte read",
+	{"open image", "(a file; an oci:// image is fetched and staged by the child, as the user's ranks do, root checking its answer as for publish) walk the image path by the Shared rule as the user (trustpath) on a thread with the user's file-system ids and groups (asUserFS: the kernel decides, as the user, every search and the read permission), openat O_RDONLY|O_NONBLOCK|O_NOFOLLOW, fstat: the regular file the walk checked; not a byte read",
 		"the descriptor is handed to the child before it drops to the user (the child reads the image, root never does)"},
-	{"make temp", "mkdirat(stage dir, tmp.<random>, 0700), fchown to the user",
+	{"make temp", "as the user (asUserFS): mkdirat(stage dir, tmp.<random>, 0700)",
 		"the child writes the stage there, as the user"},
-	{"publish", "check the child's one-line answer has the form staged|exists sha256-<64 hex>; fstatat(stage dir, tmp.<random>): a directory of the user's; renameat2(RENAME_NOREPLACE) to sha256-<hex>",
+	{"publish", "check the child's one-line answer has the form staged|exists sha256-<64 hex>; fstatat(stage dir, tmp.<random>): a directory of the user's; as the user, renameat2(RENAME_NOREPLACE) to sha256-<hex>",
 		"only names in the stage dir are root's to write"},
-	{"write alias", "mkdirat(stage dir, by-path), fchown; symlinkat ../sha256-<hex>, fchownat(AT_SYMLINK_NOFOLLOW) to the user, renameat",
+	{"write alias", "as the user (asUserFS): mkdirat(stage dir, by-path); symlinkat ../sha256-<hex>, renameat",
 		"later ranks find the stage without the image"},
 	{"clean up", "on any failure of the child, run another child (as the user) that removes tmp.<random>",
 		"root never walks a tree the user's child wrote"},
@@ -140,7 +140,10 @@ func StageFor(ctx context.Context, req StageForRequest) (*Staged, error) {
 	}
 	// op: open image. Not a path this job consumed: its stage, or the
 	// refusal, as for the user (OpenImage).
-	if name, consumed := consumedRecord(dir, ref, getenv); consumed {
+	var name string
+	var consumed bool
+	asUserFS(u, func() error { name, consumed = consumedRecord(dir, ref, getenv); return nil })
+	if consumed {
 		if s := stagedAs(dirf, dir, name, u); s != nil {
 			return s, nil
 		}
@@ -183,19 +186,30 @@ func lookupAliasAs(dirf *os.File, dir, alias string, u Account) *Staged {
 	if alias == "" {
 		return nil
 	}
-	target, err := readlinkat(int(dirf.Fd()), filepath.Join(aliasDirName, alias))
-	if err != nil {
+	var s *Staged
+	asUserFS(u, func() error {
+		target, err := readlinkat(int(dirf.Fd()), filepath.Join(aliasDirName, alias))
+		if err != nil {
+			return nil
+		}
+		name := filepath.Base(target)
+		if target != filepath.Join("..", name) || !isSHA256Digest(strings.Replace(name, "-", ":", 1)) {
+			return nil
+		}
+		s = stagedAt(dirf, dir, name, u)
 		return nil
-	}
-	name := filepath.Base(target)
-	if target != filepath.Join("..", name) || !isSHA256Digest(strings.Replace(name, "-", ":", 1)) {
-		return nil
-	}
-	return stagedAs(dirf, dir, name, u)
+	})
+	return s
 }
 
-// stagedAs is the published stage name of the user's, complete, or nil.
-func stagedAs(dirf *os.File, dir, name string, u Account) *Staged {
+// stagedAs is the published stage name of the user's, complete, or nil,
+// looked at as the user (asUserFS).
+func stagedAs(dirf *os.File, dir, name string, u Account) (s *Staged) {
+	asUserFS(u, func() error { s = stagedAt(dirf, dir, name, u); return nil })
+	return s
+}
+
+func stagedAt(dirf *os.File, dir, name string, u Account) *Staged {
 	var st unix.Stat_t
 	if unix.Fstatat(int(dirf.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != u.Uid {
 		return nil
@@ -253,9 +267,14 @@ func stageDirFor(flag string, uid int, getenv func(string) string) string {
 	return filepath.Join("/tmp", name)
 }
 
-// openStageDirAs is OpenStageDir for the user u, run by root: the same
-// walk and checks as the user, and the directory root creates is the
-// user's. A name another user squatted is refused (the fallback lives in
+// openStageDirAs is OpenStageDir for the user u, run by root. Root walks
+// the parents by the Private rule for u and makes the missing ones (a
+// site's /local/dlbundle, which u could not make); everything after is
+// done with u's file-system credentials (asUserFS): the parents walked
+// again, so that the kernel decides u may search each, and the stage dir
+// made by u (theirs, no chown) and opened by u. Only where u may not write
+// the parent (a directory of root's) does root make the stage dir and give
+// it to u. A name another user squatted is refused (the fallback lives in
 // the user's keyring: the user's ranks find their own).
 func openStageDirAs(asked string, u Account) (string, *os.File, error) {
 	abs, err := abspath.Abs(asked)
@@ -268,41 +287,111 @@ func openStageDirAs(asked string, u Account) (string, *os.File, error) {
 	if err := checkLoaderSplit(abs); err != nil {
 		return "", nil, err
 	}
+	refused := func(err error) error {
+		var refusal *trustpath.Error
+		if errors.As(err, &refusal) {
+			return refuseStageDir(abs, "lies below "+refusal.At+", "+refusal.Why)
+		}
+		return fmt.Errorf("stage dir %s: %w", abs, err)
+	}
 	w := &trustpath.Walker{Rule: trustpath.Private, Uid: uint32(u.Uid), Create: true}
 	pd, err := w.WalkDir(filepath.Dir(abs))
 	if err != nil {
-		var refusal *trustpath.Error
-		if errors.As(err, &refusal) {
-			return "", nil, refuseStageDir(abs, "lies below "+refusal.At+", "+refusal.Why)
-		}
-		return "", nil, fmt.Errorf("stage dir %s: %w", abs, err)
+		return "", nil, refused(err)
 	}
 	defer pd.Close()
 	name := filepath.Base(abs)
 	abs = pd.Join(name)
-	err = unix.Mkdirat(pd.FD, pd.Name(name), 0o700)
-	if err != nil && err != unix.EEXIST {
-		return "", nil, fmt.Errorf("create stage dir %s: %w", abs, err)
-	}
-	f, st, err := openDirGive(pd.FD, pd.Name(name), u, err == nil)
-	if err != nil {
-		var lst unix.Stat_t
-		if unix.Fstatat(pd.FD, pd.Name(name), &lst, unix.AT_SYMLINK_NOFOLLOW) == nil && lst.Mode&unix.S_IFMT == unix.S_IFLNK {
-			return "", nil, refuseStageDir(abs, "is a symbolic link")
+	var upd *trustpath.Dir // the parent as u reached it
+	defer func() { upd.Close() }()
+	rootMakes := false
+	if err := asUserFS(u, func() error {
+		uw := &trustpath.Walker{Rule: trustpath.Private, Uid: uint32(u.Uid)}
+		var err error
+		if upd, err = uw.WalkDir(filepath.Dir(abs)); err != nil {
+			if errors.Is(err, unix.EACCES) {
+				return fmt.Errorf("%w: stage dir %s: uid %d may not reach it (%v); root stages only where the job's user could stage themselves", ErrUnsafeStageDir, abs, u.Uid, err)
+			}
+			return refused(err)
 		}
-		return "", nil, fmt.Errorf("stage dir %s: %w", abs, err)
+		if upd.Node.Dev != pd.Node.Dev || upd.Node.Ino != pd.Node.Ino {
+			return fmt.Errorf("stage dir %s: %s was replaced while it was walked; try again", abs, pd.Path)
+		}
+		// The walk searched every directory above the parent as the user;
+		// looking up the stage dir's name searches the parent.
+		var st unix.Stat_t
+		switch err := unix.Fstatat(upd.FD, upd.Name(name), &st, unix.AT_SYMLINK_NOFOLLOW); err {
+		case nil:
+			return nil
+		case unix.ENOENT:
+		case unix.EACCES:
+			return fmt.Errorf("%w: stage dir %s: uid %d may not reach it (%s: %v); root stages only where the job's user could stage themselves", ErrUnsafeStageDir, abs, u.Uid, pd.Path, err)
+		default:
+			return fmt.Errorf("stage dir %s: %w", abs, err)
+		}
+		switch err := unix.Mkdirat(upd.FD, upd.Name(name), 0o700); err {
+		case nil, unix.EEXIST:
+		case unix.EACCES, unix.EPERM:
+			rootMakes = true // a parent of root's, searchable, not writable by the user
+		default:
+			return fmt.Errorf("create stage dir %s: %w", abs, err)
+		}
+		return nil
+	}); err != nil {
+		return "", nil, err
 	}
-	switch {
-	case int(st.Uid) != u.Uid && isShared(&unix.Stat_t{Mode: pd.Node.Mode}):
-		f.Close()
-		return "", nil, fmt.Errorf("%w: stage dir %s is owned by uid %d (squatted), not %d; staging for the user as root uses no fallback: the job's ranks stage it into their own (or give --stage-dir)",
-			ErrUnsafeStageDir, abs, st.Uid, u.Uid)
-	case int(st.Uid) != u.Uid:
-		f.Close()
-		return "", nil, refuseStageDir(abs, fmt.Sprintf("is owned by uid %d, not %d", st.Uid, u.Uid))
-	case st.Mode&0o022 != 0:
-		f.Close()
-		return "", nil, refuseStageDir(abs, fmt.Sprintf("has mode %#o (group or world writable)", st.Mode&0o7777))
+	if rootMakes {
+		// A parent of root's that u may not write: root makes the stage
+		// dir, and gives it to u only if it made it (openDirGive).
+		err := unix.Mkdirat(pd.FD, pd.Name(name), 0o700)
+		if err != nil && err != unix.EEXIST {
+			return "", nil, fmt.Errorf("create stage dir %s: %w", abs, err)
+		}
+		if err == nil {
+			f, _, err := openDirGive(pd.FD, pd.Name(name), u, true)
+			if err != nil {
+				return "", nil, fmt.Errorf("stage dir %s: %w", abs, err)
+			}
+			f.Close()
+		}
+	}
+	var f *os.File
+	err = asUserFS(u, func() error {
+		var lst unix.Stat_t
+		if err := unix.Fstatat(upd.FD, upd.Name(name), &lst, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("stage dir %s: %w", abs, err)
+		}
+		switch {
+		case lst.Mode&unix.S_IFMT == unix.S_IFLNK:
+			return refuseStageDir(abs, "is a symbolic link")
+		case int(lst.Uid) != u.Uid && isShared(&unix.Stat_t{Mode: pd.Node.Mode}):
+			return fmt.Errorf("%w: stage dir %s is owned by uid %d (squatted), not %d; staging for the user as root uses no fallback: the job's ranks stage it into their own (or give --stage-dir)",
+				ErrUnsafeStageDir, abs, lst.Uid, u.Uid)
+		case int(lst.Uid) != u.Uid:
+			return refuseStageDir(abs, fmt.Sprintf("is owned by uid %d, not %d", lst.Uid, u.Uid))
+		}
+		fd, err := unix.Openat(upd.FD, upd.Name(name), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("stage dir %s: uid %d cannot open it: %w", abs, u.Uid, err)
+		}
+		f = os.NewFile(uintptr(fd), abs)
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return err
+		}
+		switch {
+		case st.Dev != lst.Dev || st.Ino != lst.Ino || int(st.Uid) != u.Uid:
+			return fmt.Errorf("stage dir %s was replaced while it was opened; try again", abs)
+		case st.Mode&0o022 != 0:
+			return refuseStageDir(abs, fmt.Sprintf("has mode %#o (group or world writable)", st.Mode&0o7777))
+		}
+		return nil
+	})
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		return "", nil, err
 	}
 	return abs, f, nil
 }
@@ -333,39 +422,41 @@ func openDirGive(dirfd int, name string, u Account, made bool) (*os.File, *unix.
 	return f, &st, nil
 }
 
-// lockStageAs takes the stage lock in the user's stage dir (dirf); the lock
-// file is the user's, as if the user had made it, so that the user's ranks
-// can take it after.
-//
-// Root gives away only the file it has just made (O_EXCL): an existing .lock
-// must already be the user's regular file with one link. (Else the user
-// could put a hard link to /etc/shadow at .lock and have root chown it.)
+// lockStageAs takes the stage lock in the user's stage dir (dirf). The
+// lock file is made and opened with the user's file-system credentials
+// (asUserFS): it is the user's as if the user had made it, so that the
+// user's ranks can take it after, and root gives nothing away. An existing
+// .lock must be the user's regular file with one link (a hard link to
+// /etc/shadow put there is refused, and the kernel would refuse the user
+// opening it anyway).
 func lockStageAs(ctx context.Context, dirf *os.File, dir string, u Account) (*stageLock, error) {
 	path := filepath.Join(dir, stageLockName)
 	const flags = unix.O_RDWR | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC
-	fd, err := unix.Openat(int(dirf.Fd()), stageLockName, flags|unix.O_CREAT|unix.O_EXCL, 0o600)
-	made := err == nil
-	if err == unix.EEXIST {
-		fd, err = unix.Openat(int(dirf.Fd()), stageLockName, flags, 0)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open stage lock %s: %w", path, err)
-	}
-	f := os.NewFile(uintptr(fd), path)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 {
-		f.Close()
-		return nil, fmt.Errorf("stage lock %s is not a regular file with one link; remove it", path)
-	}
-	switch {
-	case made:
-		if err := unix.Fchown(fd, u.Uid, u.Gid); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("stage lock %s: %w", path, err)
+	var f *os.File
+	err := asUserFS(u, func() error {
+		var st unix.Stat_t
+		if unix.Fstatat(int(dirf.Fd()), stageLockName, &st, unix.AT_SYMLINK_NOFOLLOW) == nil &&
+			(st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1) {
+			return fmt.Errorf("stage lock %s is not a regular file with one link; remove it", path)
 		}
-	case int(st.Uid) != u.Uid:
-		f.Close()
-		return nil, fmt.Errorf("stage lock %s is owned by uid %d, not %d; remove it", path, st.Uid, u.Uid)
+		fd, err := unix.Openat(int(dirf.Fd()), stageLockName, flags|unix.O_CREAT, 0o600)
+		if err != nil {
+			return fmt.Errorf("open stage lock %s as uid %d: %w", path, u.Uid, err)
+		}
+		f = os.NewFile(uintptr(fd), path)
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 {
+			return fmt.Errorf("stage lock %s is not a regular file with one link; remove it", path)
+		}
+		if int(st.Uid) != u.Uid {
+			return fmt.Errorf("stage lock %s is owned by uid %d, not %d; remove it", path, st.Uid, u.Uid)
+		}
+		return nil
+	})
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		return nil, err
 	}
 	if err := lockFile(ctx, f); err != nil {
 		if ctx.Err() != nil {
@@ -376,21 +467,24 @@ func lockStageAs(ctx context.Context, dirf *os.File, dir string, u Account) (*st
 	return &stageLock{f: f}, nil
 }
 
-// makeTempAs makes the user's empty tmp.<random> in the stage dir.
+// makeTempAs makes the user's empty tmp.<random> in the stage dir, as the
+// user (asUserFS).
 func makeTempAs(dirf *os.File, u Account) (string, error) {
 	name := "tmp." + randomName()
-	if err := unix.Mkdirat(int(dirf.Fd()), name, 0o700); err != nil {
-		return "", err
-	}
-	f, st, err := openDirGive(int(dirf.Fd()), name, u, true)
-	if err != nil {
-		return "", err
-	}
-	f.Close()
-	if int(st.Uid) != u.Uid {
-		return "", fmt.Errorf("%s is not uid %d's", name, u.Uid)
-	}
-	return name, nil
+	err := asUserFS(u, func() error {
+		if err := unix.Mkdirat(int(dirf.Fd()), name, 0o700); err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(int(dirf.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != u.Uid {
+			return fmt.Errorf("%s is not uid %d's", name, u.Uid)
+		}
+		return nil
+	})
+	return name, err
 }
 
 // publishAs checks the child's answer ("staged sha256-<hex>": tmp holds
@@ -426,62 +520,47 @@ func publishAs(dirf *os.File, dir, tmp, answer string, u Account) (*Staged, erro
 	if err := isUsersDir(tmp); err != nil {
 		return nil, err
 	}
-	if err := unix.Renameat2(dfd, tmp, dfd, name, unix.RENAME_NOREPLACE); err != nil {
+	if err := asUserFS(u, func() error { return unix.Renameat2(dfd, tmp, dfd, name, unix.RENAME_NOREPLACE) }); err != nil {
 		return nil, fmt.Errorf("publish stage %s: %w", s.Dir, err)
 	}
 	s.Materialized = true
 	return s, nil
 }
 
-// writeAliasAs is writeAlias on the stage dir's descriptor, the alias and
-// its directory being the user's.
+// writeAliasAs is writeAlias on the stage dir's descriptor, as the user
+// (asUserFS): the alias directory and the link are the user's as the user
+// made them (its owner may set its times: a rank records its use there).
 func writeAliasAs(dirf *os.File, alias, name string, u Account) error {
 	if alias == "" {
 		return nil
 	}
-	err := unix.Mkdirat(int(dirf.Fd()), aliasDirName, 0o700)
-	if err != nil && err != unix.EEXIST {
-		return err
-	}
-	bf, st, err := openDirGive(int(dirf.Fd()), aliasDirName, u, err == nil)
-	if err != nil {
-		return err
-	}
-	defer bf.Close()
-	if int(st.Uid) != u.Uid {
-		return fmt.Errorf("%s is not uid %d's", aliasDirName, u.Uid)
-	}
-	bfd := int(bf.Fd())
-	tmp := ".tmp." + randomName()
-	if err := unix.Symlinkat(filepath.Join("..", name), bfd, tmp); err != nil {
-		return err
-	}
-	// The link is given to the user (its owner may set its times: a rank
-	// records its use there) through a descriptor of the link itself,
-	// checked to be the one-link symbolic link root made: by name, the
-	// user could have put a hard link to a file of root's there first.
-	lfd, err := unix.Openat(bfd, tmp, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	var lst unix.Stat_t
-	err = unix.Fstat(lfd, &lst)
-	if err == nil && (lst.Mode&unix.S_IFMT != unix.S_IFLNK || lst.Uid != 0 || lst.Nlink != 1) {
-		err = fmt.Errorf("%s/%s changed while it was written", aliasDirName, tmp)
-	}
-	if err == nil {
-		err = unix.Fchownat(lfd, "", u.Uid, u.Gid, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW)
-	}
-	unix.Close(lfd)
-	if err != nil {
-		unix.Unlinkat(bfd, tmp, 0)
-		return err
-	}
-	if err := unix.Renameat(bfd, tmp, bfd, alias); err != nil {
-		unix.Unlinkat(bfd, tmp, 0)
-		return err
-	}
-	return nil
+	return asUserFS(u, func() error {
+		err := unix.Mkdirat(int(dirf.Fd()), aliasDirName, 0o700)
+		if err != nil && err != unix.EEXIST {
+			return err
+		}
+		bfd, err := unix.Openat(int(dirf.Fd()), aliasDirName, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(bfd)
+		var st unix.Stat_t
+		if err := unix.Fstat(bfd, &st); err != nil {
+			return err
+		}
+		if int(st.Uid) != u.Uid {
+			return fmt.Errorf("%s is not uid %d's", aliasDirName, u.Uid)
+		}
+		tmp := ".tmp." + randomName()
+		if err := unix.Symlinkat(filepath.Join("..", name), bfd, tmp); err != nil {
+			return err
+		}
+		if err := unix.Renameat(bfd, tmp, bfd, alias); err != nil {
+			unix.Unlinkat(bfd, tmp, 0)
+			return err
+		}
+		return nil
+	})
 }
 
 // stageChild runs the parsing child: dlbundle __stage-child as the user.

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,6 +17,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dlbundle/dlbundle/internal/stagetime"
+	"github.com/dlbundle/dlbundle/internal/trustpath"
 	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
@@ -125,13 +128,20 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 	if err := checkLoaderSplit(req.Dir); err != nil {
 		return nil, err
 	}
-	if s := lookupAlias(req.Dir, req.Alias, req.MustHave); s != nil {
+	stop := stagetime.Start("alias lookup")
+	s := lookupAlias(req.Dir, req.Alias, req.MustHave)
+	stop()
+	if s != nil {
 		return s, nil
 	}
 	if req.OnMiss != nil {
+		stop := stagetime.Start("restore GOMAXPROCS (oneproc)")
 		req.OnMiss()
+		stop()
 	}
+	stop = stagetime.Start("stage lock")
 	lock, waited, err := lockStage(ctx, filepath.Join(req.Dir, stageLockName), req.OnWait)
+	stop()
 	if err != nil {
 		return nil, err
 	}
@@ -164,11 +174,11 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 	}
 	// Open may let the lock go while it waits on the network (fetchImage).
 	ctl := &stageLockCtl{l: lock, path: filepath.Join(req.Dir, stageLockName)}
-	s, err := stageLocked(context.WithValue(ctx, stageLockCtlKey{}, ctl), req)
+	s, err = stageLocked(context.WithValue(ctx, stageLockCtlKey{}, ctl), req)
 	switch {
 	case marker == "":
 	case err == nil:
-		os.Remove(marker)
+		removeMarker(req.Dir, marker)
 	case errors.Is(err, ErrStagedElsewhere): // already another's recorded failure
 	case ctx.Err() == nil: // not for our own SIGTERM or time limit: waiters try themselves
 		_ = writeFailure(req.Dir, marker, err)
@@ -180,14 +190,23 @@ func Stage(ctx context.Context, req StageRequest) (*Staged, error) {
 func stageLocked(ctx context.Context, req StageRequest) (*Staged, error) {
 	// We hold the lock, so no live process is writing any temp dir: remove
 	// what stagers that died left behind, even if we stage nothing.
-	if err := removeStaleTemps(req.Dir); err != nil {
-		return nil, err
-	}
-	img, closeImage, err := req.Open(ctx)
+	stop := stagetime.Start("remove stale temps")
+	err := removeStaleTemps(req.Dir)
+	stop()
 	if err != nil {
 		return nil, err
 	}
-	defer closeImage()
+	stop = stagetime.Start("image: open, trust walk, TOC")
+	img, closeImage, err := req.Open(ctx)
+	stop()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		stop := stagetime.Start("image: close")
+		closeImage()
+		stop()
+	}()
 	name, err := digestDirName(img.Digest())
 	if err != nil {
 		return nil, err
@@ -208,7 +227,10 @@ func stageLocked(ctx context.Context, req StageRequest) (*Staged, error) {
 		if err != nil {
 			return nil, fmt.Errorf("create stage: %w", err)
 		}
-		if err := img.Materialize(ctx, tmp); err != nil {
+		stop := stagetime.Start("materialize (all)")
+		err = img.Materialize(ctx, tmp)
+		stop()
+		if err != nil {
 			removeTree(tmp)
 			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
 				return nil, fmt.Errorf("stage image into %s: %w; free space there or stage elsewhere with --stage-dir", req.Dir, err)
@@ -221,9 +243,12 @@ func stageLocked(ctx context.Context, req StageRequest) (*Staged, error) {
 			removeTree(tmp)
 			return nil, fmt.Errorf("stage image into %s: %w", req.Dir, err)
 		}
+		stop = stagetime.Start("publish: ref, rename")
 		writeStageRef(tmp, req.Ref) // for ls: which image this stage is
 		// MkdirTemp made it 0700; the stage is private to this user anyway.
-		if err := os.Rename(tmp, final); err != nil {
+		err = os.Rename(tmp, final)
+		stop()
+		if err != nil {
 			removeTree(tmp)
 			return nil, fmt.Errorf("publish stage %s: %w", final, err)
 		}
@@ -231,7 +256,9 @@ func stageLocked(ctx context.Context, req StageRequest) (*Staged, error) {
 	}
 	// The alias only spares later ranks the image read: if it cannot be
 	// written (e.g. no space left), the stage is still good to use.
+	stop = stagetime.Start("publish: alias")
 	_ = writeAlias(req.Dir, req.Alias, name)
+	stop()
 	return staged, nil
 }
 
@@ -252,24 +279,66 @@ func failureMarker(dir, alias, ref string) string {
 	return filepath.Join(dir, failedPrefix+job+hex.EncodeToString(sum[:16]))
 }
 
-// writeFailure records err in marker (atomically: a temp file that the next
-// stager removes if we die, then rename), with the time, so that only ranks
-// that were already waiting take it (readFailure).
+// writeFailure records err in marker, a name in the stage dir dir
+// (atomically: a temp file that the next stager removes if we die, then
+// rename), with the time, so that only ranks that were already waiting take
+// it (readFailure). Both are made by descriptor in dir, walked by the
+// Private rule as staging checked it.
 func writeFailure(dir, marker string, err error) error {
-	f, ferr := os.CreateTemp(dir, "tmp.failed-")
-	if ferr != nil {
-		return ferr
+	if filepath.Dir(marker) != dir {
+		return fmt.Errorf("%s is not in the stage dir %s", marker, dir)
 	}
+	d, werr := trustpath.For(trustpath.Private).WalkDir(dir)
+	if werr != nil {
+		return werr
+	}
+	defer d.Close()
+	tmp := "tmp.failed-" + randomName()
+	fd, oerr := unix.Openat(d.FD, d.Name(tmp), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if oerr != nil {
+		return &os.PathError{Op: "create", Path: d.Join(tmp), Err: oerr}
+	}
+	f := os.NewFile(uintptr(fd), d.Join(tmp))
 	fmt.Fprintf(f, "%d\n%s", time.Now().UnixNano(), err)
 	if cerr := f.Close(); cerr != nil {
-		os.Remove(f.Name())
+		unix.Unlinkat(d.FD, d.Name(tmp), 0)
 		return cerr
 	}
-	if rerr := os.Rename(f.Name(), marker); rerr != nil {
-		os.Remove(f.Name())
-		return rerr
+	if rerr := unix.Renameat(d.FD, d.Name(tmp), d.FD, d.Name(filepath.Base(marker))); rerr != nil {
+		unix.Unlinkat(d.FD, d.Name(tmp), 0)
+		return &os.PathError{Op: "rename", Path: marker, Err: rerr}
 	}
 	return nil
+}
+
+// removeMarker removes a failure marker, a name in the stage dir dir, by
+// descriptor in it.
+func removeMarker(dir, marker string) {
+	if filepath.Dir(marker) != dir {
+		return
+	}
+	d, err := trustpath.For(trustpath.Private).WalkDir(dir)
+	if err != nil {
+		return
+	}
+	unix.Unlinkat(d.FD, d.Name(filepath.Base(marker)), 0)
+	d.Close()
+}
+
+// readMarker reads a failure marker or fetch result (at most 1 MiB): a
+// regular file of the caller's own in the stage dir, through the Private
+// rule (never a FIFO, never through a link).
+func readMarker(marker string) ([]byte, bool) {
+	f, _, err := trustpath.For(trustpath.Private).OpenOwn(marker)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20+1))
+	if err != nil || len(b) > 1<<20 {
+		return nil, false
+	}
+	return b, true
 }
 
 // failureReuse is how long a launch's failure answers its other ranks that
@@ -285,8 +354,8 @@ var staleFailure = time.Minute
 // after since (while we waited), else nil: an older failure (an earlier job,
 // a stager killed before it could record anything) is retried.
 func readFailure(marker string, since time.Time) error {
-	b, err := os.ReadFile(marker)
-	if err != nil || len(b) > 1<<20 {
+	b, ok := readMarker(marker)
+	if !ok {
 		return nil
 	}
 	stamp, text, ok := strings.Cut(string(b), "\n")
@@ -344,21 +413,30 @@ func lookupAlias(dir, alias string, mustHave []string) *Staged {
 	return &Staged{Dir: final}
 }
 
-// writeAlias points alias at the stage name, atomically (symlink + rename).
+// writeAlias points alias at the stage name, atomically (symlink + rename),
+// by descriptor in the stage dir walked by the Private rule and its by-path
+// directory (made 0700).
 func writeAlias(dir, alias, name string) error {
 	if alias == "" {
 		return nil
 	}
-	aliasDir := filepath.Join(dir, aliasDirName)
-	if err := os.Mkdir(aliasDir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+	d, err := trustpath.For(trustpath.Private).WalkDir(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	aliasDir := d.Join(aliasDirName)
+	bd, err := d.Enter(aliasDir, aliasDirName, 0o700)
+	if err != nil {
 		return fmt.Errorf("create %s: %w", aliasDir, err)
 	}
-	tmp := filepath.Join(aliasDir, ".tmp."+randomName())
-	if err := os.Symlink(filepath.Join("..", name), tmp); err != nil {
+	defer bd.Close()
+	tmp := ".tmp." + randomName()
+	if err := unix.Symlinkat(filepath.Join("..", name), bd.FD, bd.Name(tmp)); err != nil {
 		return fmt.Errorf("write stage alias: %w", err)
 	}
-	if err := os.Rename(tmp, filepath.Join(aliasDir, alias)); err != nil {
-		os.Remove(tmp)
+	if err := unix.Renameat(bd.FD, bd.Name(tmp), bd.FD, bd.Name(alias)); err != nil {
+		unix.Unlinkat(bd.FD, bd.Name(tmp), 0)
 		return fmt.Errorf("write stage alias: %w", err)
 	}
 	return nil

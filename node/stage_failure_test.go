@@ -105,6 +105,39 @@ func TestStageOldFailureIsRetried(t *testing.T) {
 	}
 }
 
+// A failure marker or fetch result is read only as a regular file: a FIFO
+// at the name is never opened (the read would wait for a writer).
+func TestFailureMarkerNeverOpensFIFO(t *testing.T) {
+	dir, err := OpenStageDir(filepath.Join(t.TempDir(), "stage"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := failureMarker(dir, "job-1", "/images/a.dlimg")
+	if err := writeFailure(dir, real, errors.New("a failure")); err != nil {
+		t.Fatal(err)
+	}
+	fifo := failureMarker(dir, "job-1", "/images/b.dlimg")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- readFailure(fifo, time.Now().Add(-time.Hour)) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("a FIFO at the marker was read: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("readFailure of a FIFO did not return: it opened the FIFO")
+	}
+	if err := readFailure(real, time.Now().Add(-time.Hour)); err == nil {
+		t.Error("the regular marker beside it was not read")
+	}
+	if _, ok := readFetched(fifo, time.Now().Add(-time.Hour)); ok {
+		t.Error("readFetched read a FIFO")
+	}
+}
+
 // Waiters block in flock(2) instead of polling: while one rank holds the
 // lock, a thread of the waiter sits in the flock system call. Cancelling the
 // wait (SIGTERM) returns at once and leaves the lock free for others.

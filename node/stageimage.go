@@ -17,6 +17,7 @@ import (
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/image/registry"
 	"github.com/dlbundle/dlbundle/internal/abspath"
+	"github.com/dlbundle/dlbundle/internal/stagetime"
 	"github.com/dlbundle/dlbundle/internal/trustpath"
 	"github.com/dlbundle/dlbundle/node/materialize"
 )
@@ -158,11 +159,15 @@ func fetchImage(ctx context.Context, ref, stageDir string, opts materialize.Opti
 //   - with its TOC header checked against stageDir's free inodes and bytes
 //     before the TOC is read (image.OpenOptions).
 func openImageFile(path, stageDir string) (*image.Image, func() error, error) {
+	stop := stagetime.Start("image: trust walk, open")
 	f, size, err := openImageFileAs(path, uint32(os.Geteuid()))
+	stop()
 	if err != nil {
 		return nil, nil, err
 	}
+	stop = stagetime.Start("image: footer and TOC read, digest, decoded")
 	im, err := image.OpenWith(f, size, image.OpenOptions{StageDir: stageDir})
+	stop()
 	if err != nil {
 		f.Close()
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
@@ -258,8 +263,8 @@ const fetchedMark = "fetched "
 // readFetched returns the digest recorded in result by a fetch that ended
 // after since.
 func readFetched(result string, since time.Time) (string, bool) {
-	b, err := os.ReadFile(result)
-	if err != nil || len(b) > 1<<20 {
+	b, ok := readMarker(result)
+	if !ok {
 		return "", false
 	}
 	stamp, text, ok := strings.Cut(string(b), "\n")
@@ -274,9 +279,20 @@ func readFetched(result string, since time.Time) (string, bool) {
 // removeFetchLeftovers removes the download of key (and its .partial-*
 // files). The caller holds its fetch lock, or has found it free.
 func removeFetchLeftovers(dir, key string) {
-	left, _ := filepath.Glob(filepath.Join(dir, fetchPrefix+key+".dlimg*"))
-	for _, f := range left {
-		os.Remove(f)
+	d, err := trustpath.For(trustpath.Private).WalkDir(dir)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	removeFetchLeftoversIn(d, key)
+}
+
+// removeFetchLeftoversIn is removeFetchLeftovers in the held stage dir d.
+func removeFetchLeftoversIn(d *trustpath.Dir, key string) {
+	for _, n := range dirNames(d) {
+		if strings.HasPrefix(n, fetchPrefix+key+".dlimg") {
+			unix.Unlinkat(d.FD, d.Name(n), 0)
+		}
 	}
 }
 

@@ -11,37 +11,47 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// openImageFileAsUser is openImageFileAs for root staging for u (a
-// Prolog's stage --user, SLURM_JOB_UID): the walk and the open run on a
-// thread whose file-system credentials are u's (setfsuid, setfsgid,
-// setgroups: per thread in the kernel; changing fsuid from 0 drops
-// CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH), so whether u may search every
-// directory on the way and read the image is decided by the kernel as u,
-// not by comparing owners: a victim's 0600 image in a 0700 home is refused
-// to the attacker's job. The thread is never given back to the runtime
+// asUserFS runs fn on a thread of its own whose file-system credentials
+// are u's (setfsuid, setfsgid, setgroups: per thread in the kernel;
+// changing fsuid from 0 drops CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH,
+// CAP_CHOWN and CAP_FOWNER), so that every open, mkdir, symlink and rename
+// fn makes is allowed or refused by the kernel as u, and what it creates is
+// u's without a chown. This is how root works in a user's stage dir and
+// opens a user's image: whether u may search each directory on the way,
+// read the image or write the stage dir is the kernel's answer, not a
+// comparison of owners. The thread is never given back to the runtime
 // (LockOSThread without Unlock): it ends with the goroutine, its
-// credentials with it.
-func openImageFileAsUser(path string, u Account) (*os.File, int64, error) {
-	type result struct {
-		f   *os.File
-		n   int64
-		err error
-	}
-	ch := make(chan result, 1)
+// credentials with it. Descriptors fn opens are the process's, usable
+// after.
+func asUserFS(u Account, fn func() error) error {
+	ch := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		if err := becomeFSUser(u); err != nil {
-			ch <- result{err: fmt.Errorf("take uid %d's file-system credentials to open image %s: %w", u.Uid, path, err)}
+			ch <- fmt.Errorf("take uid %d's file-system credentials: %w", u.Uid, err)
 			return
 		}
-		f, n, err := openImageFileAs(path, uint32(u.Uid))
+		ch <- fn()
+	}()
+	return <-ch
+}
+
+// openImageFileAsUser is openImageFileAs for root staging for u (a
+// Prolog's stage --user, SLURM_JOB_UID), with u's file-system credentials
+// (asUserFS): a victim's 0600 image in a 0700 home is refused to the
+// attacker's job.
+func openImageFileAsUser(path string, u Account) (f *os.File, n int64, err error) {
+	uerr := asUserFS(u, func() error {
+		f, n, err = openImageFileAs(path, uint32(u.Uid))
 		if err != nil && (os.IsPermission(err) || errors.Is(err, unix.EACCES)) {
 			err = fmt.Errorf("image %s: uid %d may not read it (%v); refusing to stage it for them: root stages only what the job's user could read themselves", path, u.Uid, err)
 		}
-		ch <- result{f, n, err}
-	}()
-	r := <-ch
-	return r.f, r.n, r.err
+		return nil
+	})
+	if uerr != nil {
+		return nil, 0, fmt.Errorf("open image %s: %w", path, uerr)
+	}
+	return f, n, err
 }
 
 // becomeFSUser sets this thread's (only) groups and file-system ids to

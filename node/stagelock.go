@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dlbundle/dlbundle/internal/trustpath"
 )
 
 // stageLock is an exclusive flock(2) on a file in the stage directory. The
@@ -25,7 +28,7 @@ type stageLock struct{ f *os.File }
 // job's time limit) ends the wait, and the blocked call, if it gets the lock
 // later, drops it at once.
 func lockStage(ctx context.Context, path string, onWait func()) (l *stageLock, waited time.Time, err error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	f, err := openLockFile(path)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("open stage lock: %w", err)
 	}
@@ -42,6 +45,29 @@ func lockStage(ctx context.Context, path string, onWait func()) (l *stageLock, w
 		return nil, time.Time{}, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return &stageLock{f: f}, waited, nil
+}
+
+// openLockFile opens (creating, 0600) the lock file at path, by descriptor
+// in its directory walked by the Private rule (the stage dir, as staging
+// checked it): never through a link, and only a regular file.
+func openLockFile(path string) (*os.File, error) {
+	d, err := trustpath.For(trustpath.Private).WalkDir(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	name := filepath.Base(path)
+	fd, err := unix.Openat(d.FD, d.Name(name), unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a regular file; remove it", path)
+	}
+	return f, nil
 }
 
 // lockFile takes an exclusive flock on f, waiting as long as ctx allows.

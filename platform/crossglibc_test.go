@@ -32,17 +32,29 @@ func TestCrossGlibc(t *testing.T) {
 		t.Fatalf("gcc is needed: %v", err)
 	}
 	nodes := crossNodes(t)
-	type app struct {
-		name string
-		argv func(t *testing.T, build *chroot) []string
-	}
-	apps := []app{
+	apps := []crossApp{
 		{"numpy", func(*testing.T, *chroot) []string {
 			return []string{"/usr/bin/python3", "-c",
 				"import numpy, sys; print(numpy.arange(10).sum(), numpy.__version__, sys.version_info[:2], sys.executable)"}
 		}},
 		{"capp", func(t *testing.T, build *chroot) []string { return []string{build.demoApp(t)} }},
 	}
+	crossPairs(t, nodes, apps)
+}
+
+// crossApp is an app of the cross-glibc tests: argv gives its command on
+// the build node (after preparing what it needs there).
+type crossApp struct {
+	name string
+	argv func(t *testing.T, build *chroot) []string
+}
+
+// crossPairs traces and builds each app on each node, and runs the image
+// with dlbundle exec on every other node: the output must be the build
+// node's native output, exec quiet, a warm exec under strace must make no
+// system call on a path the image bundles, and the stage must hold the
+// record of the image's ld.so (STAGE/ldso).
+func crossPairs(t *testing.T, nodes []*chroot, apps []crossApp) {
 	for _, a := range apps {
 		for _, build := range nodes {
 			t.Run(a.name+"/"+build.name, func(t *testing.T) {
@@ -246,4 +258,129 @@ func TestCrossGlibcChildren(t *testing.T) {
 			}
 		})
 	}
+}
+
+// optFile writes a file into /opt/<work>/ of the node (where the run nodes
+// have nothing: the image must serve it) and returns its path there.
+func (ch *chroot) optFile(t *testing.T, name, text string, mode os.FileMode) string {
+	dir := "/opt/" + filepath.Base(ch.work)
+	host := filepath.Join(ch.root, dir)
+	if err := os.MkdirAll(host, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(host) })
+	if err := os.WriteFile(filepath.Join(host, name), []byte(text), mode); err != nil {
+		t.Fatal(err)
+	}
+	return dir + "/" + name
+}
+
+// The scripts print the glibc they run with (getconf, a bundled program:
+// the image's glibc as on the build node only if it ran under the image's
+// ld.so) and their argv as the kernel gives a "#!" interpreter.
+const shScript = `#!/bin/sh
+echo "sh: $0 $#: $*"
+getconf GNU_LIBC_VERSION
+printf '%s\n' "$(expr 6 \* 7)"
+`
+
+const envPythonScript = `#!/usr/bin/env python3
+import os, subprocess, sys
+print("py", sys.argv, os.confstr("CS_GNU_LIBC_VERSION"))
+print(subprocess.run(["getconf", "GNU_LIBC_VERSION"], capture_output=True, text=True).stdout, end="")
+`
+
+// systemC runs commands through system() and popen(), whose /bin/sh glibc
+// starts with its internal posix_spawn (no wrapper sees it: the node's
+// /bin/sh under the node's ld.so), and a bundled program through
+// posix_spawnp (the shim's wrapper).
+const systemC = `#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <gnu/libc-version.h>
+extern char **environ;
+int main(int argc, char **argv) {
+	printf("main: glibc %s, %d args\n", gnu_get_libc_version(), argc);
+	fflush(stdout);
+	int rc = system("echo system: $0; getconf GNU_LIBC_VERSION; printf '%s\\n' via-printf");
+	printf("system: status %d\n", rc);
+	FILE *p = popen("getconf GNU_LIBC_VERSION; echo popen: sh", "r");
+	char buf[256];
+	while (p && fgets(buf, sizeof buf, p)) printf("popen: %s", buf);
+	printf("pclose: status %d\n", p ? pclose(p) : -1);
+	fflush(stdout);
+	pid_t pid;
+	char *av[] = {"getconf", "GNU_LIBC_VERSION", NULL};
+	int st = -1;
+	if (posix_spawnp(&pid, "getconf", NULL, NULL, av, environ) == 0) waitpid(pid, &st, 0);
+	printf("posix_spawnp: status %d\n", st);
+	return 0;
+}
+`
+
+// TestCrossGlibcScripts: a "#!/bin/sh" script, a "#!/usr/bin/env python3"
+// script, and a C program that runs commands through system(), popen() and
+// posix_spawnp, each traced and built on one node and run with dlbundle
+// exec on every other (6 pairs), print what they print natively on the
+// build node; a warm exec makes no system call on a path the image bundles.
+// An image of a glibc before 2.34 needs its glibc's libdl.so.2 for the
+// shim's preload object; the C program and the sh script (dash) do not load
+// it themselves, so they fail on a newer node when the build leaves it out.
+func TestCrossGlibcScripts(t *testing.T) {
+	nodes := crossNodes(t)
+	apps := []crossApp{
+		{"sh-script", func(t *testing.T, build *chroot) []string {
+			return []string{build.optFile(t, "script.sh", shScript, 0o755), "a", "b c"}
+		}},
+		{"env-python-script", func(t *testing.T, build *chroot) []string {
+			return []string{build.optFile(t, "script.py", envPythonScript, 0o755), "a", "b c"}
+		}},
+		{"system-popen", func(t *testing.T, build *chroot) []string {
+			src := build.optFile(t, "system.c", systemC, 0o644)
+			prog := strings.TrimSuffix(src, ".c")
+			build.must(t, "/usr/bin/gcc", "-O", "-o", prog, src)
+			return []string{prog, "x"}
+		}},
+	}
+	crossPairs(t, nodes, apps)
+}
+
+// TestImageWithoutLibdlRefusedOnAnotherGlibc: an image of a glibc before
+// 2.34 built without that glibc's libdl.so.2 (as dlbundle built them before
+// it bundled it for the shim; here left out with --exclude) is refused on a
+// node with another glibc, with one line that says what is missing and
+// what to do, instead of every process dying before main.
+func TestImageWithoutLibdlRefusedOnAnotherGlibc(t *testing.T) {
+	nodes := crossNodes(t)
+	var build, run *chroot
+	for _, n := range nodes {
+		switch n.name {
+		case "bullseye-amd64":
+			build = n
+		case "host":
+			run = n
+		}
+	}
+	if build == nil || run == nil {
+		t.Skip("needs the bullseye-amd64 chroot and this node")
+	}
+	script := build.optFile(t, "script.sh", shScript, 0o755)
+	build.must(t, build.work+"/dlbundle-amd64", "trace", "-q", "-o", build.work+"/sh.trace", "--", script)
+	libdl := build.must(t, "/usr/bin/readlink", "-f", "/lib/x86_64-linux-gnu/libdl.so.2")
+	build.must(t, build.work+"/dlbundle-amd64", "build", "--exclude", strings.TrimSpace(libdl), "-o", build.work+"/sh.dlimg", build.work+"/sh.trace")
+	data, err := os.ReadFile(filepath.Join(build.host, "sh.dlimg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(run.host, "sh.dlimg"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := run.run(t, "", run.work+"/dlbundle-amd64", "exec", "--stage-dir", run.work+"/stage", run.work+"/sh.dlimg", "--", script)
+	line := strings.TrimRight(errOut, "\n")
+	if err == nil || out != "" || strings.Contains(line, "\n") ||
+		!strings.Contains(line, "lacks its libdl.so.2") || !strings.Contains(line, "rebuild the image") || !strings.Contains(line, "--fallback") {
+		t.Errorf("exec of a glibc 2.31 image without libdl.so.2 on glibc 2.36: %v, stdout %q, stderr (want one line saying so):\n%s", err, out, errOut)
+	}
+	t.Logf("the refusal: %s", line)
 }

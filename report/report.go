@@ -518,6 +518,10 @@ func fallbackWhy(f Fallback) string {
 		return "a process changed its user and could not read the stage in " + f.Dir + " (other-uid): it read the original files"
 	case "too-long":
 		return "their paths were longer than the shim's 4 KiB buffers (too-long)"
+	case "dir-open":
+		return "they opened the bundled directory " + f.Dir + " as a descriptor, or listed it with every stream slot taken (dir-open): " +
+			"the shim serves listings through opendir, not directory descriptors (fstatfs, fchdir, getdents on one answer for the " +
+			"file system it is on, which the image does not record); the image holds the directory, so a fold changes nothing"
 	}
 	return "of " + f.Reason + " " + f.Dir
 }

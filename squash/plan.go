@@ -1,6 +1,7 @@
 package squash
 
 import (
+	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -135,6 +136,7 @@ type builder struct {
 	statOnlyLarge []string        // real paths recorded external for their size
 	outputDirs    map[string]bool // directories the pilot wrote into: no entry
 	nodeBoundSeen map[string]bool // driver libraries met (NodeBound)
+	libdlChecked  bool            // addPreloadNeeds ran
 }
 
 func (b *builder) warn(format string, args ...any) {
@@ -484,7 +486,66 @@ func (b *builder) addInterpreters(n *node, depth int) {
 	}
 	b.addChain(w)
 	b.addRegular(w.final)
+	b.addPreloadNeeds(w.final)
 	b.addInterpreters(w.final, depth+1)
+}
+
+// addPreloadNeeds adds the libdl.so.2 of the glibc whose ld.so (the
+// interpreter of an exec'd program) the image bundles, when that glibc is
+// older than 2.34: the shim's preload object for such a glibc (preload.so,
+// loader/stagefmt.DetectPreload) needs libdl.so.2, which the app itself
+// may never load, so no trace shows it. On a node with the image's glibc the
+// node's copy would do; on a node with another glibc the image's ld.so runs
+// the app, and a libdl.so.2 from the node (another glibc build) stops every
+// process before main ("version `GLIBC_ABI_DT_RELR' not found"). From 2.34
+// dlsym is in libc.so.6 and preload-2.34.so needs nothing more.
+func (b *builder) addPreloadNeeds(ldso *node) {
+	if b.libdlChecked {
+		return
+	}
+	dir := path.Dir(ldso.path)
+	libc := b.fs.resolve(path.Join(dir, "libc.so.6"), true)
+	if libc.err != nil || !libc.final.isReg() {
+		return // a script's interpreter, not ld.so
+	}
+	b.libdlChecked = true
+	if definesVersion(libc.final.path, "GLIBC_2.34") {
+		return
+	}
+	w := b.fs.resolve(path.Join(dir, "libdl.so.2"), true)
+	if w.err != nil || !w.final.isReg() {
+		return
+	}
+	if v, _ := b.rules.Match(w.final.path); v != Bundle {
+		return
+	}
+	b.addChain(w)
+	b.addRegular(w.final)
+}
+
+// definesVersion reports whether the ELF shared object at p defines the
+// symbol version ver (GLIBC_2.34 in libc.so.6: dlsym moved there).
+func definesVersion(p, ver string) bool {
+	f, err := image.OpenSource(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return false
+	}
+	defer ef.Close()
+	vs, err := ef.DynamicVersions()
+	if err != nil {
+		return false
+	}
+	for _, v := range vs {
+		if v.Name == ver {
+			return true
+		}
+	}
+	return false
 }
 
 // addDir adds a directory with its complete listing as read now and returns

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -10,9 +11,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/internal/clitest"
+	"golang.org/x/sys/unix"
 )
 
 // rankApp: every rank imports json; the ranks other than 0 also import
@@ -336,6 +339,33 @@ int main(int argc, char **argv) { int r; MPI_Init(&argc, &argv); MPI_Comm_rank(M
 	if err != nil || strings.Contains(string(tr), `/orted"`) {
 		t.Errorf("the pilot's trace records a daemon or is missing (%v)", err)
 	}
+
+	// -o a FIFO with a reader: the trace goes to the reader, and the note
+	// is not looked for by opening the FIFO again (that open would wait
+	// for a writer forever).
+	fifo := filepath.Join(dir, "trace.fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := os.ReadFile(fifo)
+		got <- b
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd = exec.CommandContext(ctx, cli, "trace", "-o", fifo, "--", app)
+	cmd.Dir, cmd.Env = dir, append(clitest.CleanEnv(dir), "TMPDIR="+tmp, "OMPI_MCA_plm_rsh_agent=false")
+	out, err = cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("trace -o FIFO did not end (it opened the FIFO again to read the trace back):\n%s", out)
+	}
+	if err != nil || !strings.Contains(string(out), "rank 0") {
+		t.Fatalf("trace -o FIFO of the MPI program: %v\n%s", err, out)
+	}
+	if b := <-got; !strings.Contains(string(b), "dlbundle-trace") {
+		t.Errorf("the FIFO's reader got %d bytes, not the trace", len(b))
+	}
 }
 
 // The Epilog example gathers the job's records from the node (and only the
@@ -380,15 +410,24 @@ func TestEpilogGathersTheJobsRecords(t *testing.T) {
 	}
 	run(append(base, "DLBUNDLE="+cli, "DLBUNDLE_STAGE_DIR="+stagePattern, "DLBUNDLE_RECORDS_TO="+shared,
 		"SLURM_JOB_ID=77", "SLURM_JOB_UID="+uid, "SLURM_JOB_USER="+me.Username, "SLURMD_NODENAME=n1"), "/bin/sh", epilog)
-	got, _ := filepath.Glob(filepath.Join(shared, "*", "*"))
-	want := []string{filepath.Join(shared, "77", "n1.slurm-77.0.report"), filepath.Join(shared, "77", "n1.slurm-77.report")}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Fatalf("gathered %v, want %v (job 77's two runs, not job 78's)", got, want)
+	all, _ := filepath.Glob(filepath.Join(shared, "*", "*"))
+	want := []string{filepath.Join(shared, "77", "n1.slurm-77.0.image"), filepath.Join(shared, "77", "n1.slurm-77.0.report"),
+		filepath.Join(shared, "77", "n1.slurm-77.image"), filepath.Join(shared, "77", "n1.slurm-77.report")}
+	if strings.Join(all, " ") != strings.Join(want, " ") {
+		t.Fatalf("gathered %v, want %v (job 77's two runs with the notes naming their image, not job 78's)", all, want)
 	}
+	got, _ := filepath.Glob(filepath.Join(shared, "*", "*.report"))
 	text := run(base, cli, append([]string{"report"}, got...)...)
 	if !strings.Contains(text, "2 runs:") || !strings.Contains(text, "/usr/lib/python3.11/decimal.py") || !strings.Contains(text, "--from") {
 		t.Errorf("report of the gathered records:\n%s", text)
 	}
+	// The fold names the runs' image (the gathered notes), and works as
+	// printed.
+	advice := foldAdvice(t, text)
+	if img := filepath.Join(dir, "app.dlimg"); len(advice) != 1 || advice[0][2] != img {
+		t.Fatalf("the report of the gathered records advises %v; want one fold into %s", advice, img)
+	}
+	run(base, cli, advice[0]...)
 }
 
 // exec says before the app starts, once per launch, that the command is

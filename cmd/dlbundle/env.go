@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/dlbundle/dlbundle/internal/stagetime"
 	"github.com/dlbundle/dlbundle/loader"
 	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
@@ -91,6 +92,7 @@ func (c *EnvCmd) Run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	staged, err := ensureStage(ctx, "env", c.ensureRequest(c.Image))
+	stagetime.Report(os.Stderr) // DLBUNDLE_STAGE_TIMING=1
 	if ctx.Err() != nil {
 		return fmt.Errorf("%w during staging; no environment printed", context.Cause(ctx))
 	}

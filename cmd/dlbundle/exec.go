@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dlbundle/dlbundle/internal/oneproc"
+	"github.com/dlbundle/dlbundle/internal/stagetime"
 	"github.com/dlbundle/dlbundle/loader"
 	"github.com/dlbundle/dlbundle/node"
 )
@@ -59,7 +60,9 @@ func (c *ExecCmd) Run() error {
 		return err
 	}
 	ctx, stop := notifySignals(true)
+	stopT := stagetime.Start("ensure stage (all)")
 	staged, err := ensureStage(ctx, "exec", c.ensureRequest())
+	stopT()
 	if sig := stop(); sig != nil {
 		// SIGTERM or SIGINT during staging, even after the stage was
 		// published: the app must not start (nor natively: --fallback is
@@ -75,7 +78,10 @@ func (c *ExecCmd) Run() error {
 	}
 	warnBeforeStart(c.StageDir, c.Image, staged, argv)
 	report := reportTarget(c.Report, staged.Dir, c.Image, argv) // before os.Environ: it sets DLBUNDLE_RUN
-	return execProgram(loader.Start(staged.Dir, argv, os.Environ(), loader.EnvOptions{Report: report, Debug: c.Debug}))
+	stopT = stagetime.Start("exec: the app's start (loader.Start)")
+	p, err := loader.Start(staged.Dir, argv, os.Environ(), loader.EnvOptions{Report: report, Debug: c.Debug})
+	stopT()
+	return execProgram(p, err)
 }
 
 // ensureRequest is what exec asks of node.Ensure.
@@ -183,6 +189,7 @@ func execProgram(p *loader.Program, err error) error {
 	if err != nil {
 		return err
 	}
+	stagetime.Report(os.Stderr) // DLBUNDLE_STAGE_TIMING=1: the stage's phases, before the app's output
 	err = unix.Exec(p.Path, p.Argv, p.Env)
 	fmt.Fprintf(os.Stderr, "dlbundle exec: %s: %v\n", p.Argv[0], err)
 	if errors.Is(err, unix.ENOENT) {

@@ -59,7 +59,15 @@ func (c *ReportCmd) gather() error {
 	dst := d.Path
 	d.Close()
 	for _, f := range c.Files {
-		if err := c.gatherOne(f, filepath.Join(dst, node+"."+filepath.Base(f))); err != nil {
+		to := filepath.Join(dst, node+"."+filepath.Base(f))
+		if err := c.gatherOne(f, to); err != nil {
+			return err
+		}
+		// The note naming the run's image goes along: a report of the
+		// gathered files then prints a fold that names the image, one that
+		// works as printed.
+		note := strings.TrimSuffix(f, ".report") + ".image"
+		if err := c.gatherOne(note, strings.TrimSuffix(to, ".report")+".image"); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 	}

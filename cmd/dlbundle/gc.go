@@ -77,6 +77,14 @@ func (c *GcCmd) Run() error {
 	}
 	fmt.Printf("%s %d stages (%s) and %d aliases; kept %d unused, %d in use\n",
 		verb, len(res.Stages), units.Bytes(res.Freed), res.Aliases, len(res.Kept), len(res.InUse))
+	if c.Job != "" && !c.DryRun {
+		// The job's --dlbundle-bcast copies on a node where no step used them.
+		if n, err := node.RemoveBcastCopies(c.Job); err != nil {
+			fmt.Fprintf(os.Stderr, "dlbundle gc: warning: the job's --dlbundle-bcast copies in %s: %v\n", node.BcastCopyDir, err)
+		} else if n > 0 {
+			fmt.Printf("removed %d copies of the job's image that sbcast left in %s (--dlbundle-bcast) and no step used\n", n, node.BcastCopyDir)
+		}
+	}
 	if c.Stage != "" && len(res.Stages) == 0 {
 		return fmt.Errorf("stage %s was not removed (see above)", only)
 	}

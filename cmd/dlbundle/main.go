@@ -12,6 +12,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/dlbundle/dlbundle/internal/oneproc"
+	"github.com/dlbundle/dlbundle/internal/stagetime"
 	"github.com/dlbundle/dlbundle/internal/version"
 )
 
@@ -37,6 +38,8 @@ type CLI struct {
 	TraceStub TraceStubCmd `cmd:"" name:"__trace-stub" hidden:""`
 	// Internal: the child that reads an image for root's stage --user, as the user.
 	StageChild StageChildCmd `cmd:"" name:"__stage-child" hidden:""`
+	// Internal: the Slurm plugin's srun side of --dlbundle-bcast (sbcast once per job).
+	Bcast BcastCmd `cmd:"" name:"__bcast" hidden:""`
 
 	// About dlbundle itself, last in --help.
 	VersionCmd VersionCmd    `cmd:"" name:"version" help:"Print the dlbundle version (as --version, -v)."`
@@ -73,6 +76,12 @@ func main() {
 	if base := os.Getenv(autoBuildVar); base != "" {
 		autoBuild(base) // the same, once the traced task has ended; does not return
 	}
+	if base := os.Getenv(autoFoldVar); base != "" {
+		autoFold(base) // the same, once a step served from the image has ended on a node (autofold.go)
+	}
+	if argv0 := os.Getenv(ldsoArgv0Var); argv0 != "" {
+		ldsoStart(argv0) // the Slurm plugin, on a node of another glibc (ldsostart.go); does not return
+	}
 	// The version alone is answered before anything else: kong's model of
 	// the whole command line (~0.3 ms of reflection and help text) and
 	// oneproc.Restore's stop-the-world (which waits for a second thread to
@@ -82,6 +91,7 @@ func main() {
 		fmt.Println(version.Version)
 		os.Exit(0)
 	}
+	stagetime.EnableFromEnv() // DLBUNDLE_STAGE_TIMING=1: where staging's time goes
 	// Package init ran on one P (internal/oneproc). Only a warm exec and
 	// the trace stub, which exec the app at once, stay there; exec
 	// restores GOMAXPROCS itself when it has to stage.

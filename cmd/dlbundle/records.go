@@ -113,13 +113,18 @@ func reportTarget(report, stage, image string, argv []string) string {
 	if report != "" || os.Getenv(envRecord) == "0" {
 		return report
 	}
-	p, created, err := nodeRecord(filepath.Dir(stage), run)
+	rd, err := openRecordsDir(filepath.Dir(stage))
+	if err != nil {
+		return ""
+	}
+	defer rd.Close()
+	p, created, err := nodeRecord(rd, run)
 	if err != nil {
 		return ""
 	}
 	os.Setenv(envReportMax, strconv.FormatInt(recordMax(), 10)) // the shim stops appending there
 	if created {
-		writeOwnFile(strings.TrimSuffix(p, ".report")+".image", absImage(image)+"\n")
+		writeOwnFile(rd, run+".image", absImage(image)+"\n")
 	}
 	return p
 }
@@ -135,10 +140,11 @@ func absImage(image string) string {
 	return image
 }
 
-// writeOwnFile creates name (never through a symlink, never over a file)
-// with content; errors are ignored: a note, not a record.
-func writeOwnFile(name, content string) {
-	fd, err := unix.Open(name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+// writeOwnFile creates name in the records dir rd (never through a
+// symlink, never over a file) with content; errors are ignored: a note,
+// not a record.
+func writeOwnFile(rd *trustpath.Dir, name, content string) {
+	fd, err := unix.Openat(rd.FD, rd.Name(name), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return
 	}
@@ -149,32 +155,45 @@ func writeOwnFile(name, content string) {
 // recordsDir is where a stage directory keeps its records.
 func recordsDir(stageDir string) string { return filepath.Join(stageDir, recordsDirName) }
 
-// nodeRecord opens (creating) the record file of run in the stage
-// directory's records/, which must be a directory of the user's own that
-// no one else may write; a new run prunes the oldest files.
-func nodeRecord(stageDir, run string) (p string, created bool, err error) {
-	dir := recordsDir(stageDir)
-	if err := unix.Mkdir(dir, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
-		return "", false, err
+// openRecordsDir walks to the stage directory by the Private rule (as
+// staging checked it) and makes (0700) and enters its records/, which must
+// be a directory of the user's own that no one else may write: every file
+// of the records is then made, listed and removed by descriptor in it.
+func openRecordsDir(stageDir string) (*trustpath.Dir, error) {
+	euid := uint32(os.Geteuid())
+	sd, err := (&trustpath.Walker{Rule: trustpath.Private, Uid: euid}).WalkDir(stageDir)
+	if err != nil {
+		return nil, err
 	}
-	var st unix.Stat_t
-	if err := unix.Lstat(dir, &st); err != nil {
-		return "", false, err
+	defer sd.Close()
+	dir := sd.Join(recordsDirName)
+	rd, err := sd.Enter(dir, recordsDirName, 0o700)
+	if err != nil {
+		return nil, err
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
-		return "", false, fmt.Errorf("%s is not a directory of your own", dir)
+	if rd.Node.Uid != euid || rd.Node.Mode&0o022 != 0 {
+		rd.Close()
+		return nil, fmt.Errorf("%s is not a directory of your own", dir)
 	}
-	p = filepath.Join(dir, run+".report")
-	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	return rd, nil
+}
+
+// nodeRecord opens (creating) the record file of run in the records dir
+// rd; a new run prunes the oldest files.
+func nodeRecord(rd *trustpath.Dir, run string) (p string, created bool, err error) {
+	name := run + ".report"
+	p = rd.Join(name)
+	fd, err := unix.Openat(rd.FD, rd.Name(name), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err == nil {
 		unix.Close(fd)
-		pruneRecords(dir, p)
+		pruneRecords(rd, name)
 		return p, true, nil
 	}
 	if !errors.Is(err, unix.EEXIST) {
 		return "", false, err
 	}
-	if err := unix.Lstat(p, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size >= recordMax() {
+	var st unix.Stat_t
+	if err := unix.Fstatat(rd.FD, rd.Name(name), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size >= recordMax() {
 		return "", false, fmt.Errorf("%s is full or not a regular file", p)
 	}
 	return p, false, nil
@@ -189,15 +208,21 @@ func recordMax() int64 {
 	return maxRecordBytes
 }
 
-// pruneRecords removes the oldest record files beyond maxRecordFiles,
-// never keep (the run just started).
-func pruneRecords(dir, keep string) {
-	ents, err := os.ReadDir(dir)
+// pruneRecords removes the oldest record files of the records dir rd
+// beyond maxRecordFiles, never keep (the run just started), by descriptor.
+func pruneRecords(rd *trustpath.Dir, keep string) {
+	fd, err := unix.Openat(rd.FD, rd.Name("."), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	df := os.NewFile(uintptr(fd), rd.Path)
+	ents, err := df.ReadDir(-1)
+	df.Close()
 	if err != nil || len(ents) <= maxRecordFiles {
 		return
 	}
 	type rec struct {
-		path string
+		name string
 		mt   time.Time
 	}
 	var rs []rec
@@ -206,14 +231,14 @@ func pruneRecords(dir, keep string) {
 			continue
 		}
 		if info, err := e.Info(); err == nil {
-			rs = append(rs, rec{filepath.Join(dir, e.Name()), info.ModTime()})
+			rs = append(rs, rec{e.Name(), info.ModTime()})
 		}
 	}
 	sort.Slice(rs, func(i, j int) bool { return rs[i].mt.Before(rs[j].mt) })
 	for i := 0; i < len(rs)-maxRecordFiles; i++ {
-		if rs[i].path != keep {
-			os.Remove(rs[i].path)
-			os.Remove(strings.TrimSuffix(rs[i].path, ".report") + ".image")
+		if rs[i].name != keep {
+			unix.Unlinkat(rd.FD, rd.Name(rs[i].name), 0)
+			unix.Unlinkat(rd.FD, rd.Name(strings.TrimSuffix(rs[i].name, ".report")+".image"), 0)
 		}
 	}
 }

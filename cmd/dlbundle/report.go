@@ -138,65 +138,9 @@ func (c *ReportCmd) byImage() []imageRuns {
 
 // run summarises c.Files.
 func (c *ReportCmd) run() error {
-	for _, name := range c.Files {
-		if c.records != nil {
-			break // opened in the checked records dir below, as regular files only
-		}
-		if err := refuseNonReport(name); err != nil {
-			return err
-		}
-	}
-	var all []report.ProcessReport
-	bad := 0
-	for _, name := range c.Files {
-		f, err := c.openReport(name)
-		if err != nil {
-			return err
-		}
-		rs, b, err := report.ReadReports(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("read report %s: %w", name, err)
-		}
-		all = append(all, rs...)
-		bad += b
-	}
-	if bad > 0 {
-		fmt.Fprintf(os.Stderr, "dlbundle report: skipped %d lines that are not process reports\n", bad)
-	}
-	if len(all) == 0 {
-		return fmt.Errorf("no process reports in %v; was the app run with 'dlbundle exec --report FILE'?", c.Files)
-	}
-	// The image the runs used: --image, else the one exec noted beside the
-	// node's records. Its build rules tell what it left out by policy, its
-	// external entries what a rule left on the file system.
-	img := c.Image
-	if img == "" {
-		img = c.imageOfRuns()
-	}
-	var im *image.Image
-	if img != "" {
-		var err error
-		if im, err = image.OpenFile(img); err != nil {
-			if c.Image != "" {
-				return err
-			}
-			im = nil // the records' image is gone or moved: build's default rules
-		} else {
-			defer im.Close()
-		}
-	}
-	rules, err := rulesOf(im, img)
+	s, img, err := c.summary()
 	if err != nil {
 		return err
-	}
-	s := report.SummarizeWithRules(all, rules)
-	s.Fold = &report.FoldAdvice{Image: img, Files: c.Files}
-	if im != nil {
-		s.SplitLeftOut(func(p string) bool {
-			e, ok := im.Lookup(p)
-			return ok && e.Type == image.TypeExternal
-		})
 	}
 	out := c.out
 	if out == nil {
@@ -223,6 +167,72 @@ func (c *ReportCmd) run() error {
 		limit = 0
 	}
 	return s.WriteText(out, limit)
+}
+
+// summary reads c.Files and sums them against the image the runs used
+// (returned with the summary).
+func (c *ReportCmd) summary() (report.Summary, string, error) {
+	for _, name := range c.Files {
+		if c.records != nil {
+			break // opened in the checked records dir below, as regular files only
+		}
+		if err := refuseNonReport(name); err != nil {
+			return report.Summary{}, "", err
+		}
+	}
+	var all []report.ProcessReport
+	bad := 0
+	for _, name := range c.Files {
+		f, err := c.openReport(name)
+		if err != nil {
+			return report.Summary{}, "", err
+		}
+		rs, b, err := report.ReadReports(f)
+		f.Close()
+		if err != nil {
+			return report.Summary{}, "", fmt.Errorf("read report %s: %w", name, err)
+		}
+		all = append(all, rs...)
+		bad += b
+	}
+	if bad > 0 {
+		fmt.Fprintf(os.Stderr, "dlbundle report: skipped %d lines that are not process reports\n", bad)
+	}
+	if len(all) == 0 {
+		return report.Summary{}, "", fmt.Errorf("no process reports in %v; was the app run with 'dlbundle exec --report FILE'?", c.Files)
+	}
+	// The image the runs used: --image, else the one exec noted beside the
+	// node's records. Its build rules tell what it left out by policy, its
+	// external entries what a rule left on the file system.
+	img := c.Image
+	if img == "" {
+		img = c.imageOfRuns()
+	}
+	var im *image.Image
+	if img != "" {
+		var err error
+		if im, err = image.OpenFile(img); err != nil {
+			if c.Image != "" {
+				return report.Summary{}, "", err
+			}
+			im = nil // the records' image is gone or moved: build's default rules
+		} else {
+			defer im.Close()
+		}
+	}
+	rules, err := rulesOf(im, img)
+	if err != nil {
+		return report.Summary{}, "", err
+	}
+	s := report.SummarizeWithRules(all, rules)
+	s.Fold = &report.FoldAdvice{Image: img, Files: c.Files}
+	if im != nil {
+		s.SplitLeftOut(func(p string) bool {
+			e, ok := im.Lookup(p)
+			return ok && e.Type == image.TypeExternal
+		})
+	}
+	return s, img, nil
 }
 
 // emptyListsNotNull sets every nil slice field of *v (a struct) to an empty

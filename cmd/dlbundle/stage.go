@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/dlbundle/dlbundle/image/registry"
+	"github.com/dlbundle/dlbundle/internal/stagetime"
 	"github.com/dlbundle/dlbundle/node"
 )
 
@@ -118,6 +119,7 @@ func (c *StageCmd) Run() error {
 }
 
 func (c *StageCmd) done(s *node.Staged) error {
+	stagetime.Report(os.Stderr) // DLBUNDLE_STAGE_TIMING=1
 	if c.JSON {
 		// A stage found through the job's alias was not read: its name is
 		// the digest of the image it holds.

@@ -7,6 +7,8 @@ import (
 	"path"
 	"strings"
 
+	"github.com/dlbundle/dlbundle/internal/abspath"
+	"github.com/dlbundle/dlbundle/internal/trustpath"
 	"github.com/dlbundle/dlbundle/squash"
 	"github.com/dlbundle/dlbundle/trace"
 )
@@ -165,7 +167,13 @@ func isolateMPISingleton(rank string) bool {
 // noteMPISingleton says, when the pilot loaded Open MPI, that it ran as an
 // isolated singleton and how to trace it as a rank instead.
 func noteMPISingleton(tracePath string, argv []string) {
-	f, err := os.Open(tracePath)
+	// Read back through the rule: -o may name a FIFO or a device (outfile
+	// writes those directly), which must not be opened again to read.
+	abs, err := abspath.Abs(tracePath)
+	if err != nil {
+		return
+	}
+	f, _, err := trustpath.For(trustpath.Shared).OpenFile(abs)
 	if err != nil {
 		return
 	}

@@ -628,3 +628,122 @@ func TestSpankBcast(t *testing.T) {
 		t.Errorf("plugstack.conf bcast=1: the image opened %d times; want once", opens)
 	}
 }
+
+// TestSpankBcastOncePerJob: a job (salloc) of four srun steps with
+// --dlbundle-bcast reads the image from the shared file system once: the
+// first step (one node) has sbcast copy it to all 3 nodes of the job, its
+// node stages and removes its copy; the later steps (3 nodes x 2 ranks) copy
+// nothing, the two other nodes stage the copy they were left and the first
+// node finds its stage. A rewritten image is a new copy (a second read),
+// two steps started at once copy once, and the job's Epilog (gc --job)
+// removes what no step used.
+func TestSpankBcastOncePerJob(t *testing.T) {
+	needSpank(t)
+	p := newProbe(t, "spankbcastjob")
+	img := p.image[1]
+	st, err := os.Stat(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leftovers := func() string {
+		var left []string
+		for _, n := range shared.Nodes {
+			if out, _ := shared.OnNode(n, "sh", "-c", "ls /tmp/dlbundle-bcast-* 2>/dev/null").Output(); len(out) != 0 {
+				left = append(left, n+": "+strings.TrimSpace(string(out)))
+			}
+		}
+		return strings.Join(left, "; ")
+	}
+	if left := leftovers(); left != "" {
+		t.Fatalf("copies left by an earlier test: %s", left)
+	}
+	step := "srun --dlbundle=" + img + " --dlbundle-bcast "
+	job := func(name, script string) result {
+		t.Helper()
+		cmd := shared.Command("salloc", "-N3", "--ntasks-per-node=2", "sh", "-c", script)
+		cmd.Env = append(cmd.Env, "DLBUNDLE_STAGE_DIR=/dev/shm/t-spank-bcastjob-"+name)
+		return runCmd(t, cmd)
+	}
+	steps := func(step string) string {
+		return "set -e; " + step + "-N1 -n1 " + p.original + "; " +
+			step + "-N3 --ntasks-per-node=2 " + p.original + "; " +
+			step + "-N3 --ntasks-per-node=2 " + p.original + "; " +
+			"echo steps-done"
+	}
+	// The same job without the broadcast, for the figures beside it.
+	sfs.Reset()
+	start := time.Now()
+	r := job("plain", steps("srun --dlbundle="+img+" "))
+	elapsed := time.Since(start)
+	s := sfs.Stats()
+	if r.code != 0 || !strings.Contains(r.out, "steps-done") {
+		t.Fatalf("salloc with 3 steps, no bcast: exit %d\n%s\n%s", r.code, r.out, shared.Logs())
+	}
+	ranks(t, r.out, 13, 1, p)
+	t.Logf("without --dlbundle-bcast: 1 job, 3 steps (1 + 6 + 6 ranks), %v; shared file system: %d opens, %d reads, %d bytes",
+		elapsed.Round(time.Millisecond), s.Open, s.Read, s.BytesRead)
+
+	sfs.Reset()
+	start = time.Now()
+	r = job("once", steps(step))
+	elapsed = time.Since(start)
+	s = sfs.Stats()
+	if r.code != 0 || !strings.Contains(r.out, "steps-done") {
+		t.Fatalf("salloc with 3 steps: exit %d\n%s\n%s", r.code, r.out, shared.Logs())
+	}
+	ranks(t, r.out, 13, 1, p)
+	t.Logf("with --dlbundle-bcast: 1 job, 3 steps (1 + 6 + 6 ranks), %v; shared file system: %d opens, %d reads, %d bytes (image %d bytes)",
+		elapsed.Round(time.Millisecond), s.Open, s.Read, s.BytesRead, st.Size())
+	if s.Open != 1 || s.BytesRead < uint64(st.Size()) || s.BytesRead > uint64(st.Size())*3/2 {
+		t.Errorf("--dlbundle-bcast in a job of 3 steps: %d opens, %d bytes read of the shared file system; want the %d-byte image opened and read once per job",
+			s.Open, s.BytesRead, st.Size())
+	}
+	// The Epilog runs when the job has ended, on each node.
+	epilogCleans := func() {
+		t.Helper()
+		var left string
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			if left = leftovers(); left == "" {
+				break
+			}
+		}
+		if left != "" {
+			t.Errorf("the job's copies are still on its nodes after its Epilog (dlbundle gc --job): %s", left)
+		}
+	}
+	epilogCleans()
+
+	// The image changed between two steps of one job (its times set, by
+	// utimensat, which opens nothing): the second step reads it again (a
+	// new copy), it does not reuse the first copy's stage. The second step
+	// runs on one node: the others keep the new copy until the Epilog.
+	sfs.Reset()
+	script := "set -e; " + step + "-N3 -n3 " + p.original + "; python3 -c 'import os,sys; os.utime(sys.argv[1])' " + img + "; " + step + "-N1 -n1 " + p.original + "; echo steps-done"
+	r = job("rewritten", script)
+	s = sfs.Stats()
+	if r.code != 0 || !strings.Contains(r.out, "steps-done") {
+		t.Fatalf("salloc, image changed between steps: exit %d\n%s\n%s", r.code, r.out, shared.Logs())
+	}
+	ranks(t, r.out, 4, 1, p)
+	if s.Open != 2 {
+		t.Errorf("image changed between the job's 2 steps: opened %d times; want 2 (each version copied once)", s.Open)
+	}
+	epilogCleans()
+
+	// Two steps started together (srun & srun &) copy once: the second
+	// finds the first one's record (here slurmctld's step creation keeps
+	// them apart; where their copies overlap, dlbundle's per-job lock
+	// makes the second wait for the record).
+	sfs.Reset()
+	script = "set -e; " + step + "--overlap -N3 -n3 " + p.original + " & " + step + "--overlap -N3 -n3 " + p.original + " & wait; echo steps-done"
+	r = job("parallel", script)
+	s = sfs.Stats()
+	if r.code != 0 || !strings.Contains(r.out, "steps-done") {
+		t.Fatalf("salloc, two steps at once: exit %d\n%s\n%s", r.code, r.out, shared.Logs())
+	}
+	ranks(t, r.out, 6, 1, p)
+	if s.Open != 1 {
+		t.Errorf("two steps of one job started together: the image opened %d times; want once", s.Open)
+	}
+	epilogCleans()
+}

@@ -13,7 +13,6 @@ const (
 	inStage = "a path inside the stage dir that OpenStageDir/OpenStageDirFor checked (every component root's or the user's, none writable by group or others unless sticky), so no other user can create, rename or swap a name in it"
 	ownIn   = "the caller reading a file it named itself on the command line (its own input, opened with its own credentials): the kernel decides what it may read"
 	ownOut  = "the image output named on the command line, made beside it as a new O_EXCL temporary file and renamed; the target's directory is walked by the rule first (image.CreateOutput's walk)"
-	records = "inside the user's records dir, which nodeRecord makes 0700 in the checked stage dir and Lstat-checks (a directory of the user's own, not writable by others); O_EXCL|O_NOFOLLOW creates"
 	procfs  = "a /proc file of a pid, read as the caller: procfs itself decides access"
 	nodeLib = "a file of the node's own system (the node's ld.so or libc, named by PT_INTERP or ld.so's cache), root's: not a path a user chooses"
 	image   = "a path the caller's own image, built by the caller, names on the caller's own file system, read with the caller's credentials"
@@ -24,26 +23,12 @@ func init() {
 		// cmd/dlbundle: where the Slurm plugin stages, for report.
 		{"cmd/dlbundle.eachLine", "Slurm's slurm.conf and plugstack.conf (and what they include), read as the caller with its own credentials, only to choose where the caller's own report looks; regular files only (O_NONBLOCK, then fstat), at most 1 MiB; the stage dir chosen is then checked by the rule like any other"},
 		// node: the stage dir and what is staged in it.
-		{"node.GC", inStage},
-		{"node.ListStages", inStage},
-		{"node.Stage", inStage},
-		{"node.StageRef", inStage},
-		{"node.consumedSince", inStage},
-		{"node.lockStage", inStage},
 		{"node.lookupAlias", inStage},
-		{"node.readFailure", inStage + " (the failure marker a staging child left)"},
-		{"node.readFetched", inStage + " (the fetch result a staging child left)"},
-		{"node.removeFetchLeftovers", inStage},
-		{"node.removeIdleFetches", inStage},
-		{"node.removeStage", inStage},
 		{"node.removeTree", inStage},
-		{"node.RetireReplaced", inStage + " (the stages of one image path, listed to retire the old ones)"},
 		{"node.stageChild1", inStage + "; the child runs as the job's user"},
 		{"node.stageLocked", inStage},
-		{"node.touchIfOlder", inStage},
-		{"node.writeAlias", inStage},
-		{"node.writeFailure", inStage},
-		{"node.writeStageRef", inStage},
+		{"node.Broadcasted", inStage},
+		{"node.LockBroadcast", inStage},
 		{"node.stageUsers", procfs},
 		{"node/materialize.Materialize", inStage + " (the new stage, made 0700 by the staging child)"},
 		{"node/materialize.keepRules", inStage},
@@ -63,6 +48,7 @@ func init() {
 		{"loader/stagefmt.stagedTree.open", inStage + " (os.Root keeps every open beneath it)"},
 		{"loader/stagefmt.openLibc", nodeLib},
 		{"loader/stagefmt.LibcDefines", nodeLib},
+		{"loader/stagefmt.openNodeFile", "a driver library of the node at the path the image records (only names squash.NodeBound accepts: libcuda.so*, libnvidia-*...) or a glibc object beside the node's libc; read as data (O_NONBLOCK, then fstat: regular files only) for its ELF version needs, of which only a glibc version name can reach a message"},
 		{"loader.StagedScript", inStage},
 		{"loader.isELF", "a program the caller asked to run, found on its own PATH as execve would: the caller's own input"},
 		// cmd/dlbundle: the caller's own inputs and outputs.
@@ -70,15 +56,11 @@ func init() {
 		{"cmd/dlbundle.readReportFile", ownIn},
 		{"cmd/dlbundle.hasImageFooter", ownIn},
 		{"cmd/dlbundle.writePage", ownIn + " (the report files given to --html)"},
-		{"cmd/dlbundle.noteMPISingleton", "the trace the caller just wrote through outfile.Create, read back with its own credentials"},
 		{"cmd/dlbundle.fileDigest", image},
 		{"cmd/dlbundle.listingChange", image},
 		{"cmd/dlbundle.createImageFile", ownOut},
 		{"cmd/dlbundle.newPartialImage", ownOut},
 		{"cmd/dlbundle.PullCmd.pullToStream", "pull's own temporary directory (os.MkdirTemp, 0700, named by the kernel's random suffix) and the files it wrote there"},
-		{"cmd/dlbundle.writeOwnFile", records},
-		{"cmd/dlbundle.nodeRecord", records},
-		{"cmd/dlbundle.pruneRecords", records},
 		{"cmd/dlbundle.ReportCmd.openReport", ownIn + " (the node's records go through the checked records dir instead)"},
 	} {
 		Allowed[e.fn] = e.why

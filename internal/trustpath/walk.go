@@ -267,6 +267,36 @@ func (realFS) readlink(fd int) (string, error) {
 func (realFS) mkdir(dir int, name string, mode uint32) error { return unix.Mkdirat(dir, name, mode) }
 func (realFS) close(fd int)                                  { unix.Close(fd) }
 
+// Enter enters entry c of d, a directory the rule accepts, held by a
+// descriptor of its own (the caller closes both). With mode not 0, a
+// missing c is made first (mkdirat in d, which passed the rule: only those
+// it trusts can change it). A symbolic link at c is not followed: Enter is
+// for names the caller makes itself (a records dir in a stage dir). asked
+// names the path in messages.
+func (d *Dir) Enter(asked, c string, mode uint32) (*Dir, error) {
+	if c == "" || c == "." || c == ".." || strings.Contains(c, "/") {
+		return nil, fmt.Errorf("%q is not a name in %s", c, d.Path)
+	}
+	if mode != 0 {
+		if err := d.fs.mkdir(d.FD, d.Name(c), mode); err != nil && err != unix.EEXIST {
+			return nil, &os.PathError{Op: "mkdir", Path: d.Join(c), Err: err}
+		}
+	}
+	fd, n, err := d.fs.open(d.FD, d.Name(c))
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: d.Join(c), Err: err}
+	}
+	if err := d.Check(asked, c, n); err != nil {
+		d.fs.close(fd)
+		return nil, err
+	}
+	if n.Type() != unix.S_IFDIR {
+		d.fs.close(fd)
+		return nil, &os.PathError{Op: "open", Path: d.Join(c), Err: unix.ENOTDIR}
+	}
+	return &Dir{FD: fd, Path: d.Join(c), Node: n, rule: d.rule, uid: d.uid, fs: d.fs}, nil
+}
+
 // OpenFile opens entry c of d for reading: only a regular file, the entry
 // the rule accepts, opened by descriptor in d (never by a path resolved
 // again). Its type is looked at before the open (fstatat, no follow), so a

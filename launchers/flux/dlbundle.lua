@@ -20,6 +20,13 @@
 --                              stages its copy and removes it
 -- dlbundle is found in the job's PATH, or set DLBUNDLE in the job's
 -- environment to its path; DLBUNDLE_STAGE_DIR is honoured as by exec.
+--
+-- On a node whose glibc is not the image's, the tasks must start under
+-- the image's own ld.so, which takes a change of the task's command that
+-- Lua cannot make: the C plugin dlbundle_ldso.so (ldso/dlbundle_ldso.c) does it.
+-- It is loaded from beside this file (make install puts it there), or from
+-- DLBUNDLE_FLUX_LDSO in the job's environment; without it such a node runs
+-- the tasks under its own ld.so and libc (docs/exec.md, "Images and nodes").
 
 local image = shell.options.dlbundle
 if image == nil or image == "none" then return end
@@ -31,6 +38,25 @@ end
 if shell.options["dlbundle-bcast"] and string.match(image, "^oci://") then
     shell.die("dlbundle: -o dlbundle-bcast needs an image file (" .. image .. " is a registry's: each node pulls it; drop -o dlbundle-bcast)")
     return
+end
+
+-- The C half (see above), loaded once per job shell; its task.init acts
+-- only where the stage this plugin finds holds an ldso record.
+do
+    local so = shell.getenv("DLBUNDLE_FLUX_LDSO")
+    if so == nil and debug and debug.getinfo then
+        local dir = string.match(debug.getinfo(1, "S").source or "", "^@(.*)/[^/]*$")
+        if dir then so = dir .. "/dlbundle_ldso.so" end
+    end
+    local f = so and io.open(so, "r")
+    if f then
+        f:close()
+        local ok, err = pcall(plugin.load, { file = so, conf = {} })
+        if not ok then
+            shell.log("dlbundle: warning: cannot load " .. so .. " (" .. tostring(err) ..
+                "): on a node of another glibc than the image's the tasks run under the node's ld.so")
+        end
+    end
 end
 
 -- quote makes s one word for sh: single quotes, a quote inside closed,

@@ -28,11 +28,20 @@
  *                   step fails (or falls back)
  *   bcast=1         --dlbundle-bcast for every step with a file image
  *
- * --dlbundle-bcast: srun (slurm_spank_local_user_init) copies the image to
- * every node with sbcast, one read of the shared file system per step; each
- * node stages its copy (dlbundle stage --consume) and removes it.
+ * --dlbundle-bcast: the image is read from the shared file system once per
+ * job. srun names a node-local copy for the job, user and image (its path
+ * and identity: a rewritten image is a new copy) and has dlbundle copy it to
+ * every node of the job with sbcast (dlbundle __bcast), unless a step of the
+ * job did already (dlbundle's record on srun's host); each node stages its
+ * copy (dlbundle stage --consume) and removes it, and a later step finds
+ * that stage through the consumed record. A node that ran no step keeps its
+ * copy until the job's Epilog (dlbundle gc --job) removes it.
  *
  * --dlbundle=auto[:DIR] needs no image: see auto_setup.
+ *
+ * On a node whose glibc is not the image's (the stage's ldso record), each
+ * task whose program the image holds starts dlbundle in its place, which
+ * execs the image's ld.so with the program: see check_glibc.
  *
  * A stage that fails ends the step under any plugstack line, `optional`
  * included (where Slurm 22.05 ignores a plugin's errors): every task exits
@@ -78,6 +87,8 @@ static int opt_fallback;              /* --dlbundle-fallback, or fallback */
 static int opt_bcast;                 /* --dlbundle-bcast, or bcast=1 */
 static int child_local;               /* run_child in srun: already the user */
 static char bcast_local[ARG_MAX_LEN]; /* the node-local copy sbcast wrote */
+static char bcast_id[17];             /* the image's identity, 16 hex: srun's */
+#define BCAST_ID_VAR "DLBUNDLE_BCAST_ID"
 static char conf_dlbundle[ARG_MAX_LEN] = "dlbundle";
 static char conf_stage_dir[ARG_MAX_LEN];
 static int conf_timeout = 300; /* seconds: timeout= */
@@ -86,6 +97,7 @@ static char env_buf[ENV_MAX_LEN]; /* dlbundle env's output: NAME=VALUE\0... */
 static size_t env_len;
 static int env_ready;
 static int env_failed;
+static int cross_glibc; /* the stage's ldso record: this node's glibc is not the image's */
 static char fallback_msg[MSG_MAX_LEN + 128]; /* said by the node's first task */
 static char failed_msg[MSG_MAX_LEN + 128];   /* said by the step's first task */
 
@@ -97,6 +109,8 @@ static char failed_msg[MSG_MAX_LEN + 128];   /* said by the step's first task */
  * others run natively, and slurm_spank_task_exit builds the image from
  * that trace when the traced task has ended. */
 static int auto_trace;                   /* this step traces its first task */
+static int auto_serve;                   /* this step runs from the auto image: folds its misses in */
+static uint32_t tasks_ended;             /* this node's tasks whose exit task_exit saw */
 static char auto_dir[ARG_MAX_LEN];
 static char auto_base[ARG_MAX_LEN + 64]; /* DIR/auto-<key> */
 static char auto_path[ARG_MAX_LEN + 96]; /* scratch: auto_base + suffix */
@@ -123,8 +137,8 @@ static struct spank_option options[] = {
 	 "If the image cannot be staged, warn and run the tasks natively instead of failing the step.", 0, 0,
 	 opt_fallback_cb},
 	{"dlbundle-bcast", NULL,
-	 "Read the image once for the step: srun copies it to every node with sbcast (slurmd's tree), and each node "
-	 "stages that copy and removes it.",
+	 "Read the image once for the job: the job's first step with it copies it to every node with sbcast "
+	 "(slurmd's tree), each node stages that copy and removes it, and the job's later steps use those stages.",
 	 0, 0, opt_bcast_cb},
 	SPANK_OPTIONS_TABLE_END,
 };
@@ -778,6 +792,8 @@ static int auto_setup(spank_t sp)
 	snprintf(auto_path, sizeof auto_path, "%s.dlimg", auto_base);
 	if (faccessat(AT_FDCWD, auto_path, R_OK, AT_EACCESS) == 0) { /* as the job's user: its effective ids */
 		strcpy(opt_image, auto_path);
+		/* the fold at the step's end runs dlbundle as auto_build does */
+		auto_serve = find_dlbundle(env) == 0;
 		return 0;
 	}
 	if (find_dlbundle(env) != 0) {
@@ -859,17 +875,68 @@ static void auto_build(spank_t sp)
 		slurm_info("dlbundle: --dlbundle=auto: built %s.dlimg; later steps of this command run from it", auto_base);
 }
 
+/* auto_fold has dlbundle fold this node's records of the step into
+ * DIR/auto-<key>.dlimg, as the job's user (DLBUNDLE_AUTO_FOLD:
+ * cmd/dlbundle/autofold.go), when the step ran from that image: the next
+ * step of the command then loads from the image what this one missed.
+ * dlbundle decides whether the records name anything the image lacks,
+ * serialises the nodes' folds on a lock in DIR and renames each new image
+ * over the old one when complete; the plugin only starts it. The stage dir
+ * is the one env staged in (plugstack.conf's stage_dir=, else the job's),
+ * where the step's tasks left their records. */
+static void auto_fold(spank_t sp)
+{
+	char **env = NULL;
+	spank_get_item(sp, S_JOB_ENV, &env);
+	static char base_var[ARG_MAX_LEN + 96], stage_var[ARG_MAX_LEN + 32];
+	snprintf(base_var, sizeof base_var, "DLBUNDLE_AUTO_FOLD=%s", auto_base);
+	char *extra[3] = {base_var, NULL, NULL};
+	if (conf_stage_dir[0]) {
+		snprintf(stage_var, sizeof stage_var, "DLBUNDLE_STAGE_DIR=%s", conf_stage_dir);
+		extra[1] = stage_var;
+	}
+	char **envp = job_envp(sp, env, extra);
+	if (!envp)
+		return;
+	char *bargv[] = {dlbundle_path, NULL};
+	static char out[MSG_MAX_LEN], err[MSG_MAX_LEN], msg[256];
+	struct child c;
+	int rc = run_child(sp, dlbundle_path, "", bargv, envp, NULL, 0, out, sizeof out, err, sizeof err, &c, msg, sizeof msg);
+	free(envp);
+	if (rc != 0) {
+		slurm_error("dlbundle: --dlbundle=auto: cannot run %s to fold this step's misses into %s.dlimg: %s",
+			    dlbundle_path, auto_base, msg);
+		return;
+	}
+	log_text(0, "--dlbundle=auto fold", err, c.err_len);
+	if (c.timed_out)
+		slurm_error("dlbundle: --dlbundle=auto: folding this step's misses into %s.dlimg took longer than %d seconds "
+			    "and was killed (plugstack.conf's timeout=); the image is as it was",
+			    auto_base, conf_timeout);
+	else if (c.status < 0 || !WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0)
+		slurm_error("dlbundle: --dlbundle=auto: folding this step's misses into %s.dlimg failed (status %#x); "
+			    "the image is as it was",
+			    auto_base, c.status);
+}
+
 /* slurm_spank_task_exit: in slurmstepd as each task's exit is collected.
- * The build runs when the traced task has ended, inside this callback:
- * at the step's end (slurm_spank_exit) slurmstepd has already sent
- * SIGTERM to every process it started, and the build was one of them. */
+ * The build runs when the traced task has ended, and the fold of a step
+ * served from the auto image when the node's last task has ended (every
+ * task's processes have written their records), inside this callback: at
+ * the step's end (slurm_spank_exit) slurmstepd has already sent SIGTERM to
+ * every process it started, and the build was one of them. */
 int slurm_spank_task_exit(spank_t sp, int ac, char **av)
 {
 	(void)ac;
 	(void)av;
-	uint32_t gid = 1;
-	if (auto_trace && spank_remote(sp) && spank_get_item(sp, S_TASK_GLOBAL_ID, &gid) == ESPANK_SUCCESS && gid == 0)
+	uint32_t gid = 1, ntasks = 0;
+	if (!spank_remote(sp))
+		return 0;
+	if (auto_trace && spank_get_item(sp, S_TASK_GLOBAL_ID, &gid) == ESPANK_SUCCESS && gid == 0)
 		auto_build(sp);
+	if (auto_serve && env_ready && spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &ntasks) == ESPANK_SUCCESS &&
+	    ++tasks_ended == ntasks)
+		auto_fold(sp);
 	return 0;
 }
 
@@ -882,32 +949,69 @@ static int bcast_applies(void)
 }
 
 /* bcast_name puts the node-local copy's path in bcast_local, the same in
- * srun and on every node: node-local /tmp (sticky), the user, job and step
- * (a new name each step: nothing left by an earlier one is reused) and a
- * hash of the image as given. sbcast creates it with O_EXCL as the user:
- * a name someone took first fails the step (dlbundle refuses a copy that
- * is not the user's own), it is never written through. */
+ * srun and on every node: node-local /tmp (sticky), the user, the job and
+ * bcast_id, the image's identity that srun computed (bcast_identity): one
+ * copy per job and image, which the job's later steps reuse, and a new one
+ * when the image file changed (node/consume.go's BcastCopyPrefix; dlbundle
+ * gc --job removes what is left at the job's end). sbcast creates it with
+ * O_EXCL as the user: a name someone took first fails the copy (and
+ * dlbundle refuses a copy that is not the user's own regular file), it is
+ * never written through. */
 static int bcast_name(spank_t sp)
 {
-	uint32_t jobid = 0, stepid = 0, uid = 0;
-	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS ||
-	    spank_get_item(sp, S_JOB_STEPID, &stepid) != ESPANK_SUCCESS)
+	uint32_t jobid = 0, uid = 0;
+	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS || strlen(bcast_id) != 16)
 		return -1;
 	uid_t u;
 	if (spank_get_item(sp, S_JOB_UID, &u) == ESPANK_SUCCESS)
 		uid = (uint32_t)u;
 	else
 		uid = (uint32_t)getuid();
+	snprintf(bcast_local, sizeof bcast_local, "/tmp/dlbundle-bcast-%u.%u-%s.dlimg", uid, jobid, bcast_id);
+	return 0;
+}
+
+/* bcast_identity: in srun, the image's identity as bcast_id: a hash of
+ * its path as given and what stat says of the file (device, inode, size,
+ * modification time), without opening it; a stat that fails leaves the
+ * path alone (sbcast then says why it cannot read it). */
+static void bcast_identity(void)
+{
+	struct stat st;
 	uint64_t h = fnv(1469598103934665603ULL, opt_image, strlen(opt_image));
-	snprintf(bcast_local, sizeof bcast_local, "/tmp/dlbundle-bcast-%u.%u.%u-%016llx.dlimg", uid, jobid, stepid,
-		 (unsigned long long)h);
+	if (stat(opt_image, &st) == 0) {
+		uint64_t f[6] = {(uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_size,
+				 (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec, (uint64_t)st.st_ctim.tv_sec};
+		h = fnv(h, (const char *)f, sizeof f);
+	}
+	snprintf(bcast_id, sizeof bcast_id, "%016llx", (unsigned long long)h);
+}
+
+/* slurm_spank_init_post_opt: in srun, after its options. With
+ * --dlbundle-bcast the image's identity goes to the nodes in the step's
+ * environment (srun's own, which every step of srun carries; a variable
+ * set later in srun would not reach slurmstepd's user_init), for the
+ * copy's name. */
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+	(void)sp;
+	(void)ac;
+	(void)av;
+	if (spank_context() != S_CTX_LOCAL || !bcast_applies())
+		return 0;
+	bcast_identity();
+	if (setenv(BCAST_ID_VAR, bcast_id, 1) != 0) {
+		slurm_error("dlbundle: --dlbundle-bcast: cannot set %s in srun's environment", BCAST_ID_VAR);
+		return -1;
+	}
 	return 0;
 }
 
 /* slurm_spank_local_user_init: in srun, once the step exists and before
- * its tasks start. With --dlbundle-bcast, sbcast reads the image once
- * and slurmd's tree copies it to every node of the job (as the user); each
- * node's user_init stages that copy. */
+ * its tasks start. With --dlbundle-bcast, dlbundle (as the user: srun's)
+ * has sbcast read the image once and slurmd's tree copy it to every node of
+ * the job, unless an earlier step of the job did (dlbundle's record in the
+ * stage dir of srun's host); each node's user_init stages that copy. */
 int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
 {
 	(void)ac;
@@ -920,26 +1024,38 @@ int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
 		return -1;
 	}
 	static char jobarg[64];
-	snprintf(jobarg, sizeof jobarg, "--jobid=%u", jobid);
-	char *argv[] = {"sbcast", jobarg, opt_image, bcast_local, NULL};
+	snprintf(jobarg, sizeof jobarg, "--job=%u", jobid);
+	char *argv[8];
+	int a = 0;
+	argv[a++] = conf_dlbundle;
+	argv[a++] = "__bcast";
+	argv[a++] = jobarg;
+	if (conf_stage_dir[0]) {
+		argv[a++] = "--stage-dir";
+		argv[a++] = conf_stage_dir;
+	}
+	argv[a++] = "--";
+	argv[a++] = opt_image;
+	argv[a++] = bcast_local;
+	argv[a] = NULL;
 	extern char **environ;
 	static char out[MSG_MAX_LEN], err[MSG_MAX_LEN], msg[256];
 	struct child c;
 	const char *path = getenv("PATH");
 	child_local = 1; /* srun runs as the user */
-	int rc = run_child(sp, "sbcast", path ? path : "/usr/local/bin:/usr/bin:/bin", argv, environ, NULL, 0, out,
+	int rc = run_child(sp, conf_dlbundle, path ? path : "/usr/local/bin:/usr/bin:/bin", argv, environ, NULL, 0, out,
 			   sizeof out, err, sizeof err - 1, &c, msg, sizeof msg);
 	child_local = 0;
 	if (rc != 0) {
-		slurm_error("dlbundle: --dlbundle-bcast: cannot run sbcast: %s", msg);
+		slurm_error("dlbundle: --dlbundle-bcast: cannot run %s: %s", conf_dlbundle, msg);
 		return -1;
 	}
 	if (c.timed_out || c.status != 0) {
 		static char esc[MSG_MAX_LEN];
 		escape(esc, sizeof esc, err, c.err_len, 0);
 		/* the nodes find no copy and fail the step, naming the image */
-		slurm_error("dlbundle: --dlbundle-bcast: sbcast %s %s: %s%s", opt_image, bcast_local,
-			    c.timed_out ? "killed at plugstack.conf's timeout=" : "failed", esc[0] ? esc : "");
+		slurm_error("dlbundle: --dlbundle-bcast: copying %s to %s on the job's nodes %s: %s", opt_image, bcast_local,
+			    c.timed_out ? "was killed at plugstack.conf's timeout=" : "failed", esc[0] ? esc : "");
 		return -1;
 	}
 	return 0;
@@ -956,6 +1072,51 @@ static int wanted(spank_t sp)
 	if (spank_get_item(sp, S_JOB_STEPID, &stepid) != ESPANK_SUCCESS)
 		return 0;
 	return stepid != SLURM_BATCH_SCRIPT && stepid != SLURM_EXTERN_CONT && stepid != SLURM_INTERACTIVE_STEP;
+}
+
+/* env_value is NAME's value in dlbundle env's output, or NULL. */
+static const char *env_value(const char *name)
+{
+	size_t nl = strlen(name);
+	for (size_t i = 0; i < env_len;) {
+		const char *kv = env_buf + i;
+		size_t len = strnlen(kv, env_len - i);
+		if (i + len >= env_len)
+			break;
+		if (len > nl && !strncmp(kv, name, nl) && kv[nl] == '=')
+			return kv + nl + 1;
+		i += len + 1;
+	}
+	return NULL;
+}
+
+/* check_glibc: a stage holds an ldso record (loader/stagefmt/ldso.go) when
+ * the image's ld.so is another glibc build than this node's: then a bundled
+ * program must start under the image's ld.so, with the program as its
+ * argument (the kernel would take the node's from PT_INTERP, and two halves
+ * of glibc from two builds fail before main, or the shim gives the process
+ * the node's libc, another glibc than the image's libraries were built
+ * for). task_init can change the path slurmstepd execs but not add
+ * arguments, so there each task starts dlbundle, which execs the image's
+ * ld.so (cmd/dlbundle/ldsostart.go). On a node of the image's glibc this
+ * costs one failed readlink per node and step. */
+static void check_glibc(spank_t sp)
+{
+	const char *stage = env_value("DLBUNDLE_STAGE");
+	static char rec[ARG_MAX_LEN + 16], text[ARG_MAX_LEN];
+	if (!stage || snprintf(rec, sizeof rec, "%s/ldso", stage) >= (int)sizeof rec ||
+	    readlink(rec, text, sizeof text - 1) < 0)
+		return;
+	char **env = NULL;
+	spank_get_item(sp, S_JOB_ENV, &env);
+	if (find_dlbundle(env) != 0) {
+		step_fails("this node's glibc is not the one %.1024s was built with, and the tasks must start under the "
+			   "image's ld.so through dlbundle, which is not in the job's PATH (set dlbundle=PATH in "
+			   "plugstack.conf)",
+			   opt_image);
+		return;
+	}
+	cross_glibc = 1;
 }
 
 /* slurm_spank_user_init: once per node and step, in slurmstepd, as the
@@ -980,6 +1141,17 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 		 * node keeps one copy, the stage), then env finds the stage */
 		static char given[ARG_MAX_LEN];
 		snprintf(given, sizeof given, "%s", opt_image);
+		char **env = NULL;
+		spank_get_item(sp, S_JOB_ENV, &env);
+		const char *id = job_env_get(env, BCAST_ID_VAR);
+		/* 16 hex digits, the name's only part srun sends */
+		if (!id || strlen(id) != 16 || strspn(id, "0123456789abcdef") != 16) {
+			step_fails("--dlbundle-bcast: srun did not name the copy of %.1024s (%s is missing): is srun's "
+				   "plugstack.conf the nodes' (the dlbundle plugin loaded by srun too)?",
+				   given, BCAST_ID_VAR);
+			return 0;
+		}
+		strcpy(bcast_id, id);
 		if (bcast_name(sp) != 0) {
 			step_fails("--dlbundle-bcast: the job's ids cannot be read");
 			return 0;
@@ -997,6 +1169,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 		rc = run_env(sp, 0, msg, sizeof msg);
 	if (rc == 0) {
 		env_ready = 1;
+		check_glibc(sp);
 		return 0;
 	}
 	/* The message is the user's text (dlbundle's, or whatever the job's
@@ -1050,23 +1223,36 @@ static void step_fails(const char *fmt, ...)
  * path. The argv array is the task's (slurmstepd forked the task before
  * task_init), so the change is the task's alone. */
 static char staged_path[ARG_MAX_LEN + ARG_MAX_LEN];
-static void staged_program(spank_t sp, const char *stage)
+static int staged_program(spank_t sp, const char *stage)
 {
 	int argc = 0;
 	char **argv = NULL;
 	if (!stage || spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv ||
 	    !argv[0] || argv[0][0] != '/')
-		return;
+		return 0;
 	if (snprintf(staged_path, sizeof staged_path, "%s/root%s", stage, argv[0]) >= (int)sizeof staged_path)
-		return;
+		return 0;
 	int fd = open(staged_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
-		return;
+		return 0;
 	char magic[4] = {0};
 	ssize_t n = read(fd, magic, sizeof magic);
 	close(fd);
-	if (n == 4 && !memcmp(magic, "\177ELF", 4) && access(staged_path, X_OK) == 0)
-		argv[0] = staged_path;
+	if (n != 4 || memcmp(magic, "\177ELF", 4) || access(staged_path, X_OK) != 0)
+		return 0;
+	if (cross_glibc) {
+		/* dlbundle in the task's place execs the image's ld.so with
+		 * the program (check_glibc); the task's own argv[0] tells it
+		 * which, and stays the program's argv[0] (ld.so --argv0) */
+		if (spank_setenv(sp, "DLBUNDLE_LDSO_ARGV0", argv[0], 1) != ESPANK_SUCCESS) {
+			slurm_error("dlbundle: cannot set DLBUNDLE_LDSO_ARGV0 in the task's environment");
+			return -1;
+		}
+		argv[0] = dlbundle_path;
+		return 0;
+	}
+	argv[0] = staged_path;
+	return 0;
 }
 
 /* slurm_spank_task_init: in each task, just before slurmstepd execs it:
@@ -1089,6 +1275,8 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	}
 	if (auto_trace)
 		return auto_task(sp);
+	if (bcast_id[0])
+		spank_unsetenv(sp, BCAST_ID_VAR); /* the plugin's, not the app's */
 	int local = -1;
 	if (fallback_msg[0] && spank_get_item(sp, S_TASK_ID, &local) == ESPANK_SUCCESS && local == 0) {
 		ssize_t w = write(2, fallback_msg, strlen(fallback_msg));
@@ -1118,6 +1306,5 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 		if (eq && !strncmp(kv, "DLBUNDLE_STAGE=", 15))
 			stage = eq + 1;
 	}
-	staged_program(sp, stage);
-	return 0;
+	return staged_program(sp, stage);
 }

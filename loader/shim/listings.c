@@ -15,13 +15,14 @@ DIR *opendir(const char *path)
 		if (r.ent->type != DLB_DIR) { errno = ENOTDIR; return NULL; }
 		if (!(r.ent->mode & 04)) { /* the listing is ours; the original may not be readable */
 			int a = access_check(r.ent, R_OK, 1);
-			if (a == ACCESS_UNDECIDED) break;
+			if (a == ACCESS_UNDECIDED) { report_dir_open(canon, r.len, 1); break; }
 			if (a != 0) return NULL;
 		}
 		{
 			DIR *d = dir_open(r.ent, canon, r.len);
 			if (d != (DIR *)-1) return d; /* a stream, or NULL with errno */
 		}
+		report_dir_open(canon, r.len, 1); /* its listing read from the original */
 		path = asked; /* no free stream slot: the original directory */
 		break;
 	case DLB_KNOWN_ERR:

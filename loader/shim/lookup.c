@@ -497,6 +497,26 @@ unknown:
 	return DLB_UNKNOWN;
 }
 
+/* note_dir_open: an open the shim passes through without a lookup
+ * (O_DIRECTORY) of path, absolute: when it is a bundled directory, the
+ * report names it (report_dir_open). Nothing is counted otherwise, and the
+ * walk runs only while a report is kept. */
+void note_dir_open(const char *path)
+{
+	ensure_init();
+	if (!table || !report_wanted() || path[0] != '/') return;
+	if (!strncmp(path, stage_root, stage_root_len - 5) && (path[stage_root_len - 5] == '/' || !path[stage_root_len - 5]))
+		return;
+	char canon[DLB_PATH_MAX];
+	struct dlb_res r;
+	r.rewritten = 0;
+	r.why = DLB_WHY_LACKS;
+	if (shim_resolve(path, 0, 1, canon, &r) == DLB_BUNDLED && r.ent->type == DLB_DIR) {
+		report_dir_open(canon, r.len, 0);
+		debug_log("dir-open", "open", path, canon);
+	}
+}
+
 /* staged builds stage_root + canon. */
 int staged(char *out, size_t outsz, const char *canon, size_t n)
 {

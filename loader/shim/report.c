@@ -69,7 +69,8 @@ static pid_t report_pid; /* the process whose counts these are; 0 in a fork chil
 #define FB_SLOTS 32
 #define FB_ARENA (16u << 10)
 static const char *const fb_names[FB_NREASONS] = {"written", "written-everything", "no-table", "bad-table",
-						  "stage-too-long", "dirfd", "groups", "too-long", "other-uid"};
+						  "stage-too-long", "dirfd", "groups", "too-long", "other-uid",
+						  "dir-open"};
 static struct fb_slot {
 	uint64_t key; /* hash of reason and dir, | 1; 0: free */
 	uint32_t reason, off, len1;
@@ -532,6 +533,15 @@ void report_count(int kind, const char *p)
 	/* The set is full (more than SEEN_MAX distinct paths): from here on
 	 * "dropped" may count a path more than once (docs/loader.md). */
 	__atomic_fetch_add(&dropped, 1, __ATOMIC_RELAXED);
+}
+
+int report_wanted(void) { return report_on; }
+
+void report_dir_open(const char *dir, size_t n, int was_answered)
+{
+	if (!report_on) return;
+	if (was_answered) __atomic_fetch_sub(&counts[REPORT_ANSWERED], 1, __ATOMIC_RELAXED);
+	report_fallback(FB_DIR_OPEN, dir, n);
 }
 
 void report_fallback(int reason, const char *dir, size_t n)

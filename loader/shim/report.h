@@ -25,6 +25,7 @@ enum {
 	FB_GROUPS,        /* a permission the shim cannot decide (> 1,024 groups) */
 	FB_TOO_LONG,      /* longer than the shim's buffers */
 	FB_OTHER_UID,     /* the process's ids changed and cannot read the stage */
+	FB_DIR_OPEN,      /* a bundled directory opened (or listed) on the original tree */
 	FB_NREASONS
 };
 
@@ -32,6 +33,11 @@ struct shim_env;
 void report_init(const struct shim_env *v);
 void report_count(int kind, const char *passed_path);
 void report_fallback(int reason, const char *dir, size_t n); /* also counts the lookup as passed */
+int report_wanted(void);                                     /* a report is being kept */
+/* A bundled directory (dir[0:n], canonical) opened as a descriptor, or
+ * listed, from the original tree: a pass-through of reason FB_DIR_OPEN
+ * (was_answered: the lookup had been counted as answered). */
+void report_dir_open(const char *dir, size_t n, int was_answered);
 void report_write(void); /* at exit; also called by our _exit and fatal signals */
 int shim_from_outside(const char *l_name); /* a library ld.so opened from outside the image */
 void report_closing(const char *l_name);   /* dlclose: list it even if it is unmapped by exit */

@@ -122,6 +122,7 @@ void debug_log(const char *what, const char *fn, const char *path, const char *t
 void debug_note(const char *what, const char *p, size_t n, const char *why);
 int fallback(const struct dlb_res *r, const char *canon);
 int lookup(const char *fn, int dirfd, const char **pp, int follow, char *canon, struct dlb_res *r);
+void note_dir_open(const char *path);
 /* shim_resolve: table.h's dlb_resolve_known against the mapped table (which
  * the caller has checked is there); the walk's one copy in the object. */
 int shim_resolve(const char *in, size_t known, int follow, char *out, struct dlb_res *r);

@@ -404,13 +404,29 @@ static int do_open(const char *fn, int dirfd, const char **pp, char *canon, int 
 	if (!path) return 0;
 	if (wants_maps(path) && !(flags & WRITE_FLAGS)) { *rc = serve_maps(path, flags); return 1; }
 	if (flags & WRITE_FLAGS & ~O_DIRECTORY) return 0; /* open_marked, after the real call */
-	if (flags & (O_DIRECTORY | O_PATH)) return 0;
+	if (flags & (O_DIRECTORY | O_PATH)) {
+		/* Passed through unlooked-up (a descriptor of the staged copy
+		 * would answer fstatfs, fchdir and a raw getdents for the stage,
+		 * and openat(dirfd(d), "sub", O_DIRECTORY) of a served stream's
+		 * fd reaches the staged copy already); an O_DIRECTORY open of a
+		 * bundled directory by its absolute path goes to the original
+		 * tree, and the report names it. */
+		if (!(flags & O_PATH) && path[0] == '/') note_dir_open(path);
+		return 0;
+	}
 	char sp[DLB_PATH_MAX + 1024];
 	struct dlb_res r;
 	switch (lookup(fn, dirfd, pp, !(flags & O_NOFOLLOW), canon, &r)) {
 	case DLB_BUNDLED:
 		if (r.ent->type == DLB_SYMLINK) { *rc = set_errno(ELOOP); return 1; } /* O_NOFOLLOW on a symlink */
-		if (r.ent->type != DLB_REG) return 0; /* directories: a dir fd would expose the stage */
+		/* Directories: a descriptor of the staged copy would answer
+		 * fstatfs (what fontconfig opens a font directory for: is it
+		 * NFS?), fchdir and a raw getdents for the stage, and the image
+		 * holds no file system facts of the original: the original is
+		 * opened, and the report names it (opendir's listings are
+		 * served, listings.c). */
+		if (r.ent->type == DLB_DIR) { report_dir_open(canon, r.len, 1); return 0; }
+		if (r.ent->type != DLB_REG) return 0;
 		switch (readable_original(r.ent)) {
 		case -1: return 0;
 		case 0: *rc = -1; return 1;

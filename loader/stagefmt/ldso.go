@@ -79,7 +79,7 @@ func WriteLdsoChoice(stageDir string) (string, error) {
 	if unix.Uname(&uts) == nil {
 		if release := unix.ByteSliceToString(uts.Release[:]); KernelOlder(release, minKernel) {
 			return "", fmt.Errorf("the image's glibc %s needs Linux %s or later and this node runs %s: "+
-				"run it on a newer node, rebuild the image on a node with an older glibc, or use --fallback to run the app natively", version, minKernel, release)
+				"run it on a newer node, or rebuild the image on a node with an older glibc", version, minKernel, release)
 		}
 	}
 	if err := os.Symlink(version+" "+final, filepath.Join(stageDir, LdsoChoice)); err != nil {

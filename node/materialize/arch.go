@@ -31,6 +31,6 @@ func checkImageArch(src any) error {
 		return nil
 	}
 	return fmt.Errorf("image is for %s, this node is %s: its programs and libraries cannot run here; "+
-		"trace and build the app on a %s node (or an emulated one: docs/platforms.md), or run it on %s nodes",
+		"trace and build the app on %s (natively or emulated: docs/platforms.md), or run it on %s nodes",
 		untrusted.Quote(arch), node, node, untrusted.Quote(arch))
 }

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dlbundle/dlbundle/internal/stagetime"
 	"github.com/dlbundle/dlbundle/loader/stagefmt"
 )
 
@@ -76,17 +77,24 @@ const (
 // leaves no file (the shim falls back) and says why. The shim objects must be
 // in place (the probe lists audit.so).
 func writeSearchRules(ctx context.Context, dir string) error {
-	if err := stagefmt.MarkNodeELF(dir); err != nil {
+	stop := stagetime.Start("mark node ELF objects")
+	err := stagefmt.MarkNodeELF(dir)
+	stop()
+	if err != nil {
 		return err
 	}
+	stop = stagetime.Start("ld.so search rules (probe: a process)")
 	rules, err := nodeSearchRules(ctx, dir)
+	stop()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "dlbundle: ld.so search rules unknown (%v); ld.so will probe search directories itself\n", err)
 		return nil
 	}
 	// Then where the real functions lie in the libc the stage serves
 	// (stagefmt.FormatReals; none: the preload looks them all up).
+	stop = stagetime.Start("reals: where libc's functions lie")
 	rules = append(rules, stagefmt.FormatReals(dir)...)
+	stop()
 	if err := os.WriteFile(filepath.Join(dir, stagefmt.SearchFile), rules, 0o444); err != nil {
 		return fmt.Errorf("materialize: write search rules: %w", err)
 	}

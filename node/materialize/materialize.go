@@ -11,7 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/stagetime"
 	"github.com/dlbundle/dlbundle/loader/stagefmt"
+	"github.com/dlbundle/dlbundle/squash"
 )
 
 // Source is what a stage is made from; *image.Image satisfies it.
@@ -33,6 +35,7 @@ type Options struct {
 // name. It creates what the image holds and few more objects (docs/loader.md,
 // "Mirrored directories").
 func Materialize(ctx context.Context, src Source, dir string, opts Options) error {
+	stop := stagetime.Start("materialize: arch and cost checks")
 	if err := checkImageArch(src); err != nil { // arch.go
 		return err
 	}
@@ -40,6 +43,7 @@ func Materialize(ctx context.Context, src Source, dir string, opts Options) erro
 	if err := checkStageCost(dir, entries); err != nil {
 		return err
 	}
+	stop()
 	root := filepath.Join(dir, stagefmt.RootDir)
 	if err := os.Mkdir(root, 0o755); err != nil {
 		return fmt.Errorf("materialize: %w", err)
@@ -47,9 +51,16 @@ func Materialize(ctx context.Context, src Source, dir string, opts Options) erro
 	// The lookup table depends on the entries only: it is built while the
 	// image is extracted (docs/bench/stage.md).
 	side := make(chan error, 1)
-	go func() { side <- writeTable(ctx, dir, entries) }()
+	go func() {
+		defer stagetime.Worker()()
+		side <- writeTable(ctx, dir, entries)
+	}()
+	stop = stagetime.Start("extract (all)")
 	err := src.Extract(ctx, root, image.ExtractOptions{Workers: opts.Workers, Progress: opts.Progress})
+	stop()
+	stop = stagetime.Start("table: wait after extract")
 	sideErr := <-side
+	stop()
 	if err != nil {
 		return fmt.Errorf("materialize: extract image into %s: %w", root, err)
 	}
@@ -59,14 +70,20 @@ func Materialize(ctx context.Context, src Source, dir string, opts Options) erro
 	if err := ctx.Err(); err != nil { // SIGTERM during the extraction: no shim, no app
 		return fmt.Errorf("materialize: %w", err)
 	}
-	if err := relativizeSymlinks(ctx, root, entries); err != nil {
+	stop = stagetime.Start("relativize symlinks")
+	err = relativizeSymlinks(ctx, root, entries)
+	stop()
+	if err != nil {
 		return err
 	}
 	// After relativizeSymlinks: writeSearchRules first marks the staged ELF
 	// objects (stagefmt.MarkNodeELF), opening them through the stage's own symlinks,
 	// which must point inside the stage by then. Its probe runs the node's
 	// ld.so, not one the image bundles.
-	if err := stagefmt.WriteShim(filepath.Join(dir, stagefmt.ShimDir)); err != nil {
+	stop = stagetime.Start("shim objects written")
+	err = stagefmt.WriteShim(filepath.Join(dir, stagefmt.ShimDir))
+	stop()
+	if err != nil {
 		return err
 	}
 	if err := writeSearchRules(ctx, dir); err != nil { // runs the node's ld.so on the shim just written
@@ -75,10 +92,19 @@ func Materialize(ctx context.Context, src Source, dir string, opts Options) erro
 	// Whether the image's glibc is the node's: compared by the ld.so build
 	// ids, read as data (the image's ld.so only ever runs inside the user's
 	// own process, started by exec). Decided once here, not per process.
-	if _, err := stagefmt.WriteLdsoChoice(dir); err != nil {
+	stop = stagetime.Start("ld.so choice (build ids)")
+	_, err = stagefmt.WriteLdsoChoice(dir)
+	stop()
+	if err != nil {
+		return err
+	}
+	// A driver library of the node that the image's glibc cannot load
+	// would stop the app at its load, after it started: say so now.
+	if err := stagefmt.CheckNodeBound(dir, nodeBoundPaths(entries)); err != nil {
 		return err
 	}
 	// The directories ld.so may probe: named by the rules just found.
+	defer stagetime.Start("mirror probed dirs")()
 	return mirrorProbedDirs(ctx, root, entries, probedNames(dir))
 }
 
@@ -87,10 +113,14 @@ func writeTable(ctx context.Context, dir string, entries []image.Entry) error {
 	if err := ctx.Err(); err != nil { // SIGTERM, a job's time limit: end before the table
 		return fmt.Errorf("materialize: %w", err)
 	}
+	t0 := stagetime.Now()
 	tab, err := stagefmt.EncodeTable(entries)
+	stagetime.Since("table: encode (beside extract)", t0, int64(len(tab)))
 	if err != nil {
 		return err
 	}
+	t0 = stagetime.Now()
+	defer stagetime.Since("table: write (beside extract)", t0, int64(len(tab)))
 	if err := os.WriteFile(filepath.Join(dir, stagefmt.TableFile), tab, 0o444); err != nil {
 		return fmt.Errorf("materialize: write lookup table: %w", err)
 	}
@@ -238,4 +268,16 @@ func mkdirsIn(ctx context.Context, parent string, names []string) error {
 		}
 	}
 	return err
+}
+
+// nodeBoundPaths are the driver libraries the image records and leaves on
+// the node (squash.NodeBound): external entries of those names.
+func nodeBoundPaths(entries []image.Entry) []string {
+	var out []string
+	for _, e := range entries {
+		if e.Type == image.TypeExternal && squash.NodeBound(e.Path) {
+			out = append(out, e.Path)
+		}
+	}
+	return out
 }
