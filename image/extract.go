@@ -28,7 +28,17 @@ type ExtractOptions struct {
 	// images whose bytes were already authenticated, e.g. a registry blob
 	// pulled by digest or a file checked with `dlbundle verify`.
 	SkipDigests bool
+	// OnHead, if set, is given the first bytes (up to HeadLen) of each
+	// regular file's content, as decoded and written, once per entry
+	// (each entry sharing an object's frames gets them), concurrently
+	// from the decode workers; before the digest of the whole object is
+	// checked, so a caller keeps what it learns only if Extract succeeds.
+	// Not called for empty files.
+	OnHead func(e *Entry, head []byte)
 }
+
+// HeadLen is the most ExtractOptions.OnHead is given of a file.
+const HeadLen = 64
 
 // Extract materialises the tree under dir (docs/SPEC.md 3.1): directories,
 // regular files (mode, mtime kept), symlinks rewritten to resolve inside dir,
@@ -54,7 +64,7 @@ func (im *Image) Extract(ctx context.Context, dir string, opts ExtractOptions) (
 		}
 		t.close()
 	}()
-	x := &extractor{im: im, dir: dir, t: t, files: map[int][]int{}, memFS: isMemFS(t.root)}
+	x := &extractor{im: im, dir: dir, t: t, files: map[int][]int{}, memFS: isMemFS(t.root), onHead: opts.OnHead}
 	stop := stagetime.Start("extract: mkdirs")
 	err = x.mkdirs()
 	stop()
@@ -103,6 +113,8 @@ type extractor struct {
 	mu    sync.Mutex
 	files map[int][]int // owner -> open descriptors of all entries sharing its frames
 	memFS bool          // dir is on tmpfs: writes are memory copies (rawPwrite)
+	// onHead: ExtractOptions.OnHead
+	onHead func(e *Entry, head []byte)
 }
 
 // local is the host path of image path p, quoted for messages (nothing is
@@ -260,6 +272,12 @@ func (x *extractor) write(owner int, off int64, content []byte) error {
 		}
 	}
 	stagetime.Since("workers: write (pwrite)", t0, int64(len(content)*len(fs)))
+	if off == 0 && x.onHead != nil && len(content) > 0 {
+		head := content[:min(len(content), HeadLen)]
+		for _, i := range x.im.sharers[owner] {
+			x.onHead(&x.im.toc.Entries[i], head)
+		}
+	}
 	return nil
 }
 

@@ -13,7 +13,9 @@ bench-launch: build
 
 # Launcher plugins: srun/sbatch/salloc --dlbundle=IMAGE (a SPANK plugin, C,
 # against Slurm's spank.h) and flux run -o dlbundle=IMAGE (a Lua job shell
-# plugin, nothing to build). Both run `dlbundle env` once per node and step
+# plugin, with a C half, launchers/flux/ldso, that make install builds
+# against the installed Flux's headers: tasks under an image's ld.so on a
+# node of another glibc). Both run `dlbundle env` once per node and step
 # and give every task its variables (docs/exec.md, "Which way when").
 #
 #   make spank     launchers/slurm/spank_dlbundle.so (part of make build)

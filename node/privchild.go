@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlbundle/dlbundle/image"
 	"github.com/dlbundle/dlbundle/image/registry"
+	"github.com/dlbundle/dlbundle/internal/trustpath"
 	"github.com/dlbundle/dlbundle/loader/stagefmt"
 	"github.com/dlbundle/dlbundle/node/materialize"
 )
@@ -114,16 +115,17 @@ func stageChild1(ctx context.Context, req StageChildRequest, tmp string, out io.
 		return err
 	}
 	final := filepath.Join(req.StageDir, name)
-	if isDir(final) && !hasAll(final, stagefmt.Essentials) {
-		// Half removed (as Stage does): out of the way, staged again.
-		aside := filepath.Join(req.StageDir, "tmp.removed-"+randomName())
-		if err := os.Rename(final, aside); err != nil {
-			return fmt.Errorf("stage %s is incomplete and cannot be moved aside: %w; remove it", final, err)
-		}
-		removeTree(aside)
+	d, err := trustpath.For(trustpath.Private).WalkDir(req.StageDir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	// Half removed (as Stage does): out of the way, staged again.
+	if err := moveAsideIncomplete(d, req.StageDir, name, stagefmt.Essentials); err != nil {
+		return err
 	}
 	if isDir(final) {
-		os.Remove(tmp)
+		unix.Unlinkat(d.FD, d.Name(filepath.Base(tmp)), unix.AT_REMOVEDIR)
 		_, err := fmt.Fprintf(out, "exists %s\n", name)
 		return err
 	}

@@ -213,20 +213,22 @@ func stageLocked(ctx context.Context, req StageRequest) (*Staged, error) {
 	}
 	final := filepath.Join(req.Dir, name)
 	staged := &Staged{Dir: final, Digest: img.Digest()}
-	if isDir(final) && !hasAll(final, req.MustHave) {
-		// Half removed (an epilogue's rm -rf, an admin): move it out of the
-		// way (rm may still be working in it) and stage again.
-		aside := filepath.Join(req.Dir, "tmp.removed-"+randomName())
-		if err := os.Rename(final, aside); err != nil {
-			return nil, fmt.Errorf("stage %s is incomplete and cannot be moved aside: %w; remove it", final, err)
-		}
-		removeTree(aside)
+	// The stage dir, held: the names below are made and renamed in it by
+	// descriptor.
+	d, err := trustpath.For(trustpath.Private).WalkDir(req.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	if err := moveAsideIncomplete(d, req.Dir, name, req.MustHave); err != nil {
+		return nil, err
 	}
 	if !isDir(final) {
-		tmp, err := os.MkdirTemp(req.Dir, "tmp.")
-		if err != nil {
-			return nil, fmt.Errorf("create stage: %w", err)
+		tmpName := "tmp." + randomName()
+		if err := unix.Mkdirat(d.FD, d.Name(tmpName), 0o700); err != nil {
+			return nil, fmt.Errorf("create stage: %w", &os.PathError{Op: "mkdir", Path: filepath.Join(req.Dir, tmpName), Err: err})
 		}
+		tmp := filepath.Join(req.Dir, tmpName)
 		stop := stagetime.Start("materialize (all)")
 		err = img.Materialize(ctx, tmp)
 		stop()
@@ -245,8 +247,8 @@ func stageLocked(ctx context.Context, req StageRequest) (*Staged, error) {
 		}
 		stop = stagetime.Start("publish: ref, rename")
 		writeStageRef(tmp, req.Ref) // for ls: which image this stage is
-		// MkdirTemp made it 0700; the stage is private to this user anyway.
-		err = os.Rename(tmp, final)
+		// Made 0700; the stage is private to this user anyway.
+		err = unix.Renameat(d.FD, d.Name(tmpName), d.FD, d.Name(name))
 		stop()
 		if err != nil {
 			removeTree(tmp)
@@ -439,6 +441,23 @@ func writeAlias(dir, alias, name string) error {
 		unix.Unlinkat(bd.FD, bd.Name(tmp), 0)
 		return fmt.Errorf("write stage alias: %w", err)
 	}
+	return nil
+}
+
+// moveAsideIncomplete moves the stage name of the held stage dir d (dir as
+// asked) out of the way if it is there but half removed (an epilogue's
+// rm -rf, an admin: rm may still be working in it), and removes it, so
+// that it is staged again.
+func moveAsideIncomplete(d *trustpath.Dir, dir, name string, mustHave []string) error {
+	final := filepath.Join(dir, name)
+	if !isDir(final) || hasAll(final, mustHave) {
+		return nil
+	}
+	aside := "tmp.removed-" + randomName()
+	if err := unix.Renameat(d.FD, d.Name(name), d.FD, d.Name(aside)); err != nil {
+		return fmt.Errorf("stage %s is incomplete and cannot be moved aside: %w; remove it", final, err)
+	}
+	removeTree(filepath.Join(dir, aside))
 	return nil
 }
 

@@ -252,7 +252,11 @@ func (ch *chroot) check(t *testing.T, name string, argv []string, include []stri
 	if m := recordLine.FindStringSubmatch(errOut); err != nil || m == nil || m[1] == "0" {
 		t.Errorf("warm exec with DLBUNDLE_DEBUG=1 (%v): no real functions from the stage's record; the line: %q", err, m)
 	}
-	n, report := leaks(t, log, bundled, execArgv[0])
+	lc := leakCheck{links: imageLinks(t, filepath.Join(ch.root, img))}
+	if ch.goarch != runtime.GOARCH {
+		lc.emulatorInterp = ch.ldso
+	}
+	n, report := leaksIn(t, log, bundled, execArgv[0], lc)
 	if n != 0 {
 		t.Errorf("a warm exec made %d system calls on paths the image bundles:\n%s", n, strings.Join(report, "\n"))
 	}
@@ -283,7 +287,7 @@ func bundledPaths(t *testing.T, img string) map[string]bool {
 	return m
 }
 
-var straceLine = regexp.MustCompile(`^\d+ +([a-z0-9_]+)\((.*)`)
+var straceLine = regexp.MustCompile(`^(\d+) +([a-z0-9_]+)\((.*)`)
 var straceString = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`)
 
 // glibcInternal are files glibc opens with its internal open, out of a
@@ -297,6 +301,11 @@ var glibcInternal = regexp.MustCompile(`^/usr/lib/locale/|/gconv/|/locale\.alias
 // a lookup. Under qemu-user the emulator's own calls are in the log: its
 // prefix probes (/etc/qemu-binfmt/...) name no bundled path.
 func leaks(t *testing.T, log string, bundled map[string]bool, prog string) (n int, report []string) {
+	return leaksIn(t, log, bundled, prog, leakCheck{})
+}
+
+// leaksIn is leaks with the checks of c (see leakCheck).
+func leaksIn(t *testing.T, log string, bundled map[string]bool, prog string, c leakCheck) (n int, report []string) {
 	f, err := os.Open(log)
 	if err != nil {
 		t.Fatal(err)
@@ -304,6 +313,7 @@ func leaks(t *testing.T, log string, bundled map[string]bool, prog string) (n in
 	defer f.Close()
 	per := map[string][]string{}
 	started := false
+	nodePid := map[string]bool{} // processes running a program of c.nodeExec
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -311,14 +321,19 @@ func leaks(t *testing.T, log string, bundled map[string]bool, prog string) (n in
 		if m == nil {
 			continue
 		}
+		pid, call, args := m[1], m[2], m[3]
 		if !started {
-			started = m[1] == "execve" && strings.HasPrefix(m[2], strconv.Quote(prog)+",")
+			started = call == "execve" && strings.HasPrefix(args, strconv.Quote(prog)+",")
 			continue
 		}
-		if m[1] == "getdents64" || m[1] == "getcwd" {
+		if call == "execve" {
+			s := straceString.FindStringSubmatch(args)
+			nodePid[pid] = s != nil && c.nodeExec[s[1]]
+		}
+		if nodePid[pid] || call == "getdents64" || call == "getcwd" {
 			continue
 		}
-		s := straceString.FindStringSubmatch(m[2])
+		s := straceString.FindStringSubmatch(args)
 		if s == nil || s[1] == "" {
 			continue
 		}
@@ -327,8 +342,18 @@ func leaks(t *testing.T, log string, bundled map[string]bool, prog string) (n in
 			p = filepath.Join("/", p)
 		}
 		p = filepath.Clean(p)
+		if p == c.emulatorInterp {
+			continue
+		}
+		if c.links != nil {
+			p = resolveIn(c.links, p)
+		}
 		if bundled[p] && !glibcInternal.MatchString(p) {
-			per[p] = append(per[p], sc.Text())
+			key := p
+			if key != filepath.Clean(s[1]) {
+				key = s[1] + " (" + p + ")"
+			}
+			per[key] = append(per[key], sc.Text())
 		}
 	}
 	if !started {

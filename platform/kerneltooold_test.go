@@ -34,18 +34,7 @@ func TestKernelTooOldRefused(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(lower, "usr/bin/python3")); err != nil {
 		t.Skipf("chroot bullseye-amd64 absent (%v): `make deps` prepares it", err)
 	}
-	ov := t.TempDir()
-	for _, d := range []string{"upper", "work", "merged"} {
-		if err := os.Mkdir(filepath.Join(ov, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	merged := filepath.Join(ov, "merged")
-	if err := unix.Mount("overlay", merged, "overlay", 0,
-		"lowerdir="+lower+",upperdir="+filepath.Join(ov, "upper")+",workdir="+filepath.Join(ov, "work")); err != nil {
-		t.Skipf("no overlay file system here (%v)", err)
-	}
-	t.Cleanup(func() { unix.Unmount(merged, unix.MNT_DETACH) })
+	merged := overlayOf(t, lower)
 	build := newChroot(t, chrootSpec{"bullseye-amd64", "amd64", "", "/lib64/ld-linux-x86-64.so.2"}, merged)
 	build.must(t, build.work+"/dlbundle-amd64", "trace", "-q", "-o", build.work+"/ls.trace", "--", "/bin/ls", "--version")
 
@@ -163,4 +152,24 @@ func setMinKernel(t *testing.T, p string, major uint32) {
 	if err := os.Chtimes(p, time.Now(), mt); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// overlayOf mounts an overlay of the directory lower with a private upper
+// layer (removed with the test) and returns where: a copy of a chroot the
+// test may change without touching it. Skips the test where overlayfs is
+// missing.
+func overlayOf(t *testing.T, lower string) string {
+	ov := t.TempDir()
+	for _, d := range []string{"upper", "work", "merged"} {
+		if err := os.Mkdir(filepath.Join(ov, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	merged := filepath.Join(ov, "merged")
+	if err := unix.Mount("overlay", merged, "overlay", 0,
+		"lowerdir="+lower+",upperdir="+filepath.Join(ov, "upper")+",workdir="+filepath.Join(ov, "work")); err != nil {
+		t.Skipf("no overlay file system here (%v)", err)
+	}
+	t.Cleanup(func() { unix.Unmount(merged, unix.MNT_DETACH) })
+	return merged
 }

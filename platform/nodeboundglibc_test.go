@@ -20,15 +20,22 @@ type driverPair struct {
 }
 
 func newDriverPair(t *testing.T, build, run string) *driverPair {
+	return newDriverPairAt(t, build, run, "")
+}
+
+// newDriverPairAt: the run node's root is runRoot when not "".
+func newDriverPairAt(t *testing.T, build, run, runRoot string) *driverPair {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skip("the chroots are prepared for an x86-64 host")
 	}
 	if os.Getuid() != 0 {
 		t.Skip("needs root (chroot, mount namespaces); make test runs as root")
 	}
-	node := func(name string) *chroot {
-		root := "/"
-		if name != "host" {
+	node := func(name, root string) *chroot {
+		if root == "" && name == "host" {
+			root = "/"
+		}
+		if root == "" {
 			root = filepath.Join(chrootRoot(), name)
 			if _, err := os.Stat(filepath.Join(root, "usr/bin/gcc")); err != nil {
 				t.Skipf("chroot %s absent (%v): `make deps` prepares it", name, err)
@@ -36,7 +43,7 @@ func newDriverPair(t *testing.T, build, run string) *driverPair {
 		}
 		return newChroot(t, chrootSpec{name, "amd64", "", "/lib64/ld-linux-x86-64.so.2"}, root)
 	}
-	p := &driverPair{build: node(build), run: node(run)}
+	p := &driverPair{build: node(build, ""), run: node(run, runRoot)}
 	p.dir = "/opt/" + filepath.Base(p.build.work)
 	p.app = p.dir + "/app"
 	for _, r := range []string{p.build.root, p.run.root} {
@@ -117,7 +124,7 @@ func (p *driverPair) refused(t *testing.T, stage string, words ...string) {
 	}
 	line := strings.TrimRight(errOut, "\n")
 	t.Logf("the refusal: %s", line)
-	for _, w := range append(words, p.dir+"/lib/libcuda.so.1", "--fallback") {
+	for _, w := range append(words, "/libcuda.so.1", "--fallback") {
 		if !strings.Contains(line, w) {
 			t.Errorf("the refusal does not say %q:\n%s", w, errOut)
 		}
@@ -150,7 +157,7 @@ func TestNodeBoundNeedsNewerGlibc(t *testing.T) {
 	// (dlopen@GLIBC_2.34).
 	p.driver(t, p.run, `#include <dlfcn.h>
 const char *drv(void) { return dlopen("libm.so.6", RTLD_NOW) ? "this node's newer driver" : dlerror(); }`)
-	p.refused(t, "stage-new", "GLIBC_2.34", "glibc 2.31")
+	p.refused(t, "stage-new", p.dir+"/lib/libcuda.so.1", "GLIBC_2.34", "glibc 2.31")
 	out, errOut, code := p.exec(t, "stage-new", "--fallback")
 	if code != 0 || out != "glibc 2.36, this node's newer driver\n" || !strings.Contains(errOut, "warning") || !strings.Contains(errOut, "natively") {
 		t.Errorf("exec --fallback: exit %d, stdout %q (want the native run), stderr:\n%s", code, out, errOut)
@@ -174,11 +181,45 @@ func TestNodeBoundNeedsNodesGlibcObject(t *testing.T) {
 	p.driver(t, p.run, `#include <time.h>
 const char *drv(void) { struct timespec ts; return clock_gettime(CLOCK_MONOTONIC, &ts) == 0 ? "this node's driver" : "no clock"; }`,
 		"-Wl,--no-as-needed", "-lrt")
-	p.refused(t, "stage", "librt.so.1", "GLIBC_PRIVATE", "glibc 2.36")
+	p.refused(t, "stage", p.dir+"/lib/libcuda.so.1", "librt.so.1", "GLIBC_PRIVATE", "glibc 2.36")
 	// --fallback runs the app natively, which on this older node fails as
 	// it does without dlbundle (its own GLIBC_2.34 need).
 	_, errOut, _ := p.exec(t, "stage", "--fallback")
 	if !strings.Contains(errOut, "warning") || !strings.Contains(errOut, "natively (--fallback)") || !strings.Contains(errOut, "version `GLIBC_2.34' not found (required by "+p.app+")") {
 		t.Errorf("exec --fallback does not warn and run the app natively:\n%s", errOut)
 	}
+}
+
+// TestNodeBoundFoundThroughNodeCache: the run node installs its driver
+// library elsewhere than the build node did (/opt/<work>-drv, known to its
+// ld.so.cache, as a distribution that keeps NVIDIA's libraries in
+// /usr/lib64/nvidia): the check finds it there, as ld.so does, and refuses
+// (the library links librt.so.1, which the image lacks). The run node is an
+// overlay of Debian 11 whose ld.so.cache the test may rebuild.
+func TestNodeBoundFoundThroughNodeCache(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root (chroot, overlay mount); make test runs as root")
+	}
+	lower := filepath.Join(chrootRoot(), "bullseye-amd64")
+	if _, err := os.Stat(filepath.Join(lower, "usr/bin/gcc")); err != nil {
+		t.Skipf("chroot bullseye-amd64 absent (%v): `make deps` prepares it", err)
+	}
+	p := newDriverPairAt(t, "host", "bullseye-amd64", overlayOf(t, lower))
+	p.driver(t, p.build, `const char *drv(void) { return "build node's driver"; }`)
+	p.image(t, "glibc 2.36, build node's driver\n")
+	drv := p.dir + "-drv"
+	if err := os.MkdirAll(filepath.Join(p.run.root, drv), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := p.write(t, p.run, "drv.c", `#include <time.h>
+const char *drv(void) { struct timespec ts; return clock_gettime(CLOCK_MONOTONIC, &ts) == 0 ? "this node's driver" : "no clock"; }`)
+	p.run.must(t, "/usr/bin/gcc", "-shared", "-fPIC", "-O", "-Wl,-soname,libcuda.so.1", "-o", drv+"/libcuda.so.1", c, "-Wl,--no-as-needed", "-lrt")
+	if err := os.WriteFile(filepath.Join(p.run.root, "etc/ld.so.conf.d/zz-driver.conf"), []byte(drv+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.run.must(t, "/sbin/ldconfig")
+	if _, err := os.Stat(filepath.Join(p.run.root, p.dir, "lib/libcuda.so.1")); err == nil {
+		t.Fatal("the run node has the driver library at the recorded path: the test needs it elsewhere")
+	}
+	p.refused(t, "stage", drv+"/libcuda.so.1", "librt.so.1", "GLIBC_PRIVATE")
 }

@@ -83,3 +83,17 @@ func parseLdCache(b []byte, flags int32) ldCache {
 	}
 	return c
 }
+
+// NodeCacheLookup returns a function that answers, for a library file name,
+// the path this node's /etc/ld.so.cache gives it ("" when none), reading the
+// cache once, at its first call.
+func NodeCacheLookup() func(name string) string {
+	var c ldCache
+	read := false
+	return func(name string) string {
+		if !read {
+			c, read = readLdCache("/etc/ld.so.cache"), true
+		}
+		return c[name]
+	}
+}

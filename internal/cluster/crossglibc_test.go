@@ -75,7 +75,7 @@ const crossScript = `import os, sys, numpy; print(os.confstr("CS_GNU_LIBC_VERSIO
 // nodes of glibc 2.36 (this machine): each task prints the build node's
 // native line, its glibc included (under the node's ld.so an older image's
 // process gets the node's libc and prints the node's version, a newer
-// image's dies before main).
+// image's dies before main); a bare command name too.
 func TestSpankCrossGlibc(t *testing.T) {
 	needSpank(t)
 	for _, c := range []struct{ chroot, glibc string }{{"bullseye-amd64", "2.31"}, {"trixie-amd64", "2.41"}} {
@@ -105,6 +105,16 @@ func TestSpankCrossGlibc(t *testing.T) {
 			if r.code != 0 || strings.Count(r.out, native+"\n") != 3 {
 				t.Fatalf("srun --dlbundle= of %s's image on 3 nodes of this machine's glibc: exit %d; want 3 lines %q:\n%s\n%s",
 					c.chroot, r.code, native, r.out, shared.Logs())
+			}
+			// A bare command (Slurm 22.05's srun passes it as given): found
+			// in the job's PATH inside the stage, as exec finds it.
+			// (PATH as on the build node: Python takes sys.executable from
+			// the first python3 in it)
+			cmd := shared.Command("srun", "-N3", "--ntasks-per-node=1", "--dlbundle="+img, "python3", "-c", crossScript)
+			cmd.Env = append(cmd.Env, "DLBUNDLE_STAGE_DIR="+stage, "PATH=/usr/bin:/bin")
+			r = runCmd(t, cmd)
+			if r.code != 0 || strings.Count(r.out, native+"\n") != 3 {
+				t.Fatalf("srun --dlbundle= python3 (bare) of %s's image: exit %d; want 3 lines %q:\n%s", c.chroot, r.code, native, r.out)
 			}
 			// The stages say so: an ldso record on every node.
 			for _, n := range shared.Nodes {

@@ -305,9 +305,14 @@ func TestMpirunInSbatchImageReplaced(t *testing.T) {
 	if len(nodes) != 3 {
 		t.Errorf("mpirun ranks ran on %v, want 3 nodes", nodes)
 	}
+	// Each node staged the new version (the versions above say so); the
+	// old stage is retired by the new one's staging once no process has
+	// used it for node.MinGrace (one stage per image path), so whether it
+	// is still there depends on how fast the second launch followed the
+	// first: one or two, never more.
 	for _, n := range shared.Nodes {
-		if s := stagesOn(t, n, "/dev/shm/t-mpirun"); len(s) != 2 {
-			t.Errorf("%s has stages %v, want one per image version", n, s)
+		if s := stagesOn(t, n, "/dev/shm/t-mpirun"); len(s) < 1 || len(s) > 2 {
+			t.Errorf("%s has stages %v, want the new version's and at most the old one", n, s)
 		}
 	}
 }

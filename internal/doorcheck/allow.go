@@ -25,8 +25,6 @@ func init() {
 		// node: the stage dir and what is staged in it.
 		{"node.lookupAlias", inStage},
 		{"node.removeTree", inStage},
-		{"node.stageChild1", inStage + "; the child runs as the job's user"},
-		{"node.stageLocked", inStage},
 		{"node.Broadcasted", inStage},
 		{"node.LockBroadcast", inStage},
 		{"node.stageUsers", procfs},
@@ -40,15 +38,17 @@ func init() {
 		{"node/materialize.probedNames", inStage},
 		{"node/materialize.nodeLdso", nodeLib + "; opened O_NONBLOCK"},
 		// loader: the stage it runs from, and the node's libc.
-		{"loader/stagefmt.WriteShim", inStage},
+		{"loader/stagefmt.WriteShimObjects", inStage},
+		{"loader/stagefmt.RecordPreload", inStage},
 		{"loader/stagefmt.MarkNodeELF", inStage},
 		{"loader/stagefmt.WriteLdsoChoice", inStage + "; and " + nodeLib},
 		{"loader/stagefmt.MapTable", inStage},
+		{"loader/stagefmt.WriteSearch", inStage + " (the new stage's table, written before the stage is published)"},
 		{"loader/stagefmt.openStagedTree", inStage},
 		{"loader/stagefmt.stagedTree.open", inStage + " (os.Root keeps every open beneath it)"},
 		{"loader/stagefmt.openLibc", nodeLib},
 		{"loader/stagefmt.LibcDefines", nodeLib},
-		{"loader/stagefmt.openNodeFile", "a driver library of the node at the path the image records (only names squash.NodeBound accepts: libcuda.so*, libnvidia-*...) or a glibc object beside the node's libc; read as data (O_NONBLOCK, then fstat: regular files only) for its ELF version needs, of which only a glibc version name can reach a message"},
+		{"loader/stagefmt.openNodeFile", "a driver library of the node at the path the image records (only names squash.NodeBound accepts: libcuda.so*, libnvidia-*...) or where the node's own ld.so.cache puts that name, or a glibc object beside the node's libc; read as data (O_NONBLOCK, then fstat: regular files only) for its ELF version needs, of which only a glibc version name can reach a message"},
 		{"loader.StagedScript", inStage},
 		{"loader.isELF", "a program the caller asked to run, found on its own PATH as execve would: the caller's own input"},
 		// cmd/dlbundle: the caller's own inputs and outputs.

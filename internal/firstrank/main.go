@@ -190,7 +190,7 @@ func buildImage(bin, work, app, out string) error {
 	trace := filepath.Join(work, app+".trace")
 	for _, argv := range [][]string{
 		{bin, "trace", "-q", "-o", trace, "--", "/usr/bin/python3", "-c", "import " + app},
-		{bin, "build", "-q", "-o", out, trace},
+		{bin, "build", "-o", out, trace},
 	} {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Dir, cmd.Env = work, env(work)

@@ -1223,28 +1223,60 @@ static void step_fails(const char *fmt, ...)
  * path. The argv array is the task's (slurmstepd forked the task before
  * task_init), so the change is the task's alone. */
 static char staged_path[ARG_MAX_LEN + ARG_MAX_LEN];
-static int staged_program(spank_t sp, const char *stage)
+/* staged_elf says whether path is an executable ELF file (the stage's). */
+static int staged_elf(const char *path)
 {
-	int argc = 0;
-	char **argv = NULL;
-	if (!stage || spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv ||
-	    !argv[0] || argv[0][0] != '/')
-		return 0;
-	if (snprintf(staged_path, sizeof staged_path, "%s/root%s", stage, argv[0]) >= (int)sizeof staged_path)
-		return 0;
-	int fd = open(staged_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return 0;
 	char magic[4] = {0};
 	ssize_t n = read(fd, magic, sizeof magic);
 	close(fd);
-	if (n != 4 || memcmp(magic, "\177ELF", 4) || access(staged_path, X_OK) != 0)
+	return n == 4 && !memcmp(magic, "\177ELF", 4) && access(path, X_OK) == 0;
+}
+
+/* staged_in_path finds a bare command name in the job's PATH inside the
+ * stage (as exec asks the stage first): its original path in prog and its
+ * staged copy in staged_path. 0 when found. */
+static char cross_prog[ARG_MAX_LEN + ARG_MAX_LEN];
+static int staged_in_path(spank_t sp, const char *stage, const char *name)
+{
+	char **env = NULL;
+	spank_get_item(sp, S_JOB_ENV, &env);
+	const char *path = job_env_get(env, "PATH");
+	for (const char *d = path ? path : "/usr/local/bin:/usr/bin:/bin"; *d;) {
+		size_t len = strcspn(d, ":");
+		if (len && d[0] == '/' &&
+		    snprintf(cross_prog, sizeof cross_prog, "%.*s/%s", (int)len, d, name) < (int)sizeof cross_prog &&
+		    snprintf(staged_path, sizeof staged_path, "%s/root%s", stage, cross_prog) < (int)sizeof staged_path &&
+		    staged_elf(staged_path))
+			return 0;
+		d += len;
+		if (*d == ':')
+			d++;
+	}
+	return -1;
+}
+
+static int staged_program(spank_t sp, const char *stage)
+{
+	int argc = 0;
+	char **argv = NULL;
+	if (!stage || spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv || !argv[0])
 		return 0;
+	if (argv[0][0] == '/') {
+		if (snprintf(staged_path, sizeof staged_path, "%s/root%s", stage, argv[0]) >= (int)sizeof staged_path ||
+		    !staged_elf(staged_path))
+			return 0;
+		snprintf(cross_prog, sizeof cross_prog, "%s", argv[0]);
+	} else if (!cross_glibc || strchr(argv[0], '/') || staged_in_path(sp, stage, argv[0]) != 0)
+		return 0; /* a bare name: slurmstepd's own PATH search, except where the image's ld.so must start it */
 	if (cross_glibc) {
 		/* dlbundle in the task's place execs the image's ld.so with
-		 * the program (check_glibc); the task's own argv[0] tells it
-		 * which, and stays the program's argv[0] (ld.so --argv0) */
-		if (spank_setenv(sp, "DLBUNDLE_LDSO_ARGV0", argv[0], 1) != ESPANK_SUCCESS) {
+		 * the program (check_glibc): DLBUNDLE_LDSO_PROG names it, and
+		 * the task's own argv[0] stays the program's (ld.so --argv0) */
+		if (spank_setenv(sp, "DLBUNDLE_LDSO_ARGV0", argv[0], 1) != ESPANK_SUCCESS ||
+		    spank_setenv(sp, "DLBUNDLE_LDSO_PROG", cross_prog, 1) != ESPANK_SUCCESS) {
 			slurm_error("dlbundle: cannot set DLBUNDLE_LDSO_ARGV0 in the task's environment");
 			return -1;
 		}

@@ -39,7 +39,12 @@ var glibcObjects = map[string]bool{
 // before 2.34 (preload.so) needs libdl.so.2, which images built by an older
 // dlbundle leave out when the app never loaded it; the node's copy would
 // stop every process before main, so such an image is refused too.
-func CheckNodeBound(stageDir string, nodeBound []string) error {
+//
+// A driver library absent from the path the image records (a node that
+// installs the driver elsewhere: /usr/lib64/nvidia) is looked for as ld.so
+// would go on to find it, by its file name in the node's ld.so.cache
+// (cached; nil: no lookup).
+func CheckNodeBound(stageDir string, nodeBound []string, cached func(name string) string) error {
 	ldso, _, ok := ImageLdso(stageDir)
 	if !ok {
 		return nil
@@ -70,6 +75,12 @@ func CheckNodeBound(stageDir string, nodeBound []string) error {
 		defined: map[string]map[string]bool{}}
 	for _, p := range nodeBound {
 		f, err := openNodeFile(p)
+		if err != nil && cached != nil {
+			if q := cached(filepath.Base(p)); q != "" {
+				p = q
+				f, err = openNodeFile(p)
+			}
+		}
 		if err != nil {
 			continue
 		}

@@ -26,8 +26,20 @@ var ShimObjects = map[string][]byte{
 
 // WriteShim writes the shim objects into dir (created), the shim directory
 // of a stage whose tree and table are complete, and records there which
-// preload build this node's processes load (PreloadChoice).
+// preload build this node's processes load (PreloadChoice): WriteShimObjects
+// then RecordPreload.
 func WriteShim(dir string) error {
+	if err := WriteShimObjects(dir); err != nil {
+		return err
+	}
+	return RecordPreload(dir)
+}
+
+// WriteShimObjects writes the shim objects into dir (created), the shim
+// directory of a stage. They depend on nothing of the image: staging writes
+// them first, so that the probe of the node's ld.so, which lists audit.so,
+// runs while the image is extracted.
+func WriteShimObjects(dir string) error {
 	if len(shimAuditObject) == 0 {
 		return fmt.Errorf("materialize: dlbundle has no loader shim for linux/%s (amd64 and arm64 only)", runtime.GOARCH)
 	}
@@ -39,6 +51,13 @@ func WriteShim(dir string) error {
 			return fmt.Errorf("materialize: write shim: %w", err)
 		}
 	}
+	return nil
+}
+
+// RecordPreload records in the shim directory dir which preload build this
+// node's processes load (PreloadChoice), from the stage's libc: after the
+// stage's tree is extracted and its table written.
+func RecordPreload(dir string) error {
 	choice := DetectPreload(filepath.Dir(dir))
 	if err := os.Symlink(choice, filepath.Join(dir, PreloadChoice)); err != nil {
 		return fmt.Errorf("materialize: record the preload build: %w", err)

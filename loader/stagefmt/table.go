@@ -2,6 +2,7 @@ package stagefmt
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -731,6 +732,58 @@ func nodeELF() (class, data byte, machine uint16, ok bool) {
 	return 0, 0, 0, false
 }
 
+// elfHeadLen is how much of a file IsNodeELF needs: e_ident and e_machine.
+const elfHeadLen = 20
+
+// IsNodeELF reports whether head, the first bytes of a file, is the start
+// of an ELF object of this node's class, byte order and machine (what the
+// audit object accepts as a library for this node: FlagELFNode).
+func IsNodeELF(head []byte) bool {
+	class, data, machine, ok := nodeELF()
+	return ok && len(head) >= elfHeadLen && string(head[:4]) == "\x7fELF" && head[4] == class && head[5] == data &&
+		binary.LittleEndian.Uint16(head[18:]) == machine
+}
+
+// MarkNodeELFIn sets FlagELFNode in tab, an encoded table, on every regular
+// entry the image calls an ELF object for which isNode(its path) is true,
+// and returns the offsets in tab of the flag bytes it set. Staging asks
+// isNode of the bytes it decoded for the file (the first frame of each
+// object, as it is written); MarkNodeELF of a written stage reads them back.
+func MarkNodeELFIn(tab []byte, isNode func(path string) bool) ([]int64, error) {
+	if _, _, _, ok := nodeELF(); !ok {
+		return nil, nil
+	}
+	var hdr tableHeaderRec
+	if len(tab) >= tableHeaderLen {
+		hdr.get(tab)
+	}
+	if string(hdr.Magic[:]) != tableMagic {
+		return nil, errors.New("not a lookup table")
+	}
+	n, eo := uint64(hdr.NEntries), hdr.Entries
+	if eo > uint64(len(tab)) || n > (uint64(len(tab))-eo)/tableEntryLen {
+		return nil, errors.New("entries leave the file")
+	}
+	var marks []int64
+	var ent EntryRec
+	for i := uint64(0); i < n; i++ {
+		ent.get(tab[eo+tableEntryLen*i:][:tableEntryLen])
+		if ent.Type != TabReg || ent.Flags&FlagELF == 0 {
+			continue
+		}
+		po, pl := uint64(ent.Path), uint64(ent.PathLen)
+		if po+pl > uint64(len(tab)) {
+			return nil, errors.New("a path leaves the file")
+		}
+		if isNode(string(tab[po : po+pl])) {
+			off := int64(eo+tableEntryLen*i) + tableFlagsOff
+			marks = append(marks, off)
+			tab[off] |= FlagELFNode
+		}
+	}
+	return marks, nil
+}
+
 // MarkNodeELF sets FlagELFNode in the staged table (dir/table) on every
 // regular entry the image calls an ELF object whose staged copy is ELF of
 // this node's class, byte order and machine, so that the audit object's
@@ -740,8 +793,7 @@ func nodeELF() (class, data byte, machine uint16, ok bool) {
 // extraction and before the stage is published. An entry it leaves unset
 // (a foreign class, an older stage) is checked by the shim as before.
 func MarkNodeELF(dir string) error {
-	class, data, machine, ok := nodeELF()
-	if !ok {
+	if _, _, _, ok := nodeELF(); !ok {
 		return nil
 	}
 	tpath := filepath.Join(dir, TableFile)
@@ -749,47 +801,25 @@ func MarkNodeELF(dir string) error {
 	if err != nil {
 		return fmt.Errorf("materialize: mark ELF objects: %w", err)
 	}
-	var hdr tableHeaderRec
-	if len(tab) >= tableHeaderLen {
-		hdr.get(tab)
-	}
-	if string(hdr.Magic[:]) != tableMagic {
-		return fmt.Errorf("materialize: mark ELF objects: %s is not a lookup table", tpath)
-	}
-	n, eo := uint64(hdr.NEntries), hdr.Entries
-	if eo > uint64(len(tab)) || n > (uint64(len(tab))-eo)/tableEntryLen {
-		return fmt.Errorf("materialize: mark ELF objects: %s: entries leave the file", tpath)
-	}
 	tree, err := openStagedTree(filepath.Join(dir, RootDir))
 	if err != nil {
 		return fmt.Errorf("materialize: mark ELF objects: %w", err)
 	}
 	defer tree.Close()
-	var marks []int64
-	var h [20]byte
-	var ent EntryRec
-	for i := uint64(0); i < n; i++ {
-		ent.get(tab[eo+tableEntryLen*i:][:tableEntryLen])
-		if ent.Type != TabReg || ent.Flags&FlagELF == 0 {
-			continue
-		}
-		po, pl := uint64(ent.Path), uint64(ent.PathLen)
-		if po+pl > uint64(len(tab)) {
-			return fmt.Errorf("materialize: mark ELF objects: %s: a path leaves the file", tpath)
-		}
+	var h [elfHeadLen]byte
+	marks, err := MarkNodeELFIn(tab, func(p string) bool {
 		// Read below the staged root only (stagedtree.go): the image's
 		// symlinks must not lead the stager elsewhere.
-		f, err := tree.open(string(tab[po : po+pl]))
+		f, err := tree.open(p)
 		if err != nil {
-			continue // the shim checks it itself (and finds what the kernel says)
+			return false // the shim checks it itself (and finds what the kernel says)
 		}
 		_, err = io.ReadFull(f, h[:])
 		f.Close()
-		if err == nil && string(h[:4]) == "\x7fELF" && h[4] == class && h[5] == data && binary.LittleEndian.Uint16(h[18:]) == machine {
-			off := int64(eo+tableEntryLen*i) + tableFlagsOff
-			marks = append(marks, off)
-			tab[off] |= FlagELFNode
-		}
+		return err == nil && IsNodeELF(h[:])
+	})
+	if err != nil {
+		return fmt.Errorf("materialize: mark ELF objects: %s: %w", tpath, err)
 	}
 	if len(marks) == 0 {
 		return nil

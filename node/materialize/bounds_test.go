@@ -202,8 +202,10 @@ func (c cancelAfterExtract) Extract(ctx context.Context, dir string, opts image.
 
 // A signal after the extraction still ends staging: the steps after it look
 // at the context (SIGTERM once did not stop an image with 800,000
-// listing placeholders, and the app started anyway). The table is built
-// beside the extraction; the shim, which would start the app, is not written.
+// listing placeholders, and the app started anyway). The table, the shim
+// objects and the ld.so probe are made beside the extraction; what follows
+// it (the preload's choice, which the app's start reads, and the search
+// rules) is not written.
 func TestMaterializeStopsWhenCancelledAfterExtract(t *testing.T) {
 	im := openHostile(t, "files-20k.dlimg")
 	defer im.Close()
@@ -214,7 +216,9 @@ func TestMaterializeStopsWhenCancelledAfterExtract(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Materialize after a cancel: %v, want context.Canceled", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, stagefmt.ShimDir)); err == nil {
-		t.Errorf("cancelled Materialize went on to write the shim")
+	for _, after := range []string{filepath.Join(stagefmt.ShimDir, stagefmt.PreloadChoice), stagefmt.SearchFile} {
+		if _, err := os.Lstat(filepath.Join(dir, after)); err == nil {
+			t.Errorf("cancelled Materialize went on to write %s", after)
+		}
 	}
 }

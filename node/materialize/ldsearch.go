@@ -70,30 +70,27 @@ const (
 	probeDir = ".ldprobe"
 )
 
-// writeSearchRules writes what this node's ld.so accepts, after extraction:
-// the table's flag for the ELF objects of this node's class and machine
-// (stagefmt.MarkNodeELF), then STAGE/search, from the stage dir's record of this
-// node's rules or else from a probe of the node's ld.so; a probe that fails
-// leaves no file (the shim falls back) and says why. The shim objects must be
-// in place (the probe lists audit.so).
-func writeSearchRules(ctx context.Context, dir string) error {
-	stop := stagetime.Start("mark node ELF objects")
-	err := stagefmt.MarkNodeELF(dir)
-	stop()
-	if err != nil {
-		return err
-	}
-	stop = stagetime.Start("ld.so search rules (probe: a process)")
-	rules, err := nodeSearchRules(ctx, dir)
-	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "dlbundle: ld.so search rules unknown (%v); ld.so will probe search directories itself\n", err)
+// probeResult is what nodeSearchRules found, run beside the extraction.
+type probeResult struct {
+	rules   []byte
+	err     error // the probe's: the stage goes on without rules
+	shimErr error // writing the shim objects first failed: staging fails
+}
+
+// writeSearchRules writes STAGE/search after extraction: this node's rules
+// (probe: from the stage dir's record of them or else from a probe of the
+// node's ld.so, run meanwhile), then where the real functions lie in the
+// stage's libc. A probe that failed leaves no file (the shim falls back)
+// and says why.
+func writeSearchRules(dir string, probe probeResult) error {
+	if probe.err != nil {
+		fmt.Fprintf(os.Stderr, "dlbundle: ld.so search rules unknown (%v); ld.so will probe search directories itself\n", probe.err)
 		return nil
 	}
 	// Then where the real functions lie in the libc the stage serves
 	// (stagefmt.FormatReals; none: the preload looks them all up).
-	stop = stagetime.Start("reals: where libc's functions lie")
-	rules = append(rules, stagefmt.FormatReals(dir)...)
+	stop := stagetime.Start("reals: where libc's functions lie")
+	rules := append(probe.rules, stagefmt.FormatReals(dir)...)
 	stop()
 	if err := os.WriteFile(filepath.Join(dir, stagefmt.SearchFile), rules, 0o444); err != nil {
 		return fmt.Errorf("materialize: write search rules: %w", err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -34,7 +35,13 @@ type Options struct {
 // this node's ld.so search rules. Nothing written depends on dir's final
 // name. It creates what the image holds and few more objects (docs/loader.md,
 // "Mirrored directories").
-func Materialize(ctx context.Context, src Source, dir string, opts Options) error {
+//
+// What depends on the entries only (the table) or on the node only (the
+// shim objects, and the probe of the node's ld.so, two processes) is done
+// while the image is extracted, beside the decode workers: the first rank
+// of a node waits for the slowest of them, not for their sum
+// (docs/bench/firstrank.md).
+func Materialize(ctx context.Context, src Source, dir string, opts Options) (err error) {
 	stop := stagetime.Start("materialize: arch and cost checks")
 	if err := checkImageArch(src); err != nil { // arch.go
 		return err
@@ -48,27 +55,85 @@ func Materialize(ctx context.Context, src Source, dir string, opts Options) erro
 	if err := os.Mkdir(root, 0o755); err != nil {
 		return fmt.Errorf("materialize: %w", err)
 	}
-	// The lookup table depends on the entries only: it is built while the
-	// image is extracted (docs/bench/stage.md).
-	side := make(chan error, 1)
+	// Nothing started here may still write into dir once Materialize has
+	// returned (the caller removes dir on failure): on every way out, the
+	// side tasks are cancelled on failure and waited for.
+	sideCtx, cancel := context.WithCancel(ctx)
+	var table *tableFile
+	tableDone := make(chan error, 1)
+	probeDone := make(chan probeResult, 1)
+	defer func() {
+		if err != nil {
+			cancel()
+			if tableDone != nil {
+				<-tableDone
+			}
+			if probeDone != nil {
+				<-probeDone
+			}
+			if table != nil {
+				table.close()
+			}
+		}
+		cancel()
+	}()
+	// The lookup table depends on the entries only; the shim objects on
+	// nothing of the image, and the node's ld.so search rules on the node
+	// only (the probe lists the shim's audit.so, written first).
 	go func() {
 		defer stagetime.Worker()()
-		side <- writeTable(ctx, dir, entries)
+		var err error
+		table, err = writeTable(sideCtx, dir, entries)
+		tableDone <- err
 	}()
+	go func() {
+		stop := stagetime.Start("shim objects written (beside extract)")
+		err := stagefmt.WriteShimObjects(filepath.Join(dir, stagefmt.ShimDir))
+		stop()
+		if err != nil {
+			probeDone <- probeResult{shimErr: err}
+			return
+		}
+		stop = stagetime.Start("ld.so search rules (probe: a process, beside extract)")
+		rules, err := nodeSearchRules(sideCtx, dir)
+		stop()
+		probeDone <- probeResult{rules: rules, err: err}
+	}()
+	// The first bytes of every file as it is written tell which are ELF
+	// objects of this node's class and machine (the table's FlagELFNode):
+	// no file is opened again to read them back.
+	var nodeELF sync.Map
+	onHead := func(e *image.Entry, head []byte) {
+		switch e.Kind { // the kinds the table flags FlagELF (stagefmt.EncodeTable)
+		case image.KindELFExec, image.KindELFShared, image.KindPyExtension:
+		default:
+			return
+		}
+		if stagefmt.IsNodeELF(head) {
+			nodeELF.Store(e.Path, true)
+		}
+	}
 	stop = stagetime.Start("extract (all)")
-	err := src.Extract(ctx, root, image.ExtractOptions{Workers: opts.Workers, Progress: opts.Progress})
+	err = src.Extract(ctx, root, image.ExtractOptions{Workers: opts.Workers, Progress: opts.Progress, OnHead: onHead})
 	stop()
 	stop = stagetime.Start("table: wait after extract")
-	sideErr := <-side
+	tableErr := <-tableDone
+	tableDone = nil
 	stop()
 	if err != nil {
 		return fmt.Errorf("materialize: extract image into %s: %w", root, err)
 	}
-	if sideErr != nil {
-		return sideErr
+	if tableErr != nil {
+		return tableErr
 	}
-	if err := ctx.Err(); err != nil { // SIGTERM during the extraction: no shim, no app
+	if err := ctx.Err(); err != nil { // SIGTERM during the extraction: no app
 		return fmt.Errorf("materialize: %w", err)
+	}
+	stop = stagetime.Start("mark node ELF objects (from the decoded bytes)")
+	err = table.markNodeELF(func(p string) bool { _, ok := nodeELF.Load(p); return ok })
+	stop()
+	if err != nil {
+		return err
 	}
 	stop = stagetime.Start("relativize symlinks")
 	err = relativizeSymlinks(ctx, root, entries)
@@ -76,17 +141,23 @@ func Materialize(ctx context.Context, src Source, dir string, opts Options) erro
 	if err != nil {
 		return err
 	}
-	// After relativizeSymlinks: writeSearchRules first marks the staged ELF
-	// objects (stagefmt.MarkNodeELF), opening them through the stage's own symlinks,
-	// which must point inside the stage by then. Its probe runs the node's
-	// ld.so, not one the image bundles.
-	stop = stagetime.Start("shim objects written")
-	err = stagefmt.WriteShim(filepath.Join(dir, stagefmt.ShimDir))
+	stop = stagetime.Start("shim and ld.so probe: wait")
+	probe := <-probeDone
+	probeDone = nil
+	stop()
+	if probe.shimErr != nil {
+		return probe.shimErr
+	}
+	// After relativizeSymlinks: the preload's choice reads the staged libc
+	// through the stage's own symlinks, which must point inside the stage
+	// by then.
+	stop = stagetime.Start("preload choice (the staged libc's versions)")
+	err = stagefmt.RecordPreload(filepath.Join(dir, stagefmt.ShimDir))
 	stop()
 	if err != nil {
 		return err
 	}
-	if err := writeSearchRules(ctx, dir); err != nil { // runs the node's ld.so on the shim just written
+	if err := writeSearchRules(dir, probe); err != nil {
 		return err
 	}
 	// Whether the image's glibc is the node's: compared by the ld.so build
@@ -100,7 +171,7 @@ func Materialize(ctx context.Context, src Source, dir string, opts Options) erro
 	}
 	// A driver library of the node that the image's glibc cannot load
 	// would stop the app at its load, after it started: say so now.
-	if err := stagefmt.CheckNodeBound(dir, nodeBoundPaths(entries)); err != nil {
+	if err := stagefmt.CheckNodeBound(dir, nodeBoundPaths(entries), squash.NodeCacheLookup()); err != nil {
 		return err
 	}
 	// The directories ld.so may probe: named by the rules just found.
@@ -108,23 +179,58 @@ func Materialize(ctx context.Context, src Source, dir string, opts Options) erro
 	return mirrorProbedDirs(ctx, root, entries, probedNames(dir))
 }
 
-// writeTable writes the lookup table.
-func writeTable(ctx context.Context, dir string, entries []image.Entry) error {
+// tableFile is the lookup table as written: the file still open, so that
+// the flags learnt during extraction are set in place (it is created 0444;
+// the descriptor that created it may still write).
+type tableFile struct {
+	f   *os.File
+	tab []byte
+}
+
+func (t *tableFile) close() { t.f.Close() }
+
+// markNodeELF sets FlagELFNode on the entries isNode names, in the file,
+// and closes it.
+func (t *tableFile) markNodeELF(isNode func(path string) bool) error {
+	defer t.close()
+	marks, err := stagefmt.MarkNodeELFIn(t.tab, isNode)
+	if err != nil {
+		return fmt.Errorf("materialize: mark ELF objects: %w", err)
+	}
+	for _, off := range marks {
+		if _, err := t.f.WriteAt(t.tab[off:off+1], off); err != nil {
+			return fmt.Errorf("materialize: mark ELF objects in %s: %w", t.f.Name(), err)
+		}
+	}
+	if err := t.f.Close(); err != nil {
+		return fmt.Errorf("materialize: write lookup table: %w", err)
+	}
+	return nil
+}
+
+// writeTable writes the lookup table and returns it, still open.
+func writeTable(ctx context.Context, dir string, entries []image.Entry) (*tableFile, error) {
 	if err := ctx.Err(); err != nil { // SIGTERM, a job's time limit: end before the table
-		return fmt.Errorf("materialize: %w", err)
+		return nil, fmt.Errorf("materialize: %w", err)
 	}
 	t0 := stagetime.Now()
 	tab, err := stagefmt.EncodeTable(entries)
 	stagetime.Since("table: encode (beside extract)", t0, int64(len(tab)))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	t0 = stagetime.Now()
 	defer stagetime.Since("table: write (beside extract)", t0, int64(len(tab)))
-	if err := os.WriteFile(filepath.Join(dir, stagefmt.TableFile), tab, 0o444); err != nil {
-		return fmt.Errorf("materialize: write lookup table: %w", err)
+	name := filepath.Join(dir, stagefmt.TableFile)
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	if err != nil {
+		return nil, fmt.Errorf("materialize: write lookup table: %w", err)
 	}
-	return nil
+	if _, err := f.Write(tab); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("materialize: write lookup table: %w", err)
+	}
+	return &tableFile{f: f, tab: tab}, nil
 }
 
 // relativizeSymlinks rewrites absolute symlink targets in the staged tree so
