@@ -461,12 +461,26 @@ func moveAsideIncomplete(d *trustpath.Dir, dir, name string, mustHave []string) 
 	return nil
 }
 
+// staleAliasTemp: an alias temp link older than this belongs to a writer
+// that died between its symlinkat and renameat (microseconds apart).
+const staleAliasTemp = time.Minute
+
 // removeStaleTemps removes what stagers that died left behind. The caller
-// holds the stage lock, so no live process is writing any of it.
+// holds the stage lock, so no live process is writing a stage temp. Alias
+// temps are another matter: writeAlias also runs outside the lock (a job's
+// consumed and broadcast records, written after staging), and its temp
+// link lives between a symlinkat and a renameat; removing it there fails
+// that rank's rename (ENOENT). So only an alias temp older than
+// staleAliasTemp is a dead writer's.
 func removeStaleTemps(dir string) error {
 	temps, _ := filepath.Glob(filepath.Join(dir, stageTmpGlob))
 	aliasTemps, _ := filepath.Glob(filepath.Join(dir, aliasDirName, ".tmp.*"))
-	for _, t := range append(temps, aliasTemps...) {
+	for _, t := range aliasTemps {
+		if fi, err := os.Lstat(t); err == nil && time.Since(fi.ModTime()) > staleAliasTemp {
+			temps = append(temps, t)
+		}
+	}
+	for _, t := range temps {
 		if err := removeTree(t); err != nil {
 			return fmt.Errorf("remove stale stage %s: %w", t, err)
 		}

@@ -65,6 +65,20 @@ func TestMaterializeMarksNodeELFFromDecodedBytes(t *testing.T) {
 	if err != nil || len(marks) != 1 {
 		t.Fatalf("expected table: %d marks, %v", len(marks), err)
 	}
+	// Staging also writes the node's search rules into the room the table
+	// keeps for them: write the same rules into the expected table.
+	if rules := stagefmt.TableSearch(staged); rules != nil {
+		wdir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(wdir, stagefmt.TableFile), want, 0o444); err != nil {
+			t.Fatal(err)
+		}
+		if err := stagefmt.WriteSearch(wdir, rules); err != nil {
+			t.Fatal(err)
+		}
+		if want, err = os.ReadFile(filepath.Join(wdir, stagefmt.TableFile)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if !bytes.Equal(staged, want) {
 		t.Errorf("the staged table is not the encoded one with only %s flagged as this node's ELF", lib)
 	}
