@@ -1134,8 +1134,11 @@ void la_preinit(uintptr_t *cookie)
 static int audit_dirty(const char *p, size_t n, uint64_t h)
 {
 	(void)h; /* a short list, compared by name */
-	const char *s = dirty_slot ? *dirty_slot : 0;
-	if (!s || !dlb_memeq(s, "DLBUNDLE_DIRTY=", 15)) return 0;
+	/* asked for every component the search walks: the common answer (no
+	 * directory written) from one byte, before the prefix's compare */
+	if (!audit_dirty_any()) return 0;
+	const char *s = *dirty_slot;
+	if (!dlb_memeq(s, "DLBUNDLE_DIRTY=", 15)) return 0;
 	for (s += 15; *s;) {
 		const char *e = s;
 		while (*e && *e != '\n') e++;

@@ -162,12 +162,6 @@ static void restore_action(int sig, const struct sigaction *a)
 	syscall(SYS_rt_sigaction, sig, &k, NULL, sizeof k.mask);
 }
 
-/* install_fatal sets report_fatal and reads the action it replaced in one
- * call per signal (not a read, then a set: 9 system calls fewer per
- * process), and puts back an action that was not SIG_DFL. The signals are
- * blocked meanwhile, so none is delivered to report_fatal where the app's
- * own action stood: one sent then stays pending and meets that action once
- * it is back (or is discarded, where that is SIG_IGN, as POSIX says). */
 /* sig_lock: install_fatal may run at any time in any thread (want_fatal),
  * so it and the app's sigaction of another thread take turns: otherwise the
  * app's action could land between report_fatal's install and the view kept
@@ -191,6 +185,12 @@ static void sig_lock_give(int held)
 	if (held) __atomic_store_n(&sig_lock, 0, __ATOMIC_RELEASE);
 }
 
+/* install_fatal sets report_fatal and reads the action it replaced in one
+ * call per signal (not a read, then a set: 9 system calls fewer per
+ * process), and puts back an action that was not SIG_DFL. The signals are
+ * blocked meanwhile, so none is delivered to report_fatal where the app's
+ * own action stood: one sent then stays pending and meets that action once
+ * it is back (or is discarded, where that is SIG_IGN, as POSIX says). */
 static void install_fatal(void)
 {
 	if (!real_sigaction) return;
@@ -332,7 +332,11 @@ void report_init(const struct shim_env *v)
 	real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
 	const char *f = v->report;
 	size_t fl = f ? strlen(f) : 0;
-	if (fl == 0 || fl >= DLB_PATH_MAX) return;
+	if (fl == 0 || fl >= DLB_PATH_MAX) {
+		/* no report: no install to take turns with */
+		__atomic_store_n(&fatal_done, 1, __ATOMIC_RELEASE);
+		return;
+	}
 	memcpy(report_names, f, fl + 1);
 	exe_at = fl + 1;
 	report_on = 1;
@@ -580,6 +584,28 @@ static int counted_anything(void)
 	return __atomic_load_n(&nslots, __ATOMIC_ACQUIRE) != 0;
 }
 
+/* nothing_to_record: with the node's records, a process that passed
+ * nothing to the file system, fell back nowhere and closed nothing from
+ * outside, and in which audit.so noted no library or search candidate from
+ * outside (it sees every object ld.so maps, dlopen'ed ones included, and
+ * notes each that the link map walk below could list), writes no line:
+ * known without that walk, whose table lookups, scratch page and getpid
+ * every served process paid at exit for nothing. Where audit.so handed no
+ * share over, the walk decides. */
+static int nothing_to_record(void)
+{
+	const struct dlb_audit_share *a = shim_notes();
+	if (!a || __atomic_load_n(&a->notes_len, __ATOMIC_ACQUIRE) || __atomic_load_n(&a->notes_dropped, __ATOMIC_RELAXED))
+		return 0;
+	if (__atomic_load_n(&counts[REPORT_PASSED], __ATOMIC_RELAXED) || __atomic_load_n(&nslots, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&dropped, __ATOMIC_RELAXED) || __atomic_load_n(&fb_claimed, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&nclosed, __ATOMIC_ACQUIRE))
+		return 0;
+	for (int i = 0; i < FB_NREASONS; i++)
+		if (__atomic_load_n(&fb_plain[i], __ATOMIC_RELAXED)) return 0;
+	return 1;
+}
+
 /* One JSON line per process (reportfmt.h), written by the destructor (exit),
  * by _exit (below) or by report_fatal. Async-signal-safe: raw system calls and the
  * hand-written formatter only. A vfork child shares the parent's memory and
@@ -605,6 +631,7 @@ __attribute__((destructor)) void report_write(void)
 	struct dlb_fallback *fb = w.fb;
 	static int reported;
 	if (!report_on) return;
+	if (report_max && nothing_to_record()) return;
 	if (report_pid == 0 && !counted_anything())
 		return; /* a fork child that looked nothing up: nothing to say, and no call at its exit */
 	pid_t me = (pid_t)syscall(SYS_getpid);
