@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -44,49 +43,12 @@ func foldAdvice(t *testing.T, text string) [][]string {
 	return cmds
 }
 
-var fileCall = regexp.MustCompile(`^\d+\s+(\w+)\((?:AT_FDCWD, |\d+, )?"([^"]+)"`)
-
-// appCalls are the file calls of an strace log from the app's execve on
-// (the calls of `dlbundle exec` itself left out) on paths outside the
-// stage and the node-local trees (/etc, /proc, /sys, /dev, /tmp, /run; no
-// getcwd), and
-// among them the opens of shared objects that succeeded.
+// appCalls are the file calls of an strace log from the app's execve (a
+// path in stage) on, on the original trees (clitest.OriginalCalls).
 func appCalls(t *testing.T, log, stage string) (calls, libOpens []string) {
 	t.Helper()
-	b, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(b), "\n")
-	start := -1
-	for i, l := range lines {
-		if strings.Contains(l, `execve("`+stage) {
-			start = i
-			break
-		}
-	}
-	if start < 0 {
-		t.Fatalf("%s: no execve of the app from the stage", log)
-	}
-	so := regexp.MustCompile(`\.so(\.[0-9.]+)?$`)
-	for _, l := range lines[start+1:] {
-		m := fileCall.FindStringSubmatch(l)
-		if m == nil || m[1] == "getcwd" || strings.HasPrefix(m[2], stage+"/") || !strings.HasPrefix(m[2], "/") {
-			continue
-		}
-		skip := false
-		for _, pre := range []string{"/etc", "/proc", "/sys", "/dev", "/tmp", "/run"} {
-			skip = skip || m[2] == pre || strings.HasPrefix(m[2], pre+"/")
-		}
-		if skip || m[2] == "/" {
-			continue
-		}
-		calls = append(calls, l)
-		if strings.HasPrefix(m[1], "open") && so.MatchString(m[2]) && !strings.Contains(l, "= -1 ") {
-			libOpens = append(libOpens, l)
-		}
-	}
-	return calls, libOpens
+	inStage := func(p string) bool { return strings.HasPrefix(p, stage+"/") }
+	return clitest.OriginalCalls(t, log, inStage, inStage)
 }
 
 // An Open MPI program piloted at 1 rank and run at 3 under a real mpirun:
@@ -106,18 +68,7 @@ func TestFoldClosesMPIProgramAtWidth(t *testing.T) {
 	env := append(clitest.CleanEnv(app), "OMPI_MCA_plm_rsh_agent=false", "OMPI_MCA_btl=self,tcp",
 		"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 	run := foldRunner(t, app, env)
-	src := `#include <mpi.h>
-#include <stdio.h>
-int main(int argc, char **argv) {
-	int r, n;
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &r);
-	MPI_Comm_size(MPI_COMM_WORLD, &n);
-	printf("hello %d of %d\n", r, n);
-	MPI_Finalize();
-	return 0;
-}
-`
+	src := clitest.MPIHello
 	if err := os.WriteFile(filepath.Join(app, "hello.c"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}

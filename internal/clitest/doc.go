@@ -4,5 +4,6 @@
 // and start-up tests), a line-by-line diff of two outputs (LineDiff), the
 // fixed environment the CLI's programs run in, a probe program bundled in a
 // real image at a path absent from this machine, and the image an attacker
-// plants (PwnedImage; the cluster tests use it too). Only tests import it.
+// plants (PwnedImage; the cluster tests use it too), and the fold tests' MPI
+// hello and reader of a rank's strace log (MPIHello, OriginalCalls). Only tests import it.
 package clitest

@@ -8,22 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// mpiHello is the 10-line MPI hello of the issue that found the gap: a
-// 1-rank pilot loads less than 3 ranks do (hwloc's plugins, transports).
-const mpiHello = `#include <mpi.h>
-#include <stdio.h>
-int main(int argc, char **argv) {
-	int r, n;
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &r);
-	MPI_Comm_size(MPI_COMM_WORLD, &n);
-	printf("hello %d of %d\n", r, n);
-	MPI_Finalize();
-	return 0;
-}
-`
+	"github.com/dlbundle/dlbundle/internal/clitest"
+)
 
 // srunRankStraceJob runs one task under strace, its log named after the
 // task's rank; the first task says its job id. The task gets the plugin's
@@ -33,50 +20,6 @@ const srunRankStraceJob = `#!/bin/sh
 [ "$SLURM_PROCID" = 0 ] && echo "job=$SLURM_JOB_ID"
 exec strace -f --seccomp-bpf -qq -e signal=none -e trace=%%file -o "%s.$SLURM_PROCID" "$@"
 `
-
-var straceFileCall = regexp.MustCompile(`^\d+\s+(\w+)\((?:AT_FDCWD, |\d+, )?"([^"]+)"`)
-
-// rankLibOpens reads one rank's strace log from the app's execve on (prog's
-// name) and returns its file calls on the original trees (absolute paths
-// outside the stage and the node-local trees: /etc, /proc, /sys, /dev,
-// /tmp, /run) and, among them, the opens of shared objects that succeeded.
-func rankLibOpens(t *testing.T, log, prog string) (calls, libs []string) {
-	t.Helper()
-	b, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatalf("no strace log: %v", err)
-	}
-	lines := strings.Split(string(b), "\n")
-	start := -1
-	for i, l := range lines {
-		if m := straceFileCall.FindStringSubmatch(l); m != nil && m[1] == "execve" && strings.HasSuffix(m[2], "/"+prog) && !strings.Contains(l, "= -1") {
-			start = i
-			break
-		}
-	}
-	if start < 0 {
-		t.Fatalf("%s: no execve of %s", log, prog)
-	}
-	so := regexp.MustCompile(`\.so(\.[0-9.]+)?$`)
-	for _, l := range lines[start+1:] {
-		m := straceFileCall.FindStringSubmatch(l)
-		if m == nil || m[1] == "getcwd" || !strings.HasPrefix(m[2], "/") || m[2] == "/" || strings.Contains(m[2], "/sha256-") {
-			continue
-		}
-		skip := false
-		for _, pre := range []string{"/etc", "/proc", "/sys", "/dev", "/tmp", "/run"} {
-			skip = skip || m[2] == pre || strings.HasPrefix(m[2], pre+"/")
-		}
-		if skip {
-			continue
-		}
-		calls = append(calls, l)
-		if strings.HasPrefix(m[1], "open") && so.MatchString(m[2]) && !strings.Contains(l, "= -1 ") {
-			libs = append(libs, l)
-		}
-	}
-	return calls, libs
-}
 
 // TestSpankFoldClosesMPIProgram: the MPI hello piloted at 1 rank (a
 // singleton, no launcher), run at 3 ranks on 3 nodes under srun --mpi=pmix
@@ -101,7 +44,7 @@ func TestSpankFoldClosesMPIProgram(t *testing.T) {
 	}
 	src := filepath.Join(shared.Dir, "mpifold-src")
 	os.MkdirAll(src, 0o755)
-	write(t, filepath.Join(src, "hello.c"), mpiHello)
+	write(t, filepath.Join(src, "hello.c"), clitest.MPIHello)
 	hello := filepath.Join(work, "hello")
 	compile(t, "mpicc", "-O1", "-o", hello, filepath.Join(src, "hello.c"))
 	stage := "/dev/shm/t-spank-mpifold"
@@ -137,7 +80,7 @@ func TestSpankFoldClosesMPIProgram(t *testing.T) {
 			if r.code != 0 || !strings.Contains(r.out, fmt.Sprintf("hello %d of 3", rank)) {
 				t.Fatalf("srun --dlbundle, 3 ranks (%s): exit %d\n%s\n%s", tag, r.code, r.out, shared.Logs())
 			}
-			c, l := rankLibOpens(t, filepath.Join(logs, fmt.Sprintf("%s.%d", tag, rank)), "hello")
+			c, l := clitest.OriginalCalls(t, filepath.Join(logs, fmt.Sprintf("%s.%d", tag, rank)), clitest.EndsIn("hello"), clitest.InAStage)
 			calls, libs = append(calls, c), append(libs, l)
 		}
 		m := regexp.MustCompile(`job=(\d+)`).FindStringSubmatch(r.out)

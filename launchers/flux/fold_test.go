@@ -5,69 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/dlbundle/dlbundle/internal/clitest"
 )
-
-const mpiHello = `#include <mpi.h>
-#include <stdio.h>
-int main(int argc, char **argv) {
-	int r, n;
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &r);
-	MPI_Comm_size(MPI_COMM_WORLD, &n);
-	printf("hello %d of %d\n", r, n);
-	MPI_Finalize();
-	return 0;
-}
-`
-
-var fileCall = regexp.MustCompile(`^\d+\s+(\w+)\((?:AT_FDCWD, |\d+, )?"([^"]+)"`)
-
-// originalCalls reads one task's strace log from the app's execve (a path
-// ending in /prog) on: its file calls on the original trees (absolute paths
-// outside the stage and the node-local trees /etc, /proc, /sys, /dev, /tmp,
-// /run) and, among them, the opens of shared objects that succeeded.
-func originalCalls(t *testing.T, log, prog string) (calls, libs []string) {
-	t.Helper()
-	b, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatalf("no strace log: %v", err)
-	}
-	lines := strings.Split(string(b), "\n")
-	start := -1
-	for i, l := range lines {
-		if m := fileCall.FindStringSubmatch(l); m != nil && m[1] == "execve" && strings.HasSuffix(m[2], "/"+prog) && !strings.Contains(l, "= -1") {
-			start = i
-			break
-		}
-	}
-	if start < 0 {
-		t.Fatalf("%s: no execve of %s", log, prog)
-	}
-	so := regexp.MustCompile(`\.so(\.[0-9.]+)?$`)
-	for _, l := range lines[start+1:] {
-		m := fileCall.FindStringSubmatch(l)
-		if m == nil || m[1] == "getcwd" || !strings.HasPrefix(m[2], "/") || m[2] == "/" || strings.Contains(m[2], "/sha256-") {
-			continue
-		}
-		skip := false
-		for _, pre := range []string{"/etc", "/proc", "/sys", "/dev", "/tmp", "/run"} {
-			skip = skip || m[2] == pre || strings.HasPrefix(m[2], pre+"/")
-		}
-		if skip {
-			continue
-		}
-		calls = append(calls, l)
-		if strings.HasPrefix(m[1], "open") && so.MatchString(m[2]) && !strings.Contains(l, "= -1 ") {
-			libs = append(libs, l)
-		}
-	}
-	return calls, libs
-}
 
 // TestFluxFoldClosesMPIProgram: the MPI hello piloted at 1 rank (a
 // singleton, no launcher), run at 3 ranks on 3 brokers under flux run -o
@@ -104,7 +46,7 @@ func TestFluxFoldClosesMPIProgram(t *testing.T) {
 	// The logs and the stage elsewhere: the app's directory and HOME
 	// change only by what dlbundle writes (the trace, the image).
 	logs := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "hello.c"), []byte(mpiHello), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "hello.c"), []byte(clitest.MPIHello), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	hello := filepath.Join(app, "hello")
@@ -133,7 +75,7 @@ func TestFluxFoldClosesMPIProgram(t *testing.T) {
 			if code != 0 || !strings.Contains(out, fmt.Sprintf("hello %d of 3", r)) {
 				t.Fatalf("flux run -o dlbundle -N3 -n3 (%s): exit %d\n%s", tag, code, out)
 			}
-			c, l := originalCalls(t, filepath.Join(logs, fmt.Sprintf("%s.%d", tag, r)), "hello")
+			c, l := clitest.OriginalCalls(t, filepath.Join(logs, fmt.Sprintf("%s.%d", tag, r)), clitest.EndsIn("hello"), clitest.InAStage)
 			calls, libs = append(calls, c), append(libs, l)
 		}
 		return calls, libs
