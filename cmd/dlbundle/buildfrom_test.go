@@ -758,10 +758,18 @@ func TestExecBareNameResolvedFromImage(t *testing.T) {
 // scratch, and these tests need the app bundled.
 func appDirOutsideTmp(t *testing.T) string {
 	t.Helper()
-	app, err := os.MkdirTemp("/var/lib", "dlbundle-life-")
+	// In a directory of this test process's own: a pilot lists the app
+	// directory's parent, and other packages' tests, run at the same time,
+	// make and remove directories in /var/lib (a true "has changed"
+	// warning, which the fold tests must not see).
+	parent := "/var/lib/dlbundle-test-" + strconv.Itoa(os.Getpid())
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	app, err := os.MkdirTemp(parent, "life-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(app) })
+	t.Cleanup(func() { os.RemoveAll(app); os.Remove(parent) })
 	return app
 }
