@@ -48,7 +48,7 @@ func init() {
 		{"loader/stagefmt.stagedTree.open", inStage + " (os.Root keeps every open beneath it)"},
 		{"loader/stagefmt.openLibc", nodeLib},
 		{"loader/stagefmt.LibcDefines", nodeLib},
-		{"loader/stagefmt.openNodeFile", "a driver library of the node at the path the image records (only names squash.NodeBound accepts: libcuda.so*, libnvidia-*...) or where the node's own ld.so.cache puts that name, or a glibc object beside the node's libc; read as data (O_NONBLOCK, then fstat: regular files only) for its ELF version needs, of which only a glibc version name can reach a message"},
+		{"loader/stagefmt.openNodeFile", "a driver library of the node at the path the image records (only names squash.NodeBound accepts: libcuda.so*, libnvidia-*...) or where the node's own ld.so.cache puts that name, or a glibc object beside the node's libc; read as data (stat first: a FIFO or device is never opened; O_NONBLOCK, then fstat: the same regular file) for its ELF version needs, of which only a glibc version name can reach a message"},
 		{"loader.StagedScript", inStage},
 		{"loader.isELF", "a program the caller asked to run, found on its own PATH as execve would: the caller's own input"},
 		// cmd/dlbundle: the caller's own inputs and outputs.

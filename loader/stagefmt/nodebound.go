@@ -214,18 +214,26 @@ func (c *glibcCheck) versionsOf(name string) (defined map[string]bool, fromNode 
 	return d, false
 }
 
-// openNodeFile opens a file of the node for reading as data: never blocks
-// (a FIFO), regular files only.
+// openNodeFile opens a file of the node for reading as data, regular files
+// only. The path comes from the image (a driver library's recorded path,
+// followed through links as ld.so would), so its type is looked at before
+// the open: a FIFO or a device it leads to is never opened (a device's open
+// alone can act), and the file opened must be the one looked at.
 func openNodeFile(p string) (*os.File, error) {
+	var before, after unix.Stat_t
+	if err := unix.Stat(p, &before); err != nil {
+		return nil, err
+	}
+	if before.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("%s: not a regular file", p)
+	}
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), p)
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%s: not a regular file", p)
+	if err := unix.Fstat(fd, &after); err != nil || after.Dev != before.Dev || after.Ino != before.Ino {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s: changed while it was opened", p)
 	}
-	return f, nil
+	return os.NewFile(uintptr(fd), p), nil
 }
