@@ -824,6 +824,29 @@ static int auto_task(spank_t sp)
 	return 0;
 }
 
+/* run_auto_verb runs dlbundle as the job's user, in the job's environment
+ * plus extra (the DLBUNDLE_AUTO_* request that picks its work), and copies
+ * what it printed on stderr into slurmd's log under what. Returns 0 with c
+ * filled in, or -1 (logged, naming doing) when it could not be started. */
+static int run_auto_verb(spank_t sp, char *extra[], const char *what, const char *doing, struct child *c)
+{
+	char **env = NULL;
+	spank_get_item(sp, S_JOB_ENV, &env);
+	char **envp = job_envp(sp, env, extra);
+	if (!envp)
+		return -1;
+	char *bargv[] = {dlbundle_path, NULL};
+	static char out[MSG_MAX_LEN], err[MSG_MAX_LEN], msg[256];
+	int rc = run_child(sp, dlbundle_path, "", bargv, envp, NULL, 0, out, sizeof out, err, sizeof err, c, msg, sizeof msg);
+	free(envp);
+	if (rc != 0) {
+		slurm_error("dlbundle: --dlbundle=auto: cannot run %s to %s %s.dlimg: %s", dlbundle_path, doing, auto_base, msg);
+		return -1;
+	}
+	log_text(0, what, err, c->err_len);
+	return 0;
+}
+
 /* auto_build has dlbundle build DIR/auto-<key>.dlimg from the first task's
  * trace, as the job's user (DLBUNDLE_AUTO_BUILD: cmd/dlbundle/autotrace.go):
  * dlbundle writes the image under a temporary name renamed when complete (a
@@ -834,10 +857,9 @@ static int auto_task(spank_t sp)
 static void auto_build(spank_t sp)
 {
 	int argc = 0;
-	char **argv = NULL, **env = NULL;
+	char **argv = NULL;
 	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv[0])
 		return;
-	spank_get_item(sp, S_JOB_ENV, &env);
 	static char base_var[ARG_MAX_LEN + 96], include_var[3 * ARG_MAX_LEN];
 	snprintf(base_var, sizeof base_var, "DLBUNDLE_AUTO_BUILD=%s", auto_base);
 	/* the program's directory and an interpreter's script's (resolved in
@@ -850,19 +872,9 @@ static void auto_build(spank_t sp)
 	snprintf(include_var, sizeof include_var, "DLBUNDLE_AUTO_INCLUDE=%s%s%s", progdir, auto_script_dir[0] ? "\n" : "",
 		 auto_script_dir);
 	char *extra[] = {base_var, include_var, NULL};
-	char **envp = job_envp(sp, env, extra);
-	if (!envp)
-		return;
-	char *bargv[] = {dlbundle_path, NULL};
-	static char out[MSG_MAX_LEN], err[MSG_MAX_LEN], msg[256];
 	struct child c;
-	int rc = run_child(sp, dlbundle_path, "", bargv, envp, NULL, 0, out, sizeof out, err, sizeof err, &c, msg, sizeof msg);
-	free(envp);
-	if (rc != 0) {
-		slurm_error("dlbundle: --dlbundle=auto: cannot run %s to build %s.dlimg: %s", dlbundle_path, auto_base, msg);
+	if (run_auto_verb(sp, extra, "--dlbundle=auto build", "build", &c) != 0)
 		return;
-	}
-	log_text(0, "--dlbundle=auto build", err, c.err_len);
 	if (c.timed_out)
 		slurm_error("dlbundle: --dlbundle=auto: building %s.dlimg took longer than %d seconds and was killed "
 			    "(plugstack.conf's timeout=); the next step traces again",
@@ -886,8 +898,6 @@ static void auto_build(spank_t sp)
  * where the step's tasks left their records. */
 static void auto_fold(spank_t sp)
 {
-	char **env = NULL;
-	spank_get_item(sp, S_JOB_ENV, &env);
 	static char base_var[ARG_MAX_LEN + 96], stage_var[ARG_MAX_LEN + 32];
 	snprintf(base_var, sizeof base_var, "DLBUNDLE_AUTO_FOLD=%s", auto_base);
 	char *extra[3] = {base_var, NULL, NULL};
@@ -895,20 +905,9 @@ static void auto_fold(spank_t sp)
 		snprintf(stage_var, sizeof stage_var, "DLBUNDLE_STAGE_DIR=%s", conf_stage_dir);
 		extra[1] = stage_var;
 	}
-	char **envp = job_envp(sp, env, extra);
-	if (!envp)
-		return;
-	char *bargv[] = {dlbundle_path, NULL};
-	static char out[MSG_MAX_LEN], err[MSG_MAX_LEN], msg[256];
 	struct child c;
-	int rc = run_child(sp, dlbundle_path, "", bargv, envp, NULL, 0, out, sizeof out, err, sizeof err, &c, msg, sizeof msg);
-	free(envp);
-	if (rc != 0) {
-		slurm_error("dlbundle: --dlbundle=auto: cannot run %s to fold this step's misses into %s.dlimg: %s",
-			    dlbundle_path, auto_base, msg);
+	if (run_auto_verb(sp, extra, "--dlbundle=auto fold", "fold this step's misses into", &c) != 0)
 		return;
-	}
-	log_text(0, "--dlbundle=auto fold", err, c.err_len);
 	if (c.timed_out)
 		slurm_error("dlbundle: --dlbundle=auto: folding this step's misses into %s.dlimg took longer than %d seconds "
 			    "and was killed (plugstack.conf's timeout=); the image is as it was",
