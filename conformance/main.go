@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/dlbundle/dlbundle/internal/benchhost"
 )
 
 // Corpus is one body of tests: how to prepare it, its pilot, and the runs
@@ -131,9 +133,9 @@ func fatal(err error) {
 
 // runCorpus sets up, traces, builds, and runs one corpus three ways.
 func runCorpus(rn *Runner, ctx *Ctx, c *Corpus) *Result {
-	r := &Result{Corpus: c, Start: time.Now(), LoadStart: loadavg(), Subset: ctx.Subset,
+	r := &Result{Corpus: c, Start: time.Now(), LoadStart: benchhost.LoadAvg(), Subset: ctx.Subset,
 		Counts: map[Mode]map[string]int{}, Times: map[Mode]time.Duration{}, Stats: map[Mode]ShimStats{}}
-	defer func() { r.Elapsed, r.LoadEnd = time.Since(r.Start), loadavg() }()
+	defer func() { r.Elapsed, r.LoadEnd = time.Since(r.Start), benchhost.LoadAvg() }()
 	fmt.Fprintf(os.Stderr, "conformance %s: setting up (load %s)\n", c.Name, r.LoadStart)
 	if c.Setup != nil {
 		if r.Err = c.Setup(ctx); r.Err != nil {

@@ -264,19 +264,6 @@ func ImageDecides(img string) (func(string) bool, int, error) {
 	}, len(types), nil
 }
 
-// loadavg is /proc/loadavg's first three numbers.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
-
 // sortedKeys returns m's keys in order.
 func sortedKeys[V any](m map[string]V) []string {
 	var k []string

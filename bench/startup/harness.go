@@ -8,13 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/dlbundle/dlbundle/examples/loadtest"
+	"github.com/dlbundle/dlbundle/internal/benchhost"
 	"github.com/dlbundle/dlbundle/internal/slowfs"
 )
 
@@ -128,7 +128,7 @@ type Results struct {
 // Run measures every scenario in opts. Errors of single launches are kept in
 // their rows; an error is returned only when nothing can be measured.
 func Run(ctx context.Context, opts Options) (*Results, error) {
-	res := &Results{Date: time.Now().UTC(), Machine: machine(), Options: opts}
+	res := &Results{Date: time.Now().UTC(), Machine: benchhost.Machine(), Options: opts}
 	res.Load[0] = loadAverage()
 	defer func() { res.Load[1] = loadAverage() }()
 	logf := func(format string, a ...any) {
@@ -546,21 +546,6 @@ func errNote(e string) string {
 	}
 	first, _, _ := strings.Cut(e, "\n")
 	return "  FAILED: " + first
-}
-
-// machine describes where the benchmark ran.
-func machine() string {
-	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	cpu := "unknown CPU"
-	if info, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(info), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				cpu = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	return fmt.Sprintf("Linux %s, %d CPUs (%s)", strings.TrimSpace(string(kernel)), runtime.NumCPU(), cpu)
 }
 
 func loadAverage() string {

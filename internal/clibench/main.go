@@ -41,6 +41,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/dlbundle/dlbundle/internal/benchhost"
 )
 
 // sample is one run of one command.
@@ -212,11 +214,11 @@ func run(bin, compare, out string, rounds, longRounds, pairs int) error {
 		paired = append(paired, &pairStats{name: "/bin/true with " + compare + " env's variables minus /bin/true", served: &stats{argv: []string{"/bin/true"}, env: compareEnv}})
 	}
 	start := time.Now()
-	load0 := loadavg()
+	load0 := benchhost.LoadAvg()
 	measure(short, rounds)
 	measure(long, longRounds)
 	measurePairs(paired, pairs)
-	load1 := loadavg()
+	load1 := benchhost.LoadAvg()
 
 	trueS, emptyS, version, warm, shimmed, goexecS, cexecS := short[0], short[1], short[2], short[3], short[4], short[5], short[6]
 	envS, stagedS := short[7], short[8]
@@ -407,12 +409,4 @@ func met(ok bool) string {
 		return "met"
 	}
 	return "not met"
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
