@@ -105,6 +105,7 @@ func ensureStage(ctx context.Context, verb string, req node.EnsureRequest) (*nod
 		}
 	}
 	req.Warn = func(msg string) { fmt.Fprintf(os.Stderr, "dlbundle: warning: %s\n", msg) }
+	req.OnMiss = onStageMiss(req.OnMiss)
 	s, err := node.Ensure(ctx, req)
 	if tty && err == nil && s.Materialized {
 		fmt.Fprintf(os.Stderr, "\r\x1b[K%sstaged %s into %s\n", verbPrefix(), req.Image, s.Dir)
