@@ -165,13 +165,67 @@ func decodeWorkers(want int, maxRaw, bufSize int64) int {
 
 // populated returns n bytes of anonymous memory whose pages are allocated
 // at once (MAP_POPULATE) rather than by one page fault each as the first
-// frames are read and decoded into them, and the function that frees them.
+// frames are read and decoded into them, and the function that gives them
+// back. Given back, they are kept for the next extraction of this process
+// (up to decodeBudget in all), not unmapped: a worker's buffers are ~6 MiB
+// (a 4 MiB frame and the largest batch), and unmapping them cost the last
+// worker ~1-3 ms at the very end of the extraction, with a TLB shootdown
+// to the other core while the first ran (docs/benchmarks.md, round 5,
+// issue 42). The process that staged execs the app or exits soon after,
+// which frees them at once; one that extracts again reuses them.
 func populated(n int64) ([]byte, func()) {
+	if b := bufPool.take(n); b != nil {
+		return b[:n], func() { bufPool.give(b) }
+	}
 	b, err := unix.Mmap(-1, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
 	if err != nil {
 		return make([]byte, n), func() {}
 	}
-	return b, func() { unix.Munmap(b) }
+	return b, func() { bufPool.give(b) }
+}
+
+// bufPool holds the mappings populated gave back.
+var bufPool mappedPool
+
+type mappedPool struct {
+	mu    sync.Mutex
+	free  [][]byte
+	bytes int64
+}
+
+// take returns the smallest kept mapping of at least n bytes (nil if none)
+// and no longer keeps it.
+func (p *mappedPool) take(n int64) []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	best := -1
+	for i, b := range p.free {
+		if int64(len(b)) >= n && (best < 0 || len(b) < len(p.free[best])) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	b := p.free[best]
+	p.free = append(p.free[:best], p.free[best+1:]...)
+	p.bytes -= int64(len(b))
+	return b
+}
+
+// give keeps b for a later take, or unmaps it when decodeBudget is kept
+// already.
+func (p *mappedPool) give(b []byte) {
+	p.mu.Lock()
+	if p.bytes+int64(len(b)) <= decodeBudget {
+		p.free = append(p.free, b)
+		p.bytes += int64(len(b))
+		b = nil
+	}
+	p.mu.Unlock()
+	if b != nil {
+		unix.Munmap(b)
+	}
 }
 
 // frameDecoder is one worker's decoder. Content frames are decoded into
