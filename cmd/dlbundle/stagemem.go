@@ -62,20 +62,19 @@ func prefaultHeap() {
 	// memory is not cleared).
 	big := make([]byte, prefaultBytes)
 	lo := uintptr(unsafe.Pointer(&big[0]))
-	hi := lo + uintptr(len(big))
 	end := mappingEnd(lo)
 	runtime.KeepAlive(big)
 	big = nil
-	if end < hi {
+	if end < lo+prefaultBytes {
 		return
 	}
-	// What lies beyond the object first: meanwhile, that is where the
-	// other goroutines' allocations go.
-	populate(hi, end)
-	populate(lo, hi)
-	// Then the object is freed (collected now, while little is live),
-	// which leaves its pages present and free for what comes next.
+	// Then it is freed at once (a collection now, while little is live and
+	// the table of contents not yet decoded: a collection during that
+	// decode made it assist the marking), which leaves its pages mapped
+	// and free, and they are populated while the other goroutines allocate
+	// from the lowest, just behind.
 	runtime.GC()
+	populate(lo, end)
 }
 
 // prefaultBytes is how much of the heap prefaultHeap makes present (the
