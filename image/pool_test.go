@@ -1,13 +1,9 @@
 package image
 
-import (
-	"testing"
-
-	"golang.org/x/sys/unix"
-)
+import "testing"
 
 func mapped(t *testing.T, n int) []byte {
-	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	b, err := mmapAnon(n, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,5 +30,5 @@ func TestMappedPool(t *testing.T) {
 	if p.bytes != decodeBudget || len(p.free) != 1 {
 		t.Fatalf("pool keeps %d bytes in %d mappings, want %d in 1", p.bytes, len(p.free), decodeBudget)
 	}
-	unix.Munmap(p.take(decodeBudget))
+	munmap(p.take(decodeBudget))
 }

@@ -82,14 +82,25 @@ func prefaultHeap() {
 // after staging).
 const prefaultBytes = 12 << 20
 
+// populate makes lo..hi present, populateStep at a time: the kernel holds
+// the process's memory map (mmap_lock) for reading while it populates, and
+// a thread that maps memory (the runtime growing the heap, a decode
+// worker's buffers) waits for it; on a busy node the populating thread can
+// lose its core with the lock held.
 func populate(lo, hi uintptr) {
 	page := uintptr(os.Getpagesize())
 	lo = (lo + page - 1) &^ (page - 1)
 	hi &^= page - 1
-	if lo < hi {
-		unix.Syscall(unix.SYS_MADVISE, lo, hi-lo, unix.MADV_POPULATE_WRITE)
+	for lo < hi {
+		n := min(hi-lo, populateStep)
+		if _, _, e := unix.Syscall(unix.SYS_MADVISE, lo, n, unix.MADV_POPULATE_WRITE); e != 0 {
+			return // an older kernel (EINVAL) or memory gone: the faults stay
+		}
+		lo += n
 	}
 }
+
+const populateStep = 512 << 10
 
 // mappingEnd returns the end of the private read-write mapping of this
 // process that holds address at (/proc/self/maps), or 0.
