@@ -43,18 +43,22 @@ func onStageMiss(prev func()) func() {
 	}
 }
 
-// prefaultHeap makes present, with one madvise each, the pages of the Go
-// heap that staging's allocations (the table of contents, the lookup
-// table, the decoders: 6 MiB for a numpy image, 15 for torch) fill next.
-// Touched one by one, each page is a page fault: ~13 us each on the
-// benchmark's VM (a hypervisor's exception path; 1,600 of them in a numpy
-// stage, 3,000 in a torch one), ~1 us on a bare node; populated at once,
-// ~1.3 us. It runs beside the lock and the read of the image's table of
-// contents, which leave the other core idle. Best effort: a kernel
-// without MADV_POPULATE_WRITE (before 5.14), or a heap laid out otherwise,
-// leaves the faults as they were; nothing but Go's own heap mapping is
-// touched, and its pages stay zero-filled, as the runtime expects of
-// memory fresh from the kernel.
+// prefaultHeap makes present, on huge pages where the kernel gives them,
+// the pages of the Go heap that staging's allocations (the table of
+// contents, the lookup table, the decoders: 6 MiB for a numpy image, 15
+// for torch) fill next. Touched one by one, each small page is a page
+// fault: ~16 us each on the benchmark's VM, whose hypervisor shadows the
+// page tables (1,600 of them in a numpy stage, 3,000 in a torch one), ~1
+// us on a bare node; populated at once ~1 us, but still ~8 us at its first
+// touch on that VM; a huge page costs ~0.2 ms for 512 small pages' worth.
+// Interleaved, numpy with /bin/true, load 3.4-3.7 (docs/benchmarks.md,
+// round 5, issue 42): 14-25 ms less CPU a stage than without the
+// prefault. It runs beside the lock and the read of the image's table of
+// contents, which leave the other core idle on a quiet node. Best effort:
+// a kernel without MADV_POPULATE_WRITE (before 5.14) or transparent huge
+// pages, or a heap laid out otherwise, leaves the faults as they were;
+// nothing but Go's own heap mapping is touched, and its pages stay
+// zero-filled, as the runtime expects of memory fresh from the kernel.
 func prefaultHeap() {
 	// The heap maps more only when it needs it: one large object (it comes
 	// straight from the page heap, at its lowest free pages, where the
@@ -74,6 +78,13 @@ func prefaultHeap() {
 	// and free, and they are populated while the other goroutines allocate
 	// from the lowest, just behind.
 	runtime.GC()
+	// Huge pages where the kernel gives them (THP "madvise" or "always"):
+	// on the benchmark's VM the first touch of a small page costs ~8 us
+	// even once populated (the hypervisor shadows the page tables).
+	const huge = 2 << 20
+	if hlo, hhi := (lo+huge-1)&^(huge-1), end&^(huge-1); hlo < hhi {
+		unix.Syscall(unix.SYS_MADVISE, hlo, hhi-hlo, unix.MADV_HUGEPAGE)
+	}
 	populate(lo, end)
 }
 
