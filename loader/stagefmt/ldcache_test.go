@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dlbundle/dlbundle/image"
+	"github.com/dlbundle/dlbundle/internal/ldcache"
 )
 
 // testCache builds a cache file in the new format from (key, value, hwcap)
@@ -14,24 +15,24 @@ import (
 // this architecture's flags.
 func testCache(t *testing.T, entries [][3]string) []byte {
 	t.Helper()
-	flags := ldCacheFlags()
+	flags := ldcache.Flags()
 	if flags == 0 {
 		t.Skip("no ld.so.cache flags known for this architecture")
 	}
 	le := binary.LittleEndian
-	strOff := ldCacheHeader + ldCacheEntry*len(entries)
+	strOff := ldcache.HeaderLen + ldcache.EntryLen*len(entries)
 	var strs []byte
 	add := func(s string) uint32 {
 		o := strOff + len(strs)
 		strs = append(append(strs, s...), 0)
 		return uint32(o)
 	}
-	h := make([]byte, ldCacheHeader)
-	copy(h, ldCacheMagic)
+	h := make([]byte, ldcache.HeaderLen)
+	copy(h, ldcache.Magic)
 	le.PutUint32(h[20:], uint32(len(entries)))
-	ents := make([]byte, ldCacheEntry*len(entries))
+	ents := make([]byte, ldcache.EntryLen*len(entries))
 	for i, e := range entries {
-		b := ents[ldCacheEntry*i:]
+		b := ents[ldcache.EntryLen*i:]
 		le.PutUint32(b[0:], uint32(flags))
 		le.PutUint32(b[4:], add(e[0]))
 		le.PutUint32(b[8:], add(e[1]))
@@ -119,12 +120,12 @@ func TestCacheAnswerNames(t *testing.T) {
 // On this machine's cache: an answer for libc.so.6, from the cache whose
 // identity the section names.
 func TestFormatCacheAnswersNodeCache(t *testing.T) {
-	b, err := os.ReadFile(LdCacheFile)
+	b, err := os.ReadFile(ldcache.File)
 	if err != nil {
 		t.Fatalf("this test reads the node's cache: %v", err)
 	}
-	if ok, _, _ := LdCacheLookup(b, "libc.so.6"); !ok {
-		t.Fatalf("%s is not in a format the shim reads", LdCacheFile)
+	if ok, _, _ := ldcache.Lookup(b, "libc.so.6"); !ok {
+		t.Fatalf("%s is not in a format the shim reads", ldcache.File)
 	}
 	got := string(FormatCacheAnswers([]string{"libc.so.6"}, 4096))
 	first, rest, _ := strings.Cut(got, "\n")

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dlbundle/dlbundle/loader/stagefmt"
+	"github.com/dlbundle/dlbundle/internal/ldcache"
 )
 
 // archFlags is how `ldconfig -p` names the entries ld.so accepts here, and
@@ -87,7 +87,7 @@ func TestLdCacheMatchesLdconfig(t *testing.T) {
 		if !ok {
 			t.Fatal("dlb_ldcache_open refused /etc/ld.so.cache")
 		}
-		if gok, grc, gpath := stagefmt.LdCacheLookup(cache, name); !gok || grc != rc || gpath != path {
+		if gok, grc, gpath := ldcache.Lookup(cache, name); !gok || grc != rc || gpath != path {
 			t.Errorf("%s: staging's lookup gives %v %d %q, audit.so's %d %q", name, gok, grc, gpath, rc, path)
 		}
 		switch {
@@ -219,7 +219,7 @@ func TestLdCacheOrder(t *testing.T) {
 			if ok, rc, path := LdCacheLookup(cache, name); !ok || rc != 1 || path != want {
 				t.Errorf("old=%v %s: got %v %d %q, want %q", old, name, ok, rc, path, want)
 			}
-			if ok, rc, path := stagefmt.LdCacheLookup(cache, name); !ok || rc != 1 || path != want {
+			if ok, rc, path := ldcache.Lookup(cache, name); !ok || rc != 1 || path != want {
 				t.Errorf("old=%v %s: staging's lookup got %v %d %q, want %q", old, name, ok, rc, path, want)
 			}
 		}
@@ -238,7 +238,7 @@ func TestLdCacheOrder(t *testing.T) {
 		if rc == 0 {
 			missed++
 		}
-		if _, grc, gpath := stagefmt.LdCacheLookup(newCache(entries, false), name); grc != rc || gpath != path {
+		if _, grc, gpath := ldcache.Lookup(newCache(entries, false), name); grc != rc || gpath != path {
 			t.Errorf("byte order %s: staging's lookup %d %q, audit.so's %d %q", name, grc, gpath, rc, path)
 		}
 	}
@@ -261,9 +261,9 @@ func FuzzLdCache(f *testing.F) {
 			return
 		}
 		ok, rc, path := LdCacheLookup(cache, name)
-		// staging's copy of the lookup (stagefmt.LdCacheLookup), whose
+		// staging's copy of the lookup (ldcache.Lookup), whose
 		// answers audit.so takes in place of its own, answers alike
-		gok, grc, gpath := stagefmt.LdCacheLookup(cache, name)
+		gok, grc, gpath := ldcache.Lookup(cache, name)
 		if gok != ok || (ok && (grc != rc || gpath != path)) {
 			t.Fatalf("%q: audit.so %v %d %q, staging %v %d %q", name, ok, rc, path, gok, grc, gpath)
 		}
