@@ -319,6 +319,16 @@ enum { S_MISS, S_FOUND, S_UNDECIDED };
 static const char *cap[CAPS_MAX], *sysdir[SYSDIRS_MAX];
 static size_t cap_len[CAPS_MAX], sysdir_len[SYSDIRS_MAX];
 static unsigned ncap, nsysdir;
+/* The node's ld.so.cache answers for the image's libraries, written by
+ * staging after the rules (loader/stagefmt/ldcache.go): "so NAME =PATH",
+ * "so NAME -" (none), "so NAME ?" (not ours to predict) lines, valid while
+ * /etc/ld.so.cache is the file described by pre_id ("DEV INO SIZE
+ * MTIME_SEC MTIME_NSEC"). A process whose searches they all answer reads
+ * no cache: one stat in place of open, fstat, mmap, close, munmap and the
+ * cache's page fault. */
+static const char *pre_id, *pre_at, *pre_end;
+static size_t pre_id_len;
+static int pre_state; /* 0 not checked yet, 1 the answers hold, -1 they do not */
 static char llp[16384] COLD; /* LD_LIBRARY_PATH as ld.so parsed it (the kernel's copy) */
 static int llp_state;   /* 0 unset or empty, 1 in llp, -1 too long to keep */
 static int started;     /* la_preinit ran: later loads are dlopen's */
@@ -346,6 +356,8 @@ static void read_rules(const char *m, size_t size)
 	const char *p = m + h->search, *end = p + h->search_len;
 	if (!dlb_memeq(p, "dlbundle-search 1\n", 18)) return;
 	unsigned nc = 0, nd = 0;
+	const char *id = 0, *so_end = 0;
+	size_t id_len = 0;
 	for (p += 18; p < end;) {
 		if ((size_t)(end - p) >= 5 && dlb_memeq(p, "libc ", 5)) {
 			/* the rest is the real functions' places, which the preload
@@ -359,14 +371,22 @@ static void read_rules(const char *m, size_t size)
 		while (e < end && *e != '\n') e++;
 		if (e == end) return; /* unterminated: not ours */
 		size_t n = (size_t)(e - p);
-		if (n >= 4 && dlb_memeq(p, "cap ", 4) && nc < CAPS_MAX) { cap[nc] = p + 4; cap_len[nc++] = n - 4; }
-		else if (n >= 5 && dlb_memeq(p, "dir /", 5) && nd < SYSDIRS_MAX) { sysdir[nd] = p + 4; sysdir_len[nd++] = n - 4; }
+		if (n >= 4 && dlb_memeq(p, "cap ", 4) && nc < CAPS_MAX && !id) { cap[nc] = p + 4; cap_len[nc++] = n - 4; }
+		else if (n >= 5 && dlb_memeq(p, "dir /", 5) && nd < SYSDIRS_MAX && !id) { sysdir[nd] = p + 4; sysdir_len[nd++] = n - 4; }
+		else if (n >= 6 && dlb_memeq(p, "cache ", 6) && !id) { id = p + 6; id_len = n - 6; so_end = e + 1; }
+		else if (n >= 3 && dlb_memeq(p, "so ", 3) && id) so_end = e + 1;
 		else return;
 		p = e + 1;
 	}
 	if (nc == 0 || cap_len[nc - 1] != 0 || nd == 0) return;
 	ncap = nc;
 	nsysdir = nd;
+	if (id) {
+		pre_id = id;
+		pre_id_len = id_len;
+		pre_at = id + id_len + 1;
+		pre_end = so_end;
+	}
 }
 
 /* Who loaded whom: glibc's l_loader is not in the public link_map, and the
@@ -713,10 +733,71 @@ static void drop_cache(void)
 	cache_state = 0;
 }
 
-/* cache_lookup: 1 and *path when the cache names one file for name, 0 none,
- * -1 undecidable (dlb_ldcache_lookup). */
-static int cache_lookup(const char *name, const char **path)
+/* put_dec writes v in decimal at out (room for 20 digits); returns its length. */
+static size_t put_dec(char *out, uint64_t v)
 {
+	char t[20];
+	size_t n = 0;
+	do t[n++] = (char)('0' + v % 10); while ((v /= 10) != 0);
+	for (size_t i = 0; i < n; i++) out[i] = t[n - 1 - i];
+	return n;
+}
+
+/* pre_holds: the staged answers came from the cache this process would read
+ * (checked once, by one stat: ldconfig writes a new file and renames it
+ * over the old one, so a new cache has another inode, size or time). */
+static int pre_holds(void)
+{
+	if (pre_state) return pre_state > 0;
+	pre_state = -1;
+	/* x86_64's and aarch64's struct stat agree on these offsets: st_dev 0,
+	 * st_ino 8, st_size 48, st_mtime 88, its nanoseconds 96. */
+	uint64_t st[18];
+	if (dlb_sys(DLB_SYS_newfstatat, -100 /* AT_FDCWD */, "/etc/ld.so.cache", (long)st) < 0) return 0;
+	char want[5 * 21];
+	size_t n = 0;
+	const uint64_t f[5] = {st[0], st[1], st[6], st[11], st[12]};
+	for (int i = 0; i < 5; i++) {
+		if (i) want[n++] = ' ';
+		n += put_dec(want + n, f[i]);
+	}
+	if (n != pre_id_len || !dlb_memeq(want, pre_id, n)) return 0;
+	pre_state = 1;
+	return 1;
+}
+
+/* pre_lookup: the staged answer for name, as cache_lookup gives it (a path
+ * copied into buf, of cap bytes), or -2 when the stage keeps none for it. */
+static int pre_lookup(const char *name, size_t nn, char *buf, size_t cap, const char **path)
+{
+	for (const char *p = pre_at; p && p < pre_end;) {
+		const char *e = p;
+		while (e < pre_end && *e != '\n') e++;
+		/* "so " NAME " " ANSWER */
+		if ((size_t)(e - p) > 4 + nn && p[3 + nn] == ' ' && dlb_memeq(p + 3, name, nn)) {
+			const char *a = p + 4 + nn;
+			size_t an = (size_t)(e - a);
+			if (an == 1 && a[0] == '-') return 0;
+			if (a[0] != '=' || an - 1 >= cap) return -1;
+			dlb_memcpy(buf, a + 1, an - 1);
+			buf[an - 1] = 0;
+			*path = buf;
+			return 1;
+		}
+		p = e + 1;
+	}
+	return -2;
+}
+
+/* cache_lookup: 1 and *path when the cache names one file for name, 0 none,
+ * -1 undecidable (dlb_ldcache_lookup). From the stage's answers where they
+ * hold one for name (buf: cap bytes for its path), else from the file. */
+static int cache_lookup(const char *name, const char **path, char *buf, size_t cap)
+{
+	if (pre_at && pre_holds()) {
+		int r = pre_lookup(name, dlb_strlen(name), buf, cap, path);
+		if (r != -2) return r;
+	}
 	if (cache_state == 0) read_cache();
 	if (cache_state == 2) return 0;
 	if (cache_state != 1) return -1;
@@ -771,7 +852,8 @@ static int whole_search(const char *name, const struct link_map *loader)
 	if (ld.runpath && ld.runpath[0] && (r = walk_list(ld.runpath, "::", loader, name, nn)) != S_MISS) return r;
 	if (ld.nodeflib) return S_MISS;
 	const char *cached;
-	switch (cache_lookup(name, &cached)) {
+	char pre_path[256]; /* a staged answer's path (stagefmt.maxCacheAnswerPath) */
+	switch (cache_lookup(name, &cached, pre_path, sizeof pre_path)) {
 	case 1:
 		if ((r = cached_answer(cached)) != S_MISS) return r;
 		break;

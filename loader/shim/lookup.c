@@ -143,7 +143,7 @@ static int reals_from_stage(const struct dlb_audit_share *a)
 	struct reals_walk w;
 	memset(&w, 0, sizeof w);
 	unsigned char id[64];
-	if (end - p < 6 || memcmp(p, "libc ", 5)) return 0;
+	if (end - p < 6 || !dlb_memeq(p, "libc ", 5)) return 0;
 	p += 5;
 	for (; end - p >= 2 && hex_digit(p[0]) >= 0 && hex_digit(p[1]) >= 0 && w.id_len < sizeof id; p += 2)
 		id[w.id_len++] = (unsigned char)(hex_digit(p[0]) << 4 | hex_digit(p[1]));
@@ -151,14 +151,14 @@ static int reals_from_stage(const struct dlb_audit_share *a)
 	p++;
 	w.id = id;
 	const char *name = real_names;
-	for (size_t k = 0; k < NREALS; k++, name += strlen(name) + 1) w.hash[k] = dlb_gnu_hash(name);
+	for (size_t k = 0; k < NREALS; k++, name += dlb_strlen(name) + 1) w.hash[k] = dlb_gnu_hash(name);
 	dl_iterate_phdr(reals_visit, &w);
 	if (!w.libc || w.failed) return 0;
 	uint64_t off[NREALS];
 	name = real_names;
-	for (size_t k = 0; k < NREALS; k++, name += strlen(name) + 1) {
-		size_t n = strlen(name);
-		if (end - p < (ptrdiff_t)(n + 7) || memcmp(p, "real ", 5) || memcmp(p + 5, name, n) || p[5 + n] != ' ') return 0;
+	for (size_t k = 0; k < NREALS; k++, name += dlb_strlen(name) + 1) {
+		size_t n = dlb_strlen(name);
+		if (end - p < (ptrdiff_t)(n + 7) || !dlb_memeq(p, "real ", 5) || !dlb_memeq(p + 5, name, n) || p[5 + n] != ' ') return 0;
 		p += 6 + n;
 		int got = hex_field(&p, end, &off[k]);
 		if (got < 0 || p >= end || *p != '\n') return 0;
@@ -190,7 +190,7 @@ __attribute__((visibility("default"))) const struct dlb_audit_share *dlb_share_s
 static const struct dlb_audit_share *audit_share(void)
 {
 	const struct dlb_audit_share *a = dlb_share_slot;
-	return a && a->table && a->root && !strcmp(a->root, stage_root) ? a : NULL;
+	return a && a->table && a->root && dlb_streq(a->root, stage_root) ? a : NULL;
 }
 
 /* shim_notes (report.h): audit.so's notes for the report, or NULL. */
@@ -233,18 +233,18 @@ static void read_shim_env(struct shim_env *v)
 	for (char **e = environ; e && *e; e++) {
 		const char *s = *e;
 		if (s[0] == 'L') {
-			if (!v->llp && !strncmp(s, "LD_LIBRARY_PATH=", 16)) v->llp = e;
+			if (!v->llp && dlb_memeq(s, "LD_LIBRARY_PATH=", 16)) v->llp = e;
 			continue;
 		}
-		if (s[0] != 'D' || strncmp(s, "DLBUNDLE_", 9) != 0) continue;
+		if (s[0] != 'D' || !dlb_memeq(s, "DLBUNDLE_", 9)) continue;
 		s += 9;
-		if (!strncmp(s, "DIRTY=", 6)) {
+		if (dlb_memeq(s, "DIRTY=", 6)) {
 			if (!v->dirty) v->dirty = e;
 			continue;
 		}
 		for (unsigned i = 0; i < sizeof vars / sizeof *vars; i++) {
 			const char **slot = (const char **)((char *)v + vars[i].off);
-			if (!strncmp(s, vars[i].name, vars[i].len)) {
+			if (dlb_memeq(s, vars[i].name, vars[i].len)) {
 				if (!*slot) *slot = s + vars[i].len;
 				break;
 			}
@@ -268,8 +268,8 @@ void shim_init(void)
 	const char *dbg = v.debug;
 	debug_on = dbg && dbg[0] == '1';
 	const char *dd = v.debug_dir;
-	if (dd && strlen(dd) < sizeof debug_dir) strcpy(debug_dir, dd);
-	if (stage && strlen(stage) > DLB_STAGE_MAX) {
+	if (dd && dlb_strlen(dd) < sizeof debug_dir) strcpy(debug_dir, dd);
+	if (stage && dlb_strlen(stage) > DLB_STAGE_MAX) {
 		/* dlbundle exec refuses such a stage dir; say why nothing is answered. */
 		static const char msg[] = "dlbundle: DLBUNDLE_STAGE is longer than 1000 bytes; the shim is "
 					  "inactive and this process reads the original files (use a shorter --stage-dir)\n";
@@ -282,7 +282,7 @@ void shim_init(void)
 		/* memcpy, not snprintf: printf's code is pages of libc that most
 		 * processes never touch (a page fault each). Both fit: the stage
 		 * is at most DLB_STAGE_MAX bytes (above). */
-		size_t sn = strlen(stage);
+		size_t sn = dlb_strlen(stage);
 		memcpy(stage_root, stage, sn);
 		memcpy(stage_root + sn, "/root", 6);
 		stage_root_len = sn + 5;

@@ -17,6 +17,7 @@
 #define DLB_SYS_prctl 157
 #define DLB_SYS_openat 257
 #define DLB_SYS_readlinkat 267
+#define DLB_SYS_newfstatat 262
 static inline long dlb_syscall6(long n, long a, long b, long c, long d, long e, long f)
 {
 	long ret;
@@ -38,6 +39,7 @@ static inline long dlb_syscall6(long n, long a, long b, long c, long d, long e, 
 #define DLB_SYS_prctl 167
 #define DLB_SYS_openat 56
 #define DLB_SYS_readlinkat 78
+#define DLB_SYS_newfstatat 79
 static inline long dlb_syscall6(long n, long a, long b, long c, long d, long e, long f)
 {
 	register long x8 __asm__("x8") = n;

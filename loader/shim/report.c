@@ -311,8 +311,8 @@ static size_t exe_len; /* its length; 0: not taken, read /proc/self/exe at exit 
 static void note_exe(void)
 {
 	const char *fn = (const char *)getauxval(AT_EXECFN);
-	size_t n = fn ? strlen(fn) : 0, at = 0;
-	if (n == 0 || n >= DLB_PATH_MAX || !strncmp(fn, "/dev/fd/", 8) || !strncmp(fn, "/proc/", 6)) return;
+	size_t n = fn ? dlb_strlen(fn) : 0, at = 0;
+	if (n == 0 || n >= DLB_PATH_MAX || dlb_memeq(fn, "/dev/fd/", 8) || dlb_memeq(fn, "/proc/", 6)) return;
 	char *exe = report_names + exe_at;
 	if (fn[0] != '/') {
 		while (n > 2 && fn[0] == '.' && fn[1] == '/') { fn += 2; n -= 2; }
@@ -331,7 +331,7 @@ void report_init(const struct shim_env *v)
 	/* resolved here, once: the wrapper may run in a signal handler */
 	real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
 	const char *f = v->report;
-	size_t fl = f ? strlen(f) : 0;
+	size_t fl = f ? dlb_strlen(f) : 0;
 	if (fl == 0 || fl >= DLB_PATH_MAX) {
 		/* no report: no install to take turns with */
 		__atomic_store_n(&fatal_done, 1, __ATOMIC_RELEASE);
@@ -344,7 +344,7 @@ void report_init(const struct shim_env *v)
 	for (; max && *max >= '0' && *max <= '9' && report_max < (1ull << 60); max++)
 		report_max = report_max * 10 + (uint64_t)(*max - '0');
 	const char *run = v->run;
-	size_t rl = run ? strlen(run) : 0;
+	size_t rl = run ? dlb_strlen(run) : 0;
 	int ok = rl > 0 && rl <= RUN_MAX;
 	for (size_t i = 0; ok && i < rl; i++) {
 		char c = run[i];

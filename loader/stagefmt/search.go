@@ -44,10 +44,17 @@ func FormatSearchRules(caps, dirs []string) ([]byte, error) {
 // file it would ignore is never written or kept: the header, then "cap X/"
 // lines ending with "cap ", then "dir /..." lines, no more than its 32 and
 // 16 slots, no NUL, shorter than its buffer; then, in a stage's file, the
-// real functions' places (reals.go).
+// node's ld.so.cache answers (ldcache.go) and the real functions' places
+// (reals.go).
 func CheckSearchRules(b []byte) error {
 	if i := bytes.Index(b, []byte("\nlibc ")); i >= 0 {
 		if err := checkReals(b[i+1:]); err != nil {
+			return err
+		}
+		b = b[:i+1]
+	}
+	if i := bytes.Index(b, []byte("\ncache ")); i >= 0 {
+		if err := checkCacheAnswers(b[i+1:]); err != nil {
 			return err
 		}
 		b = b[:i+1]

@@ -22,10 +22,11 @@ import (
 
 const (
 	tableMagic     = "DLBTBL1\x00"
-	tableVersion   = 2
+	tableVersion   = 3
 	tableHeaderLen = 64
 	tableEntryLen  = 96
 	tableRecordLen = 16 // one name of a directory's listing
+	tableBucketLen = 8  // the entry's index + 1, and the hash's high half as a tag
 )
 
 // The table's records as the shim reads them: struct dlb_header, dlb_entry
@@ -267,7 +268,8 @@ func TableSize(entries []image.Entry) uint64 {
 			records += 2 + uint64(len(e.Listing)) // ".", "..", the names
 		}
 	}
-	strs += uint64(len(dotNames)) // "." and ".." once
+	hotStrs := strs              // the entries' strings lie before the entry array (EncodeTable)
+	strs = uint64(len(dotNames)) // "." and ".." once
 	var buf []byte
 	for _, e := range entries {
 		if e.Type != image.TypeDir {
@@ -290,7 +292,7 @@ func TableSize(entries []image.Entry) uint64 {
 	for nb < 2*rows {
 		nb <<= 1
 	}
-	return align8(tableHeaderLen+SearchRoom+4*nb) + tableEntryLen*rows + tableRecordLen*records + strs
+	return align8(tableHeaderLen+SearchRoom+tableBucketLen*nb+hotStrs) + tableEntryLen*rows + tableRecordLen*records + strs
 }
 
 // dotNames holds the names "." and ".." for every listing's first two
@@ -442,7 +444,7 @@ func markSearchable(rows []tableRow) {
 	}
 }
 
-// EncodeTable writes the table for entries (docs/loader.md, version 2). It is
+// EncodeTable writes the table for entries (docs/loader.md, version 3). It is
 // a pure function of the entries: nothing in it depends on the node.
 func EncodeTable(entries []image.Entry) ([]byte, error) {
 	rows, entryRow, children, err := tableRows(entries)
@@ -450,17 +452,25 @@ func EncodeTable(entries []image.Entry) ([]byte, error) {
 		return nil, err
 	}
 	markSearchable(rows)
-	// Row k of the table is rows[order[k]]: sorted by path (paths are
-	// unique).
+	// Row k of the table is rows[order[k]]: the image's own entries first,
+	// in the image's (load) order, then the names only a listing knows.
+	// A process's start-up looks up the first objects the image loads,
+	// and a fault maps the 64 KiB around the page it touches: the entries
+	// it reads lie together, not spread over the whole array among the
+	// listed names (3,426 of 3,439 rows for /bin/true's image). tableRows
+	// made the rows in that order already.
 	order := make([]int32, len(rows))
+	hot := 0 // rows[:hot] are the image's entries
 	for i := range order {
 		order[i] = int32(i)
+		if rows[i].e != nil {
+			hot = i + 1
+		}
 	}
-	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(rows[a].path, rows[b].path) })
-	at := make([]int32, len(rows)) // rows[i] is table row at[i]
-	for k, i := range order {
-		at[i] = int32(k)
-	}
+	at := order // rows[i] is table row i
+	// Rows by path, for the parents' inodes of the listings.
+	byPath := slices.Clone(order)
+	slices.SortFunc(byPath, func(a, b int32) int { return strings.Compare(rows[a].path, rows[b].path) })
 	// The listing of a directory row is that of its (first) entry.
 	listOf := make([]int32, len(rows)) // entry index + 1 of a directory row, else 0
 	for i := range entries {
@@ -474,13 +484,20 @@ func EncodeTable(entries []image.Entry) ([]byte, error) {
 	}
 	// Sizes first, so that the table is allocated once: listings (records,
 	// in row order), strings (paths and symlink targets in row order, then
-	// "." and "..").
-	var records, strs uint64
-	for _, i := range order {
+	// "." and ".."). The strings of the image's entries come right after
+	// the buckets, before the entry array: with the first entries they are
+	// the pages a start-up reads.
+	var records, hotStrs, strs uint64
+	for k, i := range order {
 		r := &rows[i]
-		strs += uint64(len(r.path)) + 1
+		n := uint64(len(r.path)) + 1
 		if r.typ == TabSymlink {
-			strs += uint64(len(r.target)) + 1
+			n += uint64(len(r.target)) + 1
+		}
+		if k < hot {
+			hotStrs += n
+		} else {
+			strs += n
 		}
 		if r.typ == TabDir {
 			records += 2 + uint64(len(entries[listOf[i]-1].Listing))
@@ -488,16 +505,17 @@ func EncodeTable(entries []image.Entry) ([]byte, error) {
 	}
 	strs += uint64(len(dotNames))
 	bucketsOff := uint64(tableHeaderLen + SearchRoom) // the room for the node's rules first (search.go)
-	entriesOff := align8(bucketsOff + 4*uint64(nb))
+	hotStringsOff := bucketsOff + tableBucketLen*uint64(nb)
+	entriesOff := align8(hotStringsOff + hotStrs)
 	listingsOff := entriesOff + tableEntryLen*uint64(len(rows))
 	stringsOff := listingsOff + tableRecordLen*records
 	if stringsOff+strs >= 1<<32 {
 		return nil, fmt.Errorf("lookup table: more than 4 GiB of path names and listings")
 	}
 	buf := make([]byte, stringsOff+strs)
-	le := binary.LittleEndian            // the buckets: an array of uint32
+	le := binary.LittleEndian
 	pathOff := make([]uint32, len(rows)) // by row index (rows[i])
-	so := stringsOff
+	so := hotStringsOff
 	addString := func(s string) uint32 {
 		off := so
 		copy(buf[so:], s) // the NUL is already there
@@ -505,25 +523,34 @@ func EncodeTable(entries []image.Entry) ([]byte, error) {
 		return uint32(off)
 	}
 	targetOff := make([]uint32, len(rows))
-	for _, i := range order {
+	for k, i := range order {
+		if k == hot {
+			so = stringsOff
+		}
 		pathOff[i] = addString(rows[i].path)
 		if rows[i].typ == TabSymlink {
 			targetOff[i] = addString(rows[i].target)
 		}
 	}
+	if hot == len(order) {
+		so = stringsOff
+	}
 	dotOff := so
 	copy(buf[so:], dotNames)
 
-	buckets := buf[bucketsOff : bucketsOff+4*uint64(nb)]
+	// The buckets: uint64 each, the entry's index + 1 in the low half
+	// (0: empty) and the high half of its hash as a tag, which a probe
+	// compares before it reads an entry.
+	buckets := buf[bucketsOff : bucketsOff+tableBucketLen*uint64(nb)]
 	var listAt uint64 // records written so far
 	for k, i := range order {
 		r := &rows[i]
 		h := fnv1a64(r.path)
 		b := uint32(h) & (nb - 1)
-		for le.Uint32(buckets[4*b:]) != 0 {
+		for le.Uint64(buckets[tableBucketLen*b:]) != 0 {
 			b = (b + 1) & (nb - 1)
 		}
-		le.PutUint32(buckets[4*b:], uint32(k+1))
+		le.PutUint64(buckets[tableBucketLen*b:], h&^0xffffffff|uint64(k+1))
 
 		ent := EntryRec{Hash: h, Path: pathOff[i], PathLen: uint32(len(r.path))}
 		var e image.Entry // an external row's attributes are the listing's
@@ -540,7 +567,7 @@ func EncodeTable(entries []image.Entry) ([]byte, error) {
 			off := listingsOff + tableRecordLen*listAt
 			ent.Target, ent.TargetLen = uint32(off), uint32(2+len(entries[d].Listing))
 			putListing(buf[off:], r, &entries[d], rows, children[d], at, pathOff, dotOff, func(p string) (uint64, bool) {
-				j := rowOfPath(rows, order, p)
+				j := rowOfPath(rows, byPath, p)
 				if j < 0 {
 					return 0, false
 				}
@@ -671,7 +698,15 @@ func Find(tab []byte, p string) (EntryRec, bool) {
 	nb := hdr.NBuckets
 	h := fnv1a64(p)
 	for b := uint32(h) & (nb - 1); ; b = (b + 1) & (nb - 1) {
-		idx := binary.LittleEndian.Uint32(tab[hdr.Buckets+4*uint64(b):]) // the buckets: an array of uint32
+		var idx uint32
+		if hdr.Version < 3 { // a stage made before the tags: uint32 buckets
+			idx = binary.LittleEndian.Uint32(tab[hdr.Buckets+4*uint64(b):])
+		} else {
+			bk := binary.LittleEndian.Uint64(tab[hdr.Buckets+tableBucketLen*uint64(b):])
+			if idx = uint32(bk); idx != 0 && bk>>32 != h>>32 {
+				continue
+			}
+		}
 		if idx == 0 {
 			return ent, false
 		}

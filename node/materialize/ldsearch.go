@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -81,12 +82,15 @@ type probeResult struct {
 // node's ld.so, run meanwhile), then where the real functions lie in the
 // stage's libc (reals: stagefmt.FormatReals). A probe that failed leaves no
 // file (the shim falls back) and says why.
-func writeSearchRules(dir string, probe probeResult, reals []byte) error {
+func writeSearchRules(dir string, probe probeResult, reals []byte, cacheNames []string) error {
 	if probe.err != nil {
 		fmt.Fprintf(os.Stderr, "dlbundle: ld.so search rules unknown (%v); ld.so will probe search directories itself\n", probe.err)
 		return nil
 	}
-	rules := append(probe.rules, reals...)
+	// The node's ld.so.cache answers for the image's libraries, in what
+	// room the rules and the real functions' places leave (and the NUL).
+	cache := stagefmt.FormatCacheAnswers(cacheNames, stagefmt.SearchRoom-1-len(probe.rules)-len(reals))
+	rules := append(append(slices.Clip(probe.rules), cache...), reals...)
 	if err := os.WriteFile(filepath.Join(dir, stagefmt.SearchFile), rules, 0o444); err != nil {
 		return fmt.Errorf("materialize: write search rules: %w", err)
 	}

@@ -190,7 +190,7 @@ func Materialize(ctx context.Context, src Source, dir string, opts Options) (err
 		return err
 	}
 	stop = stagetime.Start("search rules written")
-	err = writeSearchRules(dir, probe, reals)
+	err = writeSearchRules(dir, probe, reals, stagefmt.CacheAnswerNames(entries))
 	stop()
 	if err != nil {
 		return err

@@ -55,7 +55,7 @@ func encode(rows []row) []byte {
 	}
 	le := binary.LittleEndian
 	bo := uint64(64)
-	eo := (bo + 4*uint64(nb) + 7) &^ 7
+	eo := (bo + 8*uint64(nb) + 7) &^ 7
 	lo := eo + 96*uint64(len(rows)) // the listings
 	so := lo
 	for _, r := range rows {
@@ -73,10 +73,10 @@ func encode(rows []row) []byte {
 	for i, r := range rows {
 		h := fnv(r.path)
 		b := uint32(h) & (nb - 1)
-		for le.Uint32(buf[bo+4*uint64(b):]) != 0 {
+		for le.Uint64(buf[bo+8*uint64(b):]) != 0 {
 			b = (b + 1) & (nb - 1)
 		}
-		le.PutUint32(buf[bo+4*uint64(b):], uint32(i+1))
+		le.PutUint64(buf[bo+8*uint64(b):], h&^0xffffffff|uint64(i+1)) // index + 1, the hash's high half as the tag
 		e := eo + 96*uint64(i)
 		le.PutUint64(buf[e:], h)
 		po := str(r.path)
@@ -107,7 +107,7 @@ func encode(rows []row) []byte {
 		le.PutUint32(buf[e+28:], mode)
 	}
 	copy(buf, "DLBTBL1\x00")
-	le.PutUint32(buf[8:], 2)
+	le.PutUint32(buf[8:], 3)
 	le.PutUint32(buf[12:], nb)
 	le.PutUint32(buf[16:], uint32(len(rows)))
 	le.PutUint64(buf[24:], bo)
@@ -435,10 +435,11 @@ func TestTableLookupDistrustsDamage(t *testing.T) {
 	e := le.Uint64(good[32:]) + 96*uint64(ab)
 	// last: the table's last string with its NUL ("/x\x00" or so)
 	last := string(good[bytes.LastIndexByte(good[:len(good)-1], 0)+1:])
-	// every: each bucket names the damaged entry, so any probe meets it
-	every := func(b []byte) {
+	// every: each bucket names the damaged entry, tagged as p's hash, so
+	// that a probe for p meets it
+	every := func(b []byte, p string) {
 		for i := uint32(0); i < nb; i++ {
-			le.PutUint32(b[64+4*i:], uint32(ab)+1)
+			le.PutUint64(b[64+8*i:], fnv(p)&^0xffffffff|uint64(ab)+1)
 		}
 	}
 	for name, c := range map[string]struct {
@@ -447,25 +448,25 @@ func TestTableLookupDistrustsDamage(t *testing.T) {
 		found  bool
 	}{
 		// every bucket taken: a probe for an absent path must still end
-		"no empty bucket": {every, "/nope", false},
+		"no empty bucket": {func(b []byte) { every(b, "/nope") }, "/nope", false},
 		"buckets name no entry": {func(b []byte) {
 			for i := uint32(0); i < nb; i++ {
-				if le.Uint32(b[64+4*i:]) != 0 {
-					le.PutUint32(b[64+4*i:], 1000)
+				if v := le.Uint64(b[64+8*i:]); v != 0 {
+					le.PutUint64(b[64+8*i:], v&^0xffffffff|1000)
 				}
 			}
 		}, "/a/b", false},
 		// an entry naming the table's last bytes (a string and its NUL)
 		// ends exactly at the table's end: its NUL would lie past it
 		"path leaves the table": {func(b []byte) {
-			every(b)
+			every(b, last)
 			le.PutUint64(b[e:], fnv(last))
 			le.PutUint32(b[e+8:], uint32(len(b)-len(last)))
 			le.PutUint32(b[e+12:], uint32(len(last)))
 		}, last, false},
 		// hash and length of "/a/", its bytes "/a/b": no NUL at the end
 		"path not NUL-terminated": {func(b []byte) {
-			every(b)
+			every(b, "/a/")
 			le.PutUint64(b[e:], fnv("/a/"))
 			le.PutUint32(b[e+12:], 3)
 		}, "/a/", false},

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/dlbundle/dlbundle/internal/ldcache"
 )
 
 // archFlags is how `ldconfig -p` names the entries ld.so accepts here, and
@@ -84,6 +86,9 @@ func TestLdCacheMatchesLdconfig(t *testing.T) {
 		ok, rc, path := LdCacheLookup(cache, name)
 		if !ok {
 			t.Fatal("dlb_ldcache_open refused /etc/ld.so.cache")
+		}
+		if gok, grc, gpath := ldcache.Lookup(cache, name); !gok || grc != rc || gpath != path {
+			t.Errorf("%s: staging's lookup gives %v %d %q, audit.so's %d %q", name, gok, grc, gpath, rc, path)
 		}
 		switch {
 		case hwcaps[name]:
@@ -214,6 +219,9 @@ func TestLdCacheOrder(t *testing.T) {
 			if ok, rc, path := LdCacheLookup(cache, name); !ok || rc != 1 || path != want {
 				t.Errorf("old=%v %s: got %v %d %q, want %q", old, name, ok, rc, path, want)
 			}
+			if ok, rc, path := ldcache.Lookup(cache, name); !ok || rc != 1 || path != want {
+				t.Errorf("old=%v %s: staging's lookup got %v %d %q, want %q", old, name, ok, rc, path, want)
+			}
 		}
 		for name, wantRC := range map[string]int{"libonly32.so.1": 0, "libcaps.so.1": -1, "libz.so.3": 0, "libz.so": 0, "libzz.so.1": 0} {
 			if _, rc, path := LdCacheLookup(cache, name); rc != wantRC {
@@ -226,8 +234,12 @@ func TestLdCacheOrder(t *testing.T) {
 	slices.SortStableFunc(entries, func(a, b cacheEntry) int { return strings.Compare(b.key, a.key) })
 	missed := 0
 	for name := range wantPath {
-		if _, rc, _ := LdCacheLookup(newCache(entries, false), name); rc == 0 {
+		_, rc, path := LdCacheLookup(newCache(entries, false), name)
+		if rc == 0 {
 			missed++
+		}
+		if _, grc, gpath := ldcache.Lookup(newCache(entries, false), name); grc != rc || gpath != path {
+			t.Errorf("byte order %s: staging's lookup %d %q, audit.so's %d %q", name, grc, gpath, rc, path)
 		}
 	}
 	if missed == 0 {
@@ -249,6 +261,12 @@ func FuzzLdCache(f *testing.F) {
 			return
 		}
 		ok, rc, path := LdCacheLookup(cache, name)
+		// staging's copy of the lookup (ldcache.Lookup), whose
+		// answers audit.so takes in place of its own, answers alike
+		gok, grc, gpath := ldcache.Lookup(cache, name)
+		if gok != ok || (ok && (grc != rc || gpath != path)) {
+			t.Fatalf("%q: audit.so %v %d %q, staging %v %d %q", name, ok, rc, path, gok, grc, gpath)
+		}
 		if !ok {
 			return
 		}
