@@ -160,8 +160,18 @@ const decoderMem = 256 << 10
 // decode buffer for the largest frame (maxRaw), a read buffer of bufSize and
 // a decoder; at least one.
 func decodeWorkers(want int, maxRaw, bufSize int64) int {
-	per := maxRaw + 64 + bufSize + decoderMem
+	per := populatedSize(maxRaw+64) + populatedSize(bufSize) + decoderMem
 	return max(1, min(want, int(decodeBudget/per)))
+}
+
+// populatedSize is what populated(n) maps: n rounded up to whole huge pages
+// where it takes them (a 4 MiB frame's buffer and its slack take 6 MiB), so
+// that the workers' buffers fit decodeBudget as mapped, not as asked for.
+func populatedSize(n int64) int64 {
+	if n < hugePage/2 {
+		return n
+	}
+	return (n + hugePage - 1) &^ (hugePage - 1)
 }
 
 // populated returns n bytes of anonymous memory whose pages are allocated
@@ -231,7 +241,7 @@ func populatedHuge(n int64) ([]byte, bool) {
 	if n < hugePage/2 {
 		return nil, false
 	}
-	size := (int(n) + hugePage - 1) &^ (hugePage - 1)
+	size := int(populatedSize(n))
 	m, err := mmapAnon(size+hugePage, 0)
 	if err != nil {
 		return nil, false
