@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"os"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -223,15 +224,18 @@ func munmap(b []byte) {
 // pages it has).
 const hugePage = 2 << 20
 
-// populatedHuge is populated's mapping aligned to hugePage, marked
-// MADV_HUGEPAGE and then populated (MADV_POPULATE_WRITE, Linux 5.14); !ok
-// where either is refused (nothing is left mapped then). The mapping
-// returned is n rounded up to hugePage.
+// populatedHuge is populated's mapping with its start aligned to hugePage
+// and marked MADV_HUGEPAGE before it is populated (MADV_POPULATE_WRITE,
+// Linux 5.14): every whole huge page of it is one, the rest (less than
+// hugePage at its end) small pages, so that it holds what was asked,
+// rounded to a page, as decodeBudget counts it. !ok where either madvise
+// is refused (nothing is left mapped then).
 func populatedHuge(n int64) ([]byte, bool) {
-	if n < hugePage/2 {
+	if n < hugePage {
 		return nil, false
 	}
-	size := (int(n) + hugePage - 1) &^ (hugePage - 1)
+	page := os.Getpagesize()
+	size := (int(n) + page - 1) &^ (page - 1)
 	m, err := mmapAnon(size+hugePage, 0)
 	if err != nil {
 		return nil, false
