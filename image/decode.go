@@ -161,8 +161,17 @@ const decoderMem = 256 << 10
 // decode buffer for the largest frame (maxRaw), a read buffer of bufSize and
 // a decoder; at least one.
 func decodeWorkers(want int, maxRaw, bufSize int64) int {
-	per := maxRaw + 64 + bufSize + decoderMem
+	per := populatedSize(maxRaw+64) + populatedSize(bufSize) + decoderMem
 	return max(1, min(want, int(decodeBudget/per)))
+}
+
+// populatedSize is what populated(n) maps: n rounded up to a page (a
+// huge-page buffer is aligned at its start only: its whole huge pages are
+// huge, its tail small pages; populatedHuge), so that the workers' buffers
+// fit decodeBudget as mapped, not only as asked for.
+func populatedSize(n int64) int64 {
+	page := int64(os.Getpagesize())
+	return (n + page - 1) &^ (page - 1)
 }
 
 // populated returns n bytes of anonymous memory whose pages are allocated
@@ -234,8 +243,7 @@ func populatedHuge(n int64) ([]byte, bool) {
 	if n < hugePage {
 		return nil, false
 	}
-	page := os.Getpagesize()
-	size := (int(n) + page - 1) &^ (page - 1)
+	size := int(populatedSize(n))
 	m, err := mmapAnon(size+hugePage, 0)
 	if err != nil {
 		return nil, false

@@ -143,13 +143,25 @@ func libcmp(p1, p2 string) int {
 		case digit(c2):
 			return -1
 		case c1 != c2:
-			return int(c1) - int(c2)
+			return char(c1) - char(c2)
 		default:
 			i, j = i+1, j+1
 		}
 	}
-	return int(at(p1, i)) - int(at(p2, j))
+	return char(at(p1, i)) - char(at(p2, j))
 }
+
+// char is byte c as C's char holds it: signed on x86 (a byte of 0x80 or
+// more compares below "a"), unsigned on aarch64. ld.so's and the shim's
+// libcmp subtract chars, so a name with such bytes sorts as they sort it.
+func char(c byte) int {
+	if signedChar {
+		return int(int8(c))
+	}
+	return int(c)
+}
+
+const signedChar = runtime.GOARCH == "amd64" || runtime.GOARCH == "386"
 
 // Open finds the new format's table in the file b: the offset of its header
 // (its string offsets count from there) and its number of entries, every

@@ -17,6 +17,9 @@ func TestLibcmp(t *testing.T) {
 		{"libz.so.a", "libz.so.1", -1},
 		{"libz.so", "libz.so.1", -1},
 		{"libz.so.007", "libz.so.7", 0},
+		// a byte of 0x80 or more: C's char, signed on x86 (below 'a'),
+		// unsigned on aarch64 (above)
+		{"lib\xa9.so", "liba.so", map[bool]int{true: -1, false: 1}[signedChar]},
 	} {
 		got := libcmp(c.a, c.b)
 		if (got < 0 && c.sign >= 0) || (got > 0 && c.sign <= 0) || (got == 0 && c.sign != 0) {
