@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"os"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -164,14 +165,13 @@ func decodeWorkers(want int, maxRaw, bufSize int64) int {
 	return max(1, min(want, int(decodeBudget/per)))
 }
 
-// populatedSize is what populated(n) maps: n rounded up to whole huge pages
-// where it takes them (a 4 MiB frame's buffer and its slack take 6 MiB), so
-// that the workers' buffers fit decodeBudget as mapped, not as asked for.
+// populatedSize is what populated(n) maps: n rounded up to a page (a
+// huge-page buffer is aligned at its start only: its whole huge pages are
+// huge, its tail small pages; populatedHuge), so that the workers' buffers
+// fit decodeBudget as mapped, not only as asked for.
 func populatedSize(n int64) int64 {
-	if n < hugePage/2 {
-		return n
-	}
-	return (n + hugePage - 1) &^ (hugePage - 1)
+	page := int64(os.Getpagesize())
+	return (n + page - 1) &^ (page - 1)
 }
 
 // populated returns n bytes of anonymous memory whose pages are allocated
@@ -233,12 +233,14 @@ func munmap(b []byte) {
 // pages it has).
 const hugePage = 2 << 20
 
-// populatedHuge is populated's mapping aligned to hugePage, marked
-// MADV_HUGEPAGE and then populated (MADV_POPULATE_WRITE, Linux 5.14); !ok
-// where either is refused (nothing is left mapped then). The mapping
-// returned is n rounded up to hugePage.
+// populatedHuge is populated's mapping with its start aligned to hugePage
+// and marked MADV_HUGEPAGE before it is populated (MADV_POPULATE_WRITE,
+// Linux 5.14): every whole huge page of it is one, the rest (less than
+// hugePage at its end) small pages, so that it holds what was asked,
+// rounded to a page, as decodeBudget counts it. !ok where either madvise
+// is refused (nothing is left mapped then).
 func populatedHuge(n int64) ([]byte, bool) {
-	if n < hugePage/2 {
+	if n < hugePage {
 		return nil, false
 	}
 	size := int(populatedSize(n))
