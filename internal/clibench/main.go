@@ -173,12 +173,14 @@ func run(bin, compare, out string, rounds, longRounds, pairs int) error {
 	}
 	var compareEnv []string // the other build's launcher-less variables, when it prints them
 	if compare != "" {
+		// The other binary's exec and shim from a stage of its own: the
+		// same stage dir would hand it this binary's stage (its table and
+		// shim objects), which it may not even read (fd3426b and b8a1fe2
+		// stopped with a panic on a first draft of table version 3).
+		cstage := stage + "-compare"
 		short = append(short,
 			&stats{name: "compare: " + compare + " --version", argv: []string{compare, "--version"}},
-			&stats{name: "compare: " + compare + " exec IMG -- /bin/true (warm)", argv: append([]string{compare}, execArgs[1:]...)})
-		// The other binary's shim, launcher-less, from a stage of its own
-		// (the same stage dir would hand it this binary's shim objects).
-		cstage := stage + "-compare"
+			&stats{name: "compare: " + compare + " exec IMG -- /bin/true (warm)", argv: []string{compare, "exec", "--stage-dir", cstage, img, "--", "/bin/true"}})
 		if o, err := exec.Command(compare, "exec", "--stage-dir", cstage, img, "--", "/bin/true").CombinedOutput(); err != nil {
 			return fmt.Errorf("%s exec: %v\n%s", compare, err, o)
 		}
@@ -267,7 +269,11 @@ func run(bin, compare, out string, rounds, longRounds, pairs int) error {
 	fmt.Fprintf(&b, "100,000 arguments: what they add to dlbundle beyond what they add to exec'ing /bin/true directly (%s), i.e. (with − without) of dlbundle minus (with − without) of /bin/true.\n\n", ms(long[0].wall-long[5].wall))
 	fmt.Fprintf(&b, "| command | runs | wall (median) | CPU (median) | minor faults (median) |\n|---|---|---|---|---|\n")
 	for _, s := range append(short, long...) {
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %d |\n", s.name, s.runs, ms(s.wall), ms(s.cpu), s.minflt)
+		name := s.name
+		if s.nonZeroExitSeen { // its time is a failure's, not the command's
+			name += " **(exited with an error: not a measurement of the command)**"
+		}
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %d |\n", name, s.runs, ms(s.wall), ms(s.cpu), s.minflt)
 	}
 	if compare != "" {
 		cv, ce := short[9], short[10]

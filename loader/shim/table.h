@@ -160,7 +160,7 @@ static inline int dlb_check(const void *base, size_t len)
 	if (h->nbuckets == 0 || (h->nbuckets & (h->nbuckets - 1)) || h->nentries >= h->nbuckets)
 		return 0;
 	/* Written so that no sum can wrap (offsets come from the file). */
-	if (h->buckets > len || 8ull * h->nbuckets > len - h->buckets || (h->buckets & 7))
+	if (h->buckets > len || 8ull * h->nbuckets > len - h->buckets || (h->buckets & 3))
 		return 0;
 	if (h->entries > len || 96ull * h->nentries > len - h->entries || (h->entries & 7))
 		return 0;
@@ -213,19 +213,19 @@ static inline const char *dlb_record_name(const void *base, const struct dlb_rec
 static inline const struct dlb_entry *dlb_lookup_h(const void *base, const char *p, size_t n, uint64_t hash)
 {
 	const struct dlb_header *h = base;
-	const uint64_t *b = (const uint64_t *)((const char *)base + h->buckets);
+	const uint32_t *b = (const uint32_t *)((const char *)base + h->buckets);
+	const uint32_t *tag = b + h->nbuckets; /* right after the buckets (dlb_check) */
 	const struct dlb_entry *e = (const struct dlb_entry *)((const char *)base + h->entries);
 	uint32_t mask = h->nbuckets - 1;
 	uint32_t i = (uint32_t)hash & mask;
 	for (uint64_t k = 0; k <= mask; k++, i = (i + 1) & mask) {
-		uint64_t bk = b[i];
-		uint32_t idx = (uint32_t)bk;
+		uint32_t idx = b[i];
 		if (idx == 0) return NULL;
 		/* The bucket's tag (the hash's high half) passes over a
 		 * neighbour's entry without reading it: a miss, or a collision,
 		 * touches no page of the entry array (each is a fault in a
 		 * process that has not read it yet). */
-		if ((uint32_t)(bk >> 32) != (uint32_t)(hash >> 32) || idx > h->nentries) continue;
+		if (tag[i] != (uint32_t)(hash >> 32) || idx > h->nentries) continue;
 		const struct dlb_entry *x = &e[idx - 1];
 		if (x->hash == hash && x->path_len == n && dlb_entry_ok(base, x) && dlb_memeq(dlb_str(base, x->path), p, n))
 			return x;

@@ -26,7 +26,7 @@ const (
 	tableHeaderLen = 64
 	tableEntryLen  = 96
 	tableRecordLen = 16 // one name of a directory's listing
-	tableBucketLen = 8  // the entry's index + 1, and the hash's high half as a tag
+	tableBucketLen = 8  // a bucket: the entry's index + 1 (uint32), and in the array after the buckets the hash's high half (uint32)
 )
 
 // The table's records as the shim reads them: struct dlb_header, dlb_entry
@@ -538,19 +538,23 @@ func EncodeTable(entries []image.Entry) ([]byte, error) {
 	dotOff := so
 	copy(buf[so:], dotNames)
 
-	// The buckets: uint64 each, the entry's index + 1 in the low half
-	// (0: empty) and the high half of its hash as a tag, which a probe
-	// compares before it reads an entry.
-	buckets := buf[bucketsOff : bucketsOff+tableBucketLen*uint64(nb)]
+	// The buckets: uint32 each, the entry's index + 1 (0: empty), as in
+	// version 2 (whose readers, older dlbundle binaries meeting a newer
+	// stage, still find every entry); then, one per bucket, the high half
+	// of its entry's hash as a tag, which a probe compares before it reads
+	// an entry.
+	buckets := buf[bucketsOff : bucketsOff+4*uint64(nb)]
+	tags := buf[bucketsOff+4*uint64(nb) : bucketsOff+tableBucketLen*uint64(nb)]
 	var listAt uint64 // records written so far
 	for k, i := range order {
 		r := &rows[i]
 		h := fnv1a64(r.path)
 		b := uint32(h) & (nb - 1)
-		for le.Uint64(buckets[tableBucketLen*b:]) != 0 {
+		for le.Uint32(buckets[4*b:]) != 0 {
 			b = (b + 1) & (nb - 1)
 		}
-		le.PutUint64(buckets[tableBucketLen*b:], h&^0xffffffff|uint64(k+1))
+		le.PutUint32(buckets[4*b:], uint32(k+1))
+		le.PutUint32(tags[4*b:], uint32(h>>32))
 
 		ent := EntryRec{Hash: h, Path: pathOff[i], PathLen: uint32(len(r.path))}
 		var e image.Entry // an external row's attributes are the listing's
@@ -698,15 +702,9 @@ func Find(tab []byte, p string) (EntryRec, bool) {
 	nb := hdr.NBuckets
 	h := fnv1a64(p)
 	for b := uint32(h) & (nb - 1); ; b = (b + 1) & (nb - 1) {
-		var idx uint32
-		if hdr.Version < 3 { // a stage made before the tags: uint32 buckets
-			idx = binary.LittleEndian.Uint32(tab[hdr.Buckets+4*uint64(b):])
-		} else {
-			bk := binary.LittleEndian.Uint64(tab[hdr.Buckets+tableBucketLen*uint64(b):])
-			if idx = uint32(bk); idx != 0 && bk>>32 != h>>32 {
-				continue
-			}
-		}
+		// the buckets: an array of uint32 in versions 2 and 3 (3's tags,
+		// after them, only spare the shim a read: not needed here)
+		idx := binary.LittleEndian.Uint32(tab[hdr.Buckets+4*uint64(b):])
 		if idx == 0 {
 			return ent, false
 		}

@@ -73,10 +73,11 @@ func encode(rows []row) []byte {
 	for i, r := range rows {
 		h := fnv(r.path)
 		b := uint32(h) & (nb - 1)
-		for le.Uint64(buf[bo+8*uint64(b):]) != 0 {
+		for le.Uint32(buf[bo+4*uint64(b):]) != 0 {
 			b = (b + 1) & (nb - 1)
 		}
-		le.PutUint64(buf[bo+8*uint64(b):], h&^0xffffffff|uint64(i+1)) // index + 1, the hash's high half as the tag
+		le.PutUint32(buf[bo+4*uint64(b):], uint32(i+1))                // index + 1
+		le.PutUint32(buf[bo+4*uint64(nb)+4*uint64(b):], uint32(h>>32)) // the tag, after the buckets
 		e := eo + 96*uint64(i)
 		le.PutUint64(buf[e:], h)
 		po := str(r.path)
@@ -439,7 +440,8 @@ func TestTableLookupDistrustsDamage(t *testing.T) {
 	// that a probe for p meets it
 	every := func(b []byte, p string) {
 		for i := uint32(0); i < nb; i++ {
-			le.PutUint64(b[64+8*i:], fnv(p)&^0xffffffff|uint64(ab)+1)
+			le.PutUint32(b[64+4*i:], uint32(ab)+1)
+			le.PutUint32(b[64+4*nb+4*i:], uint32(fnv(p)>>32))
 		}
 	}
 	for name, c := range map[string]struct {
@@ -451,8 +453,8 @@ func TestTableLookupDistrustsDamage(t *testing.T) {
 		"no empty bucket": {func(b []byte) { every(b, "/nope") }, "/nope", false},
 		"buckets name no entry": {func(b []byte) {
 			for i := uint32(0); i < nb; i++ {
-				if v := le.Uint64(b[64+8*i:]); v != 0 {
-					le.PutUint64(b[64+8*i:], v&^0xffffffff|1000)
+				if le.Uint32(b[64+4*i:]) != 0 {
+					le.PutUint32(b[64+4*i:], 1000)
 				}
 			}
 		}, "/a/b", false},
