@@ -26,16 +26,20 @@ import (
 const maxCacheAnswerPath = 255
 
 // CacheAnswerNames are the names whose cache answers a stage keeps: the
-// base names of the image's shared objects, their symlinks and the libraries
-// the pilot found missing, in load order (the first loaded first: the
-// room may not hold them all), each once.
+// base names of the image's shared objects, their symlinks, the libraries
+// the pilot found missing and those it loaded from the node (external
+// entries: the node-bound driver libraries, libcuda...), in load order (the
+// first loaded first: the room may not hold them all), each once. For a
+// library from the node, audit.so's search still leaves the name to ld.so,
+// which reads the cache itself: the answer spares the process audit.so's
+// read of it before that (a map and an unmap each).
 func CacheAnswerNames(entries []image.Entry) []string {
 	seen := map[string]bool{}
 	var names []string
 	for i := range entries {
 		e := &entries[i]
 		switch e.Type {
-		case image.TypeRegular, image.TypeSymlink, image.TypeMissing:
+		case image.TypeRegular, image.TypeSymlink, image.TypeMissing, image.TypeExternal:
 		default:
 			continue
 		}

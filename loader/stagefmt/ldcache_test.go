@@ -97,9 +97,9 @@ func TestFormatCacheAnswers(t *testing.T) {
 	}
 }
 
-// The names a stage keeps answers for: shared objects, their symlinks and
-// missing libraries of the image, once each, in load order; no directories,
-// no other files.
+// The names a stage keeps answers for: shared objects, their symlinks,
+// missing libraries and libraries from the node (external entries) of the
+// image, once each, in load order; no directories, no other files.
 func TestCacheAnswerNames(t *testing.T) {
 	es := []image.Entry{
 		{Path: "/usr/lib/x86_64-linux-gnu", Type: image.TypeDir},
@@ -110,9 +110,10 @@ func TestCacheAnswerNames(t *testing.T) {
 		{Path: "/usr/bin/python3", Type: image.TypeRegular},
 		{Path: "/usr/lib/x86_64-linux-gnu/libx.so", Type: image.TypeDir},
 		{Path: "/usr/lib/x86_64-linux-gnu/lib sp.so.1", Type: image.TypeRegular},
+		{Path: "/usr/lib/x86_64-linux-gnu/libcuda.so.1", Type: image.TypeExternal}, // the node's driver library
 	}
 	got := strings.Join(CacheAnswerNames(es), ",")
-	if want := "libz.so.1,libz.so.1.2.13,libmissing.so.3"; got != want {
+	if want := "libz.so.1,libz.so.1.2.13,libmissing.so.3,libcuda.so.1"; got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
 }
