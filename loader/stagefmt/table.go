@@ -452,24 +452,22 @@ func EncodeTable(entries []image.Entry) ([]byte, error) {
 		return nil, err
 	}
 	markSearchable(rows)
-	// Row k of the table is rows[order[k]]: the image's own entries first,
-	// in the image's (load) order, then the names only a listing knows.
-	// A process's start-up looks up the first objects the image loads,
-	// and a fault maps the 64 KiB around the page it touches: the entries
-	// it reads lie together, not spread over the whole array among the
-	// listed names (3,426 of 3,439 rows for /bin/true's image). tableRows
-	// made the rows in that order already.
-	order := make([]int32, len(rows))
+	// Row k of the table is rows[k]: the image's own entries first, in the
+	// image's (load) order, then the names only a listing knows (tableRows
+	// makes them in that order). A process's start-up looks up the first
+	// objects the image loads, and a fault maps the 64 KiB around the page
+	// it touches: the entries it reads lie together, not spread over the
+	// whole array among the listed names (3,426 of 3,439 rows for
+	// /bin/true's image).
 	hot := 0 // rows[:hot] are the image's entries
-	for i := range order {
-		order[i] = int32(i)
-		if rows[i].e != nil {
-			hot = i + 1
-		}
+	for hot < len(rows) && rows[hot].e != nil {
+		hot++
 	}
-	at := order // rows[i] is table row i
 	// Rows by path, for the parents' inodes of the listings.
-	byPath := slices.Clone(order)
+	byPath := make([]int32, len(rows))
+	for i := range byPath {
+		byPath[i] = int32(i)
+	}
 	slices.SortFunc(byPath, func(a, b int32) int { return strings.Compare(rows[a].path, rows[b].path) })
 	// The listing of a directory row is that of its (first) entry.
 	listOf := make([]int32, len(rows)) // entry index + 1 of a directory row, else 0
@@ -488,13 +486,13 @@ func EncodeTable(entries []image.Entry) ([]byte, error) {
 	// the buckets, before the entry array: with the first entries they are
 	// the pages a start-up reads.
 	var records, hotStrs, strs uint64
-	for k, i := range order {
+	for i := range rows {
 		r := &rows[i]
 		n := uint64(len(r.path)) + 1
 		if r.typ == TabSymlink {
 			n += uint64(len(r.target)) + 1
 		}
-		if k < hot {
+		if i < hot {
 			hotStrs += n
 		} else {
 			strs += n
@@ -523,18 +521,17 @@ func EncodeTable(entries []image.Entry) ([]byte, error) {
 		return uint32(off)
 	}
 	targetOff := make([]uint32, len(rows))
-	for k, i := range order {
-		if k == hot {
-			so = stringsOff
-		}
-		pathOff[i] = addString(rows[i].path)
-		if rows[i].typ == TabSymlink {
-			targetOff[i] = addString(rows[i].target)
+	addRows := func(from, to int) {
+		for i := from; i < to; i++ {
+			pathOff[i] = addString(rows[i].path)
+			if rows[i].typ == TabSymlink {
+				targetOff[i] = addString(rows[i].target)
+			}
 		}
 	}
-	if hot == len(order) {
-		so = stringsOff
-	}
+	addRows(0, hot)
+	so = stringsOff
+	addRows(hot, len(rows))
 	dotOff := so
 	copy(buf[so:], dotNames)
 
@@ -546,14 +543,14 @@ func EncodeTable(entries []image.Entry) ([]byte, error) {
 	buckets := buf[bucketsOff : bucketsOff+4*uint64(nb)]
 	tags := buf[bucketsOff+4*uint64(nb) : bucketsOff+tableBucketLen*uint64(nb)]
 	var listAt uint64 // records written so far
-	for k, i := range order {
+	for i := range rows {
 		r := &rows[i]
 		h := fnv1a64(r.path)
 		b := uint32(h) & (nb - 1)
 		for le.Uint32(buckets[4*b:]) != 0 {
 			b = (b + 1) & (nb - 1)
 		}
-		le.PutUint32(buckets[4*b:], uint32(k+1))
+		le.PutUint32(buckets[4*b:], uint32(i+1))
 		le.PutUint32(tags[4*b:], uint32(h>>32))
 
 		ent := EntryRec{Hash: h, Path: pathOff[i], PathLen: uint32(len(r.path))}
@@ -570,7 +567,7 @@ func EncodeTable(entries []image.Entry) ([]byte, error) {
 			d := int(listOf[i] - 1)
 			off := listingsOff + tableRecordLen*listAt
 			ent.Target, ent.TargetLen = uint32(off), uint32(2+len(entries[d].Listing))
-			putListing(buf[off:], r, &entries[d], rows, children[d], at, pathOff, dotOff, func(p string) (uint64, bool) {
+			putListing(buf[off:], r, &entries[d], children[d], pathOff, dotOff, func(p string) (uint64, bool) {
 				j := rowOfPath(rows, byPath, p)
 				if j < 0 {
 					return 0, false
@@ -589,7 +586,7 @@ func EncodeTable(entries []image.Entry) ([]byte, error) {
 		ent.Size = statSize(r.typ, r.target, &e)
 		ent.MtimeNS, ent.AtimeNS, ent.CtimeNS = e.MtimeNS, e.AtimeNS, e.CtimeNS
 		ent.Dev, ent.Ino = e.Dev, e.Ino
-		ent.put(buf[entriesOff+tableEntryLen*uint64(k):][:tableEntryLen])
+		ent.put(buf[entriesOff+tableEntryLen*uint64(i):][:tableEntryLen])
 	}
 	hdr := tableHeaderRec{Version: tableVersion, NBuckets: nb, NEntries: uint32(len(rows)), Search: tableHeaderLen,
 		Buckets: bucketsOff, Entries: entriesOff, Strings: stringsOff, Size: uint64(len(buf))}
@@ -619,7 +616,7 @@ func rowIno(r *tableRow) uint64 {
 // build's read returned them (first in images that do not say). A name
 // points into the path string of its own row (kids[k], tableRows made one
 // for every listed name). inoOf gives the inode of another row by path.
-func putListing(out []byte, r *tableRow, d *image.Entry, rows []tableRow, kids []int32, at []int32, pathOff []uint32, dotOff uint64, inoOf func(string) (uint64, bool)) {
+func putListing(out []byte, r *tableRow, d *image.Entry, kids []int32, pathOff []uint32, dotOff uint64, inoOf func(string) (uint64, bool)) {
 	put := func(k int, ino, name uint64, n int, dt uint8) {
 		rec := tableListRec{Ino: ino, Name: uint32(name), NameLen: uint8(n), DType: dt}
 		rec.put(out[tableRecordLen*k:][:tableRecordLen])
