@@ -90,7 +90,7 @@ func cacheIdentity(st *unix.Stat_t) string {
 }
 
 func formatCacheAnswers(b []byte, identity string, names []string, max int) []byte {
-	if ok, _, _ := ldcache.Lookup(b, ""); !ok {
+	if _, _, ok := ldcache.Open(b); !ok {
 		return nil
 	}
 	out := []byte("cache " + identity + "\n")
